@@ -1,0 +1,3 @@
+//! The `ballast` command. (Skeleton: `plan` is being written.)
+
+fn main() {}

@@ -1,0 +1,1 @@
+//! Ballast's configuration. (Skeleton: being written.)

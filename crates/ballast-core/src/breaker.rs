@@ -1,0 +1,1 @@
+//! Circuit breaker. (Skeleton: being written.)

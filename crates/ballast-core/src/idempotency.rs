@@ -1,0 +1,1 @@
+//! Idempotency keys and request fingerprints. (Skeleton: being written.)

@@ -1,0 +1,1 @@
+//! Deadline headers on the wire. (Skeleton: being written.)
