@@ -1,1 +1,0 @@
-//! Deadline headers on the wire. (Skeleton: being written.)
