@@ -31,7 +31,9 @@ mod time;
 mod wire;
 
 // admission
-pub use admission::Priority;
+pub use admission::{
+    Admission, AdmissionConfig, InvalidAdmission, Offer, Priority, Release, Shed, ShedReason, Ticket,
+};
 // backoff
 pub use backoff::{Backoff, DEFAULT_BASE, DEFAULT_CAP, DefaultRng, InvalidBackoff, Jitter, default_rng};
 // breaker
