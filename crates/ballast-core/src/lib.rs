@@ -47,7 +47,11 @@ pub use deadline::{DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, Deadline, DeadlineExcee
 // name
 pub use name::UnknownName;
 // retry
-pub use retry::UpstreamIdempotency;
+pub use retry::{
+    AttemptOutcome, CallKind, CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER,
+    DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, InvalidRetryPolicy, ProblemKind, ResponseInfo,
+    RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency, retries_allowed_here,
+};
 // time
 pub use time::Instant;
 // wire

@@ -1,0 +1,146 @@
+//! Rules 1-3 of the decision: is the outcome a failure, can a retry help, is a retry safe. No time, no budget.
+
+use std::time::Duration;
+
+use super::{AttemptOutcome, CallKind, ProblemKind, ResponseInfo, StopReason, UpstreamIdempotency};
+
+/// What an outcome means before time, attempts and budgets are considered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Verdict {
+    /// A success: the answer goes to the caller.
+    Done,
+    /// A failure no retry may or can fix.
+    Stop(StopReason),
+    /// A failure worth retrying, after the wait the upstream asked for (if it asked).
+    Retry { retry_after: Option<Duration> },
+}
+
+/// A retryable failure after sending, by what it says about whether the upstream ran the operation. (A
+/// never-sent error is retried for every kind of call: nothing reached the upstream, so a retry is the first
+/// execution.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// A timeout or transport error after sending: the upstream may have acted, and no answer was received.
+    LostAfterSending,
+    /// 408, 425, 429, or a 409 "in progress": answered before the operation ran, so not a stored answer.
+    RefusedBeforeRunning,
+    /// 500, 502, 503, 504, 529: the upstream (or a proxy in front of it) produced an error answer.
+    ServerError,
+}
+
+/// Whether a retryable failure of a side-effecting call may be retried, by the upstream's deduplication.
+///
+/// The one table DESIGN.md's "Upstream idempotency" becomes; change a rule here and only here.
+pub(super) const fn side_effect_may_retry(upstream: UpstreamIdempotency, failure: Failure) -> bool {
+    match (upstream, failure) {
+        // No deduplication: anything after sending could run the operation twice (DESIGN.md: only never-sent).
+        (UpstreamIdempotency::None, _) => false,
+        // Deduplicates, stores only successes: the same key makes any retry safe.
+        (UpstreamIdempotency::Keyed, _) => true,
+        // Stores every answer it produced: a 5xx would be replayed as the same 5xx.
+        (UpstreamIdempotency::KeyedReplaysErrors, Failure::ServerError) => false,
+        (UpstreamIdempotency::KeyedReplaysErrors, _) => true,
+    }
+}
+
+/// The retryable statuses (DESIGN.md): 408, 425, 429, 500, 502, 503, 504, 529, and 409 only "in progress".
+pub(super) const fn retryable_status(status: u16, problem: ProblemKind) -> Option<Failure> {
+    match status {
+        408 | 425 | 429 => Some(Failure::RefusedBeforeRunning),
+        409 if matches!(problem, ProblemKind::IdempotencyInProgress) => Some(Failure::RefusedBeforeRunning),
+        500 | 502 | 503 | 504 | 529 => Some(Failure::ServerError),
+        _ => None,
+    }
+}
+
+/// Rules 1-3: success, whether a retry can help, whether it is safe for this kind of call.
+pub(super) fn classify(outcome: &AttemptOutcome, kind: CallKind) -> Verdict {
+    match outcome {
+        AttemptOutcome::NeverSent => Verdict::Retry { retry_after: None },
+        AttemptOutcome::Timeout | AttemptOutcome::TransportError => {
+            if may_retry(kind, Failure::LostAfterSending) {
+                Verdict::Retry { retry_after: None }
+            } else {
+                let timed_out = matches!(outcome, AttemptOutcome::Timeout);
+                Verdict::Stop(StopReason::OutcomeUnknown { timed_out })
+            }
+        }
+        AttemptOutcome::Response(response) => classify_answer(response, kind),
+    }
+}
+
+fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
+    let status = response.status;
+    if response.is_success() {
+        return Verdict::Done;
+    }
+    // Problems a wait cannot fix stop whatever the headers say: the same request fails the same way.
+    match response.problem {
+        ProblemKind::InsufficientQuota => return Verdict::Stop(StopReason::InsufficientQuota { status }),
+        ProblemKind::ContextLengthExceeded => {
+            return Verdict::Stop(StopReason::ContextLengthExceeded { status });
+        }
+        ProblemKind::None | ProblemKind::IdempotencyInProgress => {}
+    }
+    let retry = Verdict::Retry {
+        retry_after: response.retry_after,
+    };
+    match response.should_retry {
+        // The upstream knows whether it acted or stored the answer: its word overrides status and table.
+        Some(true) => retry,
+        Some(false) => Verdict::Stop(StopReason::UpstreamSaidNoRetry { status }),
+        None => match retryable_status(status, response.problem) {
+            None => Verdict::Stop(StopReason::NotRetryable { status }),
+            Some(failure) if may_retry(kind, failure) => retry,
+            Some(failure) => Verdict::Stop(unsafe_to_retry(kind, failure, status)),
+        },
+    }
+}
+
+fn may_retry(kind: CallKind, failure: Failure) -> bool {
+    match kind {
+        CallKind::Model | CallKind::ReadOnlyTool => true,
+        CallKind::SideEffectingTool(upstream) => side_effect_may_retry(upstream, failure),
+    }
+}
+
+/// Why a retryable answer of a side-effecting call is not retried.
+fn unsafe_to_retry(kind: CallKind, failure: Failure, status: u16) -> StopReason {
+    match (kind, failure) {
+        (CallKind::SideEffectingTool(UpstreamIdempotency::KeyedReplaysErrors), Failure::ServerError) => {
+            StopReason::StoredError { status }
+        }
+        _ => StopReason::NotDeduplicated { status },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn side_effect_table_follows_design() {
+        use Failure::*;
+        use UpstreamIdempotency as U;
+        let failures = [LostAfterSending, RefusedBeforeRunning, ServerError];
+        let row = |u| failures.map(|f| side_effect_may_retry(u, f));
+        assert_eq!(row(U::None), [false, false, false]);
+        assert_eq!(row(U::Keyed), [true, true, true]);
+        assert_eq!(row(U::KeyedReplaysErrors), [true, true, false]);
+    }
+
+    #[test]
+    fn retryable_statuses_are_exactly_the_design_set() {
+        let retryable: Vec<u16> = (0..=999)
+            .filter(|s| retryable_status(*s, ProblemKind::None).is_some())
+            .collect();
+        assert_eq!(retryable, [408, 425, 429, 500, 502, 503, 504, 529]);
+        assert_eq!(
+            retryable_status(409, ProblemKind::IdempotencyInProgress),
+            Some(Failure::RefusedBeforeRunning)
+        );
+        assert_eq!(retryable_status(409, ProblemKind::None), None);
+        // "In progress" makes only a 409 retryable.
+        assert_eq!(retryable_status(400, ProblemKind::IdempotencyInProgress), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Rules 1-3: what is retried at all.
+
+use super::*;
+use crate::ErrorCode;
+
+#[test]
+fn never_sent_is_retried_for_every_kind() {
+    for kind in KINDS {
+        assert!(is_retry(first(kind, AttemptOutcome::NeverSent)), "{kind:?}");
+    }
+}
+
+#[test]
+fn lost_after_sending_is_retried_unless_the_upstream_does_not_deduplicate() {
+    for kind in KINDS {
+        for outcome in [AttemptOutcome::Timeout, AttemptOutcome::TransportError] {
+            assert_eq!(
+                is_retry(first(kind, outcome)),
+                kind != NONE,
+                "{kind:?} {outcome:?}"
+            );
+        }
+    }
+    let timed_out = first(NONE, AttemptOutcome::Timeout);
+    assert_eq!(timed_out, stop(StopReason::OutcomeUnknown { timed_out: true }));
+    let reset = first(NONE, AttemptOutcome::TransportError);
+    assert_eq!(reset, stop(StopReason::OutcomeUnknown { timed_out: false }));
+    assert_eq!(
+        StopReason::OutcomeUnknown { timed_out: true }.code(),
+        ErrorCode::OutcomeUnknown
+    );
+}
+
+#[test]
+fn retryable_statuses_are_retried_when_a_retry_is_safe() {
+    for kind in [CallKind::Model, CallKind::ReadOnlyTool, KEYED] {
+        for status in RETRYABLE {
+            assert!(
+                is_retry(first(kind, AttemptOutcome::status(status))),
+                "{kind:?} {status}"
+            );
+        }
+        assert!(is_retry(first(kind, in_progress())), "{kind:?}");
+    }
+}
+
+#[test]
+fn other_4xx_and_5xx_are_final() {
+    for status in [400, 401, 403, 404, 405, 409, 410, 413, 422, 451, 501, 505, 599] {
+        for kind in KINDS {
+            let decision = first(kind, AttemptOutcome::status(status));
+            assert_eq!(decision, stop(StopReason::NotRetryable { status }), "{kind:?}");
+        }
+    }
+}
+
+#[test]
+fn a_409_is_retried_only_when_in_progress() {
+    assert!(is_retry(first(CallKind::Model, in_progress())));
+    let plain = first(CallKind::Model, AttemptOutcome::status(409));
+    assert_eq!(plain, stop(StopReason::NotRetryable { status: 409 }));
+}
+
+#[test]
+fn successes_are_done_whatever_the_headers_and_cost_nothing() {
+    let budget = Counted::unlimited();
+    for status in [200, 201, 204, 304] {
+        let said_retry = answer(ResponseInfo::status(status).with_should_retry(true));
+        for outcome in [AttemptOutcome::status(status), said_retry] {
+            let decision = policy().decide(&outcome, &mut call(NONE), at(0), &budget, None, &mut rng());
+            assert_eq!(decision, RetryDecision::Done);
+        }
+    }
+    assert_eq!(budget.withdrawn(), 0);
+}
+
+#[test]
+fn x_should_retry_overrides_the_status() {
+    let refused = first(
+        CallKind::Model,
+        answer(ResponseInfo::status(503).with_should_retry(false)),
+    );
+    assert_eq!(refused, stop(StopReason::UpstreamSaidNoRetry { status: 503 }));
+    let asked = first(
+        CallKind::Model,
+        answer(ResponseInfo::status(400).with_should_retry(true)),
+    );
+    assert!(is_retry(asked));
+}
+
+#[test]
+fn a_none_upstream_retries_only_never_sent_errors() {
+    for status in RETRYABLE {
+        let decision = first(NONE, AttemptOutcome::status(status));
+        assert_eq!(decision, stop(StopReason::NotDeduplicated { status }));
+    }
+    assert_eq!(
+        first(NONE, in_progress()),
+        stop(StopReason::NotDeduplicated { status: 409 })
+    );
+}
+
+#[test]
+fn the_upstream_may_declare_a_retry_safe() {
+    // Only an answer carries x-should-retry; the upstream knows whether it acted or stored the answer.
+    for (kind, status) in [(NONE, 503), (NONE, 500), (REPLAYS, 500)] {
+        let decision = first(kind, answer(ResponseInfo::status(status).with_should_retry(true)));
+        assert!(is_retry(decision), "{kind:?} {status}");
+    }
+}
+
+#[test]
+fn keyed_replays_errors_does_not_retry_a_5xx_but_retries_what_was_not_stored() {
+    for status in [500, 502, 503, 504, 529] {
+        let decision = first(REPLAYS, AttemptOutcome::status(status));
+        assert_eq!(decision, stop(StopReason::StoredError { status }));
+    }
+    for status in [408, 425, 429] {
+        assert!(
+            is_retry(first(REPLAYS, AttemptOutcome::status(status))),
+            "{status}"
+        );
+    }
+    assert!(is_retry(first(REPLAYS, in_progress())));
+    assert!(is_retry(first(REPLAYS, AttemptOutcome::Timeout)));
+    assert!(is_retry(first(REPLAYS, AttemptOutcome::TransportError)));
+}
+
+#[test]
+fn insufficient_quota_is_never_waited_for() {
+    let budget = Counted::unlimited();
+    let quota = ResponseInfo::status(429)
+        .with_retry_after(SECOND)
+        .with_should_retry(true)
+        .with_problem(ProblemKind::InsufficientQuota);
+    let decision = policy().decide(
+        &answer(quota),
+        &mut call(CallKind::Model),
+        at(0),
+        &budget,
+        None,
+        &mut rng(),
+    );
+    let reason = StopReason::InsufficientQuota { status: 429 };
+    assert_eq!(decision, stop(reason));
+    assert!(reason.moves_to_fallback());
+    assert_eq!(budget.withdrawn(), 0);
+}
+
+#[test]
+fn context_length_exceeded_stops() {
+    let too_long = ResponseInfo::status(400).with_problem(ProblemKind::ContextLengthExceeded);
+    let decision = first(CallKind::Model, answer(too_long));
+    assert_eq!(decision, stop(StopReason::ContextLengthExceeded { status: 400 }));
+}
