@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use super::TransitionReason as Reason;
 use super::window::Window;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};
-use super::{TransitionReason as Reason, TransitionReason};
 use crate::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +158,7 @@ impl<R> Machine<R> {
     }
 
     /// Enters `phase` at `at`: a new generation with fresh counters.
-    fn enter(&mut self, phase: Phase, reason: TransitionReason, at: Instant) -> Transition {
+    fn enter(&mut self, phase: Phase, reason: Reason, at: Instant) -> Transition {
         let transition = Transition {
             from: self.phase_state(),
             to: match phase {
@@ -241,7 +241,7 @@ impl<R: Rng> Machine<R> {
     }
 
     /// Opens the breaker at `now` for a freshly drawn open time.
-    fn open(&mut self, reason: TransitionReason, now: Instant) -> Transition {
+    fn open(&mut self, reason: Reason, now: Instant) -> Transition {
         let until = now + self.draw_open_time();
         self.enter(Phase::Open { until }, reason, now)
     }

@@ -35,11 +35,14 @@
 //! # Threads and cost
 //! One [`CircuitBreaker`] per upstream, shared behind an [`Arc`]; a [`Permit`] holds an `Arc` to its breaker so
 //! it can be moved into a spawned task and recorded or dropped there. The state is a small struct behind a
-//! `std` mutex held for a few dozen nanoseconds; a closed-state permit dropped unrecorded does not even lock.
+//! `std` mutex held for a few dozen nanoseconds. A closed breaker grants permits without locking (one atomic
+//! load of the closed generation), and a closed-state permit dropped unrecorded does not lock either; only
+//! recording an outcome takes the lock.
 //! Time is always passed in (`now`), and the open-time jitter comes from the breaker's own seedable RNG.
 
 mod call;
 mod config;
+mod error;
 mod machine;
 mod state;
 mod window;
@@ -55,8 +58,9 @@ use std::time::Duration;
 use rand::Rng;
 
 pub use call::CallResult;
-pub use config::{BreakerConfig, BreakerConfigBuilder, InvalidBreaker};
-pub use state::{BreakerRejected, BreakerSnapshot, BreakerState, Transition, TransitionReason};
+pub use config::{BreakerConfig, BreakerConfigBuilder};
+pub use error::{BreakerRejected, InvalidBreaker};
+pub use state::{BreakerSnapshot, BreakerState, Transition, TransitionReason};
 
 use machine::{Machine, NOT_CLOSED, Ticket};
 

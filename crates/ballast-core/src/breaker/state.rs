@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::{ErrorCode, Instant};
+use crate::Instant;
 
 /// The three states of a circuit breaker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -153,41 +153,6 @@ pub struct BreakerSnapshot {
     pub generation: u64,
 }
 
-/// Why [`CircuitBreaker::try_acquire`](super::CircuitBreaker::try_acquire) refused a call. Either way the
-/// caller fails fast (503, [`ErrorCode::CircuitOpen`]) or goes to its fallback.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-#[non_exhaustive]
-pub enum BreakerRejected {
-    /// The breaker is open.
-    #[error("circuit open: retry in {retry_in:?}")]
-    Open {
-        /// Time left open.
-        retry_in: Duration,
-    },
-    /// The breaker is half-open and every probe slot is taken.
-    #[error("circuit half-open: all {probes} probes are in flight")]
-    ProbesBusy {
-        /// The probe limit (M).
-        probes: u32,
-    },
-}
-
-impl BreakerRejected {
-    /// The stable error code of the refusal: always [`ErrorCode::CircuitOpen`].
-    pub fn code(&self) -> ErrorCode {
-        ErrorCode::CircuitOpen
-    }
-
-    /// The time left open, for `Retry-After`; `None` while half-open, when the probes in flight decide and no
-    /// time is known (the shell picks its own small `Retry-After`).
-    pub fn retry_in(&self) -> Option<Duration> {
-        match *self {
-            BreakerRejected::Open { retry_in } => Some(retry_in),
-            BreakerRejected::ProbesBusy { .. } => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,18 +186,5 @@ mod tests {
             ..t
         };
         assert!(!backwards.is_automatic());
-    }
-
-    #[test]
-    fn rejections_carry_code_and_retry_in() {
-        let open = BreakerRejected::Open {
-            retry_in: Duration::from_secs(3),
-        };
-        assert_eq!(open.code(), ErrorCode::CircuitOpen);
-        assert_eq!(open.retry_in(), Some(Duration::from_secs(3)));
-        assert_eq!(open.to_string(), "circuit open: retry in 3s");
-        let busy = BreakerRejected::ProbesBusy { probes: 3 };
-        assert_eq!(busy.retry_in(), None);
-        assert_eq!(busy.to_string(), "circuit half-open: all 3 probes are in flight");
     }
 }

@@ -58,6 +58,30 @@ fn closes_after_s_successes_with_a_fresh_window() {
 }
 
 #[test]
+fn failures_from_before_the_open_do_not_survive_a_quick_reclose() {
+    // Opens and closes again within one 10 s window: the old failures must not count against the new period.
+    let b = breaker(
+        no_jitter()
+            .consecutive_failures(0)
+            .failure_rate(Some(0.5))
+            .min_calls(4)
+            .open_for(Duration::from_secs(1))
+            .half_open_probes(1),
+    );
+    for _ in 0..4 {
+        call(&b, CallResult::Failure, at(0));
+    }
+    assert_eq!(b.state(at(0)), Open);
+    assert!(
+        call(&b, CallResult::Success, at(1_000)).is_some(),
+        "the probe closes it"
+    );
+    assert_eq!(call(&b, CallResult::Failure, at(1_001)), None);
+    let s = b.snapshot(at(1_001));
+    assert_eq!((s.state, s.window_calls, s.window_failures), (Closed, 1, 1));
+}
+
+#[test]
 fn more_successes_than_probes_go_through_in_waves() {
     let (b, now) = half_open_breaker(1, 3);
     for wave in 0..3 {
