@@ -37,6 +37,10 @@ pub use admission::{
 // backoff
 pub use backoff::{Backoff, DEFAULT_BASE, DEFAULT_CAP, DefaultRng, InvalidBackoff, Jitter, default_rng};
 // breaker
+pub use breaker::{
+    BreakerConfig, BreakerConfigBuilder, BreakerRejected, BreakerSnapshot, BreakerState, CallResult,
+    CircuitBreaker, InvalidBreaker, Permit, Transition, TransitionReason,
+};
 // budget
 pub use budget::RetryBudget;
 // code

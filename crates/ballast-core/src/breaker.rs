@@ -1,1 +1,0 @@
-//! Circuit breaker. (Skeleton: being written.)
