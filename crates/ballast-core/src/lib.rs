@@ -48,6 +48,10 @@ pub use code::ErrorCode;
 // deadline
 pub use deadline::{DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, Deadline, DeadlineExceeded, Refused};
 // idempotency
+pub use idempotency::{
+    Fingerprint, IdempotencyKey, InvalidFingerprint, InvalidKey, canonical_json, fingerprint,
+    is_json_content_type,
+};
 // name
 pub use name::UnknownName;
 // retry

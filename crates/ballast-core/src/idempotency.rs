@@ -1,1 +1,0 @@
-//! Idempotency keys and request fingerprints. (Skeleton: being written.)
