@@ -1,1 +1,53 @@
-//! Ballast's configuration. (Skeleton: being written.)
+//! Ballast's configuration: the one TOML schema that `ballast plan`, `serve`, `demo` and `bench` read.
+//!
+//! Two phases, after quickwit's and TensorZero's config loaders:
+//! 1. [`parse`]: the text into [`RawConfig`], serde structs that mirror the file, with a required
+//!    `version = 1` and every unknown key refused with its path (`server.lisen: unknown field ...`);
+//! 2. [`validate`]: the raw structs into a typed [`Config`] — durations, sizes, ballast-core's enums, a checked
+//!    [`Backoff`](ballast_core::Backoff) — with every omitted key at its default, and *every* broken rule
+//!    reported at once with the field's path and the value as written
+//!    (`tools[2].per_try_timeout: "12x" is not a duration: ...`).
+//!
+//! [`Config::from_toml_str`] and [`Config::load`] do both. The environment is passed in, never read here:
+//! secrets are names of variables (`key_env`, `api_key_env`, `store.url_env`), checked for presence by
+//! [`Config::missing_secrets`] only where they are needed to run. Every key, its default and its rule is
+//! documented in docs/config.md.
+//!
+//! # Layout
+//! - `raw` — [`RawConfig`] and its tables: phase one.
+//! - `validate` — [`validate`]: phase two (the rules, by section).
+//! - `typed` — [`Config`] and its tables: plain data, and every default.
+//! - `human` — the duration (`"1h30m"`, `"1.2s"`) and size (`"8MiB"`) grammars.
+//! - `load` — text and files to config; the version check; error locations.
+//! - `secrets` — [`Env`] and [`Config::missing_secrets`].
+//! - `to_raw` — [`Config`] back to [`RawConfig`], every default written out (`RawConfig::from(&config)`).
+//! - `error` — [`ConfigErrors`], [`ConfigError`], [`Problem`].
+
+mod error;
+mod human;
+mod load;
+mod raw;
+mod secrets;
+mod to_raw;
+mod typed;
+mod validate;
+
+#[cfg(test)]
+mod docs_tests;
+
+pub use error::{ConfigError, ConfigErrors, Problem};
+pub use human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
+pub use load::parse;
+pub use raw::{
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
+    RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,
+};
+pub use secrets::{Env, MissingSecret, SecretProblem};
+pub use typed::{
+    BreakerConfig, BudgetConfig, Config, ContextConfig, DEFAULT_BUCKET_CAPACITY,
+    DEFAULT_BUCKET_REFILL_PER_SEC, DEFAULT_MAX_ATTEMPTS, DEFAULT_MODEL_PER_TRY_TIMEOUT,
+    DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT,
+    DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
+    RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+};
+pub use validate::validate;

@@ -1,0 +1,287 @@
+//! Configuration errors: every one names the field's path and the offending value.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use ballast_core::{InvalidBackoff, UnknownName};
+
+use crate::{DurationError, SizeError};
+
+/// Everything wrong with a configuration, in file order where it has one. Never empty.
+///
+/// Displays one error per line: `tools[2].per_try_timeout: "12x" is not a duration: ...`.
+#[derive(Debug)]
+pub struct ConfigErrors {
+    errors: Vec<ConfigError>,
+}
+
+impl ConfigErrors {
+    /// Wraps errors; `None` when there are none.
+    pub(crate) fn from_vec(errors: Vec<ConfigError>) -> Option<Self> {
+        (!errors.is_empty()).then_some(ConfigErrors { errors })
+    }
+
+    pub(crate) fn one(error: ConfigError) -> Self {
+        ConfigErrors { errors: vec![error] }
+    }
+
+    /// The errors.
+    pub fn errors(&self) -> &[ConfigError] {
+        &self.errors
+    }
+
+    /// The errors, owned.
+    pub fn into_vec(self) -> Vec<ConfigError> {
+        self.errors
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// One thing wrong with a configuration.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {}: {source}", file.display())]
+    Read {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not TOML, an unknown key, or a value of the wrong type. Parsing stops at the first of these.
+    #[error("{}", SyntaxDisplay { path, message, line: *line, column: *column })]
+    Syntax {
+        /// The key's path (`tools[1].upstream.urll`), empty when the error is not inside a key.
+        path: String,
+        /// What the parser said, on one line.
+        message: String,
+        /// 1-based line, when known.
+        line: Option<usize>,
+        /// 1-based column (in characters), when known.
+        column: Option<usize>,
+    },
+    /// A value that breaks a rule.
+    #[error("{path}: {problem}")]
+    Invalid {
+        /// The field's path: `models[0].deployments[1].base_url`.
+        path: String,
+        /// What is wrong.
+        problem: Problem,
+    },
+}
+
+impl ConfigError {
+    /// The field's path, when the error has one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            ConfigError::Read { .. } => None,
+            ConfigError::Syntax { path, .. } | ConfigError::Invalid { path, .. } => {
+                (!path.is_empty()).then_some(path.as_str())
+            }
+        }
+    }
+}
+
+struct SyntaxDisplay<'a> {
+    path: &'a str,
+    message: &'a str,
+    line: Option<usize>,
+    column: Option<usize>,
+}
+
+impl fmt::Display for SyntaxDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let location = match (self.line, self.column) {
+            (Some(line), Some(column)) => format!("line {line}, column {column}"),
+            (Some(line), None) => format!("line {line}"),
+            _ => String::new(),
+        };
+        match (self.path.is_empty(), location.is_empty()) {
+            (false, false) => write!(f, "{}: {} ({location})", self.path, self.message),
+            (false, true) => write!(f, "{}: {}", self.path, self.message),
+            (true, false) => write!(f, "{location}: {}", self.message),
+            (true, true) => f.write_str(self.message),
+        }
+    }
+}
+
+/// What is wrong with one value. Messages start with the value as written.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Problem {
+    /// A required key is missing.
+    #[error("is required")]
+    Required,
+    /// `version` is missing.
+    #[error("is missing: a Ballast config starts with the line `version = 1`")]
+    MissingVersion,
+    /// `version` is not 1.
+    #[error("{found} is not supported: this Ballast reads `version = 1`")]
+    UnsupportedVersion {
+        /// The version as written.
+        found: String,
+    },
+    /// An empty string or list where something is needed.
+    #[error("must not be empty")]
+    Empty,
+    /// Not a duration.
+    #[error("{value} is not a duration: {reason}")]
+    NotADuration {
+        /// The value as written (strings quoted).
+        value: String,
+        /// Why.
+        reason: DurationError,
+    },
+    /// Not a size.
+    #[error("{value} is not a size: {reason}")]
+    NotASize {
+        /// The value as written (strings quoted).
+        value: String,
+        /// Why.
+        reason: SizeError,
+    },
+    /// A number or duration outside its range.
+    #[error("{value} must be {must_be}")]
+    Range {
+        /// The value as written.
+        value: String,
+        /// The rule, e.g. `at least 1`, `between 0 and 1`.
+        must_be: String,
+    },
+    /// A value that must relate to another field's value (`default_timeout <= max_timeout`).
+    #[error("{value} must be {must_be} {other} ({other_value})")]
+    Relation {
+        /// This field's value.
+        value: String,
+        /// `at most`, `at least`, `more than`.
+        must_be: &'static str,
+        /// The other field's path (or an expression over fields).
+        other: String,
+        /// The other side's value.
+        other_value: String,
+    },
+    /// A word that is not one of the accepted ones.
+    #[error(transparent)]
+    NotOneOf(#[from] UnknownName),
+    /// Backoff parameters ballast-core refuses.
+    #[error(transparent)]
+    Backoff(InvalidBackoff),
+    /// A name used twice.
+    #[error("{name:?} is already used by {first}")]
+    Duplicate {
+        /// The name.
+        name: String,
+        /// The path of the first entry with that name.
+        first: String,
+    },
+    /// A name with characters that are not allowed.
+    #[error("{value:?} is not a valid name: {rule}")]
+    InvalidName {
+        /// The name as written.
+        value: String,
+        /// What a name may be.
+        rule: &'static str,
+    },
+    /// Not an environment variable name.
+    #[error(
+        "{value:?} is not an environment variable name (ASCII letters, digits and _, not starting with a digit)"
+    )]
+    InvalidEnvName {
+        /// The name as written.
+        value: String,
+    },
+    /// Not a usable URL.
+    #[error("{value:?} is not a valid URL: {reason}")]
+    InvalidUrl {
+        /// The URL as written (credentials hidden).
+        value: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A URL that carries credentials, which belong in the environment.
+    #[error("{value:?} contains credentials, which must not be in the config file: {instead}")]
+    CredentialsInUrl {
+        /// The URL with its credentials replaced by `***`.
+        value: String,
+        /// What to do instead.
+        instead: &'static str,
+    },
+    /// A store URL with an unsupported scheme.
+    #[error(
+        "{value:?} is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, rediss://, \
+         postgres:// or postgresql://)"
+    )]
+    UnsupportedStore {
+        /// The URL as written (credentials hidden).
+        value: String,
+    },
+    /// Not an IP address and port.
+    #[error("{value:?} is not an IP address and port (e.g. \"127.0.0.1:8080\" or \"[::1]:8080\")")]
+    InvalidListen {
+        /// The value as written.
+        value: String,
+    },
+    /// Two keys that exclude each other are both set.
+    #[error("cannot be set together with {other}")]
+    Conflict {
+        /// The other key.
+        other: &'static str,
+    },
+    /// None of the keys of which one is needed is set.
+    #[error("needs one of {choices}")]
+    MissingOneOf {
+        /// The keys, e.g. `key_env or key_hash_env`.
+        choices: &'static str,
+    },
+    /// `fallback_tool` names no configured tool.
+    #[error("{name:?} is not a configured tool")]
+    UnknownTool {
+        /// The name.
+        name: String,
+    },
+    /// `fallback_tool` names its own tool.
+    #[error("{name:?} is this tool itself; a tool cannot fall back to itself")]
+    SelfFallback {
+        /// The name.
+        name: String,
+    },
+    /// Fallback tools that lead back to where they started.
+    #[error("fallback cycle: {}", cycle.join(" -> "))]
+    FallbackCycle {
+        /// The tools on the cycle, the first repeated at the end.
+        cycle: Vec<String>,
+    },
+    /// `upstream_idempotency` set on a tool without side effects.
+    #[error(
+        "{value:?} only applies to side-effecting tools: set side_effects = true if this call changes \
+         anything (then it gets an idempotency key), or remove upstream_idempotency"
+    )]
+    NeedsSideEffects {
+        /// The value as written.
+        value: String,
+    },
+    /// `on_overflow = "fallback"` with a single deployment.
+    #[error("\"fallback\" needs a second deployment to fall back to")]
+    NeedsFallbackDeployment,
+    /// A `fallback_response` value JSON cannot hold.
+    #[error("{value} cannot be written as JSON")]
+    NotJson {
+        /// The value.
+        value: String,
+    },
+}

@@ -1,0 +1,325 @@
+//! Phase one: the file as written. Serde structs that mirror the TOML one to one.
+//!
+//! Every table rejects keys it does not know (`deny_unknown_fields`), so a typo is an error, not a silently
+//! ignored setting. Everything else is `Option` or a default: no value is parsed, ranged or cross-checked here,
+//! so that phase two ([`validate`](crate::validate)) can report every problem at once, each with its path.
+//! What each key means, its default and its rule: docs/config.md (the defaults in parentheses below are
+//! applied by validation, from the typed structs).
+
+mod value;
+
+use serde::{Deserialize, Serialize};
+
+pub use value::HumanValue;
+
+/// The only schema version this build reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Schema version; must be 1.
+    pub version: i64,
+    /// `[server]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub server: RawServer,
+    /// `[[principals]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub principals: Vec<RawPrincipal>,
+    /// `[store]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub store: RawStore,
+    /// `[run]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub run: RawRun,
+    /// `[[models]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<RawModel>,
+    /// `[[tools]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<RawTool>,
+}
+
+impl Default for RawConfig {
+    /// An empty file with `version = 1`: every setting at its default, no principals, models or tools.
+    fn default() -> Self {
+        RawConfig {
+            version: SCHEMA_VERSION,
+            server: RawServer::default(),
+            principals: Vec::new(),
+            store: RawStore::default(),
+            run: RawRun::default(),
+            models: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Address the gateway binds (`"127.0.0.1:8080"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
+    /// Deadline when the caller sends none (`"30s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_timeout: Option<HumanValue>,
+    /// Cap on caller-supplied deadlines (`"300s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_timeout: Option<HumanValue>,
+    /// Time kept back to answer (`"50ms"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<HumanValue>,
+    /// Least time worth an attempt or a sleep (`"50ms"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_attempt: Option<HumanValue>,
+    /// Largest request body (`"8MiB"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_limit: Option<HumanValue>,
+    /// Shutdown drain (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace: Option<HumanValue>,
+    /// Longest `Retry-After` waited for (`"60s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retry_after: Option<HumanValue>,
+}
+
+/// One `[[principals]]` entry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrincipal {
+    /// The principal's name (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Variable holding the key (this or `key_hash_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_env: Option<String>,
+    /// Variable holding the key's hex SHA-256 (this or `key_env`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_hash_env: Option<String>,
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStore {
+    /// Store URL (`"sqlite://ballast.db"`), without a password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Variable holding the store URL (instead of `url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url_env: Option<String>,
+    /// How long completed records are kept (`"24h"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<HumanValue>,
+}
+
+/// `[run]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRun {
+    /// Retries across one run's calls (`3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_allowance: Option<i64>,
+    /// How long a run's state is kept after its last call (`"10m"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<HumanValue>,
+}
+
+/// One `[[models]]` entry: a model route.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    /// The name clients ask for (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Upstreams in fallback order (at least one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<RawDeployment>,
+    /// Longest attempt (`"20s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<HumanValue>,
+    /// Share of the time left the first deployment may use (`0.6`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub primary_share: Option<f64>,
+    /// Retries per deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RawRetry>,
+    /// Retry budget per deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<RawBudget>,
+    /// Circuit breaker per deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<RawBreaker>,
+    /// Context-overflow policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<RawContext>,
+}
+
+/// One entry of a model route's `deployments`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDeployment {
+    /// OpenAI-compatible base URL (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Model name sent upstream (the route's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Variable holding the API key (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Overrides the route's `per_try_timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<HumanValue>,
+}
+
+/// A `retry` table (models and tools).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetry {
+    /// Attempts per call, the first included (`3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<i64>,
+    /// First backoff window (`"100ms"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<HumanValue>,
+    /// Largest backoff sleep (`"2s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap: Option<HumanValue>,
+    /// `"full"` or `"decorrelated"` (`"full"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+}
+
+/// A `budget` table (models and tools), tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RawBudget {
+    /// `kind = "ratio"`.
+    Ratio {
+        /// Retries per request at most (`0.2`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ratio: Option<f64>,
+        /// Retries per second always allowed (`10`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        min_per_sec: Option<i64>,
+        /// Counting window (`"10s"`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        window: Option<HumanValue>,
+    },
+    /// `kind = "token_bucket"`.
+    TokenBucket {
+        /// Tokens held (`10`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        capacity: Option<i64>,
+        /// Tokens added per second (`1.0`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refill_per_sec: Option<f64>,
+    },
+}
+
+/// A `breaker` table (models and tools).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    /// Failures in a row that open it (`5`; `0` = off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_failures: Option<i64>,
+    /// Failure rate that opens it (`0.5`; `0` = off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure_rate: Option<f64>,
+    /// Failure-rate window (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<HumanValue>,
+    /// Calls before the rate counts (`20`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_calls: Option<i64>,
+    /// Slower calls count as failures (off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_call: Option<HumanValue>,
+    /// Time open before probing (`"30s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_for: Option<HumanValue>,
+    /// Relative jitter on `open_for` (`0.1`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_jitter: Option<f64>,
+    /// Probes while half-open (`3`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub half_open_probes: Option<i64>,
+    /// Successes that close it (`half_open_probes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub success_threshold: Option<i64>,
+}
+
+/// A model route's `context` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawContext {
+    /// `"error"`, `"fallback"` or `"truncate"` (`"error"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_overflow: Option<String>,
+}
+
+/// One `[[tools]]` entry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTool {
+    /// The tool's name (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Where calls go (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<RawUpstream>,
+    /// Whether a call changes something (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<bool>,
+    /// `"none"`, `"keyed"` or `"keyed_replays_errors"` (`"none"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_idempotency: Option<String>,
+    /// Admission class (`"critical"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// Longest attempt (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<HumanValue>,
+    /// Retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RawRetry>,
+    /// Retry budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<RawBudget>,
+    /// Circuit breaker.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<RawBreaker>,
+    /// Calls in flight at most (`64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<i64>,
+    /// Calls waiting at most (`256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<i64>,
+    /// Tool called when the breaker is open (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_tool: Option<String>,
+    /// Answer given when the breaker is open (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback_response: Option<toml::Value>,
+}
+
+/// A tool's `upstream` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    /// HTTP method (`"POST"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Upstream URL (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}

@@ -1,0 +1,240 @@
+//! The environment, passed in, and the check that the secrets a config names are there.
+//!
+//! Secrets never sit in the config file, only the names of the variables that hold them (DESIGN.md, "Gateway
+//! HTTP interface"). Whether they are set is a question for the process that will use them (`ballast serve`),
+//! not for validation: `ballast plan` must work on a laptop that holds no production keys. So validation checks
+//! the names' form, and [`Config::missing_secrets`] checks their presence, against an [`Env`] the caller passes.
+
+use std::collections::HashMap;
+
+use crate::typed::{Config, PrincipalKey, StoreConfig, StoreKind, StoreLocation};
+
+/// Where environment variables come from. The binary passes the process environment
+/// (`&|name: &str| std::env::var(name).ok()`); tests pass a `HashMap` or a closure.
+pub trait Env {
+    /// The variable's value, if set.
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+impl<F: Fn(&str) -> Option<String>> Env for F {
+    fn var(&self, name: &str) -> Option<String> {
+        self(name)
+    }
+}
+
+impl Env for HashMap<String, String> {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).cloned()
+    }
+}
+
+/// A secret the config names but the environment does not hold (or holds in the wrong form). Its value is never
+/// part of the message.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: environment variable {var} {problem}")]
+pub struct MissingSecret {
+    /// The field that names the variable: `principals[0].key_env`.
+    pub path: String,
+    /// The variable.
+    pub var: String,
+    /// What is wrong with it.
+    pub problem: SecretProblem,
+}
+
+/// What is wrong with a secret's variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretProblem {
+    /// Not set.
+    #[error("is not set")]
+    Unset,
+    /// Set to the empty string.
+    #[error("is empty")]
+    Empty,
+    /// A `key_hash_env` value that is not 64 hex digits.
+    #[error("does not hold a SHA-256 hash (64 hex digits)")]
+    NotSha256Hex,
+    /// A `store.url_env` value with an unsupported scheme.
+    #[error(
+        "does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, rediss://, postgres://)"
+    )]
+    UnsupportedStoreUrl,
+}
+
+fn lookup(env: &dyn Env, path: String, var: &str) -> Result<String, MissingSecret> {
+    let missing = |problem| MissingSecret {
+        path: path.clone(),
+        var: var.to_owned(),
+        problem,
+    };
+    match env.var(var) {
+        None => Err(missing(SecretProblem::Unset)),
+        Some(value) if value.is_empty() => Err(missing(SecretProblem::Empty)),
+        Some(value) => Ok(value),
+    }
+}
+
+impl StoreConfig {
+    /// The store's URL and backend: as written, or read from `store.url_env`.
+    pub fn url(&self, env: &dyn Env) -> Result<(String, StoreKind), MissingSecret> {
+        match &self.location {
+            StoreLocation::Url { url, kind } => Ok((url.clone(), *kind)),
+            StoreLocation::Env { env: var } => {
+                let url = lookup(env, "store.url_env".into(), var)?;
+                match StoreKind::of_url(&url) {
+                    Some(kind) => Ok((url, kind)),
+                    None => Err(MissingSecret {
+                        path: "store.url_env".into(),
+                        var: var.clone(),
+                        problem: SecretProblem::UnsupportedStoreUrl,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Every secret the config names that `env` does not hold in a usable form: principals' keys, deployments'
+    /// API keys, `store.url_env`. Empty when the server can start. Values are never returned or printed.
+    pub fn missing_secrets(&self, env: &dyn Env) -> Vec<MissingSecret> {
+        let mut missing = Vec::new();
+        for (i, principal) in self.principals.iter().enumerate() {
+            let (field, var) = match &principal.key {
+                PrincipalKey::Plain { env } => ("key_env", env),
+                PrincipalKey::Sha256 { env } => ("key_hash_env", env),
+            };
+            let path = format!("principals[{i}].{field}");
+            match lookup(env, path.clone(), var) {
+                Err(e) => missing.push(e),
+                Ok(value)
+                    if matches!(principal.key, PrincipalKey::Sha256 { .. }) && !is_sha256_hex(&value) =>
+                {
+                    missing.push(MissingSecret {
+                        path,
+                        var: var.clone(),
+                        problem: SecretProblem::NotSha256Hex,
+                    });
+                }
+                Ok(_) => {}
+            }
+        }
+        for (i, model) in self.models.iter().enumerate() {
+            for (j, deployment) in model.deployments.iter().enumerate() {
+                if let Some(var) = &deployment.api_key_env {
+                    let path = format!("models[{i}].deployments[{j}].api_key_env");
+                    missing.extend(lookup(env, path, var).err());
+                }
+            }
+        }
+        missing.extend(self.store.url(env).err());
+        missing
+    }
+}
+
+fn is_sha256_hex(value: &str) -> bool {
+    value.len() == 64 && value.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"
+version = 1
+[[principals]]
+name = "agents"
+key_env = "KEY_AGENTS"
+[[principals]]
+name = "ops"
+key_hash_env = "KEY_OPS_SHA256"
+[store]
+url_env = "STORE_URL"
+[[models]]
+name = "m"
+deployments = [ { base_url = "https://a/v1", api_key_env = "A_KEY" }, { base_url = "http://b/v1" },
+                { base_url = "https://c/v1", api_key_env = "C_KEY" } ]
+"#;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn validation_needs_no_environment_and_missing_secrets_lists_each() {
+        // It validates with nothing set: `ballast plan` runs anywhere.
+        let config = Config::from_toml_str(CONFIG).unwrap();
+        let missing = config.missing_secrets(&env(&[("A_KEY", "")]));
+        let lines: Vec<String> = missing.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                "principals[0].key_env: environment variable KEY_AGENTS is not set",
+                "principals[1].key_hash_env: environment variable KEY_OPS_SHA256 is not set",
+                "models[0].deployments[0].api_key_env: environment variable A_KEY is empty",
+                "models[0].deployments[2].api_key_env: environment variable C_KEY is not set",
+                "store.url_env: environment variable STORE_URL is not set",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_complete_environment_has_nothing_missing_and_values_never_leak() {
+        let config = Config::from_toml_str(CONFIG).unwrap();
+        let hash = "a".repeat(64);
+        let full = env(&[
+            ("KEY_AGENTS", "sk-agents"),
+            ("KEY_OPS_SHA256", &hash),
+            ("A_KEY", "sk-a"),
+            ("C_KEY", "sk-c"),
+            ("STORE_URL", "postgres://app:pw@db/ballast"),
+        ]);
+        assert_eq!(config.missing_secrets(&full), []);
+        assert_eq!(
+            config.store.url(&full),
+            Ok(("postgres://app:pw@db/ballast".to_owned(), StoreKind::Postgres))
+        );
+
+        let mut wrong = full.clone();
+        wrong.insert("KEY_OPS_SHA256".into(), "not-a-hash".into());
+        wrong.insert("STORE_URL".into(), "mysql://app:pw@db/x".into());
+        let lines: Vec<String> = config
+            .missing_secrets(&wrong)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "principals[1].key_hash_env: environment variable KEY_OPS_SHA256 does not hold a SHA-256 hash (64 hex digits)",
+                "store.url_env: environment variable STORE_URL does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, rediss://, postgres://)",
+            ]
+        );
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.contains("not-a-hash") && !l.contains("pw"))
+        );
+    }
+
+    #[test]
+    fn a_closure_is_an_environment() {
+        let config = Config::from_toml_str(CONFIG).unwrap();
+        let everything = |name: &str| match name {
+            "KEY_OPS_SHA256" => Some("0123456789abcdef".repeat(4)),
+            "STORE_URL" => Some("sqlite::memory:".to_owned()),
+            _ => Some(format!("value-of-{name}")),
+        };
+        assert_eq!(config.missing_secrets(&everything), []);
+        let nothing = |_: &str| None;
+        assert_eq!(config.missing_secrets(&nothing).len(), 5);
+        assert_eq!(
+            Config::embedded_default().store.url(&nothing),
+            Ok(("sqlite://ballast.db".to_owned(), StoreKind::Sqlite)),
+            "a URL written in the config needs no environment"
+        );
+    }
+}

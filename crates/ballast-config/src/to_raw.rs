@@ -1,0 +1,177 @@
+//! A typed [`Config`] back to a [`RawConfig`] with every value written out, defaults included: what
+//! `ballast plan` can print as the effective configuration, and what the round-trip tests compare.
+
+use crate::raw::{
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
+    RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,
+};
+use crate::typed::{
+    BreakerConfig, BudgetConfig, Config, ModelRoute, PrincipalKey, RetryConfig, StoreLocation, ToolConfig,
+    ToolFallback,
+};
+use crate::{format_duration, format_size};
+
+fn duration(d: std::time::Duration) -> Option<HumanValue> {
+    Some(HumanValue::Text(format_duration(d).to_string()))
+}
+
+impl From<&Config> for RawConfig {
+    fn from(config: &Config) -> Self {
+        let s = &config.server;
+        let (url, url_env) = match &config.store.location {
+            StoreLocation::Url { url, .. } => (Some(url.clone()), None),
+            StoreLocation::Env { env } => (None, Some(env.clone())),
+        };
+        RawConfig {
+            version: SCHEMA_VERSION,
+            server: RawServer {
+                listen: Some(s.listen.to_string()),
+                default_timeout: duration(s.default_timeout),
+                max_timeout: duration(s.max_timeout),
+                reserve: duration(s.reserve),
+                min_attempt: duration(s.min_attempt),
+                body_limit: Some(HumanValue::Text(format_size(s.body_limit).to_string())),
+                grace: duration(s.grace),
+                max_retry_after: duration(s.max_retry_after),
+            },
+            principals: (config.principals.iter())
+                .map(|p| {
+                    let (key_env, key_hash_env) = match &p.key {
+                        PrincipalKey::Plain { env } => (Some(env.clone()), None),
+                        PrincipalKey::Sha256 { env } => (None, Some(env.clone())),
+                    };
+                    RawPrincipal {
+                        name: Some(p.name.clone()),
+                        key_env,
+                        key_hash_env,
+                    }
+                })
+                .collect(),
+            store: RawStore {
+                url,
+                url_env,
+                retention: duration(config.store.retention),
+            },
+            run: RawRun {
+                retry_allowance: Some(i64::from(config.run.retry_allowance)),
+                ttl: duration(config.run.ttl),
+            },
+            models: config.models.iter().map(raw_model).collect(),
+            tools: config.tools.iter().map(raw_tool).collect(),
+        }
+    }
+}
+
+fn raw_model(m: &ModelRoute) -> RawModel {
+    RawModel {
+        name: Some(m.name.clone()),
+        deployments: (m.deployments.iter())
+            .map(|d| RawDeployment {
+                base_url: Some(d.base_url.clone()),
+                model: Some(d.model.clone()),
+                api_key_env: d.api_key_env.clone(),
+                per_try_timeout: duration(d.per_try_timeout),
+            })
+            .collect(),
+        per_try_timeout: duration(m.per_try_timeout),
+        primary_share: Some(m.primary_share),
+        retry: Some(raw_retry(&m.retry)),
+        budget: Some(raw_budget(&m.budget)),
+        breaker: Some(raw_breaker(&m.breaker)),
+        context: Some(RawContext {
+            on_overflow: Some(m.context.on_overflow.as_str().to_owned()),
+        }),
+    }
+}
+
+fn raw_tool(t: &ToolConfig) -> RawTool {
+    let (fallback_tool, fallback_response) = match &t.fallback {
+        None => (None, None),
+        Some(ToolFallback::Tool(name)) => (Some(name.clone()), None),
+        Some(ToolFallback::Response(json)) => (None, json_to_toml(json)),
+    };
+    RawTool {
+        name: Some(t.name.clone()),
+        upstream: Some(RawUpstream {
+            method: Some(t.upstream.method.as_str().to_owned()),
+            url: Some(t.upstream.url.clone()),
+        }),
+        side_effects: Some(t.side_effects),
+        // Written only where it applies: validation refuses it on a tool without side effects.
+        upstream_idempotency: t.side_effects.then(|| t.upstream_idempotency.as_str().to_owned()),
+        priority: Some(t.priority.as_str().to_owned()),
+        per_try_timeout: duration(t.per_try_timeout),
+        retry: Some(raw_retry(&t.retry)),
+        budget: Some(raw_budget(&t.budget)),
+        breaker: Some(raw_breaker(&t.breaker)),
+        concurrency: Some(i64::from(t.concurrency)),
+        queue: Some(i64::from(t.queue)),
+        fallback_tool,
+        fallback_response,
+    }
+}
+
+fn raw_retry(r: &RetryConfig) -> RawRetry {
+    RawRetry {
+        max_attempts: Some(i64::from(r.max_attempts)),
+        base: duration(r.backoff.base()),
+        cap: duration(r.backoff.cap()),
+        jitter: Some(r.backoff.jitter().as_str().to_owned()),
+    }
+}
+
+fn raw_budget(b: &BudgetConfig) -> RawBudget {
+    match *b {
+        BudgetConfig::Ratio {
+            ratio,
+            min_per_sec,
+            window,
+        } => RawBudget::Ratio {
+            ratio: Some(ratio),
+            min_per_sec: Some(i64::from(min_per_sec)),
+            window: duration(window),
+        },
+        BudgetConfig::TokenBucket {
+            capacity,
+            refill_per_sec,
+        } => RawBudget::TokenBucket {
+            capacity: Some(i64::from(capacity)),
+            refill_per_sec: Some(refill_per_sec),
+        },
+    }
+}
+
+fn raw_breaker(b: &BreakerConfig) -> RawBreaker {
+    RawBreaker {
+        consecutive_failures: Some(i64::from(b.consecutive_failures.unwrap_or(0))),
+        failure_rate: Some(b.failure_rate.unwrap_or(0.0)),
+        window: duration(b.window),
+        min_calls: Some(i64::from(b.min_calls)),
+        slow_call: b.slow_call.and_then(duration),
+        open_for: duration(b.open_for),
+        open_jitter: Some(b.open_jitter),
+        half_open_probes: Some(i64::from(b.half_open_probes)),
+        success_threshold: Some(i64::from(b.success_threshold)),
+    }
+}
+
+/// JSON to TOML for `fallback_response`. TOML has no null: a null (only possible in a config built in code)
+/// is left out of its table or array.
+fn json_to_toml(json: &serde_json::Value) -> Option<toml::Value> {
+    use serde_json::Value as Json;
+    Some(match json {
+        Json::Null => return None,
+        Json::Bool(b) => toml::Value::Boolean(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => toml::Value::String(s.clone()),
+        Json::Array(items) => toml::Value::Array(items.iter().filter_map(json_to_toml).collect()),
+        Json::Object(map) => toml::Value::Table(
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), json_to_toml(v)?)))
+                .collect(),
+        ),
+    })
+}

@@ -1,0 +1,240 @@
+//! Phase two's result: the typed configuration. Plain data — durations, numbers, ballast-core's enums and
+//! [`Backoff`](ballast_core::Backoff) — that has passed every rule, so a config that loads is a config that works.
+//!
+//! Every default lives here, in a `Default` impl or a `DEFAULT_*` constant, and nowhere else; validation fills
+//! omitted keys from these, and docs/config.md lists the same values (a test keeps them in step).
+
+mod route;
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use ballast_core::{DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE};
+
+pub use route::{
+    BreakerConfig, BudgetConfig, ContextConfig, DEFAULT_BUCKET_CAPACITY, DEFAULT_BUCKET_REFILL_PER_SEC,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
+    RetryConfig, ToolConfig, ToolFallback, Upstream,
+};
+
+/// A validated Ballast configuration.
+///
+/// ```
+/// use ballast_config::Config;
+/// use std::time::Duration;
+///
+/// let config = Config::from_toml_str(r#"
+///     version = 1
+///     [[tools]]
+///     name = "lookup_order"
+///     upstream = { method = "GET", url = "http://127.0.0.1:9000/tools/lookup_order" }
+///     per_try_timeout = "1.2s"
+/// "#).unwrap();
+/// assert_eq!(config.tools[0].per_try_timeout, Duration::from_millis(1200));
+/// assert_eq!(config.server.max_timeout, Duration::from_secs(300)); // a default
+///
+/// let err = Config::from_toml_str("version = 1\n[[tools]]\nname = \"x\"\nper_try_timeout = \"12x\"\n")
+///     .unwrap_err();
+/// assert!(err.to_string().contains(r#"tools[0].per_try_timeout: "12x" is not a duration"#));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    /// `[server]`: the gateway's listener, deadlines and limits.
+    pub server: ServerConfig,
+    /// `[[principals]]`: who may call the gateway (names unique).
+    pub principals: Vec<Principal>,
+    /// `[store]`: where idempotency records and run state live.
+    pub store: StoreConfig,
+    /// `[run]`: state shared by the calls of one agent run.
+    pub run: RunConfig,
+    /// `[[models]]`: model routes, in file order (names unique).
+    pub models: Vec<ModelRoute>,
+    /// `[[tools]]`: tool routes, in file order (names unique; fallbacks name existing tools, no cycles).
+    pub tools: Vec<ToolConfig>,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Address the gateway binds (default `127.0.0.1:8080`).
+    pub listen: SocketAddr,
+    /// The request deadline when the caller sends none (default 30 s; at most `max_timeout`, more than
+    /// `reserve + min_attempt`).
+    pub default_timeout: Duration,
+    /// Cap on any deadline a caller supplies (default 300 s).
+    pub max_timeout: Duration,
+    /// Time kept back to answer before the caller's deadline (default 50 ms).
+    pub reserve: Duration,
+    /// The least time worth starting an attempt or sleep with (default 50 ms; more than zero).
+    pub min_attempt: Duration,
+    /// Largest request body accepted, in bytes (default 8 MiB; more than zero).
+    pub body_limit: u64,
+    /// How long shutdown waits for requests in flight (default 10 s).
+    pub grace: Duration,
+    /// Longest upstream `Retry-After` that is waited for; longer stops the call (default 60 s).
+    pub max_retry_after: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(300),
+            reserve: DEFAULT_RESERVE,
+            min_attempt: DEFAULT_MIN_ATTEMPT,
+            body_limit: 8 << 20,
+            grace: Duration::from_secs(10),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A caller of the gateway: a name (the scope of its idempotency records and runs) and where its key comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// The principal's name (1-64 of `A-Z a-z 0-9 _ -`). Records are scoped by it, so a key rotation keeps
+    /// replays.
+    pub name: String,
+    /// The environment variable holding its key or the key's hash.
+    pub key: PrincipalKey,
+}
+
+/// Where a principal's API key comes from. Only the variable's name is configuration; the value is a secret,
+/// read by the server through [`Env`](crate::Env) and never logged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PrincipalKey {
+    /// `key_env`: the variable holds the key itself.
+    Plain {
+        /// The variable's name.
+        env: String,
+    },
+    /// `key_hash_env`: the variable holds the lowercase hex SHA-256 of the key (64 hex digits).
+    Sha256 {
+        /// The variable's name.
+        env: String,
+    },
+}
+
+impl PrincipalKey {
+    /// The environment variable's name.
+    pub fn env(&self) -> &str {
+        match self {
+            PrincipalKey::Plain { env } | PrincipalKey::Sha256 { env } => env,
+        }
+    }
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The store's URL, or the variable that holds it (when it carries a password).
+    pub location: StoreLocation,
+    /// How long a completed idempotency record is kept and replayed (default 24 h; more than zero).
+    pub retention: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            location: StoreLocation::Url {
+                url: DEFAULT_STORE_URL.to_owned(),
+                kind: StoreKind::Sqlite,
+            },
+            retention: Duration::from_secs(24 * 3600),
+        }
+    }
+}
+
+/// The default store: a SQLite file in the working directory.
+pub const DEFAULT_STORE_URL: &str = "sqlite://ballast.db";
+
+/// Where the store is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// `url`: written in the config (it carries no password).
+    Url {
+        /// The URL as written.
+        url: String,
+        /// The backend its scheme names.
+        kind: StoreKind,
+    },
+    /// `url_env`: the URL is in this environment variable (it may carry a password).
+    Env {
+        /// The variable's name.
+        env: String,
+    },
+}
+
+/// A store backend, from the URL's scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreKind {
+    /// `sqlite://PATH` or `sqlite::memory:` — the embedded default.
+    Sqlite,
+    /// `redis://` or `rediss://`.
+    Redis,
+    /// `postgres://` or `postgresql://`.
+    Postgres,
+}
+
+impl StoreKind {
+    /// The accepted URL prefixes, each with its backend.
+    pub const PREFIXES: [(&'static str, StoreKind); 6] = [
+        ("sqlite::memory:", StoreKind::Sqlite),
+        ("sqlite://", StoreKind::Sqlite),
+        ("redis://", StoreKind::Redis),
+        ("rediss://", StoreKind::Redis),
+        ("postgres://", StoreKind::Postgres),
+        ("postgresql://", StoreKind::Postgres),
+    ];
+
+    /// The backend a URL names, if its prefix is one of [`StoreKind::PREFIXES`] (and, except for
+    /// `sqlite::memory:`, something follows the prefix).
+    pub fn of_url(url: &str) -> Option<StoreKind> {
+        StoreKind::PREFIXES.iter().find_map(|(prefix, kind)| {
+            let rest = url.strip_prefix(prefix)?;
+            let complete = if *prefix == "sqlite::memory:" {
+                rest.is_empty()
+            } else {
+                !rest.is_empty()
+            };
+            complete.then_some(*kind)
+        })
+    }
+
+    /// `sqlite`, `redis` or `postgres`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Redis => "redis",
+            StoreKind::Postgres => "postgres",
+        }
+    }
+}
+
+impl fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `[run]`: the calls of one agent request, grouped by `ballast-run-id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunConfig {
+    /// Retries allowed across all the calls of one run (default 3; 0 = a run's calls are never retried).
+    pub retry_allowance: u32,
+    /// How long a run's state (deadline, allowance) is kept after its last call (default 10 min; at least
+    /// `server.max_timeout`, so a run cannot be forgotten while its deadline still holds).
+    pub ttl: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            retry_allowance: 3,
+            ttl: Duration::from_secs(600),
+        }
+    }
+}

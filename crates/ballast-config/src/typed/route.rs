@@ -1,0 +1,309 @@
+//! Typed model and tool routes and the policy tables they share (`retry`, `budget`, `breaker`).
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use ballast_core::{Backoff, Priority, UnknownName, UpstreamIdempotency};
+
+/// Default `per_try_timeout` of a model route: 20 s (time to first byte when streaming).
+pub const DEFAULT_MODEL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default `per_try_timeout` of a tool: 10 s.
+pub const DEFAULT_TOOL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default share of the remaining time a model route's first deployment may use when it has fallbacks: 0.6.
+pub const DEFAULT_PRIMARY_SHARE: f64 = 0.6;
+/// Default attempts per call, the first included: 3.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// Default concurrency limit of a tool: 64 calls in flight.
+pub const DEFAULT_TOOL_CONCURRENCY: u32 = 64;
+/// Default admission queue length of a tool: 256 waiting calls.
+pub const DEFAULT_TOOL_QUEUE: u32 = 256;
+
+/// Default token-bucket capacity when `kind = "token_bucket"` (reference/004): 10 retries.
+pub const DEFAULT_BUCKET_CAPACITY: u32 = 10;
+/// Default token-bucket refill when `kind = "token_bucket"` (reference/004): 1 retry per second.
+pub const DEFAULT_BUCKET_REFILL_PER_SEC: f64 = 1.0;
+
+/// A model route: the name clients ask for, and the deployments that serve it, in fallback order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelRoute {
+    /// What clients put in `model` (unique among routes).
+    pub name: String,
+    /// Where the route's calls go, first to last (at least one).
+    pub deployments: Vec<Deployment>,
+    /// Longest single attempt on the route's deployments unless a deployment overrides it (default 20 s).
+    pub per_try_timeout: Duration,
+    /// With fallbacks, the share of the remaining time the first deployment may use, in (0, 1] (default 0.6).
+    pub primary_share: f64,
+    /// Retries on each deployment.
+    pub retry: RetryConfig,
+    /// The retry budget; each deployment gets its own.
+    pub budget: BudgetConfig,
+    /// The circuit breaker; each deployment gets its own.
+    pub breaker: BreakerConfig,
+    /// What to do when the prompt does not fit the model's context.
+    pub context: ContextConfig,
+}
+
+/// One upstream of a model route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deployment {
+    /// The OpenAI-compatible base URL (`http` or `https`), as written, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    /// The model name sent upstream (default: the route's name).
+    pub model: String,
+    /// The environment variable holding this deployment's API key, if it needs one.
+    pub api_key_env: Option<String>,
+    /// This deployment's per-try timeout (the route's unless overridden).
+    pub per_try_timeout: Duration,
+}
+
+/// What to do when a prompt is over the model's context length.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ContextConfig {
+    /// Default `error`.
+    pub on_overflow: OnOverflow,
+}
+
+/// The context-overflow policy of a model route (opt-in; DESIGN.md "Fallback and context").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnOverflow {
+    /// Answer the provider's context-length error (the default).
+    #[default]
+    Error,
+    /// Move on to the next deployment (one with a larger context); needs a second deployment.
+    Fallback,
+    /// Drop whole older turns until the prompt fits.
+    Truncate,
+}
+
+impl OnOverflow {
+    /// The name used in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnOverflow::Error => "error",
+            OnOverflow::Fallback => "fallback",
+            OnOverflow::Truncate => "truncate",
+        }
+    }
+}
+
+impl fmt::Display for OnOverflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for OnOverflow {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [OnOverflow::Error, OnOverflow::Fallback, OnOverflow::Truncate]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                value: s.to_owned(),
+                expected: &["error", "fallback", "truncate"],
+            })
+    }
+}
+
+/// A tool route: `POST /v1/tools/{name}` forwarded to its upstream under its policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolConfig {
+    /// The tool's name (unique; 1-64 of `A-Z a-z 0-9 _ -`, OpenAI's function-name rule).
+    pub name: String,
+    /// Where calls go.
+    pub upstream: Upstream,
+    /// Whether a call changes something (then it needs an idempotency key; default false).
+    pub side_effects: bool,
+    /// What the upstream does with an `Idempotency-Key` (default `none`; only for side-effecting tools).
+    pub upstream_idempotency: UpstreamIdempotency,
+    /// Admission class (default `critical`).
+    pub priority: Priority,
+    /// Longest single attempt (default 10 s).
+    pub per_try_timeout: Duration,
+    /// Retries.
+    pub retry: RetryConfig,
+    /// The tool's retry budget.
+    pub budget: BudgetConfig,
+    /// The tool's circuit breaker.
+    pub breaker: BreakerConfig,
+    /// Calls in flight at most (default 64; at least 1).
+    pub concurrency: u32,
+    /// Calls waiting for a slot at most (default 256; 0 = shed as soon as every slot is busy).
+    pub queue: u32,
+    /// What answers when the breaker is open (none by default).
+    pub fallback: Option<ToolFallback>,
+}
+
+/// A tool's upstream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// The HTTP method.
+    pub method: HttpMethod,
+    /// The URL (`http` or `https`), as written.
+    pub url: String,
+}
+
+/// The methods a tool upstream may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HttpMethod {
+    /// `GET`.
+    Get,
+    /// `POST`.
+    Post,
+    /// `PUT`.
+    Put,
+    /// `PATCH`.
+    Patch,
+    /// `DELETE`.
+    Delete,
+}
+
+impl HttpMethod {
+    /// Every method, in the order error messages list them.
+    pub const ALL: [HttpMethod; 5] = [
+        HttpMethod::Get,
+        HttpMethod::Post,
+        HttpMethod::Put,
+        HttpMethod::Patch,
+        HttpMethod::Delete,
+    ];
+
+    /// The method's name, upper case as on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpMethod::Get => "GET",
+            HttpMethod::Post => "POST",
+            HttpMethod::Put => "PUT",
+            HttpMethod::Patch => "PATCH",
+            HttpMethod::Delete => "DELETE",
+        }
+    }
+}
+
+impl fmt::Display for HttpMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for HttpMethod {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HttpMethod::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                value: s.to_owned(),
+                expected: &["GET", "POST", "PUT", "PATCH", "DELETE"],
+            })
+    }
+}
+
+/// A tool's fallback when its breaker is open.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolFallback {
+    /// `fallback_tool`: call this other configured tool instead.
+    Tool(String),
+    /// `fallback_response`: answer this JSON body (200) without calling anything.
+    Response(serde_json::Value),
+}
+
+/// A `retry` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// Attempts per call, the first included (default 3; 1 = never retry).
+    pub max_attempts: u32,
+    /// The backoff between attempts (default full jitter, base 100 ms, cap 2 s).
+    pub backoff: Backoff,
+}
+
+impl Default for RetryConfig {
+    /// 3 attempts, full jitter from 100 ms up to 2 s.
+    fn default() -> Self {
+        RetryConfig {
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// A retry budget (per tool, per model deployment).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BudgetConfig {
+    /// Retries at most `ratio` of the requests plus `min_per_sec` per second, over `window` (Finagle, Linkerd).
+    Ratio {
+        /// In [0, 1] (default 0.2).
+        ratio: f64,
+        /// Retries always allowed per second (default 10).
+        min_per_sec: u32,
+        /// At least 1 s (default 10 s).
+        window: Duration,
+    },
+    /// A bucket of `capacity` retry tokens refilled at `refill_per_sec`.
+    TokenBucket {
+        /// At least 1.
+        capacity: u32,
+        /// Tokens per second, at least 0.
+        refill_per_sec: f64,
+    },
+}
+
+impl Default for BudgetConfig {
+    /// The ratio budget: 20 % of requests plus 10 retries per second over 10 s.
+    fn default() -> Self {
+        BudgetConfig::Ratio {
+            ratio: 0.2,
+            min_per_sec: 10,
+            window: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A circuit breaker's settings (per tool, per model deployment).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BreakerConfig {
+    /// Opens after this many failures in a row; `None` (written `0`) turns this trigger off (default 5).
+    pub consecutive_failures: Option<u32>,
+    /// Opens when the failure rate over `window` reaches this, in (0, 1]; `None` (written `0`) turns this
+    /// trigger off (default 0.5).
+    pub failure_rate: Option<f64>,
+    /// The failure-rate window (default 10 s; at least 1 s).
+    pub window: Duration,
+    /// Calls the window must hold before its rate counts (default 20; at least 1).
+    pub min_calls: u32,
+    /// A call slower than this counts as a failure (off by default).
+    pub slow_call: Option<Duration>,
+    /// How long the breaker stays open before probing (default 30 s; more than zero).
+    pub open_for: Duration,
+    /// Relative jitter on `open_for`, in [0, 1) (default 0.1).
+    pub open_jitter: f64,
+    /// Probes let through while half-open (default 3; at least 1).
+    pub half_open_probes: u32,
+    /// Successes that close the breaker (default `half_open_probes`; between 1 and `half_open_probes`).
+    pub success_threshold: u32,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            consecutive_failures: Some(5),
+            failure_rate: Some(0.5),
+            window: Duration::from_secs(10),
+            min_calls: 20,
+            slow_call: None,
+            open_for: Duration::from_secs(30),
+            open_jitter: 0.1,
+            half_open_probes: 3,
+            success_threshold: 3,
+        }
+    }
+}
+
+impl BreakerConfig {
+    /// Whether any trigger is on (a breaker with both off never opens; `ballast plan` warns about it).
+    pub fn can_open(&self) -> bool {
+        self.consecutive_failures.is_some() || self.failure_rate.is_some()
+    }
+}

@@ -1,0 +1,266 @@
+//! `[[models]]` and `[[tools]]`: each entry, unique names, and the fallback-tool graph.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ballast_core::{Priority, UpstreamIdempotency};
+
+use super::check::{Checker, DurationRule, index, join};
+use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
+use crate::error::Problem;
+use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
+use crate::typed::{
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
+    ToolConfig, ToolFallback, Upstream,
+};
+
+const DEPLOYMENT_CREDENTIALS: &str =
+    "put the API key in the environment and name its variable in api_key_env";
+const TOOL_CREDENTIALS: &str = "tool upstreams take no credentials in their URL";
+
+impl Checker {
+    /// Names must be unique within `section`: the second use is reported, pointing at the first.
+    pub(crate) fn unique_names<'a>(&mut self, section: &str, names: impl Iterator<Item = Option<&'a str>>) {
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        for (i, name) in names.enumerate() {
+            let Some(name) = name else { continue };
+            if let Some(&j) = first.get(name) {
+                let problem = Problem::Duplicate {
+                    name: name.to_owned(),
+                    first: index(section, j),
+                };
+                self.report(join(&index(section, i), "name"), problem);
+            } else {
+                first.insert(name, i);
+            }
+        }
+    }
+
+    pub(crate) fn models(&mut self, raw: &[RawModel]) -> Vec<ModelRoute> {
+        let models = raw
+            .iter()
+            .enumerate()
+            .map(|(i, m)| self.model(&index("models", i), m))
+            .collect();
+        self.unique_names("models", raw.iter().map(|m| m.name.as_deref()));
+        models
+    }
+
+    fn model(&mut self, path: &str, raw: &RawModel) -> ModelRoute {
+        let name = self.name(&join(path, "name"), raw.name.as_ref(), is_model_name, MODEL_RULE);
+        let name = name.unwrap_or_default();
+        let per_try = self
+            .duration(
+                &join(path, "per_try_timeout"),
+                raw.per_try_timeout.as_ref(),
+                DEFAULT_MODEL_PER_TRY_TIMEOUT,
+                DurationRule::Positive,
+            )
+            .unwrap_or(DEFAULT_MODEL_PER_TRY_TIMEOUT);
+        let deployments_path = join(path, "deployments");
+        if raw.deployments.is_empty() {
+            self.report(&deployments_path, Problem::Empty);
+        }
+        let deployments: Vec<_> = (raw.deployments.iter().enumerate())
+            .map(|(i, d)| self.deployment(&index(&deployments_path, i), d, &name, per_try))
+            .collect();
+        let primary_share = self.float(
+            &join(path, "primary_share"),
+            raw.primary_share,
+            DEFAULT_PRIMARY_SHARE,
+            |x| x > 0.0 && x <= 1.0,
+            "more than 0 and at most 1",
+        );
+        let overflow_path = join(&join(path, "context"), "on_overflow");
+        let on_overflow = raw.context.as_ref().and_then(|c| c.on_overflow.as_ref());
+        let on_overflow = self
+            .word(&overflow_path, on_overflow, OnOverflow::Error)
+            .unwrap_or_default();
+        if on_overflow == OnOverflow::Fallback && deployments.len() < 2 {
+            self.report(overflow_path, Problem::NeedsFallbackDeployment);
+        }
+        ModelRoute {
+            name,
+            deployments,
+            per_try_timeout: per_try,
+            primary_share: primary_share.unwrap_or(DEFAULT_PRIMARY_SHARE),
+            retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
+            budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
+            breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
+            context: ContextConfig { on_overflow },
+        }
+    }
+
+    fn deployment(&mut self, path: &str, raw: &RawDeployment, route: &str, per_try: Duration) -> Deployment {
+        let base_url = self.http_url(
+            &join(path, "base_url"),
+            raw.base_url.as_ref(),
+            DEPLOYMENT_CREDENTIALS,
+        );
+        let model = match &raw.model {
+            Some(model) => self.name(&join(path, "model"), Some(model), is_model_name, MODEL_RULE),
+            None => Some(route.to_owned()),
+        };
+        let api_key_env =
+            (raw.api_key_env.as_ref()).and_then(|env| self.env_name(&join(path, "api_key_env"), env));
+        let per_try = self.duration(
+            &join(path, "per_try_timeout"),
+            raw.per_try_timeout.as_ref(),
+            per_try,
+            DurationRule::Positive,
+        );
+        Deployment {
+            base_url: base_url.unwrap_or_default(),
+            model: model.unwrap_or_default(),
+            api_key_env,
+            per_try_timeout: per_try.unwrap_or(DEFAULT_MODEL_PER_TRY_TIMEOUT),
+        }
+    }
+
+    pub(crate) fn tools(&mut self, raw: &[RawTool]) -> Vec<ToolConfig> {
+        let tools: Vec<_> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, t)| self.tool(&index("tools", i), t))
+            .collect();
+        self.unique_names("tools", raw.iter().map(|t| t.name.as_deref()));
+        self.fallback_graph(raw);
+        tools
+    }
+
+    fn tool(&mut self, path: &str, raw: &RawTool) -> ToolConfig {
+        let name = self.name(&join(path, "name"), raw.name.as_ref(), is_ident, IDENT_RULE);
+        let upstream = self.upstream(&join(path, "upstream"), raw.upstream.as_ref());
+        let side_effects = raw.side_effects.unwrap_or(false);
+        let idempotency_path = join(path, "upstream_idempotency");
+        let written = raw.upstream_idempotency.as_ref();
+        let upstream_idempotency = self.word(&idempotency_path, written, UpstreamIdempotency::None);
+        if !side_effects && upstream_idempotency.is_some_and(UpstreamIdempotency::deduplicates) {
+            let value = written.cloned().unwrap_or_default();
+            self.report(idempotency_path, Problem::NeedsSideEffects { value });
+        }
+        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), Priority::Critical);
+        let per_try = self.duration(
+            &join(path, "per_try_timeout"),
+            raw.per_try_timeout.as_ref(),
+            DEFAULT_TOOL_PER_TRY_TIMEOUT,
+            DurationRule::Positive,
+        );
+        let concurrency = self.int(
+            &join(path, "concurrency"),
+            raw.concurrency,
+            DEFAULT_TOOL_CONCURRENCY,
+            1,
+        );
+        let queue = self.int(&join(path, "queue"), raw.queue, DEFAULT_TOOL_QUEUE, 0);
+        let fallback = match (&raw.fallback_tool, &raw.fallback_response) {
+            (Some(_), Some(_)) => {
+                self.report(
+                    join(path, "fallback_response"),
+                    Problem::Conflict {
+                        other: "fallback_tool",
+                    },
+                );
+                None
+            }
+            // Whether the tool exists is checked once every tool is known (`fallback_graph`).
+            (Some(tool), None) => Some(ToolFallback::Tool(tool.clone())),
+            (None, Some(response)) => self
+                .json(&join(path, "fallback_response"), response)
+                .map(ToolFallback::Response),
+            (None, None) => None,
+        };
+        ToolConfig {
+            name: name.unwrap_or_default(),
+            upstream,
+            side_effects,
+            upstream_idempotency: upstream_idempotency.unwrap_or_default(),
+            priority: priority.unwrap_or_default(),
+            per_try_timeout: per_try.unwrap_or(DEFAULT_TOOL_PER_TRY_TIMEOUT),
+            retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
+            budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
+            breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
+            concurrency: concurrency.unwrap_or(DEFAULT_TOOL_CONCURRENCY),
+            queue: queue.unwrap_or(DEFAULT_TOOL_QUEUE),
+            fallback,
+        }
+    }
+
+    fn upstream(&mut self, path: &str, raw: Option<&RawUpstream>) -> Upstream {
+        let placeholder = Upstream {
+            method: HttpMethod::Post,
+            url: String::new(),
+        };
+        let Some(raw) = raw else {
+            self.report(path, Problem::Required);
+            return placeholder;
+        };
+        let method = self.word(&join(path, "method"), raw.method.as_ref(), HttpMethod::Post);
+        let url = self.http_url(&join(path, "url"), raw.url.as_ref(), TOOL_CREDENTIALS);
+        Upstream {
+            method: method.unwrap_or(placeholder.method),
+            url: url.unwrap_or_default(),
+        }
+    }
+
+    /// Every `fallback_tool` names another configured tool, and following them never comes back around.
+    fn fallback_graph(&mut self, raw: &[RawTool]) {
+        let position: HashMap<&str, usize> = raw
+            .iter()
+            .enumerate()
+            .rev()
+            .filter_map(|(i, t)| Some((t.name.as_deref()?, i)))
+            .collect();
+        // next[i]: the tool `i` falls back to, when that is a valid edge.
+        let mut next: Vec<Option<usize>> = vec![None; raw.len()];
+        for (i, tool) in raw.iter().enumerate() {
+            let Some(target) = &tool.fallback_tool else {
+                continue;
+            };
+            let path = join(&index("tools", i), "fallback_tool");
+            match position.get(target.as_str()) {
+                None => self.report(path, Problem::UnknownTool { name: target.clone() }),
+                Some(_) if tool.name.as_deref() == Some(target) => {
+                    self.report(path, Problem::SelfFallback { name: target.clone() });
+                }
+                Some(&j) => next[i] = Some(j),
+            }
+        }
+        // Each tool has at most one fallback, so a walk from any tool either ends or enters one cycle.
+        let mut done = vec![false; raw.len()];
+        for start in 0..raw.len() {
+            let mut walk = Vec::new();
+            let mut at = Some(start);
+            while let Some(i) = at {
+                if done[i] {
+                    break;
+                }
+                if let Some(k) = walk.iter().position(|&w| w == i) {
+                    self.report_cycle(raw, &walk[k..]);
+                    break;
+                }
+                walk.push(i);
+                at = next[i];
+            }
+            for i in walk {
+                done[i] = true;
+            }
+        }
+    }
+
+    /// Reports a cycle once, on its first tool in file order.
+    fn report_cycle(&mut self, raw: &[RawTool], cycle: &[usize]) {
+        let Some(first) = (0..cycle.len()).min_by_key(|&k| cycle[k]) else {
+            return;
+        };
+        let name = |i: usize| raw[i].name.clone().unwrap_or_default();
+        let names: Vec<String> = (0..=cycle.len())
+            .map(|k| name(cycle[(first + k) % cycle.len()]))
+            .collect();
+        self.report(
+            join(&index("tools", cycle[first]), "fallback_tool"),
+            Problem::FallbackCycle { cycle: names },
+        );
+    }
+}
