@@ -1,3 +1,57 @@
-//! The `ballast` command. (Skeleton: `plan` is being written.)
+//! The `ballast` command: argument parsing and wiring only; the work is in the library crates.
 
-fn main() {}
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+/// Ballast keeps an LLM agent's calls steady: one deadline per request, safe and affordable retries, circuit
+/// breakers, priority admission.
+#[derive(Debug, Parser)]
+#[command(name = "ballast", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the worst case of a configuration: per model and tool, the naive worst case next to Ballast's bound,
+    /// the retry amplification over stacked layers, and warnings. Exit code 1 when the config has errors.
+    Plan {
+        /// The configuration file (TOML).
+        config: PathBuf,
+        /// How many stacked layers, each retrying like this config, the amplification assumes.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=16))]
+        layers: u32,
+        /// Print the plan as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Plan { config, layers, json } => match plan(&config, layers, json) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("error: {err:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn plan(path: &std::path::Path, layers: u32, json: bool) -> anyhow::Result<()> {
+    let config = ballast_config::Config::load(path)
+        .with_context(|| format!("{} is not a valid Ballast configuration", path.display()))?;
+    let plan = ballast_config::Plan::new(&config, layers);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&plan)?);
+    } else {
+        print!("{}", ballast_config::render_table(&plan));
+    }
+    Ok(())
+}

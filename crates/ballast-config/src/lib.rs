@@ -22,10 +22,12 @@
 //! - `secrets` — [`Env`] and [`Config::missing_secrets`].
 //! - `to_raw` — [`Config`] back to [`RawConfig`], every default written out (`RawConfig::from(&config)`).
 //! - `error` — [`ConfigErrors`], [`ConfigError`], [`Problem`].
+//! - `plan` — [`Plan`]: the worst case of a config on paper (`ballast plan`), and its table.
 
 mod error;
 mod human;
 mod load;
+mod plan;
 mod raw;
 mod secrets;
 mod to_raw;
@@ -38,6 +40,7 @@ mod docs_tests;
 pub use error::{ConfigError, ConfigErrors, Problem};
 pub use human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
+pub use plan::{DeadlineBound, Plan, PlanRow, TargetKind, Warning, render_table};
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
     RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,

@@ -1,0 +1,123 @@
+//! The plain-text table of a [`Plan`], for people; `--json` serialises the `Plan` itself for machines.
+
+use std::fmt::Write as _;
+
+use super::{Plan, TargetKind, fmt};
+
+const HEADERS: [&str; 9] = [
+    "TARGET",
+    "PER TRY",
+    "TRIES",
+    "BACKOFF CAP",
+    "NAIVE WORST",
+    "BALLAST",
+    "NAIVE CALLS",
+    "BALLAST CALLS",
+    "RETRY LOAD",
+];
+
+/// The plan as an aligned table, then the fallback chains and the warnings.
+pub fn render_table(plan: &Plan) -> String {
+    let d = &plan.deadline;
+    let mut out = String::new();
+    // Writing to a String cannot fail; `let _ =` keeps that visible without unwraps.
+    let _ = writeln!(
+        out,
+        "Deadline: {} per request when the caller sends none (callers may send up to {}); {} reserve, {} \
+         minimum attempt.",
+        fmt(d.default_timeout),
+        fmt(d.max_timeout),
+        fmt(d.reserve),
+        fmt(d.min_attempt)
+    );
+    let _ = writeln!(
+        out,
+        "NAIVE WORST: every try times out and every backoff sleep is at its cap, fallbacks included. BALLAST: the same, \
+         cut at the request deadline.\nNAIVE CALLS: calls reaching the upstream per request if {} layers each retry like this; \
+         BALLAST CALLS: retries at one layer only.\nRETRY LOAD: the most the retry budget lets retries add to an \
+         upstream's load.\n",
+        plan.layers
+    );
+
+    if plan.rows.is_empty() {
+        out.push_str("No model routes or tools are configured.\n");
+    } else {
+        let rows: Vec<[String; 9]> = plan
+            .rows
+            .iter()
+            .map(|r| {
+                let kind = match r.kind {
+                    TargetKind::Model => "model",
+                    TargetKind::Tool => "tool",
+                };
+                [
+                    format!("{kind} {}", r.name),
+                    fmt(r.per_try_timeout),
+                    r.attempts.to_string(),
+                    fmt(r.backoff_cap),
+                    fmt(r.naive_worst_case),
+                    fmt(r.ballast_bound),
+                    format_calls(r.naive_amplification),
+                    r.ballast_amplification.to_string(),
+                    r.sustained_retry_share
+                        .map_or_else(|| "token bucket".to_owned(), |s| format!("{:.0}%", s * 100.0)),
+                ]
+            })
+            .collect();
+        let mut widths = HEADERS.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        write_row(&mut out, &HEADERS.map(str::to_owned), &widths);
+        for row in &rows {
+            write_row(&mut out, row, &widths);
+        }
+        let _ = writeln!(
+            out,
+            "\nOne request calling each of these once, in sequence: naive worst {}; with Ballast {}.",
+            fmt(plan.sequence_naive_worst_case),
+            fmt(plan.sequence_ballast_bound)
+        );
+    }
+
+    let chains: Vec<_> = plan.rows.iter().filter(|r| !r.fallbacks.is_empty()).collect();
+    if !chains.is_empty() {
+        out.push_str("\nFallbacks (in order, all inside the same deadline):\n");
+        for r in chains {
+            let _ = writeln!(out, "  {}: {}", r.name, r.fallbacks.join(" -> "));
+        }
+    }
+
+    if plan.warnings.is_empty() {
+        out.push_str("\nNo warnings.\n");
+    } else {
+        let _ = writeln!(out, "\nWarnings ({}):", plan.warnings.len());
+        for w in &plan.warnings {
+            let _ = writeln!(out, "  {}: {}", w.path, w.message);
+        }
+    }
+    out
+}
+
+fn write_row(out: &mut String, cells: &[String; 9], widths: &[usize; 9]) {
+    let mut line = String::new();
+    for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
+        if i == 0 {
+            let _ = write!(line, "{cell:<width$}");
+        } else {
+            let _ = write!(line, "  {cell:>width$}");
+        }
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+}
+
+fn format_calls(calls: f64) -> String {
+    if calls < 1e6 {
+        format!("{calls:.0}")
+    } else {
+        format!("{calls:.2e}")
+    }
+}
