@@ -36,7 +36,7 @@ pub use admission::Priority;
 pub use backoff::{Backoff, DEFAULT_BASE, DEFAULT_CAP, DefaultRng, InvalidBackoff, Jitter, default_rng};
 // breaker
 // budget
-pub use budget::RetryBudget;
+pub use budget::{InvalidBudget, RatioBudget, RetryBudget, TokenBucket};
 // code
 pub use code::ErrorCode;
 // deadline
