@@ -33,7 +33,7 @@ const UNIT: i32 = 1_000;
 /// - **Time going backwards**: a retry whose `now` is older than the latest `now` seen is booked at the latest
 ///   one (given back no sooner); a request whose `now` is already older than the window earns nothing (it
 ///   would have aged out). Neither panics. (Past `2^32` windows after the origin — 136 years for a 1 s window —
-///   time is clamped and the window stops sliding: nothing expires any more, which only ever refuses more.)
+///   time is clamped and the window stops sliding: from then on the rule counts every request and retry since.)
 ///
 /// ```
 /// use ballast_core::{Instant, RatioBudget, RetryBudget};
