@@ -42,7 +42,7 @@ pub use breaker::{
     CircuitBreaker, InvalidBreaker, Permit, Transition, TransitionReason,
 };
 // budget
-pub use budget::RetryBudget;
+pub use budget::{InvalidBudget, RatioBudget, RetryBudget, TokenBucket};
 // code
 pub use code::ErrorCode;
 // deadline

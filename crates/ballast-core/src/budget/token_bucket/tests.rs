@@ -1,0 +1,229 @@
+use std::sync::atomic::AtomicU64;
+use std::thread;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// Withdraws until refused (a million at most: a broken budget fails the test rather than hanging it); returns
+/// how many were taken.
+fn drain(bucket: &TokenBucket, now: Instant) -> u64 {
+    let mut taken = 0;
+    while taken < 1_000_000 && bucket.try_withdraw(now) {
+        taken += 1;
+    }
+    taken
+}
+
+#[test]
+fn defaults_are_ten_tokens_refilled_one_per_second() {
+    let bucket = TokenBucket::default();
+    assert_eq!(bucket.capacity(), 10);
+    assert_eq!(bucket.refill_per_sec(), 1.0);
+    assert_eq!(bucket.available(at(0)), 10);
+    assert_eq!(bucket.refused(), 0);
+}
+
+#[test]
+fn invalid_parameters_are_refused_at_construction() {
+    assert_eq!(
+        TokenBucket::new(0, 1.0).unwrap_err(),
+        InvalidBudget::Capacity { capacity: 0 }
+    );
+    for refill in [-1.0, -0.0001, f64::NAN, f64::INFINITY, 2e9, 1e-7] {
+        let error = TokenBucket::new(10, refill).unwrap_err();
+        assert!(matches!(error, InvalidBudget::RefillPerSec { .. }), "{refill}");
+    }
+    for refill in [0.0, -0.0, 1e-6, 0.5, 1e9] {
+        assert!(TokenBucket::new(10, refill).is_ok(), "{refill}");
+    }
+    let message = TokenBucket::new(10, -2.5).unwrap_err().to_string();
+    assert!(
+        message.contains("refill_per_sec") && message.contains("-2.5"),
+        "{message}"
+    );
+}
+
+#[test]
+fn starts_full_and_refuses_beyond_its_capacity() {
+    // Full at whatever point of the caller's timeline it is first used.
+    let bucket = TokenBucket::default();
+    let now = at(86_400_000);
+    assert_eq!(bucket.available(now), 10);
+    assert_eq!(drain(&bucket, now), 10);
+    assert_eq!(bucket.refused(), 1);
+    assert!(!bucket.try_withdraw(now));
+    assert_eq!(bucket.refused(), 2);
+    assert_eq!(bucket.available(now), 0);
+}
+
+#[test]
+fn refills_at_its_rate() {
+    let bucket = TokenBucket::default();
+    assert_eq!(drain(&bucket, at(0)), 10);
+    assert_eq!(bucket.available(at(999)), 0);
+    assert!(!bucket.try_withdraw(at(999)));
+    assert_eq!(bucket.available(at(1_000)), 1);
+    assert_eq!(bucket.available(at(3_500)), 3);
+    assert!(bucket.try_withdraw(at(3_500)));
+    assert_eq!(bucket.available(at(3_500)), 2);
+    assert_eq!(bucket.available(at(4_000)), 3);
+}
+
+#[test]
+fn a_fractional_rate_refills_no_faster_than_asked() {
+    let bucket = TokenBucket::new(5, 2.5).unwrap();
+    assert_eq!(drain(&bucket, at(0)), 5);
+    assert_eq!(bucket.available(at(399)), 0);
+    assert_eq!(bucket.available(at(400)), 1);
+    assert_eq!(bucket.available(at(1_000)), 2);
+    // 3 per second is a token every 333 333 334 ns (rounded up): not yet one at 333 333 333 ns.
+    let bucket = TokenBucket::new(1, 3.0).unwrap();
+    assert!(bucket.try_withdraw(Instant::ZERO));
+    assert_eq!(bucket.available(Instant::from_nanos(333_333_333)), 0);
+    assert_eq!(bucket.available(Instant::from_nanos(333_333_334)), 1);
+}
+
+#[test]
+fn refill_stops_at_the_capacity() {
+    let bucket = TokenBucket::default();
+    assert_eq!(drain(&bucket, at(0)), 10);
+    assert_eq!(bucket.available(at(3_600_000)), 10);
+    assert_eq!(drain(&bucket, at(3_600_000)), 10);
+}
+
+#[test]
+fn deposits_earn_nothing() {
+    let bucket = TokenBucket::new(2, 1.0).unwrap();
+    assert_eq!(drain(&bucket, at(0)), 2);
+    for _ in 0..1_000 {
+        bucket.deposit(at(0));
+    }
+    assert_eq!(bucket.available(at(0)), 0);
+}
+
+#[test]
+fn a_zero_refill_is_a_fixed_allowance() {
+    let bucket = TokenBucket::new(3, 0.0).unwrap();
+    assert_eq!(drain(&bucket, at(5)), 3);
+    for later in [at(60_000), at(86_400_000), Instant::MAX] {
+        assert_eq!(bucket.available(later), 0);
+        assert!(!bucket.try_withdraw(later));
+    }
+    assert_eq!(bucket.refused(), 4);
+}
+
+#[test]
+fn an_earlier_now_mints_nothing_and_does_not_panic() {
+    let bucket = TokenBucket::default();
+    assert_eq!(drain(&bucket, at(100_000)), 10);
+    // A thread whose clock read lost the race arrives with an earlier time: the bucket looks emptier, not fuller.
+    assert_eq!(bucket.available(at(50_000)), 0);
+    assert!(!bucket.try_withdraw(at(50_000)));
+    assert!(!bucket.try_withdraw(Instant::ZERO));
+    assert_eq!(bucket.available(at(101_000)), 1);
+}
+
+#[test]
+fn the_end_of_time_refuses_without_panicking() {
+    let bucket = TokenBucket::default();
+    assert_eq!(bucket.available(Instant::MAX), 10);
+    assert!(!bucket.try_withdraw(Instant::MAX));
+    assert_eq!(bucket.refused(), 1);
+}
+
+#[test]
+fn racing_threads_take_exactly_the_capacity() {
+    for refill in [1.0, 0.0] {
+        let bucket = TokenBucket::new(100, refill).unwrap();
+        let now = at(5_000);
+        let taken = AtomicU64::new(0);
+        thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..10_000 {
+                        if bucket.try_withdraw(now) {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(taken.into_inner(), 100, "refill {refill}");
+        assert_eq!(bucket.refused(), 40_000 - 100);
+    }
+}
+
+#[test]
+fn racing_threads_with_moving_clocks_take_no_more_than_the_refill() {
+    let bucket = TokenBucket::new(5, 10.0).unwrap();
+    let taken = AtomicU64::new(0);
+    thread::scope(|scope| {
+        for thread in 0..4_u64 {
+            let (bucket, taken) = (&bucket, &taken);
+            scope.spawn(move || {
+                for i in 0..10_000_u64 {
+                    // Over 10 s, each thread slightly out of step with the others.
+                    if bucket.try_withdraw(Instant::from_nanos(i * 1_000_000 + thread * 123_457)) {
+                        taken.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    // 5 to start with and 10 a second for (at most) 10 s.
+    let taken = taken.into_inner();
+    assert!(taken <= 105, "{taken}");
+    assert!(taken >= 95, "{taken}");
+}
+
+proptest! {
+    /// From the GCRA rule alone: every success moves the arrival time one interval on, and a success at `t`
+    /// leaves it at most `capacity` intervals past `t`. So between any two successes `i` then `j` (in call
+    /// order, whatever their times), the successes from `i` to `j` number at most
+    /// `capacity + refill x (t_j - t_i)` — fewer when `t_j` is earlier: time going backwards mints nothing.
+    #[test]
+    fn withdrawals_never_exceed_capacity_plus_refill(
+        capacity in 1_u32..20,
+        refill in prop_oneof![Just(0.0), 0.1_f64..50.0],
+        ops in proptest::collection::vec((any::<bool>(), prop_oneof![8 => 0_i64..400, 1 => -2_000_i64..0]), 1..300),
+    ) {
+        let bucket = TokenBucket::new(capacity, refill).unwrap();
+        let (mut now, mut latest) = (10_000_u64, 0_u64);
+        let mut successes: Vec<u64> = Vec::new();
+        let mut refusals = 0;
+        for (deposit, step) in ops {
+            now = now.saturating_add_signed(step);
+            latest = latest.max(now);
+            if deposit {
+                bucket.deposit(at(now));
+                continue;
+            }
+            let available = bucket.available(at(now));
+            prop_assert!(available <= u64::from(capacity));
+            let taken = bucket.try_withdraw(at(now));
+            prop_assert_eq!(taken, available >= 1);
+            if !taken {
+                refusals += 1;
+                continue;
+            }
+            successes.push(now);
+            let j = successes.len() - 1;
+            for (i, &t_i) in successes.iter().enumerate() {
+                let count = (j - i + 1) as f64;
+                let allowed = f64::from(capacity) + refill * (now as f64 - t_i as f64) / 1_000.0;
+                prop_assert!(count <= allowed + 1e-9, "{} successes, {} allowed", count, allowed);
+            }
+        }
+        prop_assert_eq!(bucket.refused(), refusals);
+        if refill > 0.0 {
+            // Given time, it is full again — and no fuller.
+            let full = latest + (f64::from(capacity) / refill * 1_000.0) as u64 + 1;
+            prop_assert_eq!(bucket.available(at(full)), u64::from(capacity));
+        }
+    }
+}
