@@ -22,6 +22,7 @@ mod admission;
 mod backoff;
 mod breaker;
 mod budget;
+mod cache_line;
 mod code;
 mod deadline;
 mod idempotency;

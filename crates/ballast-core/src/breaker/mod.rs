@@ -33,8 +33,9 @@
 //! permit does nothing either.
 //!
 //! # Threads and cost
-//! One [`CircuitBreaker`] per upstream, shared behind an [`Arc`]; a [`Permit`] holds an `Arc` to its breaker so
-//! it can be moved into a spawned task and recorded or dropped there. The state is a small struct behind a
+//! One [`CircuitBreaker`] per upstream, shared behind an [`Arc`](std::sync::Arc); a [`Permit`] borrows its
+//! breaker, so the task that sends the attempt holds the `Arc` and the permit together (an `async` block owns
+//! both). Borrowing instead of cloning the `Arc` keeps two contended reference-count updates off every call. The state is a small struct behind a
 //! `std` mutex held for a few dozen nanoseconds. A closed breaker grants permits without locking (one atomic
 //! load of the closed generation), and a closed-state permit dropped unrecorded does not lock either; only
 //! recording an outcome takes the lock.
@@ -52,7 +53,7 @@ mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::Rng;
@@ -64,6 +65,7 @@ pub use state::{BreakerSnapshot, BreakerState, Transition, TransitionReason};
 
 use machine::{Machine, NOT_CLOSED, Ticket};
 
+use crate::cache_line::OwnCacheLine;
 use crate::{DefaultRng, Instant, default_rng};
 
 /// A circuit breaker for one upstream (a tool, a model deployment), shared by every call to it.
@@ -101,8 +103,9 @@ pub struct CircuitBreaker<R = DefaultRng> {
     /// The machine's [`closed_generation`](Machine::closed_generation), republished after every locked step:
     /// while closed, `try_acquire` reads it and grants a permit without taking the lock. A permit granted from
     /// a value that is just being replaced is simply late (its result is dropped), as if granted a moment before.
-    closed_generation: AtomicU64,
-    machine: Mutex<Machine<R>>,
+    /// Read by every call while closed; kept off the lines the lock and the `Arc`'s counts write.
+    closed_generation: OwnCacheLine<AtomicU64>,
+    machine: OwnCacheLine<Mutex<Machine<R>>>,
 }
 
 impl CircuitBreaker<DefaultRng> {
@@ -119,8 +122,8 @@ impl<R> CircuitBreaker<R> {
         let machine = Machine::new(config, rng);
         CircuitBreaker {
             config,
-            closed_generation: AtomicU64::new(machine.closed_generation()),
-            machine: Mutex::new(machine),
+            closed_generation: OwnCacheLine(AtomicU64::new(machine.closed_generation())),
+            machine: OwnCacheLine(Mutex::new(machine)),
         }
     }
 
@@ -134,7 +137,7 @@ impl<R> CircuitBreaker<R> {
     ///
     /// Record the attempt's outcome on the permit; dropping it unrecorded counts nothing (and frees a probe
     /// slot).
-    pub fn try_acquire(self: &Arc<Self>, now: Instant) -> Result<Permit<R>, BreakerRejected> {
+    pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_, R>, BreakerRejected> {
         let generation = self.closed_generation.load(Ordering::Acquire);
         let ticket = if generation == NOT_CLOSED {
             self.with_machine(|m| m.acquire(now))?
@@ -145,7 +148,7 @@ impl<R> CircuitBreaker<R> {
             }
         };
         Ok(Permit {
-            breaker: Arc::clone(self),
+            breaker: self,
             ticket,
             done: false,
         })
@@ -205,13 +208,13 @@ impl<R> fmt::Debug for CircuitBreaker<R> {
 /// Leave to send one attempt. Record its outcome with [`record`](Permit::record); dropping it unrecorded
 /// (the attempt was cancelled, or never sent) counts nothing and frees a half-open probe slot.
 #[must_use = "record the attempt's outcome on the permit; dropping it counts nothing"]
-pub struct Permit<R = DefaultRng> {
-    breaker: Arc<CircuitBreaker<R>>,
+pub struct Permit<'a, R = DefaultRng> {
+    breaker: &'a CircuitBreaker<R>,
     ticket: Ticket,
     done: bool,
 }
 
-impl<R: Rng> Permit<R> {
+impl<R: Rng> Permit<'_, R> {
     /// Records the attempt's outcome: its [`CallResult`], its upstream latency (compared with `slow_call`; for a
     /// stream, the time to first byte is the usual choice) and the time it finished. Returns the transition it
     /// caused, if any, for logs and metrics. A permit of an older generation records nothing.
@@ -223,7 +226,7 @@ impl<R: Rng> Permit<R> {
     }
 }
 
-impl<R> Permit<R> {
+impl<R> Permit<'_, R> {
     /// Whether this permit holds a half-open probe slot.
     pub fn is_probe(&self) -> bool {
         self.ticket.probe
@@ -235,7 +238,7 @@ impl<R> Permit<R> {
     }
 }
 
-impl<R> Drop for Permit<R> {
+impl<R> Drop for Permit<'_, R> {
     fn drop(&mut self) {
         // Only a probe holds anything to give back; a closed-state permit is free to drop.
         if !self.done && self.ticket.probe {
@@ -245,7 +248,7 @@ impl<R> Drop for Permit<R> {
     }
 }
 
-impl<R> fmt::Debug for Permit<R> {
+impl<R> fmt::Debug for Permit<'_, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("generation", &self.ticket.generation)

@@ -17,6 +17,8 @@
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+use crate::cache_line::OwnCacheLine;
+
 /// Slots in the window: the window slides in steps of a tenth of its length.
 pub(super) const SLOTS: u64 = 10;
 /// The latest epoch a slot can name (its lap must fit in 32 bits); later times are clamped to it.
@@ -31,20 +33,6 @@ pub(super) struct Ledger {
     /// left the window are themselves still inside it (they are repaid when they leave).
     balance: AtomicI64,
     slots: [AtomicU64; SLOTS as usize],
-}
-
-/// A value alone on its cache line (128 bytes: x86 fetches lines in adjacent pairs). `head` is read by every
-/// call and written about once a slot; next to the balance, which every call writes, each read would miss
-/// whenever another thread had just written — measured, that false sharing cost ~200 ns a call with two threads.
-#[derive(Debug)]
-#[repr(align(128))]
-struct OwnCacheLine<T>(T);
-
-impl<T> std::ops::Deref for OwnCacheLine<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 fn index(epoch: u64) -> usize {
