@@ -1,0 +1,31 @@
+//! The chaos upstream: the upstream every Ballast test and benchmark runs against.
+//!
+//! Everything Ballast claims must be shown against an upstream that fails the way real ones do: slow tails,
+//! 5xx and 429 with `Retry-After`, hangs, connection resets, outages, a capacity limit that turns a retry storm
+//! into an overload — and the double-refund trap, where the side effect commits and the response is lost.
+//! This crate serves a mock OpenAI-compatible model and mock tools with a ledger of every side effect, and
+//! injects those faults **deterministically**: the fault an attempt meets is a pure function of
+//! (seed, endpoint, operation id, attempt number), so two client strategies run against the same seed meet the
+//! same faults, and a comparison between them is fair.
+//!
+//! It depends on no other Ballast crate: it stands in for any upstream.
+//!
+//! # Layout
+//! - `profile` — [`Profile`]: the fault profile (TOML or a named preset), validated with field paths.
+//! - `fault` — [`Fault`] and [`Draw`]: what one attempt meets, drawn from (seed, endpoint, op, attempt).
+//! - `model` — the scripted agent conversation of the mock model, its SSE chunks and OpenAI-format errors
+//!   (pure functions).
+//! - `server` — the HTTP side: [`router`], [`serve`], the tools and their ledger, stats, the capacity limit,
+//!   outages and connection resets.
+
+mod fault;
+mod model;
+mod profile;
+mod server;
+
+pub use fault::{Draw, Fault, LoseMode, draw};
+pub use model::{ModelError, Reply, error_body, models_list, operation_id, reply};
+pub use profile::{
+    Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,
+    Script, ScriptStep, StreamFaults,
+};

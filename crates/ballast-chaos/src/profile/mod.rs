@@ -1,0 +1,229 @@
+//! The fault profile: per endpoint, what goes wrong and how often.
+//!
+//! (Skeleton: the typed profile is final; parsing, validation, presets and docs are being written.)
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::Draw;
+
+/// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
+///
+/// Endpoints are named `model` (`/v1/chat/completions`) and by tool name (`lookup_order`, `create_refund`,
+/// `process_payment`, ...). An endpoint without its own entry uses `default`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Profile {
+    /// The seed every fault is drawn from.
+    pub seed: u64,
+    /// Faults of endpoints without their own entry.
+    pub default: EndpointProfile,
+    /// Faults per endpoint name.
+    pub endpoints: BTreeMap<String, EndpointProfile>,
+    /// The mock model's behaviour.
+    pub model: ModelSettings,
+    /// Scripted sequences, checked before any random draw ("op X: 503, 503, then ok").
+    pub scripts: Vec<Script>,
+}
+
+impl Profile {
+    /// The faults of `endpoint` (its own entry, else `default`).
+    pub fn endpoint(&self, endpoint: &str) -> &EndpointProfile {
+        self.endpoints.get(endpoint).unwrap_or(&self.default)
+    }
+
+    /// What attempt `attempt` (1-based) of operation `op` on `endpoint` meets: a scripted step when a script
+    /// covers it, else the deterministic draw.
+    pub fn fault_for(&self, endpoint: &str, op: &str, attempt: u32) -> Draw {
+        let faults = self.endpoint(endpoint);
+        let scripted = self
+            .scripts
+            .iter()
+            .find(|s| s.endpoint == endpoint && s.op == op)
+            .and_then(|s| s.steps.get(attempt.saturating_sub(1) as usize));
+        match scripted {
+            Some(step) => Draw {
+                latency: Duration::ZERO,
+                fault: step.fault(faults),
+            },
+            None => crate::draw(self.seed, endpoint, op, attempt, faults),
+        }
+    }
+}
+
+/// What can go wrong on one endpoint, and how often. Rates are probabilities in `0..=1` per attempt; the rates
+/// of the mutually exclusive faults (errors, insufficient quota, hang, reset, commit-then-lose, stream cut,
+/// stream stall) sum to at most 1.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EndpointProfile {
+    /// Latency of every answer (log-normal from p50 and p99); `None`: answer at once.
+    pub latency: Option<Latency>,
+    /// Error answers and their rates (500, 502, 503, 529, 429, ...).
+    pub errors: Vec<ErrorRate>,
+    /// How 429 and 503 answers carry `Retry-After`; `None`: they carry none.
+    pub retry_after: Option<RetryAfterForm>,
+    /// Rate of 429 answers with OpenAI's `insufficient_quota` code (the model endpoint; no `Retry-After`).
+    pub insufficient_quota: f64,
+    /// Rate of hangs before anything is done (the request is never answered; no side effect).
+    pub hang: f64,
+    /// Rate of connection resets before any answer (no side effect).
+    pub reset: f64,
+    /// Rate of commit-then-lose: the side effect executes (ledger), then the response is lost.
+    pub commit_then_lose: f64,
+    /// How a commit-then-lose loses the response.
+    pub lose_with: LoseMode,
+    /// Windows, measured from the server's start, during which the endpoint answers 503 to everything.
+    pub outages: Vec<Outage>,
+    /// At most this many requests at once, with a bounded queue; excess answered 503 at once.
+    pub capacity: Option<Capacity>,
+    /// Faults of streamed answers (the model endpoint with `stream: true`).
+    pub stream: StreamFaults,
+    /// What the endpoint does with `Idempotency-Key` (side-effecting tools).
+    pub key_mode: KeyMode,
+}
+
+/// A log-normal latency distribution, fitted to its median and 99th percentile.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Latency {
+    /// The median.
+    pub p50: Duration,
+    /// The 99th percentile (at least `p50`).
+    pub p99: Duration,
+}
+
+/// One error status and the rate it is answered with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ErrorRate {
+    /// The status (4xx or 5xx).
+    pub status: u16,
+    /// Its rate per attempt.
+    pub rate: f64,
+}
+
+/// The form of `Retry-After` on 429 and 503 answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryAfterForm {
+    /// Delta-seconds: `Retry-After: 1`.
+    Seconds(u64),
+    /// An HTTP-date this far in the future: `Retry-After: Sun, 29 Nov 2026 17:02:03 GMT`.
+    HttpDate(Duration),
+}
+
+/// How a commit-then-lose loses the response after the side effect executed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LoseMode {
+    /// The response never comes (the client's timeout fires).
+    #[default]
+    Hang,
+    /// The connection is reset.
+    Reset,
+}
+
+/// A window during which an endpoint is down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    /// Start, after the server's start.
+    pub start: Duration,
+    /// End, after the server's start (later than `start`).
+    pub end: Duration,
+}
+
+/// A capacity limit: `concurrent` requests served at once, `queue` more waiting; the rest get 503 at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Requests served at once (at least 1).
+    pub concurrent: usize,
+    /// Requests waiting for a slot.
+    pub queue: usize,
+}
+
+/// Faults of a streamed answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StreamFaults {
+    /// Rate of streams cut after `cut_after_chunks` chunks (no `[DONE]`).
+    pub cut: f64,
+    /// Chunks sent before a cut.
+    pub cut_after_chunks: u32,
+    /// Rate of streams that stall for `stall_for` after `stall_after_chunks` chunks.
+    pub stall: f64,
+    /// Chunks sent before a stall.
+    pub stall_after_chunks: u32,
+    /// How long a stall lasts.
+    pub stall_for: Duration,
+}
+
+/// What a side-effecting tool does with `Idempotency-Key` (DESIGN.md's `upstream_idempotency`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeyMode {
+    /// Ignores the key: every request executes.
+    #[default]
+    None,
+    /// Deduplicates by key and stores successes: a retry of a success is replayed, of a failure re-executes.
+    Keyed,
+    /// Stores every answer per key (Stripe) and replays it with `Idempotent-Replayed: true`.
+    KeyedReplaysErrors,
+}
+
+/// The mock model's behaviour.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSettings {
+    /// A conversation longer than this many characters (all message contents) is refused with
+    /// `context_length_exceeded` (400).
+    pub context_limit_chars: usize,
+    /// Time between streamed chunks.
+    pub chunk_interval: Duration,
+}
+
+impl Default for ModelSettings {
+    fn default() -> Self {
+        ModelSettings {
+            context_limit_chars: 32_000,
+            chunk_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+/// A scripted sequence: attempt N of operation `op` on `endpoint` meets `steps[N-1]`; attempts past the end
+/// meet the random draw again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Script {
+    /// The endpoint.
+    pub endpoint: String,
+    /// The operation id.
+    pub op: String,
+    /// One step per attempt.
+    pub steps: Vec<ScriptStep>,
+}
+
+/// One scripted attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScriptStep {
+    /// Answer normally.
+    Ok,
+    /// Answer with this status (with the endpoint's `Retry-After` form on 429 and 503).
+    Status(u16),
+    /// Hang.
+    Hang,
+    /// Reset the connection.
+    Reset,
+    /// Execute, then lose the response as the endpoint's `lose_with` says.
+    CommitThenLose,
+}
+
+impl ScriptStep {
+    fn fault(self, faults: &EndpointProfile) -> crate::Fault {
+        use crate::Fault;
+        match self {
+            ScriptStep::Ok => Fault::None,
+            ScriptStep::Status(status) => Fault::Status {
+                status,
+                retry_after: matches!(status, 429 | 503)
+                    .then_some(faults.retry_after)
+                    .flatten(),
+                insufficient_quota: false,
+            },
+            ScriptStep::Hang => Fault::Hang,
+            ScriptStep::Reset => Fault::Reset,
+            ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
+        }
+    }
+}
