@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use ballast_core::{InvalidBackoff, UnknownName};
+use ballast_core::{InvalidBackoff, InvalidBreaker, InvalidBudget, InvalidRetryPolicy, UnknownName};
 
 use crate::{DurationError, SizeError};
 
@@ -178,9 +178,21 @@ pub enum Problem {
     /// A word that is not one of the accepted ones.
     #[error(transparent)]
     NotOneOf(#[from] UnknownName),
-    /// Backoff parameters ballast-core refuses.
+    /// Backoff parameters ballast-core refuses for a reason this crate does not word itself.
     #[error(transparent)]
     Backoff(InvalidBackoff),
+    /// A breaker setting ballast-core's builder refuses; the path ends in [`InvalidBreaker::field`]. Displayed
+    /// as ballast-core words it, after the field name: `1.5 is not in (0, 1] ...`.
+    #[error("{}", breaker_reason(.0))]
+    Breaker(InvalidBreaker),
+    /// Retry-budget settings ballast-core refuses for a reason this crate does not word itself (the known
+    /// ones are reported as [`Problem::Range`] at the field's path).
+    #[error(transparent)]
+    Budget(InvalidBudget),
+    /// A retry policy ballast-core refuses for a reason this crate does not word itself (`max_attempts = 0` is
+    /// reported as [`Problem::Range`] at its path).
+    #[error(transparent)]
+    RetryPolicy(InvalidRetryPolicy),
     /// A name used twice.
     #[error("{name:?} is already used by {first}")]
     Duplicate {
@@ -284,4 +296,26 @@ pub enum Problem {
         /// The value.
         value: String,
     },
+}
+
+/// ballast-core's reason, which starts with the field's name (`failure_rate: 1.5 is not in (0, 1] ...`), without
+/// that name: the config error puts the field's whole path there instead.
+fn breaker_reason(error: &InvalidBreaker) -> String {
+    match error {
+        // ballast-core's advice, "turn the rate trigger off instead of setting 0", is about its builder's
+        // `None`; in the file 0 is how the trigger is turned off, so it never reaches the builder.
+        InvalidBreaker::FailureRate(rate) => {
+            format!("{rate} is not in (0, 1] (0 turns the rate trigger off)")
+        }
+        other => {
+            let message = other.to_string();
+            match message
+                .strip_prefix(other.field())
+                .and_then(|m| m.strip_prefix(": "))
+            {
+                Some(reason) => reason.to_owned(),
+                None => message,
+            }
+        }
+    }
 }

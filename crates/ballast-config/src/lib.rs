@@ -3,10 +3,15 @@
 //! Two phases, after quickwit's and TensorZero's config loaders:
 //! 1. [`parse`]: the text into [`RawConfig`], serde structs that mirror the file, with a required
 //!    `version = 1` and every unknown key refused with its path (`server.lisen: unknown field ...`);
-//! 2. [`validate`]: the raw structs into a typed [`Config`] — durations, sizes, ballast-core's enums, a checked
-//!    [`Backoff`](ballast_core::Backoff) — with every omitted key at its default, and *every* broken rule
-//!    reported at once with the field's path and the value as written
-//!    (`tools[2].per_try_timeout: "12x" is not a duration: ...`).
+//! 2. [`validate`]: the raw structs into a typed [`Config`] — durations, sizes, ballast-core's enums, and the
+//!    policy settings built by ballast-core itself ([`Backoff`](ballast_core::Backoff),
+//!    [`BreakerConfig`](ballast_core::BreakerConfig), [`BudgetConfig`] checked by the budgets' constructors) —
+//!    with every omitted key at its default, and *every* broken rule reported at once with the field's path and
+//!    the value as written (`tools[2].per_try_timeout: "12x" is not a duration: ...`).
+//!
+//! A config that loads is a config that works, by construction: the rules and defaults of the `retry`,
+//! `budget` and `breaker` tables are ballast-core's, applied by ballast-core's own constructors during
+//! validation, so the gateway can never be handed settings its policies refuse.
 //!
 //! [`Config::from_toml_str`] and [`Config::load`] do both. The environment is passed in, never read here:
 //! secrets are names of variables (`key_env`, `api_key_env`, `store.url_env`), checked for presence by
@@ -47,10 +52,9 @@ pub use raw::{
 };
 pub use secrets::{Env, MissingSecret, SecretProblem};
 pub use typed::{
-    BreakerConfig, BudgetConfig, Config, ContextConfig, DEFAULT_BUCKET_CAPACITY,
-    DEFAULT_BUCKET_REFILL_PER_SEC, DEFAULT_MAX_ATTEMPTS, DEFAULT_MODEL_PER_TRY_TIMEOUT,
-    DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT,
-    DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
-    RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+    BudgetConfig, Config, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE,
+    DEFAULT_STORE_URL, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE,
+    Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig,
+    ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
 };
 pub use validate::validate;

@@ -5,9 +5,10 @@ use crate::raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
     RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,
 };
+use ballast_core::BreakerConfig;
+
 use crate::typed::{
-    BreakerConfig, BudgetConfig, Config, ModelRoute, PrincipalKey, RetryConfig, StoreLocation, ToolConfig,
-    ToolFallback,
+    BudgetConfig, Config, ModelRoute, PrincipalKey, RetryConfig, StoreLocation, ToolConfig, ToolFallback,
 };
 use crate::{format_duration, format_size};
 
@@ -143,15 +144,16 @@ fn raw_budget(b: &BudgetConfig) -> RawBudget {
 
 fn raw_breaker(b: &BreakerConfig) -> RawBreaker {
     RawBreaker {
-        consecutive_failures: Some(i64::from(b.consecutive_failures.unwrap_or(0))),
-        failure_rate: Some(b.failure_rate.unwrap_or(0.0)),
-        window: duration(b.window),
-        min_calls: Some(i64::from(b.min_calls)),
-        slow_call: b.slow_call.and_then(duration),
-        open_for: duration(b.open_for),
-        open_jitter: Some(b.open_jitter),
-        half_open_probes: Some(i64::from(b.half_open_probes)),
-        success_threshold: Some(i64::from(b.success_threshold)),
+        // 0 is the file's "off", for both triggers.
+        consecutive_failures: Some(i64::from(b.consecutive_failures())),
+        failure_rate: Some(b.failure_rate().unwrap_or(0.0)),
+        window: duration(b.window()),
+        min_calls: Some(i64::from(b.min_calls())),
+        slow_call: b.slow_call().and_then(duration),
+        open_for: duration(b.open_for()),
+        open_jitter: Some(b.open_jitter()),
+        half_open_probes: Some(i64::from(b.half_open_probes())),
+        success_threshold: Some(i64::from(b.success_threshold())),
     }
 }
 

@@ -2,19 +2,22 @@
 //! [`Backoff`](ballast_core::Backoff) — that has passed every rule, so a config that loads is a config that works.
 //!
 //! Every default lives here, in a `Default` impl or a `DEFAULT_*` constant, and nowhere else; validation fills
-//! omitted keys from these, and docs/config.md lists the same values (a test keeps them in step).
+//! omitted keys from these, and docs/config.md lists the same values (a test keeps them in step). A default
+//! that belongs to a ballast-core policy (the breaker, the budgets, the backoff, `max_attempts`, `reserve`,
+//! `min_attempt`, `max_retry_after`, the run's retry allowance) is ballast-core's constant, not a copy.
 
+mod budget;
 mod route;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use ballast_core::{DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE};
+use ballast_core::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, DEFAULT_RUN_ALLOWANCE};
 
+pub use budget::BudgetConfig;
 pub use route::{
-    BreakerConfig, BudgetConfig, ContextConfig, DEFAULT_BUCKET_CAPACITY, DEFAULT_BUCKET_REFILL_PER_SEC,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
     DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
     RetryConfig, ToolConfig, ToolFallback, Upstream,
 };
@@ -87,7 +90,7 @@ impl Default for ServerConfig {
             min_attempt: DEFAULT_MIN_ATTEMPT,
             body_limit: 8 << 20,
             grace: Duration::from_secs(10),
-            max_retry_after: Duration::from_secs(60),
+            max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
 }
@@ -233,7 +236,7 @@ pub struct RunConfig {
 impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
-            retry_allowance: 3,
+            retry_allowance: DEFAULT_RUN_ALLOWANCE,
             ttl: Duration::from_secs(600),
         }
     }

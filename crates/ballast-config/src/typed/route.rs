@@ -1,10 +1,18 @@
 //! Typed model and tool routes and the policy tables they share (`retry`, `budget`, `breaker`).
+//!
+//! The breaker is ballast-core's own [`BreakerConfig`], built by its builder during validation; the backoff is
+//! ballast-core's [`Backoff`]; the budget's settings are checked by ballast-core's constructors. So the rules and
+//! the defaults of these tables live in ballast-core, once.
 
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use ballast_core::{Backoff, Priority, UnknownName, UpstreamIdempotency};
+use ballast_core::{
+    Backoff, BreakerConfig, DEFAULT_MAX_ATTEMPTS, Priority, UnknownName, UpstreamIdempotency,
+};
+
+use super::BudgetConfig;
 
 /// Default `per_try_timeout` of a model route: 20 s (time to first byte when streaming).
 pub const DEFAULT_MODEL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -12,17 +20,10 @@ pub const DEFAULT_MODEL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(20);
 pub const DEFAULT_TOOL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default share of the remaining time a model route's first deployment may use when it has fallbacks: 0.6.
 pub const DEFAULT_PRIMARY_SHARE: f64 = 0.6;
-/// Default attempts per call, the first included: 3.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// Default concurrency limit of a tool: 64 calls in flight.
 pub const DEFAULT_TOOL_CONCURRENCY: u32 = 64;
 /// Default admission queue length of a tool: 256 waiting calls.
 pub const DEFAULT_TOOL_QUEUE: u32 = 256;
-
-/// Default token-bucket capacity when `kind = "token_bucket"` (reference/004): 10 retries.
-pub const DEFAULT_BUCKET_CAPACITY: u32 = 10;
-/// Default token-bucket refill when `kind = "token_bucket"` (reference/004): 1 retry per second.
-pub const DEFAULT_BUCKET_REFILL_PER_SEC: f64 = 1.0;
 
 /// A model route: the name clients ask for, and the deployments that serve it, in fallback order.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,7 +40,7 @@ pub struct ModelRoute {
     pub retry: RetryConfig,
     /// The retry budget; each deployment gets its own.
     pub budget: BudgetConfig,
-    /// The circuit breaker; each deployment gets its own.
+    /// The circuit breaker's settings, as ballast-core built them; each deployment gets its own breaker.
     pub breaker: BreakerConfig,
     /// What to do when the prompt does not fit the model's context.
     pub context: ContextConfig,
@@ -126,7 +127,7 @@ pub struct ToolConfig {
     pub retry: RetryConfig,
     /// The tool's retry budget.
     pub budget: BudgetConfig,
-    /// The tool's circuit breaker.
+    /// The tool's circuit breaker's settings, as ballast-core built them.
     pub breaker: BreakerConfig,
     /// Calls in flight at most (default 64; at least 1).
     pub concurrency: u32,
@@ -213,97 +214,19 @@ pub enum ToolFallback {
 /// A `retry` table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryConfig {
-    /// Attempts per call, the first included (default 3; 1 = never retry).
+    /// Attempts per call, the first included (default [`DEFAULT_MAX_ATTEMPTS`]; 1 = never retry). Validation
+    /// checks it with [`RetryPolicy::new`](ballast_core::RetryPolicy::new).
     pub max_attempts: u32,
-    /// The backoff between attempts (default full jitter, base 100 ms, cap 2 s).
+    /// The backoff between attempts (default [`Backoff::default`]: full jitter, base 100 ms, cap 2 s).
     pub backoff: Backoff,
 }
 
 impl Default for RetryConfig {
-    /// 3 attempts, full jitter from 100 ms up to 2 s.
+    /// ballast-core's defaults: 3 attempts, full jitter from 100 ms up to 2 s.
     fn default() -> Self {
         RetryConfig {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
         }
-    }
-}
-
-/// A retry budget (per tool, per model deployment).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum BudgetConfig {
-    /// Retries at most `ratio` of the requests plus `min_per_sec` per second, over `window` (Finagle, Linkerd).
-    Ratio {
-        /// In [0, 1] (default 0.2).
-        ratio: f64,
-        /// Retries always allowed per second (default 10).
-        min_per_sec: u32,
-        /// At least 1 s (default 10 s).
-        window: Duration,
-    },
-    /// A bucket of `capacity` retry tokens refilled at `refill_per_sec`.
-    TokenBucket {
-        /// At least 1.
-        capacity: u32,
-        /// Tokens per second, at least 0.
-        refill_per_sec: f64,
-    },
-}
-
-impl Default for BudgetConfig {
-    /// The ratio budget: 20 % of requests plus 10 retries per second over 10 s.
-    fn default() -> Self {
-        BudgetConfig::Ratio {
-            ratio: 0.2,
-            min_per_sec: 10,
-            window: Duration::from_secs(10),
-        }
-    }
-}
-
-/// A circuit breaker's settings (per tool, per model deployment).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BreakerConfig {
-    /// Opens after this many failures in a row; `None` (written `0`) turns this trigger off (default 5).
-    pub consecutive_failures: Option<u32>,
-    /// Opens when the failure rate over `window` reaches this, in (0, 1]; `None` (written `0`) turns this
-    /// trigger off (default 0.5).
-    pub failure_rate: Option<f64>,
-    /// The failure-rate window (default 10 s; at least 1 s).
-    pub window: Duration,
-    /// Calls the window must hold before its rate counts (default 20; at least 1).
-    pub min_calls: u32,
-    /// A call slower than this counts as a failure (off by default).
-    pub slow_call: Option<Duration>,
-    /// How long the breaker stays open before probing (default 30 s; more than zero).
-    pub open_for: Duration,
-    /// Relative jitter on `open_for`, in [0, 1) (default 0.1).
-    pub open_jitter: f64,
-    /// Probes let through while half-open (default 3; at least 1).
-    pub half_open_probes: u32,
-    /// Successes that close the breaker (default `half_open_probes`; between 1 and `half_open_probes`).
-    pub success_threshold: u32,
-}
-
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        BreakerConfig {
-            consecutive_failures: Some(5),
-            failure_rate: Some(0.5),
-            window: Duration::from_secs(10),
-            min_calls: 20,
-            slow_call: None,
-            open_for: Duration::from_secs(30),
-            open_jitter: 0.1,
-            half_open_probes: 3,
-            success_threshold: 3,
-        }
-    }
-}
-
-impl BreakerConfig {
-    /// Whether any trigger is on (a breaker with both off never opens; `ballast plan` warns about it).
-    pub fn can_open(&self) -> bool {
-        self.consecutive_failures.is_some() || self.failure_rate.is_some()
     }
 }

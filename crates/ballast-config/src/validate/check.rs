@@ -38,8 +38,6 @@ pub(crate) enum DurationRule {
     Any,
     /// More than zero.
     Positive,
-    /// At least this.
-    AtLeast(Duration),
 }
 
 /// Collected errors.
@@ -81,9 +79,6 @@ impl Checker {
         let must_be = match rule {
             DurationRule::Any => None,
             DurationRule::Positive => duration.is_zero().then(|| "more than zero".to_owned()),
-            DurationRule::AtLeast(min) => {
-                (duration < min).then(|| format!("at least {}", format_duration(min)))
-            }
         };
         match must_be {
             Some(must_be) => {
@@ -181,4 +176,29 @@ impl Checker {
             }
         }
     }
+}
+
+/// Asks a ballast-core constructor (`build`) about a table's settings, reporting every value it refuses.
+///
+/// ballast-core stops at its first refusal. So each refusal goes to `repair`, which reports it at its field and
+/// puts that value back to its default (or returns `false` for a refusal it cannot place), and ballast-core is
+/// asked again: at most once per value, plus once. The result is `Some` only when the first ask succeeded, so a
+/// table with any refused value yields nothing (and the config, which has errors, is never returned).
+pub(crate) fn ask_core<S, T, E>(
+    settings: &mut S,
+    values: usize,
+    build: impl Fn(&S) -> Result<T, E>,
+    mut repair: impl FnMut(&mut S, E) -> bool,
+) -> Option<T> {
+    for ask in 0..=values {
+        match build(settings) {
+            Ok(built) => return (ask == 0).then_some(built),
+            Err(error) => {
+                if !repair(settings, error) {
+                    return None;
+                }
+            }
+        }
+    }
+    None
 }

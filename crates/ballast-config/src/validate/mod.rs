@@ -6,6 +6,7 @@
 //! defaults of the typed structs. Validation needs no environment: secrets are only names of variables, checked
 //! for form here and for presence by [`Config::missing_secrets`], so `ballast plan` works on any machine.
 
+mod breaker;
 mod check;
 mod policy;
 mod routes;

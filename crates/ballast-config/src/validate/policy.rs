@@ -1,201 +1,223 @@
-//! The policy tables models and tools share: `retry`, `budget`, `breaker`.
+//! The `retry` and `budget` tables models and tools share (the `breaker` table is in `breaker`).
+//!
+//! Here validation only reads each value as written (a duration, a whole number that fits, a word) and then
+//! asks ballast-core's own constructors — [`Backoff::new`], [`RetryPolicy::new`], [`RatioBudget::new`],
+//! [`TokenBucket::new`] — whether the settings work. Their refusals become config errors at the field they
+//! name, worded with the value as written and, where the rule has bounds, ballast-core's own constants. No
+//! range is restated here, so a table that validates is one the gateway can build.
 
 use std::time::Duration;
 
-use ballast_core::{Backoff, DEFAULT_BASE, DEFAULT_CAP, InvalidBackoff, Jitter};
-
-use super::check::{Checker, DurationRule, join, written};
-use crate::error::Problem;
-use crate::raw::{RawBreaker, RawBudget, RawRetry};
-use crate::typed::{
-    BreakerConfig, BudgetConfig, DEFAULT_BUCKET_CAPACITY,
-    DEFAULT_BUCKET_REFILL_PER_SEC as DEFAULT_BUCKET_REFILL, DEFAULT_MAX_ATTEMPTS, RetryConfig,
+use ballast_core::{
+    Backoff, DEFAULT_BASE, DEFAULT_CAP, DEFAULT_MAX_ATTEMPTS, InvalidBackoff, InvalidBudget,
+    InvalidRetryPolicy, Jitter, RatioBudget, RetryPolicy, TokenBucket,
 };
 
-const ONE_SECOND: Duration = Duration::from_secs(1);
-
-fn zero_to_one(x: f64) -> bool {
-    (0.0..=1.0).contains(&x)
-}
+use super::check::{Checker, DurationRule, ask_core, join, written};
+use crate::error::Problem;
+use crate::format_duration;
+use crate::raw::{HumanValue, RawBudget, RawRetry};
+use crate::typed::{BudgetConfig, RetryConfig};
 
 impl Checker {
     /// A `retry` table at `path`.
     pub(crate) fn retry(&mut self, path: &str, raw: Option<&RawRetry>) -> RetryConfig {
         let default = RetryConfig::default();
         let Some(raw) = raw else { return default };
-        let max_attempts = self.int(
-            &join(path, "max_attempts"),
-            raw.max_attempts,
-            DEFAULT_MAX_ATTEMPTS,
-            1,
-        );
-        let (base_path, cap_path) = (join(path, "base"), join(path, "cap"));
+        let attempts_path = join(path, "max_attempts");
+        let max_attempts = self.int(&attempts_path, raw.max_attempts, DEFAULT_MAX_ATTEMPTS, 0);
         let base = self.duration(
-            &base_path,
+            &join(path, "base"),
             raw.base.as_ref(),
             DEFAULT_BASE,
-            DurationRule::Positive,
+            DurationRule::Any,
         );
-        let cap = self.duration(&cap_path, raw.cap.as_ref(), DEFAULT_CAP, DurationRule::Positive);
+        let cap = self.duration(
+            &join(path, "cap"),
+            raw.cap.as_ref(),
+            DEFAULT_CAP,
+            DurationRule::Any,
+        );
         let jitter = self.word(&join(path, "jitter"), raw.jitter.as_ref(), Jitter::Full);
         let backoff = match (base, cap, jitter) {
-            (Some(base), Some(cap), Some(jitter)) => match Backoff::new(base, cap, jitter) {
-                Ok(backoff) => Some(backoff),
-                Err(InvalidBackoff::BaseOverCap { base, cap }) => {
-                    let value = written(raw.base.as_ref(), base);
-                    let other_value = written(raw.cap.as_ref(), cap);
-                    let problem = Problem::Relation {
-                        value,
-                        must_be: "at most",
-                        other: cap_path,
-                        other_value,
-                    };
-                    self.report(base_path, problem);
-                    None
-                }
-                // Zero bases were refused above; any other refusal is reported as ballast-core words it.
-                Err(other) => {
-                    self.report(path, Problem::Backoff(other));
-                    None
-                }
-            },
+            (Some(base), Some(cap), Some(jitter)) => self.backoff(path, raw, base, cap, jitter),
             _ => None,
         };
+        // The attempt cap is ballast-core's to judge too; against the default backoff when this one is broken,
+        // so that both problems are reported.
+        let max_attempts = max_attempts.and_then(|n| {
+            let error = match RetryPolicy::new(n, backoff.unwrap_or(default.backoff)) {
+                Ok(policy) => return Some(policy.max_attempts()),
+                Err(error) => error,
+            };
+            match error {
+                InvalidRetryPolicy::ZeroAttempts => {
+                    let (value, must_be) = (n.to_string(), "at least 1".to_owned());
+                    self.report(attempts_path, Problem::Range { value, must_be });
+                }
+                other => self.report(path, Problem::RetryPolicy(other)),
+            }
+            None
+        });
         RetryConfig {
             max_attempts: max_attempts.unwrap_or(default.max_attempts),
             backoff: backoff.unwrap_or(default.backoff),
         }
     }
 
+    /// [`Backoff::new`], its refusal reported at the field the file wrote.
+    fn backoff(
+        &mut self,
+        path: &str,
+        raw: &RawRetry,
+        base: Duration,
+        cap: Duration,
+        jitter: Jitter,
+    ) -> Option<Backoff> {
+        let error = match Backoff::new(base, cap, jitter) {
+            Ok(backoff) => return Some(backoff),
+            Err(error) => error,
+        };
+        let (base_path, cap_path) = (join(path, "base"), join(path, "cap"));
+        match error {
+            InvalidBackoff::ZeroBase => {
+                // As written (quoted), like every range error; only a written base can be zero.
+                let value = raw
+                    .base
+                    .as_ref()
+                    .map_or_else(|| format_duration(base).to_string(), ToString::to_string);
+                let must_be = "more than zero".to_owned();
+                self.report(base_path, Problem::Range { value, must_be });
+            }
+            // Blamed on the base, unless only the cap was written (`cap = "50ms"` under the default base).
+            InvalidBackoff::BaseOverCap { base, cap } => {
+                let (base_written, cap_written) =
+                    (written(raw.base.as_ref(), base), written(raw.cap.as_ref(), cap));
+                let problem = |value, must_be, other, other_value| Problem::Relation {
+                    value,
+                    must_be,
+                    other,
+                    other_value,
+                };
+                if raw.base.is_none() && raw.cap.is_some() {
+                    let relation = problem(cap_written, "at least", base_path, base_written);
+                    self.report(cap_path, relation);
+                } else {
+                    let relation = problem(base_written, "at most", cap_path, cap_written);
+                    self.report(base_path, relation);
+                }
+            }
+            other => self.report(path, Problem::Backoff(other)),
+        }
+        None
+    }
+
     /// A `budget` table at `path`.
     pub(crate) fn budget(&mut self, path: &str, raw: Option<&RawBudget>) -> BudgetConfig {
         let default = BudgetConfig::default();
-        match raw {
-            None => default,
+        let budget = match raw {
+            None => return default,
             Some(RawBudget::Ratio {
                 ratio,
                 min_per_sec,
                 window,
-            }) => {
-                let BudgetConfig::Ratio {
-                    ratio: d_ratio,
-                    min_per_sec: d_min,
-                    window: d_window,
-                } = default
-                else {
-                    return default;
-                };
-                let ratio = self.float(
-                    &join(path, "ratio"),
-                    *ratio,
-                    d_ratio,
-                    zero_to_one,
-                    "between 0 and 1",
-                );
-                let min_per_sec = self.int(&join(path, "min_per_sec"), *min_per_sec, d_min, 0);
-                let rule = DurationRule::AtLeast(ONE_SECOND);
-                let window = self.duration(&join(path, "window"), window.as_ref(), d_window, rule);
-                BudgetConfig::Ratio {
-                    ratio: ratio.unwrap_or(d_ratio),
-                    min_per_sec: min_per_sec.unwrap_or(d_min),
-                    window: window.unwrap_or(d_window),
-                }
-            }
+            }) => self.ratio_budget(path, *ratio, *min_per_sec, window.as_ref()),
             Some(RawBudget::TokenBucket {
                 capacity,
                 refill_per_sec,
-            }) => {
-                let capacity = self.int(&join(path, "capacity"), *capacity, DEFAULT_BUCKET_CAPACITY, 1);
-                let refill = self.float(
-                    &join(path, "refill_per_sec"),
-                    *refill_per_sec,
-                    DEFAULT_BUCKET_REFILL,
-                    |x| x >= 0.0 && x.is_finite(),
-                    "a finite number, at least 0",
-                );
-                BudgetConfig::TokenBucket {
-                    capacity: capacity.unwrap_or(DEFAULT_BUCKET_CAPACITY),
-                    refill_per_sec: refill.unwrap_or(DEFAULT_BUCKET_REFILL),
-                }
-            }
-        }
+            }) => self.token_bucket(path, *capacity, *refill_per_sec),
+        };
+        budget.unwrap_or(default)
     }
 
-    /// A `breaker` table at `path`.
-    pub(crate) fn breaker(&mut self, path: &str, raw: Option<&RawBreaker>) -> BreakerConfig {
-        let d = BreakerConfig::default();
-        let Some(raw) = raw else { return d };
-        let consecutive = self.int(
-            &join(path, "consecutive_failures"),
-            raw.consecutive_failures,
-            d.consecutive_failures.unwrap_or(0),
+    fn ratio_budget(
+        &mut self,
+        path: &str,
+        ratio: Option<f64>,
+        min_per_sec: Option<i64>,
+        window: Option<&HumanValue>,
+    ) -> Option<BudgetConfig> {
+        let min_per_sec = self.int(
+            &join(path, "min_per_sec"),
+            min_per_sec,
+            RatioBudget::DEFAULT_MIN_PER_SEC,
             0,
         );
-        let rate_default = d.failure_rate.unwrap_or(0.0);
-        let rate = self.float(
-            &join(path, "failure_rate"),
-            raw.failure_rate,
-            rate_default,
-            zero_to_one,
-            "between 0 and 1",
+        let window_path = join(path, "window");
+        let window_value = self.duration(
+            &window_path,
+            window,
+            RatioBudget::DEFAULT_WINDOW,
+            DurationRule::Any,
         );
-        let window = self.duration(
-            &join(path, "window"),
-            raw.window.as_ref(),
-            d.window,
-            DurationRule::AtLeast(ONE_SECOND),
+        let ratio = ratio.unwrap_or(RatioBudget::DEFAULT_RATIO);
+        let mut settings = (ratio, min_per_sec?, window_value?);
+        let build = |&(ratio, min, window): &(f64, u32, Duration)| BudgetConfig::ratio(ratio, min, window);
+        ask_core(&mut settings, 2, build, |settings, error| match error {
+            InvalidBudget::Ratio { ratio } => {
+                let must_be = "between 0 and 1".to_owned();
+                self.budget_range(join(path, "ratio"), ratio.to_string(), must_be);
+                settings.0 = RatioBudget::DEFAULT_RATIO;
+                true
+            }
+            InvalidBudget::Window { window: refused } => {
+                let must_be = format!(
+                    "between {} and {}",
+                    format_duration(RatioBudget::MIN_WINDOW),
+                    format_duration(RatioBudget::MAX_WINDOW)
+                );
+                let value = window.map_or_else(|| format_duration(refused).to_string(), ToString::to_string);
+                self.budget_range(window_path.clone(), value, must_be);
+                settings.2 = RatioBudget::DEFAULT_WINDOW;
+                true
+            }
+            other => {
+                self.report(path, Problem::Budget(other));
+                false
+            }
+        })
+    }
+
+    fn token_bucket(
+        &mut self,
+        path: &str,
+        capacity: Option<i64>,
+        refill: Option<f64>,
+    ) -> Option<BudgetConfig> {
+        let capacity = self.int(
+            &join(path, "capacity"),
+            capacity,
+            TokenBucket::DEFAULT_CAPACITY,
+            0,
         );
-        let min_calls = self.int(&join(path, "min_calls"), raw.min_calls, d.min_calls, 1);
-        let slow_call = match &raw.slow_call {
-            Some(slow) => self.duration(
-                &join(path, "slow_call"),
-                Some(slow),
-                Duration::ZERO,
-                DurationRule::Positive,
-            ),
-            None => None,
-        };
-        let open_for = self.duration(
-            &join(path, "open_for"),
-            raw.open_for.as_ref(),
-            d.open_for,
-            DurationRule::Positive,
-        );
-        let open_jitter = self.float(
-            &join(path, "open_jitter"),
-            raw.open_jitter,
-            d.open_jitter,
-            |x| (0.0..1.0).contains(&x),
-            "at least 0 and less than 1",
-        );
-        let probes_path = join(path, "half_open_probes");
-        let probes = self.int(&probes_path, raw.half_open_probes, d.half_open_probes, 1);
-        let success_default = probes.unwrap_or(d.half_open_probes);
-        let threshold_path = join(path, "success_threshold");
-        let mut threshold = self.int(&threshold_path, raw.success_threshold, success_default, 1);
-        if let (Some(probes), Some(s)) = (probes, threshold)
-            && s > probes
-        {
-            let other_value = probes.to_string();
-            let relation = Problem::Relation {
-                value: s.to_string(),
-                must_be: "at most",
-                other: probes_path,
-                other_value,
-            };
-            self.report(threshold_path, relation);
-            threshold = None;
-        }
-        BreakerConfig {
-            consecutive_failures: consecutive.map_or(d.consecutive_failures, |n| (n > 0).then_some(n)),
-            failure_rate: rate.map_or(d.failure_rate, |r| (r > 0.0).then_some(r)),
-            window: window.unwrap_or(d.window),
-            min_calls: min_calls.unwrap_or(d.min_calls),
-            slow_call,
-            open_for: open_for.unwrap_or(d.open_for),
-            open_jitter: open_jitter.unwrap_or(d.open_jitter),
-            half_open_probes: probes.unwrap_or(d.half_open_probes),
-            success_threshold: threshold.unwrap_or(success_default.min(probes.unwrap_or(d.half_open_probes))),
-        }
+        let mut settings = (capacity?, refill.unwrap_or(TokenBucket::DEFAULT_REFILL_PER_SEC));
+        let build = |&(capacity, refill): &(u32, f64)| BudgetConfig::token_bucket(capacity, refill);
+        ask_core(&mut settings, 2, build, |settings, error| match error {
+            InvalidBudget::Capacity { capacity } => {
+                let at = join(path, "capacity");
+                self.budget_range(at, capacity.to_string(), "at least 1".to_owned());
+                settings.0 = TokenBucket::DEFAULT_CAPACITY;
+                true
+            }
+            InvalidBudget::RefillPerSec { refill_per_sec } => {
+                let must_be = format!(
+                    "0 (never refill) or between {} and {}",
+                    TokenBucket::MIN_REFILL_PER_SEC,
+                    TokenBucket::MAX_REFILL_PER_SEC
+                );
+                let at = join(path, "refill_per_sec");
+                self.budget_range(at, refill_per_sec.to_string(), must_be);
+                settings.1 = TokenBucket::DEFAULT_REFILL_PER_SEC;
+                true
+            }
+            other => {
+                self.report(path, Problem::Budget(other));
+                false
+            }
+        })
+    }
+
+    fn budget_range(&mut self, path: String, value: String, must_be: String) {
+        self.report(path, Problem::Range { value, must_be });
     }
 }

@@ -1,12 +1,13 @@
 //! Validation tests: defaults (here), every rule with its message (`rules`), and parsing: versions, unknown
 //! keys, types, files (`parsing`).
 
+mod core_agrees;
 mod parsing;
 mod rules;
 
 use std::time::Duration;
 
-use ballast_core::{Backoff, Jitter, Priority, UpstreamIdempotency};
+use ballast_core::{Backoff, BreakerConfig, Jitter, Priority, UpstreamIdempotency};
 
 use crate::*;
 
@@ -104,29 +105,23 @@ fn tool_defaults() {
         t.retry.backoff,
         Backoff::new(ms(100), secs(2), Jitter::Full).unwrap()
     );
-    assert_eq!(
-        t.budget,
-        BudgetConfig::Ratio {
-            ratio: 0.2,
-            min_per_sec: 10,
-            window: secs(10)
-        }
-    );
+    assert_eq!(t.budget, BudgetConfig::ratio(0.2, 10, secs(10)).unwrap());
+    assert_eq!(t.budget, BudgetConfig::default());
     assert_eq!(t.concurrency, 64);
     assert_eq!(t.queue, 256);
     assert_eq!(t.fallback, None);
     let b = t.breaker;
-    assert_eq!(b.consecutive_failures, Some(5));
-    assert_eq!(b.failure_rate, Some(0.5));
+    assert_eq!(b.consecutive_failures(), 5);
+    assert_eq!(b.failure_rate(), Some(0.5));
     assert_eq!(
-        (b.window, b.min_calls, b.slow_call, b.open_for),
+        (b.window(), b.min_calls(), b.slow_call(), b.open_for()),
         (secs(10), 20, None, secs(30))
     );
     assert_eq!(
-        (b.open_jitter, b.half_open_probes, b.success_threshold),
+        (b.open_jitter(), b.half_open_probes(), b.success_threshold()),
         (0.1, 3, 3)
     );
-    assert_eq!(b, BreakerConfig::default());
+    assert_eq!(b, BreakerConfig::default(), "ballast-core's defaults");
     // The method defaults to POST; side-effecting tools with no deduplication still get 3 attempts (only
     // never-sent errors are retried for them, a rule of the retry decision, not of the config).
     let c =
@@ -174,32 +169,31 @@ fn deployments_inherit_or_override_the_per_try_timeout() {
 #[test]
 fn budget_kinds_and_their_defaults() {
     let c = load(&tool("budget = { kind = \"token_bucket\" }")).unwrap();
-    assert_eq!(
-        c.tools[0].budget,
-        BudgetConfig::TokenBucket {
-            capacity: 10,
-            refill_per_sec: 1.0
-        }
-    );
+    assert_eq!(c.tools[0].budget, BudgetConfig::token_bucket(10, 1.0).unwrap());
+    assert_eq!(c.tools[0].budget, BudgetConfig::default_token_bucket());
     let c = load(&tool("budget = { kind = \"ratio\", ratio = 0.1 }")).unwrap();
-    assert_eq!(
-        c.tools[0].budget,
-        BudgetConfig::Ratio {
-            ratio: 0.1,
-            min_per_sec: 10,
-            window: secs(10)
-        }
-    );
+    assert_eq!(c.tools[0].budget, BudgetConfig::ratio(0.1, 10, secs(10)).unwrap());
     let c = load(&tool(
         "budget = { kind = \"token_bucket\", capacity = 3, refill_per_sec = 0 }",
     ))
     .unwrap();
+    assert_eq!(c.tools[0].budget, BudgetConfig::token_bucket(3, 0.0).unwrap());
+    // The extremes ballast-core accepts load.
+    let c = load(&tool(
+        "budget = { kind = \"ratio\", ratio = 0, min_per_sec = 0, window = \"1h\" }",
+    ))
+    .unwrap();
     assert_eq!(
         c.tools[0].budget,
-        BudgetConfig::TokenBucket {
-            capacity: 3,
-            refill_per_sec: 0.0
-        }
+        BudgetConfig::ratio(0.0, 0, secs(3600)).unwrap()
+    );
+    let c = load(&tool(
+        "budget = { kind = \"token_bucket\", capacity = 4294967295, refill_per_sec = 1e9 }",
+    ))
+    .unwrap();
+    assert_eq!(
+        c.tools[0].budget,
+        BudgetConfig::token_bucket(u32::MAX, 1e9).unwrap()
     );
     let e = error(&tool("budget = { ratio = 0.1 }"));
     assert!(e.starts_with("tools[0].budget: missing field `kind`"), "{e}");
@@ -209,8 +203,9 @@ fn budget_kinds_and_their_defaults() {
 fn breaker_triggers_turn_off_with_zero() {
     let c = load(&tool("breaker = { consecutive_failures = 0, failure_rate = 0 }")).unwrap();
     let b = c.tools[0].breaker;
-    assert_eq!((b.consecutive_failures, b.failure_rate), (None, None));
+    assert_eq!((b.consecutive_failures(), b.failure_rate()), (0, None));
     assert!(!b.can_open());
+    assert_eq!(b.min_calls_per_second(), None);
     let c = load(&tool("breaker = { consecutive_failures = 0 }")).unwrap();
     assert!(c.tools[0].breaker.can_open(), "the failure rate still trips it");
 }
@@ -218,19 +213,18 @@ fn breaker_triggers_turn_off_with_zero() {
 #[test]
 fn success_threshold_follows_half_open_probes() {
     let c = load(&tool("breaker = { half_open_probes = 5 }")).unwrap();
-    assert_eq!(
-        (
-            c.tools[0].breaker.half_open_probes,
-            c.tools[0].breaker.success_threshold
-        ),
-        (5, 5)
-    );
+    let b = c.tools[0].breaker;
+    assert_eq!((b.half_open_probes(), b.success_threshold()), (5, 5));
     let c = load(&tool(
         "breaker = { half_open_probes = 5, success_threshold = 2, slow_call = \"3s\" }",
     ))
     .unwrap();
-    assert_eq!(c.tools[0].breaker.success_threshold, 2);
-    assert_eq!(c.tools[0].breaker.slow_call, Some(secs(3)));
+    assert_eq!(c.tools[0].breaker.success_threshold(), 2);
+    assert_eq!(c.tools[0].breaker.slow_call(), Some(secs(3)));
+    // More successes than probes: the probes go through in waves (ballast-core allows it, and so does the file).
+    let c = load(&tool("breaker = { half_open_probes = 1, success_threshold = 3 }")).unwrap();
+    let b = c.tools[0].breaker;
+    assert_eq!((b.half_open_probes(), b.success_threshold()), (1, 3));
 }
 
 #[test]

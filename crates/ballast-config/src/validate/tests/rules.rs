@@ -1,5 +1,7 @@
 //! Every rule with its message; every error collected, typed, with its path.
 
+use ballast_core::InvalidBreaker;
+
 use super::*;
 
 /// Every rule, with its message: (file body, the one error it produces).
@@ -79,36 +81,56 @@ fn every_rule_has_its_message() {
          r#"models[0].context.on_overflow: "fallback" needs a second deployment to fall back to"#),
         (model("context = { on_overflow = \"drop\" }"),
          r#"models[0].context.on_overflow: "drop" is not one of error, fallback, truncate"#),
-        // retry (models and tools share the table)
-        (model("retry = { max_attempts = 0 }"), "models[0].retry.max_attempts: 0 must be at least 1"),
+        // retry (models and tools share the table); the rules are ballast-core's Backoff::new and RetryPolicy::new
+        (model("retry = { max_attempts = 0 }"),
+         "models[0].retry.max_attempts: 0 must be at least 1"),
+        (model("retry = { max_attempts = -1 }"), "models[0].retry.max_attempts: -1 must be at least 0"),
         (tool("retry = { base = \"0s\" }"), r#"tools[0].retry.base: "0s" must be more than zero"#),
-        (tool("retry = { cap = \"0s\" }"), r#"tools[0].retry.cap: "0s" must be more than zero"#),
+        (tool("retry = { base = \"0s\", cap = \"0s\" }"), r#"tools[0].retry.base: "0s" must be more than zero"#),
+        (tool("retry = { cap = \"0s\" }"), "tools[0].retry.cap: 0s must be at least tools[0].retry.base (100ms)"),
+        (tool("retry = { cap = \"50ms\" }"), "tools[0].retry.cap: 50ms must be at least tools[0].retry.base (100ms)"),
         (tool("retry = { base = \"3s\" }"), "tools[0].retry.base: 3s must be at most tools[0].retry.cap (2s)"),
         (tool("retry = { base = \"1s\", cap = \"500ms\" }"),
          "tools[0].retry.base: 1s must be at most tools[0].retry.cap (500ms)"),
         (tool("retry = { jitter = \"equal\" }"), r#"tools[0].retry.jitter: "equal" is not one of full, decorrelated"#),
-        // budget
+        // budget: the rules are ballast-core's RatioBudget::new and TokenBucket::new, the bounds its constants
         (tool("budget = { kind = \"ratio\", ratio = 1.01 }"), "tools[0].budget.ratio: 1.01 must be between 0 and 1"),
         (tool("budget = { kind = \"ratio\", ratio = -0.1 }"), "tools[0].budget.ratio: -0.1 must be between 0 and 1"),
+        (tool("budget = { kind = \"ratio\", ratio = nan }"), "tools[0].budget.ratio: NaN must be between 0 and 1"),
         (tool("budget = { kind = \"ratio\", min_per_sec = -1 }"), "tools[0].budget.min_per_sec: -1 must be at least 0"),
-        (tool("budget = { kind = \"ratio\", window = \"999ms\" }"), r#"tools[0].budget.window: "999ms" must be at least 1s"#),
+        (tool("budget = { kind = \"ratio\", window = \"999ms\" }"),
+         r#"tools[0].budget.window: "999ms" must be between 1s and 1h"#),
+        (tool("budget = { kind = \"ratio\", window = \"1h0.001s\" }"),
+         r#"tools[0].budget.window: "1h0.001s" must be between 1s and 1h"#),
         (tool("budget = { kind = \"token_bucket\", capacity = 0 }"), "tools[0].budget.capacity: 0 must be at least 1"),
         (tool("budget = { kind = \"token_bucket\", refill_per_sec = -1 }"),
-         "tools[0].budget.refill_per_sec: -1 must be a finite number, at least 0"),
+         "tools[0].budget.refill_per_sec: -1 must be 0 (never refill) or between 0.000001 and 1000000000"),
         (tool("budget = { kind = \"token_bucket\", refill_per_sec = inf }"),
-         "tools[0].budget.refill_per_sec: inf must be a finite number, at least 0"),
-        // breaker
+         "tools[0].budget.refill_per_sec: inf must be 0 (never refill) or between 0.000001 and 1000000000"),
+        (tool("budget = { kind = \"token_bucket\", refill_per_sec = 1e-7 }"),
+         "tools[0].budget.refill_per_sec: 0.0000001 must be 0 (never refill) or between 0.000001 and 1000000000"),
+        (tool("budget = { kind = \"token_bucket\", refill_per_sec = 2e9 }"),
+         "tools[0].budget.refill_per_sec: 2000000000 must be 0 (never refill) or between 0.000001 and 1000000000"),
+        // breaker: the rules and their words are ballast-core's BreakerConfig builder's
         (tool("breaker = { consecutive_failures = -1 }"), "tools[0].breaker.consecutive_failures: -1 must be at least 0"),
-        (tool("breaker = { failure_rate = 1.5 }"), "tools[0].breaker.failure_rate: 1.5 must be between 0 and 1"),
-        (tool("breaker = { window = \"0s\" }"), r#"tools[0].breaker.window: "0s" must be at least 1s"#),
+        (tool("breaker = { failure_rate = 1.5 }"),
+         "tools[0].breaker.failure_rate: 1.5 is not in (0, 1] (0 turns the rate trigger off)"),
+        (tool("breaker = { failure_rate = -0.5 }"),
+         "tools[0].breaker.failure_rate: -0.5 is not in (0, 1] (0 turns the rate trigger off)"),
+        (tool("breaker = { window = \"0s\" }"), "tools[0].breaker.window: 0ns is shorter than 10 buckets of at least 1ms"),
+        (tool("breaker = { window = \"9ms\" }"), "tools[0].breaker.window: 9ms is shorter than 10 buckets of at least 1ms"),
         (tool("breaker = { min_calls = 0 }"), "tools[0].breaker.min_calls: 0 must be at least 1"),
-        (tool("breaker = { slow_call = \"0s\" }"), r#"tools[0].breaker.slow_call: "0s" must be more than zero"#),
-        (tool("breaker = { open_for = \"0s\" }"), r#"tools[0].breaker.open_for: "0s" must be more than zero"#),
-        (tool("breaker = { open_jitter = 1.0 }"), "tools[0].breaker.open_jitter: 1 must be at least 0 and less than 1"),
+        (tool("breaker = { slow_call = \"0s\" }"),
+         "tools[0].breaker.slow_call: 0ns must be greater than zero (leave it out to turn slow calls off)"),
+        (tool("breaker = { open_for = \"0s\" }"), "tools[0].breaker.open_for: 0ns must be greater than zero"),
+        (tool("breaker = { open_for = \"30\" }"),
+         r#"tools[0].breaker.open_for: "30" is not a duration: units are required (e.g. "30s" or "30ms")"#),
+        (tool("breaker = { open_jitter = 1.0 }"), "tools[0].breaker.open_jitter: 1 is not in [0, 1)"),
+        (tool("breaker = { open_jitter = -0.1 }"), "tools[0].breaker.open_jitter: -0.1 is not in [0, 1)"),
         (tool("breaker = { half_open_probes = 0 }"), "tools[0].breaker.half_open_probes: 0 must be at least 1"),
         (tool("breaker = { success_threshold = 0 }"), "tools[0].breaker.success_threshold: 0 must be at least 1"),
-        (tool("breaker = { success_threshold = 4 }"),
-         "tools[0].breaker.success_threshold: 4 must be at most tools[0].breaker.half_open_probes (3)"),
+        (tool("breaker = { half_open_probes = 4294967296 }"),
+         "tools[0].breaker.half_open_probes: 4294967296 must be at most 4294967295"),
         // [[tools]]
         ("[[tools]]\nupstream = { url = \"http://h/x\" }".into(), "tools[0].name: is required"),
         ("[[tools]]\nname = \"get.order\"\nupstream = { url = \"http://h/x\" }".into(),
@@ -166,7 +188,7 @@ fn all_errors_are_collected_one_per_line() {
 
 #[test]
 fn errors_are_typed_and_carry_their_path() {
-    let err = load(&tool("retry = { max_attempts = 0 }")).unwrap_err();
+    let err = load(&tool("budget = { kind = \"token_bucket\", capacity = 0 }")).unwrap_err();
     match &err.errors()[0] {
         ConfigError::Invalid {
             path,
@@ -174,12 +196,19 @@ fn errors_are_typed_and_carry_their_path() {
         } => {
             assert_eq!(
                 (path.as_str(), value.as_str(), must_be.as_str()),
-                ("tools[0].retry.max_attempts", "0", "at least 1")
+                ("tools[0].budget.capacity", "0", "at least 1")
             );
         }
         other => panic!("unexpected {other:?}"),
     }
-    assert_eq!(err.errors()[0].path(), Some("tools[0].retry.max_attempts"));
+    assert_eq!(err.errors()[0].path(), Some("tools[0].budget.capacity"));
+    // The breaker's refusals keep ballast-core's type.
+    let err = load(&model("breaker = { failure_rate = 1.5 }")).unwrap_err();
+    assert!(matches!(
+        &err.errors()[0],
+        ConfigError::Invalid { path, problem: Problem::Breaker(InvalidBreaker::FailureRate(rate)) }
+            if path == "models[0].breaker.failure_rate" && *rate == 1.5
+    ));
     let err = load(&tool("priority = \"urgent\"")).unwrap_err();
     assert!(
         matches!(&err.errors()[0], ConfigError::Invalid { problem: Problem::NotOneOf(u), .. } if u.value == "urgent")
@@ -256,4 +285,54 @@ fn fallback_response_becomes_json() {
 fn upstream_idempotency_none_is_fine_on_a_read_only_tool() {
     let c = load(&tool("upstream_idempotency = \"none\"")).unwrap();
     assert_eq!(c.tools[0].upstream_idempotency, UpstreamIdempotency::None);
+}
+
+/// ballast-core stops at its first refusal; validation asks again without the refused value, so every bad value
+/// of one table is reported, each at its own path.
+#[test]
+fn every_refusal_in_one_table_is_reported() {
+    let all = errors(&tool(
+        "breaker = { failure_rate = 2, min_calls = 0, open_for = \"0s\", half_open_probes = 0, window = \"1x\" }",
+    ));
+    assert_eq!(
+        all,
+        [
+            r#"tools[0].breaker.window: "1x" is not a duration: unknown unit "x" (use d, h, m, s, ms, us or ns)"#,
+            "tools[0].breaker.failure_rate: 2 is not in (0, 1] (0 turns the rate trigger off)",
+            "tools[0].breaker.min_calls: 0 must be at least 1",
+            "tools[0].breaker.open_for: 0ns must be greater than zero",
+            "tools[0].breaker.half_open_probes: 0 must be at least 1",
+        ]
+    );
+    let all = errors(&model(
+        "budget = { kind = \"ratio\", ratio = 2, window = \"0s\" }\nretry = { max_attempts = 0, base = \"0s\" }",
+    ));
+    assert_eq!(
+        all,
+        [
+            r#"models[0].retry.base: "0s" must be more than zero"#,
+            "models[0].retry.max_attempts: 0 must be at least 1",
+            "models[0].budget.ratio: 2 must be between 0 and 1",
+            r#"models[0].budget.window: "0s" must be between 1s and 1h"#,
+        ]
+    );
+    let all = errors(&tool(
+        "budget = { kind = \"token_bucket\", capacity = 0, refill_per_sec = -1 }",
+    ));
+    assert_eq!(all.len(), 2, "{all:?}");
+}
+
+/// The breaker's messages are ballast-core's, after the field name it starts them with; the one reworded is
+/// the failure rate's advice, which is about the builder's `None` while the file turns the trigger off with 0.
+/// If ballast-core changes the rate's rule, this fails and the rewording is looked at again.
+#[test]
+fn breaker_messages_are_ballast_cores() {
+    let core = InvalidBreaker::FailureRate(1.5).to_string();
+    assert!(core.starts_with("failure_rate: 1.5 is not in (0, 1] "), "{core}");
+    let core = ballast_core::BreakerConfig::builder()
+        .min_calls(0)
+        .build()
+        .unwrap_err();
+    let config = error(&tool("breaker = { min_calls = 0 }"));
+    assert_eq!(config, format!("tools[0].breaker.{core}"));
 }
