@@ -136,3 +136,19 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::RetryBudget;
+    use crate::Instant;
+
+    /// Withdraws until refused (a million at most: a broken budget fails the test rather than hanging it);
+    /// returns how many were taken.
+    pub(crate) fn drain(budget: &dyn RetryBudget, now: Instant) -> u64 {
+        let mut taken = 0;
+        while taken < 1_000_000 && budget.try_withdraw(now) {
+            taken += 1;
+        }
+        taken
+    }
+}

@@ -5,6 +5,7 @@ use std::thread;
 use proptest::prelude::*;
 
 use super::*;
+use crate::budget::test_support::drain;
 
 fn at(ms: u64) -> Instant {
     Instant::from_millis(ms)
@@ -12,16 +13,6 @@ fn at(ms: u64) -> Instant {
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
-}
-
-/// Withdraws until refused (a million at most: a broken budget fails the test rather than hanging it); returns
-/// how many were taken.
-fn drain(budget: &RatioBudget, now: Instant) -> u64 {
-    let mut taken = 0;
-    while taken < 1_000_000 && budget.try_withdraw(now) {
-        taken += 1;
-    }
-    taken
 }
 
 #[test]

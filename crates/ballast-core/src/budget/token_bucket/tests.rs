@@ -4,19 +4,10 @@ use std::thread;
 use proptest::prelude::*;
 
 use super::*;
+use crate::budget::test_support::drain;
 
 fn at(ms: u64) -> Instant {
     Instant::from_millis(ms)
-}
-
-/// Withdraws until refused (a million at most: a broken budget fails the test rather than hanging it); returns
-/// how many were taken.
-fn drain(bucket: &TokenBucket, now: Instant) -> u64 {
-    let mut taken = 0;
-    while taken < 1_000_000 && bucket.try_withdraw(now) {
-        taken += 1;
-    }
-    taken
 }
 
 #[test]
