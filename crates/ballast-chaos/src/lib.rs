@@ -24,7 +24,7 @@ mod profile;
 mod server;
 
 pub use fault::{Draw, Fault, LoseMode, draw};
-pub use model::{ModelError, Reply, error_body, models_list, operation_id, reply};
+pub use model::{ModelError, Reply, SSE_DONE, error_body, models_list, operation_id, reply, sse_data};
 pub use profile::{
     Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,
     Script, ScriptStep, StreamFaults,
