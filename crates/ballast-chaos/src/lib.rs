@@ -23,7 +23,7 @@ mod model;
 mod profile;
 mod server;
 
-pub use fault::{Draw, Fault, LoseMode, draw};
+pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
 pub use model::{ModelError, Reply, error_body, models_list, operation_id, reply};
 pub use profile::{
     Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,

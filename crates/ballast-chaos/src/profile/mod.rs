@@ -214,13 +214,7 @@ impl ScriptStep {
         use crate::Fault;
         match self {
             ScriptStep::Ok => Fault::None,
-            ScriptStep::Status(status) => Fault::Status {
-                status,
-                retry_after: matches!(status, 429 | 503)
-                    .then_some(faults.retry_after)
-                    .flatten(),
-                insufficient_quota: false,
-            },
+            ScriptStep::Status(status) => Fault::status(status, faults),
             ScriptStep::Hang => Fault::Hang,
             ScriptStep::Reset => Fault::Reset,
             ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
