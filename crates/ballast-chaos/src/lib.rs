@@ -26,6 +26,6 @@ mod server;
 pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
 pub use model::{ModelError, Reply, error_body, models_list, operation_id, reply};
 pub use profile::{
-    Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,
-    Script, ScriptStep, StreamFaults,
+    Capacity, DurationError, EndpointProfile, ErrorRate, FieldError, KeyMode, Latency, ModelSettings, Outage,
+    Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults,
 };
