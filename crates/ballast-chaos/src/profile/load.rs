@@ -1,5 +1,4 @@
-//! From TOML text (or a file) to a [`Profile`]: phase one ([`raw`](super::raw)) then phase two
-//! ([`validate`](super::validate)).
+//! From TOML text (or a file) to a [`Profile`]: phase one (the `raw` structs) then phase two (`validate`).
 //!
 //! Phase one goes through `serde_path_to_error`, so an unknown key or a wrong type names its full path
 //! (`endpoints.create_refund.hnag`) as well as the line and column `toml` reports. It stops at the first such

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::{KeyMode, LoseMode};
+
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -85,6 +87,15 @@ pub(super) enum RawLoseMode {
     Reset,
 }
 
+impl From<RawLoseMode> for LoseMode {
+    fn from(mode: RawLoseMode) -> Self {
+        match mode {
+            RawLoseMode::Hang => LoseMode::Hang,
+            RawLoseMode::Reset => LoseMode::Reset,
+        }
+    }
+}
+
 /// `{ start = "20s", end = "23s" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,6 +131,16 @@ pub(super) enum RawKeyMode {
     None,
     Keyed,
     KeyedReplaysErrors,
+}
+
+impl From<RawKeyMode> for KeyMode {
+    fn from(mode: RawKeyMode) -> Self {
+        match mode {
+            RawKeyMode::None => KeyMode::None,
+            RawKeyMode::Keyed => KeyMode::Keyed,
+            RawKeyMode::KeyedReplaysErrors => KeyMode::KeyedReplaysErrors,
+        }
+    }
 }
 
 /// `[[scripts]]`.

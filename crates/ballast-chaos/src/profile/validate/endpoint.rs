@@ -1,15 +1,13 @@
 //! One endpoint's table, over the profile's `[default]`: each key the table sets replaces the default's value
 //! (a table such as `latency` or `stream` is replaced whole), then the rules that tie keys together.
 
+use std::collections::BTreeMap;
+
 use crate::Fault;
 use crate::fault::exclusive_outcomes;
 use crate::profile::error::{Problem, Problems};
-use crate::profile::raw::{
-    RawCapacity, RawEndpoint, RawKeyMode, RawLatency, RawLoseMode, RawOutage, RawStream,
-};
-use crate::profile::{
-    Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, LoseMode, Outage, StreamFaults,
-};
+use crate::profile::raw::{RawCapacity, RawEndpoint, RawLatency, RawOutage, RawStream};
+use crate::profile::{Capacity, EndpointProfile, ErrorRate, Latency, Outage, StreamFaults};
 
 use super::check;
 
@@ -34,24 +32,9 @@ pub(super) fn merge(
     if let Some(retry_after) = &raw.retry_after {
         merged.retry_after = check::retry_after(problems, &at("retry_after"), retry_after);
     }
-    // A refused rate counts as 0, so that it is not blamed a second time in the sum.
-    let mut rate = |key: &str, value: Option<f64>, current: f64| match value {
-        Some(value) => check::rate(problems, at(key), value).unwrap_or(0.0),
-        None => current,
-    };
-    merged.insufficient_quota = rate(
-        "insufficient_quota",
-        raw.insufficient_quota,
-        merged.insufficient_quota,
-    );
-    merged.hang = rate("hang", raw.hang, merged.hang);
-    merged.reset = rate("reset", raw.reset, merged.reset);
-    merged.commit_then_lose = rate("commit_then_lose", raw.commit_then_lose, merged.commit_then_lose);
+    merge_rates(path, raw, &mut merged, problems);
     if let Some(mode) = raw.lose_with {
-        merged.lose_with = match mode {
-            RawLoseMode::Hang => LoseMode::Hang,
-            RawLoseMode::Reset => LoseMode::Reset,
-        };
+        merged.lose_with = mode.into();
     }
     if let Some(outages) = &raw.outages {
         merged.outages = self::outages(&at("outages"), outages, problems);
@@ -63,11 +46,7 @@ pub(super) fn merge(
         merged.stream = self::stream(&at("stream"), stream, problems);
     }
     if let Some(mode) = raw.key_mode {
-        merged.key_mode = match mode {
-            RawKeyMode::None => KeyMode::None,
-            RawKeyMode::Keyed => KeyMode::Keyed,
-            RawKeyMode::KeyedReplaysErrors => KeyMode::KeyedReplaysErrors,
-        };
+        merged.key_mode = mode.into();
     }
     // The table that sets a rate owns the sum: an endpoint that inherits all its rates is not blamed for
     // `[default]`'s.
@@ -75,6 +54,28 @@ pub(super) fn merge(
         rates_sum(path, &merged, problems);
     }
     merged
+}
+
+/// The single rates (`errors` and `stream` have their own tables). A refused rate counts as 0, so that it is not
+/// blamed a second time in the sum.
+fn merge_rates(path: &str, raw: &RawEndpoint, merged: &mut EndpointProfile, problems: &mut Problems) {
+    let mut rate = |key: &str, value: Option<f64>, current: &mut f64| {
+        if let Some(value) = value {
+            *current = check::rate(problems, format!("{path}.{key}"), value).unwrap_or(0.0);
+        }
+    };
+    rate(
+        "insufficient_quota",
+        raw.insufficient_quota,
+        &mut merged.insufficient_quota,
+    );
+    rate("hang", raw.hang, &mut merged.hang);
+    rate("reset", raw.reset, &mut merged.reset);
+    rate(
+        "commit_then_lose",
+        raw.commit_then_lose,
+        &mut merged.commit_then_lose,
+    );
 }
 
 fn latency(path: &str, raw: &RawLatency, problems: &mut Problems) -> Option<Latency> {
@@ -93,11 +94,7 @@ fn latency(path: &str, raw: &RawLatency, problems: &mut Problems) -> Option<Late
 }
 
 /// Statuses in ascending order: the order the draw tries them.
-fn errors(
-    path: &str,
-    raw: &std::collections::BTreeMap<String, f64>,
-    problems: &mut Problems,
-) -> Vec<ErrorRate> {
+fn errors(path: &str, raw: &BTreeMap<String, f64>, problems: &mut Problems) -> Vec<ErrorRate> {
     let mut errors: Vec<ErrorRate> = raw
         .iter()
         .filter_map(|(key, rate)| {
