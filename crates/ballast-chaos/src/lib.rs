@@ -23,9 +23,9 @@ mod model;
 mod profile;
 mod server;
 
-pub use fault::{Draw, Fault, LoseMode, draw};
+pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
 pub use model::{ModelError, Reply, SSE_DONE, error_body, models_list, operation_id, reply, sse_data};
 pub use profile::{
-    Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,
-    Script, ScriptStep, StreamFaults,
+    Capacity, DurationError, EndpointProfile, ErrorRate, FieldError, KeyMode, Latency, ModelSettings, Outage,
+    Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults,
 };

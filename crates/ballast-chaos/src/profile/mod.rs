@@ -1,11 +1,29 @@
 //! The fault profile: per endpoint, what goes wrong and how often.
 //!
-//! (Skeleton: the typed profile is final; parsing, validation, presets and docs are being written.)
+//! A profile comes from a TOML file ([`Profile::from_toml_str`], [`Profile::load`]; the schema is in
+//! docs/chaos.md) or a named preset ([`Profile::preset`]). Files are read in two phases, as every Ballast
+//! configuration is: raw serde structs that reject unknown keys, then a validation that reports every broken rule
+//! with its path — a profile that loads is a profile that works, and a typo is never a fault that silently does
+//! not happen. The typed structs below are what the rest of the crate uses; nothing downstream re-checks them.
+
+mod duration;
+mod error;
+mod load;
+mod presets;
+mod raw;
+mod summary;
+mod validate;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::Draw;
+
+pub use duration::DurationError;
+pub use error::{FieldError, Problem, ProfileError};
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
 ///
@@ -214,13 +232,7 @@ impl ScriptStep {
         use crate::Fault;
         match self {
             ScriptStep::Ok => Fault::None,
-            ScriptStep::Status(status) => Fault::Status {
-                status,
-                retry_after: matches!(status, 429 | 503)
-                    .then_some(faults.retry_after)
-                    .flatten(),
-                insufficient_quota: false,
-            },
+            ScriptStep::Status(status) => Fault::status(status, faults),
             ScriptStep::Hang => Fault::Hang,
             ScriptStep::Reset => Fault::Reset,
             ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),

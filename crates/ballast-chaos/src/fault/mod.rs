@@ -1,0 +1,173 @@
+//! What one attempt meets, drawn deterministically from (seed, endpoint, operation id, attempt number).
+//!
+//! # Why a hash and not a random number generator
+//! A comparison between two client strategies is fair only if both meet the same faults. A shared RNG would hand
+//! out faults in arrival order, so the strategy that retries sooner would meet different faults from the one that
+//! waits. Here the fault of an attempt is a pure function of *which* attempt it is: attempt 2 of operation
+//! `op-42` on `create_refund` under seed 7 meets the same fault whoever sends it, whenever, in whatever order.
+//!
+//! The function is pinned, not merely deterministic: the randomness is SHA-256 over an unambiguous encoding of
+//! the four inputs, never `DefaultHasher` or an RNG crate whose algorithm may change between
+//! versions; and the floating-point maths of the latency uses `libm` (a pure-Rust port of musl's), because std's
+//! `ln`, `exp` and `cos` call the platform's libm, whose last bits differ between machines. So a seed means the
+//! same faults on every machine, Rust version and dependency version.
+//!
+//! # One draw
+//! The digest gives three independent uniforms in `[0, 1)`:
+//! - the first picks the fault among the mutually exclusive rates, in this order: each error status (in the
+//!   order of [`EndpointProfile::errors`]), `insufficient_quota`, `hang`, `reset`, `commit_then_lose`, stream
+//!   cut, stream stall; the remainder is [`Fault::None`];
+//! - the other two draw the latency: log-normal fitted to p50 and p99, by Box–Muller.
+//!
+//! # Not in the draw
+//! Outages and the capacity limit depend on time and on load, not on which attempt this is: the server applies
+//! them before it consults the draw (an attempt that arrives during an outage, or beyond the capacity, is
+//! answered 503 whatever it would have drawn).
+
+mod latency;
+mod uniform;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+pub use crate::profile::LoseMode;
+use crate::profile::{EndpointProfile, RetryAfterForm};
+
+pub use latency::LATENCY_CAP_FACTOR;
+
+/// What one attempt meets: how long the endpoint takes, then what it does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Draw {
+    /// Time before the endpoint acts (answers, executes, hangs or resets).
+    pub latency: Duration,
+    /// What it does.
+    pub fault: Fault,
+}
+
+/// What an endpoint does with one attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Fault {
+    /// Serve it normally.
+    #[default]
+    None,
+    /// Answer with an error status, without executing anything.
+    Status {
+        /// The status.
+        status: u16,
+        /// `Retry-After` on the answer.
+        retry_after: Option<RetryAfterForm>,
+        /// A 429 with OpenAI's `insufficient_quota` code (a quota that waiting does not fix).
+        insufficient_quota: bool,
+    },
+    /// Never answer, execute nothing.
+    Hang,
+    /// Reset the connection before any answer, execute nothing.
+    Reset,
+    /// Execute the side effect, then lose the response.
+    CommitThenLose(LoseMode),
+    /// Stream normally but cut the connection after this many chunks (no `[DONE]`). Drawn only from stream
+    /// rates; an answer that is not streamed has no chunks to cut and is served as [`Fault::None`].
+    StreamCut {
+        /// Chunks sent first.
+        after_chunks: u32,
+    },
+    /// Stream normally but stall after this many chunks, then go on. As with a cut, an answer that is not
+    /// streamed is served as [`Fault::None`].
+    StreamStall {
+        /// Chunks sent first.
+        after_chunks: u32,
+        /// How long the stall lasts.
+        stall: Duration,
+    },
+}
+
+impl Fault {
+    /// An error answer with `status`, carrying `faults.retry_after` when the status is 429 or 503 (the two
+    /// statuses `Retry-After` is defined for), none otherwise.
+    pub fn status(status: u16, faults: &EndpointProfile) -> Fault {
+        Fault::Status {
+            status,
+            retry_after: matches!(status, 429 | 503)
+                .then_some(faults.retry_after)
+                .flatten(),
+            insufficient_quota: false,
+        }
+    }
+
+    /// The 429 with OpenAI's `insufficient_quota` code: no `Retry-After`, since waiting does not fix a quota.
+    pub const INSUFFICIENT_QUOTA: Fault = Fault::Status {
+        status: 429,
+        retry_after: None,
+        insufficient_quota: true,
+    };
+}
+
+/// The draw of attempt `attempt` (1-based) of operation `op` on `endpoint` under `seed`: a pure function of its
+/// arguments, the same on every machine (see the module docs for how, and what it leaves to the server).
+///
+/// ```
+/// use std::time::Duration;
+/// use ballast_chaos::{EndpointProfile, Fault, Latency, draw};
+///
+/// let faults = EndpointProfile {
+///     latency: Some(Latency { p50: Duration::from_millis(40), p99: Duration::from_millis(200) }),
+///     hang: 1.0,
+///     ..EndpointProfile::default()
+/// };
+/// let first = draw(7, "create_refund", "op-42", 1, &faults);
+/// assert_eq!(first.fault, Fault::Hang);
+/// assert!(first.latency > Duration::ZERO);
+/// assert_eq!(draw(7, "create_refund", "op-42", 1, &faults), first, "the same inputs, the same draw");
+/// ```
+pub fn draw(seed: u64, endpoint: &str, op: &str, attempt: u32, faults: &EndpointProfile) -> Draw {
+    let [pick, u1, u2] = uniform::uniforms(seed, endpoint, op, attempt);
+    Draw {
+        latency: faults
+            .latency
+            .map_or(Duration::ZERO, |l| latency::lognormal(&l, u1, u2)),
+        fault: pick_fault(pick, faults),
+    }
+}
+
+/// The fault `u` (uniform in `[0, 1)`) falls on: the first outcome whose cumulative rate exceeds `u`.
+fn pick_fault(u: f64, faults: &EndpointProfile) -> Fault {
+    let mut cumulative = 0.0;
+    for (rate, fault) in exclusive_outcomes(faults) {
+        cumulative += rate;
+        if u < cumulative {
+            return fault;
+        }
+    }
+    Fault::None
+}
+
+/// The mutually exclusive faults of an endpoint with their rates, in the order the draw tries them. The one
+/// place that order is written: validation sums these rates and the summary lists them in it.
+pub(crate) fn exclusive_outcomes(faults: &EndpointProfile) -> impl Iterator<Item = (f64, Fault)> + '_ {
+    let errors = faults
+        .errors
+        .iter()
+        .map(|e| (e.rate, Fault::status(e.status, faults)));
+    let stream = &faults.stream;
+    errors.chain([
+        (faults.insufficient_quota, Fault::INSUFFICIENT_QUOTA),
+        (faults.hang, Fault::Hang),
+        (faults.reset, Fault::Reset),
+        (faults.commit_then_lose, Fault::CommitThenLose(faults.lose_with)),
+        (
+            stream.cut,
+            Fault::StreamCut {
+                after_chunks: stream.cut_after_chunks,
+            },
+        ),
+        (
+            stream.stall,
+            Fault::StreamStall {
+                after_chunks: stream.stall_after_chunks,
+                stall: stream.stall_for,
+            },
+        ),
+    ])
+}
