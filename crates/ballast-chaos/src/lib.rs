@@ -29,3 +29,4 @@ pub use profile::{
     Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, ModelSettings, Outage, Profile, RetryAfterForm,
     Script, ScriptStep, StreamFaults,
 };
+pub use server::{ChaosServer, router, serve, spawn};
