@@ -58,10 +58,13 @@ pub(crate) async fn swap_profile(State(app): State<App>, headers: HeaderMap, bod
             app.swap(profile);
             Json(json!({"status": "swapped", "profile": summary})).into_response()
         }
-        Err(message) => {
-            Answer::tool_error(StatusCode::BAD_REQUEST, "invalid_request_error", "invalid_profile", message)
-                .into_response()
-        }
+        Err(message) => Answer::tool_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_profile",
+            message,
+        )
+        .into_response(),
     }
 }
 
@@ -71,8 +74,8 @@ fn profile_from(headers: &HeaderMap, body: &[u8]) -> Result<Profile, String> {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     if json {
-        let request: PresetRequest =
-            serde_json::from_slice(body).map_err(|e| format!("expected {{\"preset\": NAME, \"seed\": N}}: {e}"))?;
+        let request: PresetRequest = serde_json::from_slice(body)
+            .map_err(|e| format!("expected {{\"preset\": NAME, \"seed\": N}}: {e}"))?;
         return profile_preset(&request.preset, request.seed).map_err(|e| e.to_string());
     }
     let text = std::str::from_utf8(body).map_err(|e| format!("the profile is not UTF-8: {e}"))?;
@@ -92,7 +95,9 @@ fn profile_preset(name: &str, seed: u64) -> Result<Profile, String> {
             seed,
             ..Profile::default()
         }),
-        _ => Err(format!("preset: {name:?} is not a preset; the presets are none, flaky, flash-sale")),
+        _ => Err(format!(
+            "preset: {name:?} is not a preset; the presets are none, flaky, flash-sale"
+        )),
     }
 }
 
@@ -128,7 +133,8 @@ mod tests {
 
     #[test]
     fn a_bad_json_body_is_refused_with_the_reason() {
-        let err = profile_from(&json_headers(), br#"{"preset": "none", "sead": 7}"#).expect_err("unknown field");
+        let err =
+            profile_from(&json_headers(), br#"{"preset": "none", "sead": 7}"#).expect_err("unknown field");
         assert!(err.contains("sead"), "{err}");
         let err = profile_from(&json_headers(), br#"{"preset": "nope"}"#).expect_err("unknown preset");
         assert!(err.contains("nope"), "{err}");

@@ -50,7 +50,10 @@ impl Answer {
 
     /// A non-injected error of a tool (unknown tool, bad body, idempotency answers).
     pub(crate) fn tool_error(status: StatusCode, kind: &str, code: &str, message: String) -> Answer {
-        Answer::new(status, json!({"error": {"type": kind, "code": code, "message": message}}))
+        Answer::new(
+            status,
+            json!({"error": {"type": kind, "code": code, "message": message}}),
+        )
     }
 
     /// An injected error status.
@@ -77,7 +80,12 @@ impl Answer {
     }
 
     /// A 503 from the front door (outage, capacity), before the endpoint does anything.
-    pub(crate) fn refused(flavor: Flavor, fault: &'static str, message: String, retry_after: Option<String>) -> Answer {
+    pub(crate) fn refused(
+        flavor: Flavor,
+        fault: &'static str,
+        message: String,
+        retry_after: Option<String>,
+    ) -> Answer {
         let body = match flavor {
             Flavor::Model => crate::error_body(503, false),
             Flavor::Tool => json!({"error": {"type": "api_error", "code": fault, "message": message}}),
@@ -91,7 +99,10 @@ impl Answer {
 
     /// The same answer, marked as replayed.
     pub(crate) fn replayed(self) -> Answer {
-        Answer { replayed: true, ..self }
+        Answer {
+            replayed: true,
+            ..self
+        }
     }
 
     fn new(status: StatusCode, body: Value) -> Answer {

@@ -44,7 +44,10 @@ pub(crate) async fn arrive(
     let faults = epoch.profile.endpoint(endpoint);
     let age = clock::now().instant.duration_since(epoch.started);
     if let Some(left) = outage_left(&faults.outages, age) {
-        let message = format!("{endpoint} is down (chaos outage) for another {} ms", left.as_millis());
+        let message = format!(
+            "{endpoint} is down (chaos outage) for another {} ms",
+            left.as_millis()
+        );
         let answer = Answer::refused(flavor, "outage", message, Some(seconds_until(left)));
         return Err(reply(&mut visit, answer, Outcome::Outage));
     }
@@ -53,7 +56,8 @@ pub(crate) async fn arrive(
         Some(gate) => match gate.enter().await {
             Ok(slot) => Some(slot),
             Err(_shed) => {
-                let message = format!("{endpoint} is at capacity and its queue is full (chaos capacity limit)");
+                let message =
+                    format!("{endpoint} is at capacity and its queue is full (chaos capacity limit)");
                 let retry_after = faults.retry_after.map(render_retry_after);
                 let answer = Answer::refused(flavor, "shed_capacity", message, retry_after);
                 return Err(reply(&mut visit, answer, Outcome::ShedCapacity));
@@ -86,7 +90,12 @@ pub(crate) fn injected(
     retry_after: Option<RetryAfterForm>,
     insufficient_quota: bool,
 ) -> Answer {
-    Answer::injected(flavor, status, retry_after.map(render_retry_after), insufficient_quota)
+    Answer::injected(
+        flavor,
+        status,
+        retry_after.map(render_retry_after),
+        insufficient_quota,
+    )
 }
 
 fn render_retry_after(form: RetryAfterForm) -> String {
@@ -126,7 +135,10 @@ mod tests {
         }];
         assert_eq!(outage_left(&windows, secs(9)), None);
         assert_eq!(outage_left(&windows, secs(10)), Some(secs(3)));
-        assert_eq!(outage_left(&windows, Duration::from_millis(12_500)), Some(Duration::from_millis(500)));
+        assert_eq!(
+            outage_left(&windows, Duration::from_millis(12_500)),
+            Some(Duration::from_millis(500))
+        );
         assert_eq!(outage_left(&windows, secs(13)), None);
     }
 

@@ -40,7 +40,9 @@ impl CapacityGate {
             return Ok(permit);
         }
         self.waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| (w < self.queue).then_some(w + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                (w < self.queue).then_some(w + 1)
+            })
             .map_err(|_| Shed)?;
         let _place = QueuePlace(&self.waiting);
         // The semaphore is never closed, so acquiring fails never; `Shed` keeps the function total anyway.
@@ -76,7 +78,10 @@ mod tests {
         let _a = gate.enter().await.expect("first slot");
         let _b = gate.enter().await.expect("second slot");
         let mut queued = pin!(gate.enter());
-        assert!(poll!(queued.as_mut()).is_pending(), "the third request waits in the queue");
+        assert!(
+            poll!(queued.as_mut()).is_pending(),
+            "the third request waits in the queue"
+        );
         assert_eq!(gate.enter().await.err(), Some(Shed));
     }
 
@@ -103,7 +108,10 @@ mod tests {
             assert!(poll!(queued.as_mut()).is_pending());
         }
         let mut again = pin!(gate.enter());
-        assert!(poll!(again.as_mut()).is_pending(), "the dropped waiter's place is free");
+        assert!(
+            poll!(again.as_mut()).is_pending(),
+            "the dropped waiter's place is free"
+        );
     }
 
     #[tokio::test]

@@ -53,13 +53,20 @@ async fn respond(
     request: &Value,
     conn: Option<ConnectionHandle>,
 ) -> Response {
-    let Arrival { draw, mut visit, slot } = arrival;
+    let Arrival {
+        draw,
+        mut visit,
+        slot,
+    } = arrival;
     match draw.fault {
         Fault::Status {
             status,
             retry_after,
             insufficient_quota,
-        } => answer(&mut visit, injected(Flavor::Model, status, retry_after, insufficient_quota)),
+        } => answer(
+            &mut visit,
+            injected(Flavor::Model, status, retry_after, insufficient_quota),
+        ),
         Fault::Hang => {
             visit.count(Outcome::Hang, false);
             lose::hang(app.stopping(), conn).await
@@ -83,7 +90,14 @@ async fn respond(
                 return answer(&mut visit, Answer::ok(reply.completion));
             }
             let cut = matches!(fault, Fault::StreamCut { .. });
-            visit.count(if cut { Outcome::StreamCut } else { Outcome::Status(200) }, false);
+            visit.count(
+                if cut {
+                    Outcome::StreamCut
+                } else {
+                    Outcome::Status(200)
+                },
+                false,
+            );
             let interval = epoch.profile.model.chunk_interval;
             sse::stream(&reply.chunks, fault, interval, (visit, slot))
         }

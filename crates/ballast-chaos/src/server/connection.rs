@@ -93,7 +93,10 @@ const MAX_ACCEPT_FAILURES: u32 = 6;
 /// flight can free resources — the loop ends after [`MAX_ACCEPT_FAILURES`] in a row (mini-redis's rule).
 async fn survive_accept_error(err: io::Error, failures: u32) -> io::Result<()> {
     use io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset, Interrupted};
-    if matches!(err.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset | Interrupted) {
+    if matches!(
+        err.kind(),
+        ConnectionAborted | ConnectionRefused | ConnectionReset | Interrupted
+    ) {
         return Ok(());
     }
     if failures >= MAX_ACCEPT_FAILURES {

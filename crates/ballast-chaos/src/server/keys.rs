@@ -154,16 +154,25 @@ mod tests {
         let KeyCheck::Claimed(mut claim) = keys.check("t", "k", &json!({"amount": 1})) else {
             panic!("claimed");
         };
-        assert!(matches!(keys.check("t", "k", &json!({"amount": 2})), KeyCheck::Reused));
+        assert!(matches!(
+            keys.check("t", "k", &json!({"amount": 2})),
+            KeyCheck::Reused
+        ));
         claim.store(&Answer::ok(json!({})));
-        assert!(matches!(keys.check("t", "k", &json!({"amount": 2})), KeyCheck::Reused));
+        assert!(matches!(
+            keys.check("t", "k", &json!({"amount": 2})),
+            KeyCheck::Reused
+        ));
     }
 
     #[test]
     fn keys_are_scoped_per_tool() {
         let keys = Keys::default();
         let _claim = keys.check("create_refund", "k", &json!({}));
-        assert!(matches!(keys.check("process_payment", "k", &json!({})), KeyCheck::Claimed(_)));
+        assert!(matches!(
+            keys.check("process_payment", "k", &json!({})),
+            KeyCheck::Claimed(_)
+        ));
     }
 
     #[test]

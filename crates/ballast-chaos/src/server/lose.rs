@@ -37,7 +37,11 @@ impl ConnectionHandle {
 }
 
 /// Loses the answer as `mode` says.
-pub(crate) async fn lose(mode: LoseMode, stopping: &CancellationToken, conn: Option<ConnectionHandle>) -> Response {
+pub(crate) async fn lose(
+    mode: LoseMode,
+    stopping: &CancellationToken,
+    conn: Option<ConnectionHandle>,
+) -> Response {
     match mode {
         LoseMode::Hang => hang(stopping, conn).await,
         LoseMode::Reset => reset(conn).await,

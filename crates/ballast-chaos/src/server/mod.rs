@@ -76,7 +76,11 @@ pub fn router(profile: Profile) -> Router {
 /// # Ok(())
 /// # }
 /// ```
-pub async fn serve(listener: TcpListener, profile: Profile, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    profile: Profile,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let stopping = CancellationToken::new();
     let router = routes(App::new(profile, stopping.clone()));
     connection::serve_router(listener, router, stopping, shutdown).await

@@ -67,7 +67,12 @@ fn plan(chunks: &[Value], fault: Fault, interval: Duration) -> Vec<Step> {
 
 /// The streamed answer of `chunks` under `fault`. `guard` (the request's stats visit and capacity slot) lives as
 /// long as the stream, so the request counts as in flight until its last byte.
-pub(crate) fn stream(chunks: &[Value], fault: Fault, interval: Duration, guard: impl Send + 'static) -> Response {
+pub(crate) fn stream(
+    chunks: &[Value],
+    fault: Fault,
+    interval: Duration,
+    guard: impl Send + 'static,
+) -> Response {
     let steps = plan(chunks, fault, interval).into_iter();
     let events = futures::stream::unfold((steps, guard), |(mut steps, guard)| async move {
         loop {
@@ -85,7 +90,10 @@ pub(crate) fn stream(chunks: &[Value], fault: Fault, interval: Duration, guard: 
     });
     let mut response = Response::new(Body::from_stream(events));
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
@@ -141,7 +149,10 @@ mod tests {
     #[test]
     fn a_stall_waits_after_n_chunks_and_goes_on() {
         let stall = Duration::from_secs(2);
-        let fault = Fault::StreamStall { after_chunks: 1, stall };
+        let fault = Fault::StreamStall {
+            after_chunks: 1,
+            stall,
+        };
         let steps = plan(&chunks(2), fault, Duration::ZERO);
         assert_eq!(steps[1], Step::Wait(stall));
         assert_eq!(sent(&steps).last().map(String::as_str), Some("data: [DONE]\n\n"));
@@ -149,7 +160,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_played_cut_yields_its_chunks_then_fails() {
-        let response = stream(&chunks(3), Fault::StreamCut { after_chunks: 2 }, Duration::ZERO, ());
+        let response = stream(
+            &chunks(3),
+            Fault::StreamCut { after_chunks: 2 },
+            Duration::ZERO,
+            (),
+        );
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         let items: Vec<_> = response.into_body().into_data_stream().collect().await;
         assert_eq!(items.len(), 3);

@@ -44,7 +44,11 @@ impl App {
 
     /// The current epoch.
     pub(crate) fn epoch(&self) -> Arc<Epoch> {
-        self.0.epoch.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .epoch
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Starts a new epoch serving `profile`: everything is reset and the start time is now.
@@ -138,7 +142,11 @@ mod tests {
         assert_eq!(new.profile.seed, 7);
         assert_eq!(new.count_attempt("model", "a"), 1);
         assert_eq!(lock(&new.ledger).view().totals.executions, 0);
-        assert_eq!(lock(&old.ledger).view().totals.executions, 1, "the old epoch is untouched");
+        assert_eq!(
+            lock(&old.ledger).view().totals.executions,
+            1,
+            "the old epoch is untouched"
+        );
     }
 
     #[test]

@@ -184,7 +184,14 @@ mod tests {
         .collect();
         assert_eq!(
             names,
-            ["outage", "shed_capacity", "hang", "reset", "commit_then_lose", "stream_cut"]
+            [
+                "outage",
+                "shed_capacity",
+                "hang",
+                "reset",
+                "commit_then_lose",
+                "stream_cut"
+            ]
         );
     }
 

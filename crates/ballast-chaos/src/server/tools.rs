@@ -77,9 +77,15 @@ pub(crate) async fn call_tool(
     body: Bytes,
 ) -> Response {
     let Some(tool) = Tool::named(&name) else {
-        let message = format!("no tool named {name:?}; the tools are lookup_order, create_refund, process_payment");
-        return Answer::tool_error(StatusCode::NOT_FOUND, "invalid_request_error", "unknown_tool", message)
-            .into_response();
+        let message =
+            format!("no tool named {name:?}; the tools are lookup_order, create_refund, process_payment");
+        return Answer::tool_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "unknown_tool",
+            message,
+        )
+        .into_response();
     };
     let args: Option<Value> = serde_json::from_slice(&body).ok();
     let op = match args.as_ref().and_then(|a| a.get("op")).and_then(Value::as_str) {
@@ -99,9 +105,16 @@ pub(crate) async fn call_tool(
 }
 
 /// Validates the body and checks the key: the call to execute, or the answer instead (400, replay, 409, 422).
-fn admit(epoch: &Epoch, tool: Tool, op: String, args: Option<Value>, headers: &HeaderMap) -> Result<Call, Answer> {
+fn admit(
+    epoch: &Epoch,
+    tool: Tool,
+    op: String,
+    args: Option<Value>,
+    headers: &HeaderMap,
+) -> Result<Call, Answer> {
     let args = validate(tool, args)?;
-    let key = idempotency_key(headers).map_err(|bad| invalid_request("invalid_idempotency_key", bad.to_string()))?;
+    let key = idempotency_key(headers)
+        .map_err(|bad| invalid_request("invalid_idempotency_key", bad.to_string()))?;
     let keyed = tool != Tool::LookupOrder && epoch.profile.endpoint(tool.name()).key_mode != KeyMode::None;
     let claim = match key.as_deref() {
         Some(key) if keyed => match epoch.keys.check(tool.name(), key, &args) {
@@ -122,8 +135,18 @@ fn admit(epoch: &Epoch, tool: Tool, op: String, args: Option<Value>, headers: &H
 }
 
 /// Plays the attempt's fault on `call`.
-async fn play(app: &App, epoch: &Epoch, arrival: Arrival, mut call: Call, conn: Option<ConnectionHandle>) -> Response {
-    let Arrival { draw, mut visit, slot: _slot } = arrival;
+async fn play(
+    app: &App,
+    epoch: &Epoch,
+    arrival: Arrival,
+    mut call: Call,
+    conn: Option<ConnectionHandle>,
+) -> Response {
+    let Arrival {
+        draw,
+        mut visit,
+        slot: _slot,
+    } = arrival;
     let mode = epoch.profile.endpoint(call.tool.name()).key_mode;
     match draw.fault {
         Fault::Status {
@@ -225,12 +248,16 @@ fn invalid_request(code: &str, message: String) -> Answer {
 }
 
 fn key_in_use(key: &str) -> Answer {
-    let message = format!(
-        "a request with Idempotency-Key {key:?} is still being processed; retry after it completes"
-    );
+    let message =
+        format!("a request with Idempotency-Key {key:?} is still being processed; retry after it completes");
     Answer {
         retry_after: Some("1".into()),
-        ..Answer::tool_error(StatusCode::CONFLICT, "idempotency_error", "idempotency_key_in_use", message)
+        ..Answer::tool_error(
+            StatusCode::CONFLICT,
+            "idempotency_error",
+            "idempotency_key_in_use",
+            message,
+        )
     }
 }
 
