@@ -24,6 +24,23 @@ pub struct ChaosServer {
 ///
 /// # Errors
 /// When the listener cannot be bound.
+///
+/// # Examples
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> std::io::Result<()> {
+/// let server = ballast_chaos::spawn(ballast_chaos::Profile::default()).await?;
+/// let refund = serde_json::json!({"op": "order-7-refund", "order_id": "A-7", "amount": 1250});
+/// let client = reqwest::Client::new();
+/// let url = server.url("/tools/create_refund");
+/// let answer = client.post(&url).json(&refund).send().await.expect("answered");
+/// assert!(answer.status().is_success());
+/// let ledger: serde_json::Value =
+///     reqwest::get(server.url("/ledger")).await.expect("answered").json().await.expect("JSON");
+/// assert_eq!(ledger["ops"]["order-7-refund"]["executions"], 1);
+/// server.shutdown().await
+/// # }
+/// ```
 pub async fn spawn(profile: Profile) -> io::Result<ChaosServer> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
     let addr = listener.local_addr()?;

@@ -1,12 +1,13 @@
 //! The HTTP side: the mock model and tools behind a front door of faults, the ledger, the stats.
 //!
 //! Every model and tool request goes the same way (`arrival`): counted in the stats; numbered (the
-//! `ballast-attempt` header when it holds a number from 1, else a count per (endpoint, op)); refused with 503
-//! during an outage window (`Retry-After`: the time left) or beyond the capacity limit; delayed by its drawn
-//! latency; then it meets its fault (`Profile::fault_for`): an error status, a hang, a reset, a commit-then-lose,
-//! a stream cut or stall — or nothing. The tools' idempotency keys are checked between the front door and the
-//! fault (`tools` documents the key modes). `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models` and
-//! `POST /admin/profile` have no faults.
+//! `ballast-attempt` header when it holds a number from 1, else a count per (endpoint, op) of the requests
+//! without it); refused with 503 during an outage window (`Retry-After`: the time left) or beyond the capacity
+//! limit (`Retry-After` in the endpoint's form, when it has one); delayed by its drawn latency; then it meets its
+//! fault (`Profile::fault_for`): an error status, a hang, a reset, a commit-then-lose, a stream cut or stall — or
+//! nothing. The tools' idempotency keys are checked between the front door and the fault (`tools` documents the
+//! key modes). `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models` and `POST /admin/profile` have no
+//! faults.
 //!
 //! Why serve connections ourselves: a reset must close the TCP connection without any answer, and a handler has
 //! no socket. [`serve`] runs each connection on its own task, which resets it when a handler asks (`lose`); the
