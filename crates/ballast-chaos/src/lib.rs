@@ -29,3 +29,4 @@ pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorRate, FieldError, KeyMode, Latency, ModelSettings, Outage,
     Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults,
 };
+pub use server::{ChaosServer, router, serve, spawn};

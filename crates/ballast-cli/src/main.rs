@@ -1,5 +1,8 @@
 //! The `ballast` command: argument parsing and wiring only; the work is in the library crates.
 
+mod chaos;
+
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,18 +32,42 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the chaos upstream: a mock OpenAI-compatible model and mock tools that fail the way real ones do,
+    /// deterministically (the fault of an attempt follows from the seed). Prints the bound address first, then
+    /// what it serves; Ctrl-C stops it gracefully.
+    Chaos {
+        /// The address to listen on; port 0 picks a free port (the first line printed names the bound one).
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: SocketAddr,
+        /// A fault profile (TOML).
+        #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+        profile: Option<PathBuf>,
+        /// A named preset (none, flaky, flash-sale); `none` when neither this nor --profile is given.
+        #[arg(long, value_name = "NAME")]
+        preset: Option<String>,
+        /// The seed of the faults, overriding the profile's (presets default to 0).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Plan { config, layers, json } => match plan(&config, layers, json) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("error: {err:#}");
-                ExitCode::FAILURE
-            }
-        },
+    let outcome = match cli.command {
+        Command::Plan { config, layers, json } => plan(&config, layers, json),
+        Command::Chaos {
+            listen,
+            profile,
+            preset,
+            seed,
+        } => chaos::run(listen, profile.as_deref(), preset.as_deref(), seed),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -1,1 +1,0 @@
-//! The HTTP side. (Skeleton: being written.)

@@ -1,0 +1,142 @@
+//! The endpoints without faults: `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models` and
+//! `POST /admin/profile`.
+//!
+//! `POST /admin/profile` lets one server run many test cases: it swaps the fault profile and starts a new epoch
+//! (ledger, stats, attempt counters, keys, capacity and the start time all reset). Its body is either a profile in
+//! TOML (any content type but JSON), or, with `Content-Type: application/json`, a preset:
+//! `{"preset": "flaky", "seed": 7}` (`seed` defaults to 0). A profile that does not load is a 400 naming the
+//! problem, and the old profile stays.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse as _, Response};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::answer::Answer;
+use super::state::{App, lock};
+use crate::Profile;
+
+/// `GET /ledger`.
+pub(crate) async fn ledger(State(app): State<App>) -> Response {
+    let view = lock(&app.epoch().ledger).view();
+    Json(view).into_response()
+}
+
+/// `GET /stats`.
+pub(crate) async fn stats(State(app): State<App>) -> Response {
+    let stats = lock(&app.epoch().stats).clone();
+    Json(stats).into_response()
+}
+
+/// `GET /healthz`.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// `GET /v1/models`.
+pub(crate) async fn models() -> Json<Value> {
+    Json(crate::models_list())
+}
+
+/// The JSON form of `POST /admin/profile`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PresetRequest {
+    preset: String,
+    #[serde(default)]
+    seed: u64,
+}
+
+/// `POST /admin/profile`.
+pub(crate) async fn swap_profile(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
+    match profile_from(&headers, &body) {
+        Ok(profile) => {
+            let summary = profile_summary(&profile);
+            app.swap(profile);
+            Json(json!({"status": "swapped", "profile": summary})).into_response()
+        }
+        Err(message) => Answer::tool_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "invalid_profile",
+            message,
+        )
+        .into_response(),
+    }
+}
+
+fn profile_from(headers: &HeaderMap, body: &[u8]) -> Result<Profile, String> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    if json {
+        let request: PresetRequest = serde_json::from_slice(body)
+            .map_err(|e| format!("expected {{\"preset\": NAME, \"seed\": N}}: {e}"))?;
+        return profile_preset(&request.preset, request.seed).map_err(|e| e.to_string());
+    }
+    let text = std::str::from_utf8(body).map_err(|e| format!("the profile is not UTF-8: {e}"))?;
+    profile_from_toml(text).map_err(|e| e.to_string())
+}
+
+/// MERGE: replace with `Profile::from_toml_str` (this stand-in loads nothing).
+fn profile_from_toml(text: &str) -> Result<Profile, String> {
+    let _ = text;
+    Err("profile TOML is not supported yet (stand-in until the profile parser lands)".into())
+}
+
+/// MERGE: replace with `Profile::preset` (this stand-in knows only `none`).
+fn profile_preset(name: &str, seed: u64) -> Result<Profile, String> {
+    match name {
+        "none" => Ok(Profile {
+            seed,
+            ..Profile::default()
+        }),
+        _ => Err(format!(
+            "preset: {name:?} is not a preset; the presets are none, flaky, flash-sale"
+        )),
+    }
+}
+
+/// MERGE: replace with `Profile::summary` (this stand-in prints the seed and the endpoints).
+fn profile_summary(profile: &Profile) -> String {
+    let endpoints: Vec<&str> = profile.endpoints.keys().map(String::as_str).collect();
+    format!(
+        "seed {}, endpoints with their own faults: [{}]",
+        profile.seed,
+        endpoints.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn json_headers() -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers
+    }
+
+    #[test]
+    fn a_json_body_names_a_preset_and_a_seed() {
+        let profile = profile_from(&json_headers(), br#"{"preset": "none", "seed": 7}"#).expect("a preset");
+        assert_eq!(profile.seed, 7);
+        let profile = profile_from(&json_headers(), br#"{"preset": "none"}"#).expect("a preset");
+        assert_eq!(profile.seed, 0);
+    }
+
+    #[test]
+    fn a_bad_json_body_is_refused_with_the_reason() {
+        let err =
+            profile_from(&json_headers(), br#"{"preset": "none", "sead": 7}"#).expect_err("unknown field");
+        assert!(err.contains("sead"), "{err}");
+        let err = profile_from(&json_headers(), br#"{"preset": "nope"}"#).expect_err("unknown preset");
+        assert!(err.contains("nope"), "{err}");
+    }
+}

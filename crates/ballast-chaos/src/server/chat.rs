@@ -1,0 +1,113 @@
+//! `POST /v1/chat/completions`: the mock model behind the front door and its faults.
+//!
+//! Faults are keyed by the conversation's operation id (`model::operation_id`), so every turn of one agent
+//! request meets the faults drawn for that operation; a request naming none is keyed by a hash of its body.
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::answer::{Answer, Flavor};
+use super::arrival::{Arrival, answer, arrive, injected};
+use super::lose::{self, ConnectionHandle};
+use super::state::{App, Epoch};
+use super::stats::Outcome;
+use super::{body_hash, sse};
+use crate::{Fault, ModelError};
+
+/// The model endpoint's name in profiles and stats.
+pub(crate) const MODEL: &str = "model";
+
+/// Answers one chat-completions request.
+pub(crate) async fn chat_completions(
+    State(app): State<App>,
+    conn: Option<Extension<ConnectionHandle>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request: Option<Value> = serde_json::from_slice(&body).ok();
+    let op = request
+        .as_ref()
+        .and_then(crate::operation_id)
+        .unwrap_or_else(|| body_hash(&body));
+    let epoch = app.epoch();
+    let mut arrival = match arrive(&epoch, MODEL, &op, &headers, Flavor::Model).await {
+        Ok(arrival) => arrival,
+        Err(refused) => return refused,
+    };
+    let Some(request) = request else {
+        let error = ModelError::InvalidRequest("the body is not a JSON chat-completions request".into());
+        return answer(&mut arrival.visit, model_error(&error));
+    };
+    respond(&app, &epoch, arrival, &request, conn.map(|Extension(conn)| conn)).await
+}
+
+/// Plays the attempt's fault.
+async fn respond(
+    app: &App,
+    epoch: &Epoch,
+    arrival: Arrival,
+    request: &Value,
+    conn: Option<ConnectionHandle>,
+) -> Response {
+    let Arrival {
+        draw,
+        mut visit,
+        slot,
+    } = arrival;
+    match draw.fault {
+        Fault::Status {
+            status,
+            retry_after,
+            insufficient_quota,
+        } => answer(
+            &mut visit,
+            injected(Flavor::Model, status, retry_after, insufficient_quota),
+        ),
+        Fault::Hang => {
+            visit.count(Outcome::Hang, false);
+            lose::hang(app.stopping(), conn).await
+        }
+        Fault::Reset => {
+            visit.count(Outcome::Reset, false);
+            lose::reset(conn).await
+        }
+        Fault::CommitThenLose(mode) => {
+            // The model has no side effect: it does its work, and the answer is lost.
+            let _work = crate::reply(request, &epoch.profile.model);
+            visit.count(Outcome::CommitThenLose, false);
+            lose::lose(mode, app.stopping(), conn).await
+        }
+        fault @ (Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. }) => {
+            let reply = match crate::reply(request, &epoch.profile.model) {
+                Ok(reply) => reply,
+                Err(error) => return answer(&mut visit, model_error(&error)),
+            };
+            if request.get("stream") != Some(&Value::Bool(true)) {
+                return answer(&mut visit, Answer::ok(reply.completion));
+            }
+            let cut = matches!(fault, Fault::StreamCut { .. });
+            visit.count(
+                if cut {
+                    Outcome::StreamCut
+                } else {
+                    Outcome::Status(200)
+                },
+                false,
+            );
+            let interval = epoch.profile.model.chunk_interval;
+            sse::stream(&reply.chunks, fault, interval, (visit, slot))
+        }
+    }
+}
+
+fn model_error(error: &ModelError) -> Answer {
+    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    Answer {
+        status,
+        ..Answer::ok(error.body())
+    }
+}

@@ -1,0 +1,303 @@
+//! `POST /tools/{name}`: the mock tools, their side effects and their idempotency keys.
+//!
+//! `lookup_order` is read-only. `create_refund` and `process_payment` have side effects: each execution is a
+//! ledger entry under the body's `op`. Their endpoint's key mode (`EndpointProfile::key_mode`) decides what an
+//! `Idempotency-Key` does:
+//! - `none`: nothing; every request executes (a retry shows as a duplicate in the ledger).
+//! - `keyed`: a key with a stored success replays it (`Idempotent-Replayed: true`, no execution); only successes
+//!   are stored, so a retry after a failure executes.
+//! - `keyed_replays_errors` (Stripe): the endpoint's own answers are stored and replayed, errors included. The
+//!   injected statuses count as the endpoint's own answers (they model a failure *while executing*, the 5xx that
+//!   Stripe replays), except 429: a rate limit refuses the request before it executes, so it is not stored.
+//!
+//! In both keyed modes a key reused with a different body is 422 and a key whose first request is still executing
+//! is 409. Nothing decided before the endpoint acts is stored: outages, capacity sheds, malformed bodies.
+//! A hang holds the key (a retry meanwhile gets 409) and releases it when it ends; a reset releases it at once;
+//! a commit-then-lose stores the committed success before losing the answer, so a keyed retry gets the replay
+//! and the ledger shows one execution.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse as _, Response};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::answer::{Answer, Flavor};
+use super::arrival::{Arrival, answer, arrive, injected};
+use super::keys::{Claim, KeyCheck, idempotency_key};
+use super::lose::{self, ConnectionHandle};
+use super::state::{App, Epoch, lock};
+use super::stats::Outcome;
+use super::{body_hash, short_hash};
+use crate::{Fault, KeyMode};
+
+/// The mock tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tool {
+    LookupOrder,
+    CreateRefund,
+    ProcessPayment,
+}
+
+impl Tool {
+    fn named(name: &str) -> Option<Tool> {
+        match name {
+            "lookup_order" => Some(Tool::LookupOrder),
+            "create_refund" => Some(Tool::CreateRefund),
+            "process_payment" => Some(Tool::ProcessPayment),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Tool::LookupOrder => "lookup_order",
+            Tool::CreateRefund => "create_refund",
+            Tool::ProcessPayment => "process_payment",
+        }
+    }
+}
+
+/// One tool call past the front door and the key check.
+struct Call {
+    tool: Tool,
+    op: String,
+    args: Value,
+    key: Option<String>,
+    claim: Option<Claim>,
+}
+
+/// Answers one tool call.
+pub(crate) async fn call_tool(
+    State(app): State<App>,
+    Path(name): Path<String>,
+    conn: Option<Extension<ConnectionHandle>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(tool) = Tool::named(&name) else {
+        let message =
+            format!("no tool named {name:?}; the tools are lookup_order, create_refund, process_payment");
+        return Answer::tool_error(
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "unknown_tool",
+            message,
+        )
+        .into_response();
+    };
+    let args: Option<Value> = serde_json::from_slice(&body).ok();
+    let op = match args.as_ref().and_then(|a| a.get("op")).and_then(Value::as_str) {
+        Some(op) => op.to_owned(),
+        None => body_hash(&body),
+    };
+    let epoch = app.epoch();
+    let mut arrival = match arrive(&epoch, tool.name(), &op, &headers, Flavor::Tool).await {
+        Ok(arrival) => arrival,
+        Err(refused) => return refused,
+    };
+    let call = match admit(&epoch, tool, op, args, &headers) {
+        Ok(call) => call,
+        Err(refusal) => return answer(&mut arrival.visit, refusal),
+    };
+    play(&app, &epoch, arrival, call, conn.map(|Extension(conn)| conn)).await
+}
+
+/// Validates the body and checks the key: the call to execute, or the answer instead (400, replay, 409, 422).
+fn admit(
+    epoch: &Epoch,
+    tool: Tool,
+    op: String,
+    args: Option<Value>,
+    headers: &HeaderMap,
+) -> Result<Call, Answer> {
+    let args = validate(tool, args)?;
+    let key = idempotency_key(headers)
+        .map_err(|bad| invalid_request("invalid_idempotency_key", bad.to_string()))?;
+    let keyed = tool != Tool::LookupOrder && epoch.profile.endpoint(tool.name()).key_mode != KeyMode::None;
+    let claim = match key.as_deref() {
+        Some(key) if keyed => match epoch.keys.check(tool.name(), key, &args) {
+            KeyCheck::Claimed(claim) => Some(claim),
+            KeyCheck::Replay(stored) => return Err(stored),
+            KeyCheck::InUse => return Err(key_in_use(key)),
+            KeyCheck::Reused => return Err(key_reused(key)),
+        },
+        _ => None,
+    };
+    Ok(Call {
+        tool,
+        op,
+        args,
+        key,
+        claim,
+    })
+}
+
+/// Plays the attempt's fault on `call`.
+async fn play(
+    app: &App,
+    epoch: &Epoch,
+    arrival: Arrival,
+    mut call: Call,
+    conn: Option<ConnectionHandle>,
+) -> Response {
+    let Arrival {
+        draw,
+        mut visit,
+        slot: _slot,
+    } = arrival;
+    let mode = epoch.profile.endpoint(call.tool.name()).key_mode;
+    match draw.fault {
+        Fault::Status {
+            status,
+            retry_after,
+            insufficient_quota,
+        } => {
+            let error = injected(Flavor::Tool, status, retry_after, insufficient_quota);
+            if let Some(claim) = call.claim.as_mut()
+                && mode == KeyMode::KeyedReplaysErrors
+                && status != 429
+            {
+                claim.store(&error);
+            }
+            answer(&mut visit, error)
+        }
+        Fault::Hang => {
+            visit.count(Outcome::Hang, false);
+            // The claim is held while hanging and released when the hang ends (or hyper drops this future).
+            lose::hang(app.stopping(), conn).await
+        }
+        Fault::Reset => {
+            visit.count(Outcome::Reset, false);
+            drop(call.claim.take());
+            lose::reset(conn).await
+        }
+        Fault::CommitThenLose(lose_with) => {
+            let _lost = execute(epoch, &mut call);
+            visit.count(Outcome::CommitThenLose, false);
+            lose::lose(lose_with, app.stopping(), conn).await
+        }
+        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } => {
+            let done = execute(epoch, &mut call);
+            answer(&mut visit, done)
+        }
+    }
+}
+
+/// Executes `call` (a ledger entry for a side effect) and stores its success under its key.
+fn execute(epoch: &Epoch, call: &mut Call) -> Answer {
+    let Call {
+        tool, op, args, key, ..
+    } = &*call;
+    let text = |field: &str| args.get(field).cloned().unwrap_or(Value::Null);
+    let done = match tool {
+        Tool::LookupOrder => {
+            let order_id = args["order_id"].as_str().unwrap_or_default();
+            Answer::ok(json!({
+                "order_id": order_id,
+                "status": "delivered",
+                "amount": order_amount(order_id),
+                "op": op,
+            }))
+        }
+        Tool::CreateRefund | Tool::ProcessPayment => {
+            let execution = lock(&epoch.ledger).record(tool.name(), op, key.as_deref());
+            let (prefix, object) = match tool {
+                Tool::CreateRefund => ("re", "refund"),
+                _ => ("pay", "payment"),
+            };
+            Answer::ok(json!({
+                "id": format!("{prefix}_{}", short_hash(format!("{op}/{execution}").as_bytes())),
+                "object": object,
+                "status": "succeeded",
+                "op": op,
+                "order_id": text("order_id"),
+                "amount": text("amount"),
+                "execution": execution,
+            }))
+        }
+    };
+    if let Some(claim) = call.claim.as_mut() {
+        claim.store(&done);
+    }
+    done
+}
+
+/// An order's amount in cents: a stable function of its id (1.00 to 500.00).
+fn order_amount(order_id: &str) -> u64 {
+    let hash = u64::from_str_radix(&short_hash(order_id.as_bytes()), 16).unwrap_or_default();
+    100 + hash % 49_901
+}
+
+/// The body must be a JSON object; `lookup_order` needs an `order_id` string.
+fn validate(tool: Tool, args: Option<Value>) -> Result<Value, Answer> {
+    let Some(args) = args.filter(Value::is_object) else {
+        let message = "the body must be a JSON object of the tool's arguments".to_owned();
+        return Err(invalid_request("invalid_body", message));
+    };
+    if tool == Tool::LookupOrder && !args.get("order_id").is_some_and(Value::is_string) {
+        let message = "lookup_order needs \"order_id\" (a string)".to_owned();
+        return Err(invalid_request("missing_order_id", message));
+    }
+    Ok(args)
+}
+
+fn invalid_request(code: &str, message: String) -> Answer {
+    Answer::tool_error(StatusCode::BAD_REQUEST, "invalid_request_error", code, message)
+}
+
+fn key_in_use(key: &str) -> Answer {
+    let message =
+        format!("a request with Idempotency-Key {key:?} is still being processed; retry after it completes");
+    Answer {
+        retry_after: Some("1".into()),
+        ..Answer::tool_error(
+            StatusCode::CONFLICT,
+            "idempotency_error",
+            "idempotency_key_in_use",
+            message,
+        )
+    }
+}
+
+fn key_reused(key: &str) -> Answer {
+    let message = format!(
+        "Idempotency-Key {key:?} was used with a different body; use a new key for a different request"
+    );
+    Answer::tool_error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "idempotency_error",
+        "idempotency_key_reused",
+        message,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_are_known_by_name() {
+        for tool in [Tool::LookupOrder, Tool::CreateRefund, Tool::ProcessPayment] {
+            assert_eq!(Tool::named(tool.name()), Some(tool));
+        }
+        assert_eq!(Tool::named("send_email"), None);
+    }
+
+    #[test]
+    fn order_amounts_are_stable_and_in_range() {
+        let amount = order_amount("A-1001");
+        assert_eq!(amount, order_amount("A-1001"));
+        assert!((100..=50_000).contains(&amount));
+    }
+
+    #[test]
+    fn bodies_are_validated() {
+        assert!(validate(Tool::CreateRefund, Some(json!({"op": "x"}))).is_ok());
+        assert!(validate(Tool::CreateRefund, Some(json!([1]))).is_err());
+        assert!(validate(Tool::CreateRefund, None).is_err());
+        let missing = validate(Tool::LookupOrder, Some(json!({"op": "x"}))).expect_err("order_id missing");
+        assert_eq!(missing.body["error"]["code"], "missing_order_id");
+    }
+}

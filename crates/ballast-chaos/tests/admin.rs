@@ -1,0 +1,79 @@
+//! `POST /admin/profile` over real HTTP: a swap starts afresh, a bad profile changes nothing.
+
+mod support;
+
+use ballast_chaos::{KeyMode, ScriptStep, spawn};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::*;
+
+const TOOL: &str = "create_refund";
+
+#[tokio::test]
+async fn a_profile_swap_resets_the_ledger_and_the_stats() {
+    let server = spawn(profile(TOOL, keyed(KeyMode::None), &[]))
+        .await
+        .expect("server");
+    let client = client(PATIENCE);
+    for _ in 0..2 {
+        call(&client, &server, TOOL, &refund("o1", 500), None)
+            .await
+            .expect("answer");
+    }
+    assert_eq!(get_json(&server, "/ledger").await["totals"]["duplicates"], 1);
+    let swapped = client
+        .post(server.url("/admin/profile"))
+        .json(&json!({"preset": "none", "seed": 7}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(swapped.status(), StatusCode::OK);
+    let ledger = get_json(&server, "/ledger").await;
+    assert_eq!(
+        ledger["totals"],
+        json!({"executions": 0, "ops": 0, "duplicates": 0})
+    );
+    assert_eq!(get_json(&server, "/stats").await["endpoints"], json!({}));
+    call(&client, &server, TOOL, &refund("o1", 500), None)
+        .await
+        .expect("answer");
+    assert_eq!(executions(&server, "o1").await, 1);
+}
+
+#[tokio::test]
+async fn a_bad_profile_is_400_and_the_old_profile_stays() {
+    let steps: &[ScriptStep] = &[ScriptStep::Status(503)];
+    let server = spawn(profile(TOOL, keyed(KeyMode::None), &[("o1", steps)]))
+        .await
+        .expect("server");
+    let client = client(PATIENCE);
+    let refused = client
+        .post(server.url("/admin/profile"))
+        .json(&json!({"preset": "no-such-preset"}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "invalid_profile");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no-such-preset")),
+        "{body}"
+    );
+    let still = call(&client, &server, TOOL, &refund("o1", 500), None)
+        .await
+        .expect("answer");
+    assert_eq!(
+        still.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the scripted profile still applies"
+    );
+}
+
+#[tokio::test]
+async fn healthz_answers() {
+    let server = spawn(ballast_chaos::Profile::default()).await.expect("server");
+    assert_eq!(get_json(&server, "/healthz").await["status"], "ok");
+}

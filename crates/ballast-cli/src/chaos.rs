@@ -1,0 +1,91 @@
+//! `ballast chaos`: load the fault profile, bind, print what is served, serve until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::Context as _;
+use ballast_chaos::Profile;
+
+/// What the chaos upstream serves, printed at start.
+const ENDPOINTS: &str = "endpoints:
+  POST /v1/chat/completions   the mock model (JSON or SSE with \"stream\": true)
+  GET  /v1/models
+  POST /tools/{name}          lookup_order (read-only), create_refund, process_payment (side effects)
+  GET  /ledger                side-effect executions per op, duplicates
+  GET  /stats                 requests per endpoint and outcome, in flight
+  POST /admin/profile         swap the profile (TOML, or JSON {\"preset\": NAME, \"seed\": N}) and reset
+  GET  /healthz";
+
+/// Serves the chaos upstream on `listen` until Ctrl-C.
+pub(crate) fn run(
+    listen: SocketAddr,
+    file: Option<&Path>,
+    preset: Option<&str>,
+    seed: Option<u64>,
+) -> anyhow::Result<()> {
+    let profile = load(file, preset, seed)?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let addr = listener.local_addr()?;
+        println!("ballast chaos listening on http://{addr}");
+        println!("{ENDPOINTS}");
+        println!("profile: {}", summary(&profile));
+        ballast_chaos::serve(listener, profile, ctrl_c()).await?;
+        eprintln!("ballast chaos stopped");
+        Ok(())
+    })
+}
+
+/// The profile from `file`, or the preset (`none` by default), with `seed` overriding its seed.
+fn load(file: Option<&Path>, preset: Option<&str>, seed: Option<u64>) -> anyhow::Result<Profile> {
+    let mut profile = match file {
+        Some(path) => {
+            load_file(path).with_context(|| format!("{} is not a valid fault profile", path.display()))?
+        }
+        None => load_preset(preset.unwrap_or("none"), seed.unwrap_or(0))?,
+    };
+    if let Some(seed) = seed {
+        profile.seed = seed;
+    }
+    Ok(profile)
+}
+
+/// Completes on Ctrl-C. If the signal cannot be watched it never completes (the process is then stopped by a
+/// kill), which is said on stderr.
+async fn ctrl_c() {
+    if let Err(err) = tokio::signal::ctrl_c().await {
+        eprintln!("warning: cannot watch for Ctrl-C ({err}); stop ballast chaos with a kill");
+        std::future::pending::<()>().await;
+    }
+}
+
+/// MERGE: replace with `Profile::load(path)` (this stand-in loads nothing).
+fn load_file(path: &Path) -> anyhow::Result<Profile> {
+    anyhow::bail!(
+        "{}: profile files are not supported yet (stand-in until the profile parser lands)",
+        path.display()
+    )
+}
+
+/// MERGE: replace with `Profile::preset(name, seed)` (this stand-in knows only `none`).
+fn load_preset(name: &str, seed: u64) -> anyhow::Result<Profile> {
+    match name {
+        "none" => Ok(Profile {
+            seed,
+            ..Profile::default()
+        }),
+        _ => anyhow::bail!("--preset: {name:?} is not a preset; the presets are none, flaky, flash-sale"),
+    }
+}
+
+/// MERGE: replace with `profile.summary()`.
+fn summary(profile: &Profile) -> String {
+    format!(
+        "seed {}, {} endpoints with their own faults",
+        profile.seed,
+        profile.endpoints.len()
+    )
+}

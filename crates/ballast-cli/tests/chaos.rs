@@ -1,0 +1,123 @@
+//! `ballast chaos` as a user runs it: the real binary on a free port, a request, Ctrl-C.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A running `ballast` process, killed on drop if it still runs (a failing test leaves nothing behind).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts `ballast chaos` with `args` on a free port; returns it and the address from its first line.
+fn start(args: &[&str]) -> (Running, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ballast"))
+        .args(["chaos", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the ballast binary starts");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let running = Running(child);
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = received
+        .recv_timeout(PATIENCE)
+        .expect("the address is printed first");
+    let addr = first
+        .rsplit("http://")
+        .next()
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    (running, addr)
+}
+
+/// `GET path` over a plain socket; the raw answer.
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut stream = TcpStream::connect_timeout(&addr, PATIENCE).expect("connects");
+    stream.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request sent");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer read");
+    answer
+}
+
+/// Waits (bounded) for the process to exit; its exit code.
+fn wait_for_exit(running: &mut Running) -> Option<i32> {
+    for _ in 0..500 {
+        if let Some(status) = running.0.try_wait().expect("wait") {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("ballast chaos did not stop within 10 s");
+}
+
+#[cfg(unix)]
+#[test]
+fn chaos_serves_on_a_free_port_and_stops_gracefully_on_ctrl_c() {
+    let (mut running, addr) = start(&["--preset", "none", "--seed", "7"]);
+    let health = get(addr, "/healthz");
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    assert!(health.contains(r#"{"status":"ok"}"#), "{health}");
+    let pid = running.0.id().to_string();
+    let signalled = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(signalled.success());
+    assert_eq!(wait_for_exit(&mut running), Some(0), "a graceful stop exits 0");
+}
+
+/// Runs `ballast` with `args` to its exit (bounded); its exit code and stderr.
+fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_ballast"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the ballast binary starts");
+    let mut running = Running(child);
+    let code = wait_for_exit(&mut running);
+    let mut stderr = String::new();
+    if let Some(pipe) = running.0.stderr.as_mut() {
+        pipe.read_to_string(&mut stderr).expect("stderr read");
+    }
+    (code, stderr)
+}
+
+#[test]
+fn profile_and_preset_cannot_be_combined() {
+    let (code, stderr) = run_to_exit(&["chaos", "--profile", "faults.toml", "--preset", "flaky"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_preset_is_refused_at_start_with_its_name() {
+    let (code, stderr) = run_to_exit(&["chaos", "--listen", "127.0.0.1:0", "--preset", "no-such-preset"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("no-such-preset"), "{stderr}");
+}
