@@ -96,7 +96,6 @@ async fn invalid_json_is_a_400_in_openai_format() {
 
 // A cut is drawn, not scripted (`ScriptStep` has no stream faults), so this needs the real `draw`.
 #[tokio::test]
-#[ignore = "MERGE: un-ignore once fault::draw lands (the stub never draws a stream cut)"]
 async fn a_cut_stream_ends_without_done() {
     let mut profile = Profile::default();
     let stream = StreamFaults {

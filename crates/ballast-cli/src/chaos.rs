@@ -32,7 +32,7 @@ pub(crate) fn run(
         let addr = listener.local_addr()?;
         println!("ballast chaos listening on http://{addr}");
         println!("{ENDPOINTS}");
-        println!("profile: {}", summary(&profile));
+        println!("profile: {}", profile.summary());
         ballast_chaos::serve(listener, profile, ctrl_c()).await?;
         eprintln!("ballast chaos stopped");
         Ok(())
@@ -43,9 +43,9 @@ pub(crate) fn run(
 fn load(file: Option<&Path>, preset: Option<&str>, seed: Option<u64>) -> anyhow::Result<Profile> {
     let mut profile = match file {
         Some(path) => {
-            load_file(path).with_context(|| format!("{} is not a valid fault profile", path.display()))?
+            Profile::load(path).with_context(|| format!("{} is not a valid fault profile", path.display()))?
         }
-        None => load_preset(preset.unwrap_or("none"), seed.unwrap_or(0))?,
+        None => Profile::preset(preset.unwrap_or("none"), seed.unwrap_or(0))?,
     };
     if let Some(seed) = seed {
         profile.seed = seed;
@@ -60,32 +60,4 @@ async fn ctrl_c() {
         eprintln!("warning: cannot watch for Ctrl-C ({err}); stop ballast chaos with a kill");
         std::future::pending::<()>().await;
     }
-}
-
-/// MERGE: replace with `Profile::load(path)` (this stand-in loads nothing).
-fn load_file(path: &Path) -> anyhow::Result<Profile> {
-    anyhow::bail!(
-        "{}: profile files are not supported yet (stand-in until the profile parser lands)",
-        path.display()
-    )
-}
-
-/// MERGE: replace with `Profile::preset(name, seed)` (this stand-in knows only `none`).
-fn load_preset(name: &str, seed: u64) -> anyhow::Result<Profile> {
-    match name {
-        "none" => Ok(Profile {
-            seed,
-            ..Profile::default()
-        }),
-        _ => anyhow::bail!("--preset: {name:?} is not a preset; the presets are none, flaky, flash-sale"),
-    }
-}
-
-/// MERGE: replace with `profile.summary()`.
-fn summary(profile: &Profile) -> String {
-    format!(
-        "seed {}, {} endpoints with their own faults",
-        profile.seed,
-        profile.endpoints.len()
-    )
 }

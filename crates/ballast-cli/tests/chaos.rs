@@ -33,10 +33,10 @@ fn start(args: &[&str]) -> (Running, SocketAddr) {
     let running = Running(child);
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
+        // Keep reading after the first line is taken: a closed pipe would make the server's next print fail
+        // (and the server die mid-test) — a regression test for exactly that flake.
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
+            let _ = lines.send(line);
         }
     });
     let first = received

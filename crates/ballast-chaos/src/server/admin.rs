@@ -54,7 +54,7 @@ struct PresetRequest {
 pub(crate) async fn swap_profile(State(app): State<App>, headers: HeaderMap, body: Bytes) -> Response {
     match profile_from(&headers, &body) {
         Ok(profile) => {
-            let summary = profile_summary(&profile);
+            let summary = profile.summary();
             app.swap(profile);
             Json(json!({"status": "swapped", "profile": summary})).into_response()
         }
@@ -76,39 +76,10 @@ fn profile_from(headers: &HeaderMap, body: &[u8]) -> Result<Profile, String> {
     if json {
         let request: PresetRequest = serde_json::from_slice(body)
             .map_err(|e| format!("expected {{\"preset\": NAME, \"seed\": N}}: {e}"))?;
-        return profile_preset(&request.preset, request.seed).map_err(|e| e.to_string());
+        return Profile::preset(&request.preset, request.seed).map_err(|e| e.to_string());
     }
     let text = std::str::from_utf8(body).map_err(|e| format!("the profile is not UTF-8: {e}"))?;
-    profile_from_toml(text).map_err(|e| e.to_string())
-}
-
-/// MERGE: replace with `Profile::from_toml_str` (this stand-in loads nothing).
-fn profile_from_toml(text: &str) -> Result<Profile, String> {
-    let _ = text;
-    Err("profile TOML is not supported yet (stand-in until the profile parser lands)".into())
-}
-
-/// MERGE: replace with `Profile::preset` (this stand-in knows only `none`).
-fn profile_preset(name: &str, seed: u64) -> Result<Profile, String> {
-    match name {
-        "none" => Ok(Profile {
-            seed,
-            ..Profile::default()
-        }),
-        _ => Err(format!(
-            "preset: {name:?} is not a preset; the presets are none, flaky, flash-sale"
-        )),
-    }
-}
-
-/// MERGE: replace with `Profile::summary` (this stand-in prints the seed and the endpoints).
-fn profile_summary(profile: &Profile) -> String {
-    let endpoints: Vec<&str> = profile.endpoints.keys().map(String::as_str).collect();
-    format!(
-        "seed {}, endpoints with their own faults: [{}]",
-        profile.seed,
-        endpoints.join(", ")
-    )
+    Profile::from_toml_str(text).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -16,15 +16,7 @@ use serde_json::Value;
 
 use crate::Fault;
 
-/// The last event of a complete stream.
-// MERGE: use the model's `SSE_DONE` if it lands.
-const SSE_DONE: &[u8] = b"data: [DONE]\n\n";
-
-/// One chunk as an SSE event.
-// MERGE: use the model's `sse_data(chunk)` if it lands.
-fn sse_data(chunk: &Value) -> Bytes {
-    Bytes::from(format!("data: {chunk}\n\n"))
-}
+use crate::model::{SSE_DONE, sse_data};
 
 /// One step of a planned stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,8 +50,8 @@ fn plan(chunks: &[Value], fault: Fault, interval: Duration) -> Vec<Step> {
             return steps;
         }
         steps.push(Step::Send(match chunks.get(index) {
-            Some(chunk) => sse_data(chunk),
-            None => Bytes::from_static(SSE_DONE),
+            Some(chunk) => Bytes::from(sse_data(chunk)),
+            None => Bytes::from_static(SSE_DONE.as_bytes()),
         }));
     }
     steps
@@ -123,11 +115,11 @@ mod tests {
     fn a_normal_stream_sends_every_chunk_then_done() {
         let steps = plan(&chunks(2), Fault::None, MS);
         let expected = [
-            Step::Send(sse_data(&json!({"i": 0}))),
+            Step::Send(Bytes::from(sse_data(&json!({"i": 0})))),
             Step::Wait(MS),
-            Step::Send(sse_data(&json!({"i": 1}))),
+            Step::Send(Bytes::from(sse_data(&json!({"i": 1})))),
             Step::Wait(MS),
-            Step::Send(Bytes::from_static(SSE_DONE)),
+            Step::Send(Bytes::from_static(SSE_DONE.as_bytes())),
         ];
         assert_eq!(steps, expected);
     }
