@@ -77,3 +77,50 @@ async fn healthz_answers() {
     let server = spawn(ballast_chaos::Profile::default()).await.expect("server");
     assert_eq!(get_json(&server, "/healthz").await["status"], "ok");
 }
+
+#[tokio::test]
+async fn a_toml_profile_swap_applies_its_faults_and_a_bad_one_names_the_field() {
+    let server = spawn(ballast_chaos::Profile::default()).await.expect("server");
+    let client = client(PATIENCE);
+    let toml = r#"
+        seed = 3
+        [endpoints.create_refund]
+        key_mode = "none"
+        [[scripts]]
+        endpoint = "create_refund"
+        op = "o1"
+        steps = ["503", "ok"]
+    "#;
+    let swapped = client
+        .post(server.url("/admin/profile"))
+        .header("content-type", "application/toml")
+        .body(toml)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(swapped.status(), StatusCode::OK);
+    let first = call(&client, &server, TOOL, &refund("o1", 500), None)
+        .await
+        .expect("answer");
+    assert_eq!(
+        first.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the swapped-in script applies"
+    );
+    let second = call(&client, &server, TOOL, &refund("o1", 500), None)
+        .await
+        .expect("answer");
+    assert_eq!(second.status(), StatusCode::OK);
+
+    let refused = client
+        .post(server.url("/admin/profile"))
+        .header("content-type", "application/toml")
+        .body("[endpoints.model]\nerrors = { 503 = 1.5 }\n")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let body: Value = refused.json().await.expect("json");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("endpoints.model.errors.503"), "{body}");
+}

@@ -121,3 +121,37 @@ fn an_unknown_preset_is_refused_at_start_with_its_name() {
     assert_eq!(code, Some(1));
     assert!(stderr.contains("no-such-preset"), "{stderr}");
 }
+
+#[test]
+fn a_bad_profile_file_is_refused_at_start_with_each_field_path() {
+    let dir = std::env::temp_dir().join(format!("ballast-chaos-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "[endpoints.model]\nerrors = { 503 = 0.7, 500 = 0.6 }\nlatency = { p50 = \"80ms\", p99 = \"10ms\" }\n",
+    )
+    .expect("profile written");
+    let (code, stderr) = run_to_exit(&[
+        "chaos",
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        file.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("endpoints.model"), "{stderr}");
+    assert!(stderr.contains("rates sum to 1.3"), "{stderr}");
+    assert!(stderr.contains("endpoints.model.latency"), "{stderr}");
+
+    let (code, stderr) = run_to_exit(&[
+        "chaos",
+        "--listen",
+        "127.0.0.1:0",
+        "--profile",
+        "/nonexistent/faults.toml",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("/nonexistent/faults.toml"), "{stderr}");
+}
