@@ -1,0 +1,130 @@
+//! What every layer knows about the call it is handling, carried in the request's extensions.
+//!
+//! Why extensions: tower layers only see the request. The outermost layer (the deadline layer, or a
+//! `ToolClient`) puts one [`CallContext`] in `http::Request::extensions`; every layer below reads it — the
+//! deadline, the run, the priority, what kind of call it is — and writes what it learns into its [`Report`].
+//! The deadline also lives in a task-local scope ([`scope`], [`current_deadline`]), so a call made while
+//! handling another call (a tool that calls a tool) sees the earliest deadline without being handed it.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use ballast_core::{CallKind, Deadline, Priority};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Report, Run};
+
+/// The state of one logical call, shared by every layer of the stack (request extensions).
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    /// The call's deadline (the earliest of everything it was given).
+    pub deadline: Deadline,
+    /// The run the call belongs to, if any: its allowance is shared by all its calls.
+    pub run: Option<Arc<Run>>,
+    /// Its admission class.
+    pub priority: Priority,
+    /// Ballast hops before this one (from an inbound `ballast-hop`); outbound requests carry `hop + 1`.
+    pub hop: u32,
+    /// Whether this layer may retry: false when the caller already retries (another Ballast, an SDK's retry).
+    pub retries_here: bool,
+    /// Model call, read-only tool, or side-effecting tool with its upstream's deduplication.
+    pub kind: CallKind,
+    /// Where the layers record what happened.
+    pub report: Report,
+    /// Cancelled when the caller gives up: sleeps and queued work stop at once.
+    pub cancel: CancellationToken,
+}
+
+impl CallContext {
+    /// A context for a call of `kind` under `deadline`: critical priority, no run, first hop, retries allowed.
+    pub fn new(kind: CallKind, deadline: Deadline) -> Self {
+        CallContext {
+            deadline,
+            run: None,
+            priority: Priority::default(),
+            hop: 0,
+            retries_here: true,
+            kind,
+            report: Report::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The deadline, shortened by the run's (the earliest wins).
+    pub fn effective_deadline(&self) -> Deadline {
+        match &self.run {
+            Some(run) => run
+                .deadline()
+                .map_or(self.deadline, |d| self.deadline.earliest(&d)),
+            None => self.deadline,
+        }
+    }
+}
+
+/// The attempt number of the request an attempt-level layer is handling (1-based), set by the retry layer on
+/// each attempt's copy of the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptNumber(pub u32);
+
+tokio::task_local! {
+    static DEADLINE: Deadline;
+}
+
+/// Runs `future` with `deadline` as the task's deadline; inside it, [`current_deadline`] returns the earlier of
+/// `deadline` and any deadline already in scope (a nested scope can shorten, never extend).
+pub async fn scope<F: Future>(deadline: Deadline, future: F) -> F::Output {
+    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
+    DEADLINE.scope(deadline, future).await
+}
+
+/// The deadline of the enclosing [`scope`], if any.
+pub fn current_deadline() -> Option<Deadline> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ballast_core::Instant;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn nested_scopes_keep_the_earliest_deadline() {
+        let outer = Deadline::at(Instant::from_millis(1_000));
+        let later = Deadline::at(Instant::from_millis(5_000));
+        let sooner = Deadline::at(Instant::from_millis(200));
+        assert_eq!(current_deadline(), None);
+        scope(outer, async {
+            assert_eq!(current_deadline().map(|d| d.instant()), Some(outer.instant()));
+            scope(later, async {
+                assert_eq!(
+                    current_deadline().map(|d| d.instant()),
+                    Some(outer.instant()),
+                    "never extended"
+                );
+            })
+            .await;
+            scope(sooner, async {
+                assert_eq!(
+                    current_deadline().map(|d| d.instant()),
+                    Some(sooner.instant()),
+                    "shortened"
+                );
+            })
+            .await;
+        })
+        .await;
+    }
+
+    #[test]
+    fn a_run_shortens_the_call_deadline() {
+        let run = Arc::new(Run::new("run-1".into(), 3));
+        run.offer_deadline(Deadline::at(Instant::from_millis(100)));
+        let mut ctx = CallContext::new(CallKind::Model, Deadline::at(Instant::from_millis(1_000)));
+        ctx.run = Some(run);
+        assert_eq!(ctx.effective_deadline().instant(), Instant::from_millis(100));
+        let _ = Duration::ZERO;
+    }
+}

@@ -1,0 +1,124 @@
+//! The one error type of the Ballast stack.
+//!
+//! Every layer of the tool stack and every transport returns [`Error`], so layers compose in any order and a
+//! caller matches one enum. Each variant says what happened in terms the caller can act on, maps to a stable
+//! [`ErrorCode`] (DESIGN.md, "Error answers"), and tells the retry decision what kind of attempt outcome it was
+//! ([`Error::attempt_outcome`]).
+
+use std::time::Duration;
+
+use ballast_core::{AttemptOutcome, DeadlineExceeded, ErrorCode, StopReason};
+
+/// A boxed error from below (a transport, a body).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a call failed without an upstream answer to return.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The deadline passed, or what is left cannot hold another attempt or wait.
+    #[error(transparent)]
+    DeadlineExceeded(#[from] DeadlineExceeded),
+    /// Shed by admission: the upstream's queue is full or the call could not be served before its deadline.
+    #[error("overloaded: {reason}; retry after {retry_after:?}")]
+    Overloaded {
+        /// Why (the `ballast-shed` reason: `queue_full`, `evicted`, `deadline_too_short`).
+        reason: &'static str,
+        /// When a retry may find room.
+        retry_after: Option<Duration>,
+    },
+    /// The upstream's circuit breaker is open: nothing was sent.
+    #[error("circuit open: the upstream is failing; retry in {retry_in:?} or use a fallback")]
+    CircuitOpen {
+        /// Time left open, when known.
+        retry_in: Option<Duration>,
+    },
+    /// An attempt was sent and got no answer within its timeout.
+    #[error("the attempt timed out after {after:?} without an answer")]
+    Timeout {
+        /// The attempt's timeout.
+        after: Duration,
+    },
+    /// The transport failed. `sent: false` when the request provably never left (connection refused, DNS,
+    /// TLS handshake): retrying it is always safe.
+    #[error("transport error ({}): {source}", if *sent { "after sending" } else { "never sent" })]
+    Transport {
+        /// Whether the request may have reached the upstream.
+        sent: bool,
+        /// The underlying error.
+        source: BoxError,
+    },
+    /// The retry decision stopped the call without an upstream answer to return (for example an attempt that
+    /// timed out on a side-effecting tool whose upstream does not deduplicate: the outcome is unknown).
+    #[error("{0}")]
+    Stopped(StopReason),
+    /// A request or response body was larger than allowed.
+    #[error("body over the {limit}-byte limit")]
+    BodyTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The caller cancelled the call.
+    #[error("cancelled by the caller")]
+    Cancelled,
+}
+
+impl Error {
+    /// The stable code of DESIGN.md's "Error answers".
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
+            Error::Overloaded { .. } => ErrorCode::Overloaded,
+            Error::CircuitOpen { .. } => ErrorCode::CircuitOpen,
+            Error::Stopped(reason) => reason.code(),
+            Error::Timeout { .. }
+            | Error::Transport { .. }
+            | Error::BodyTooLarge { .. }
+            | Error::Cancelled => ErrorCode::UpstreamError,
+        }
+    }
+
+    /// What this error means to the retry decision, when it is an attempt's outcome: never sent, a timeout, or
+    /// a transport error after sending. `None` for errors that are not about an attempt (local rejections).
+    pub fn attempt_outcome(&self) -> Option<AttemptOutcome> {
+        match self {
+            Error::Timeout { .. } => Some(AttemptOutcome::Timeout),
+            Error::Transport { sent: false, .. } => Some(AttemptOutcome::NeverSent),
+            Error::Transport { sent: true, .. } => Some(AttemptOutcome::TransportError),
+            _ => None,
+        }
+    }
+
+    /// A transport error.
+    pub fn transport(sent: bool, source: impl Into<BoxError>) -> Self {
+        Error::Transport {
+            sent,
+            source: source.into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempt_errors_map_to_outcomes_and_codes() {
+        let never = Error::transport(false, "connection refused");
+        assert_eq!(never.attempt_outcome(), Some(AttemptOutcome::NeverSent));
+        assert!(never.to_string().contains("never sent"));
+        let after = Error::transport(true, "reset");
+        assert_eq!(after.attempt_outcome(), Some(AttemptOutcome::TransportError));
+        let timeout = Error::Timeout {
+            after: Duration::from_secs(1),
+        };
+        assert_eq!(timeout.attempt_outcome(), Some(AttemptOutcome::Timeout));
+        assert_eq!(Error::CircuitOpen { retry_in: None }.attempt_outcome(), None);
+        assert_eq!(
+            Error::CircuitOpen { retry_in: None }.code(),
+            ErrorCode::CircuitOpen
+        );
+        let unknown = Error::Stopped(StopReason::OutcomeUnknown { timed_out: true });
+        assert_eq!(unknown.code(), ErrorCode::OutcomeUnknown);
+    }
+}

@@ -1,0 +1,239 @@
+//! The outcome report: what happened to one call, attempt by attempt.
+//!
+//! Why: "it failed" is not enough at 2 a.m. The report says each attempt's status or error, how long it took and
+//! whether it was sent; the total time; whether the answer was a replay; the breaker's state and the budget
+//! left; why the call stopped, with its stable code; and — the line that matters for refunds — whether a side
+//! effect may have happened (`outcome_unknown`). Layers write into a shared [`Report`]; the caller reads a
+//! snapshot ([`OutcomeReport`]) when the call ends. An attempt that finishes in the background after the caller
+//! left (a sent side-effecting attempt is never abandoned) is recorded too, marked `background`.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ballast_core::{BreakerState, ErrorCode, StopReason};
+use serde::Serialize;
+
+/// How one attempt ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptResult {
+    /// The upstream answered with this status.
+    Status(u16),
+    /// No answer: the error's short description (`timeout`, `never sent: connection refused`, ...).
+    Error(String),
+    /// Still running in the background when the report was read.
+    Pending,
+}
+
+/// One attempt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AttemptRecord {
+    /// 1-based attempt number.
+    pub number: u32,
+    /// How it ended.
+    pub result: AttemptResult,
+    /// How long it took.
+    #[serde(rename = "duration_ms", serialize_with = "millis")]
+    pub duration: Duration,
+    /// Whether the request may have reached the upstream.
+    pub sent: bool,
+    /// Whether it finished after the caller had gone (a sent side-effecting attempt runs to its timeout).
+    pub background: bool,
+}
+
+/// What happened to one call.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OutcomeReport {
+    /// The tool or model route.
+    pub target: String,
+    /// Every attempt, in order.
+    pub attempts: Vec<AttemptRecord>,
+    /// Total time of the call.
+    #[serde(rename = "total_ms", serialize_with = "millis")]
+    pub total: Duration,
+    /// Whether the answer was the upstream's stored answer to an earlier attempt (`Idempotent-Replayed`).
+    pub replayed: bool,
+    /// The `Idempotency-Key` every attempt carried, for side-effecting calls.
+    pub idempotency_key: Option<String>,
+    /// The breaker's state after the call.
+    #[serde(serialize_with = "breaker_state")]
+    pub breaker: Option<BreakerState>,
+    /// Retries the upstream's budget could still give after the call.
+    pub budget_left: Option<u64>,
+    /// Retries the run could still give after the call (when the call belongs to a run).
+    pub run_allowance_left: Option<u32>,
+    /// Why the call stopped, when it did not succeed.
+    #[serde(serialize_with = "stop_reason")]
+    pub stop: Option<StopReason>,
+    /// The stable error code, when it did not succeed.
+    #[serde(serialize_with = "error_code")]
+    pub code: Option<ErrorCode>,
+    /// A side effect may or may not have happened: check before doing it again.
+    pub outcome_unknown: bool,
+    /// The fallback that answered, if one did.
+    pub fallback: Option<String>,
+}
+
+/// The shared, writable report of one call: cheap to clone, written by the layers.
+#[derive(Clone, Debug, Default)]
+pub struct Report(Arc<Mutex<OutcomeReport>>);
+
+impl Report {
+    /// Changes the report.
+    pub fn update(&self, change: impl FnOnce(&mut OutcomeReport)) {
+        change(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Records an attempt that has started; returns its index for [`Report::finish_attempt`].
+    pub fn start_attempt(&self, number: u32) -> usize {
+        let mut report = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        report.attempts.push(AttemptRecord {
+            number,
+            result: AttemptResult::Pending,
+            duration: Duration::ZERO,
+            sent: false,
+            background: false,
+        });
+        report.attempts.len() - 1
+    }
+
+    /// Records how the attempt at `index` ended.
+    pub fn finish_attempt(&self, index: usize, result: AttemptResult, duration: Duration, sent: bool) {
+        self.update(|r| {
+            if let Some(attempt) = r.attempts.get_mut(index) {
+                attempt.result = result;
+                attempt.duration = duration;
+                attempt.sent = sent;
+            }
+        });
+    }
+
+    /// Marks the attempt at `index` as finishing after the caller left.
+    pub fn mark_background(&self, index: usize) {
+        self.update(|r| {
+            if let Some(attempt) = r.attempts.get_mut(index) {
+                attempt.background = true;
+            }
+        });
+    }
+
+    /// A copy of the report as it is now.
+    pub fn snapshot(&self) -> OutcomeReport {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+impl fmt::Display for OutcomeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = match (&self.code, self.outcome_unknown) {
+            (_, true) => "OUTCOME UNKNOWN".to_owned(),
+            (Some(code), false) => format!("failed ({code})"),
+            (None, false) => "ok".to_owned(),
+        };
+        write!(f, "{}: {verdict} in {} ms", self.target, self.total.as_millis())?;
+        if self.replayed {
+            f.write_str(", replayed")?;
+        }
+        if let Some(fallback) = &self.fallback {
+            write!(f, ", answered by fallback {fallback}")?;
+        }
+        for a in &self.attempts {
+            let result = match &a.result {
+                AttemptResult::Status(status) => status.to_string(),
+                AttemptResult::Error(error) => error.clone(),
+                AttemptResult::Pending => "pending".to_owned(),
+            };
+            let sent = if a.sent { "sent" } else { "not sent" };
+            let background = if a.background {
+                ", finished after the caller left"
+            } else {
+                ""
+            };
+            write!(
+                f,
+                "\n  attempt {}: {result} after {} ms ({sent}{background})",
+                a.number,
+                a.duration.as_millis()
+            )?;
+        }
+        if let Some(key) = &self.idempotency_key {
+            write!(f, "\n  idempotency key: {key}")?;
+        }
+        if let Some(stop) = &self.stop {
+            write!(f, "\n  stopped: {stop}")?;
+        }
+        if let Some(state) = self.breaker {
+            write!(f, "\n  breaker: {}", state.as_str())?;
+        }
+        if let Some(left) = self.budget_left {
+            write!(f, "\n  retry budget left: {left}")?;
+        }
+        if let Some(left) = self.run_allowance_left {
+            write!(f, "\n  run retries left: {left}")?;
+        }
+        Ok(())
+    }
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn breaker_state<S: serde::Serializer>(state: &Option<BreakerState>, s: S) -> Result<S::Ok, S::Error> {
+    match state {
+        Some(state) => s.serialize_str(state.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
+fn stop_reason<S: serde::Serializer>(reason: &Option<StopReason>, s: S) -> Result<S::Ok, S::Error> {
+    match reason {
+        Some(reason) => s.serialize_str(&reason.to_string()),
+        None => s.serialize_none(),
+    }
+}
+
+fn error_code<S: serde::Serializer>(code: &Option<ErrorCode>, s: S) -> Result<S::Ok, S::Error> {
+    match code {
+        Some(code) => s.serialize_str(code.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attempts_are_recorded_and_printed() {
+        let report = Report::default();
+        report.update(|r| r.target = "create_refund".into());
+        let first = report.start_attempt(1);
+        report.finish_attempt(first, AttemptResult::Status(503), Duration::from_millis(40), true);
+        let second = report.start_attempt(2);
+        report.finish_attempt(
+            second,
+            AttemptResult::Error("timeout".into()),
+            Duration::from_secs(2),
+            true,
+        );
+        report.mark_background(second);
+        report.update(|r| {
+            r.outcome_unknown = true;
+            r.code = Some(ErrorCode::OutcomeUnknown);
+        });
+        let snapshot = report.snapshot();
+        assert_eq!(snapshot.attempts.len(), 2);
+        let text = snapshot.to_string();
+        assert!(text.starts_with("create_refund: OUTCOME UNKNOWN"), "{text}");
+        assert!(text.contains("attempt 1: 503 after 40 ms (sent)"), "{text}");
+        assert!(
+            text.contains("attempt 2: timeout after 2000 ms (sent, finished after the caller left)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&snapshot).unwrap();
+        assert_eq!(json["attempts"][0]["result"]["status"], 503);
+        assert_eq!(json["code"], "outcome_unknown");
+    }
+}
