@@ -12,13 +12,20 @@
 //! - `run` — [`Run`] and [`Runs`]: the calls of one agent request share a deadline and a retry allowance.
 //! - `report` — [`Report`] and [`OutcomeReport`]: what happened to a call, attempt by attempt.
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
+//! - `breaker` — [`BreakerLayer`]: each attempt asks the upstream's circuit breaker and tells it the outcome.
+//! - `admission` — [`AdmissionLayer`]: per-upstream concurrency limit and priority queue; sheds, evicts,
+//!   bounds waiting by the deadline.
 
+mod admission;
+mod breaker;
 pub mod clock;
 mod context;
 mod error;
 mod report;
 mod run;
 
+pub use admission::{AdmissionLayer, AdmissionService};
+pub use breaker::{BreakerLayer, BreakerService};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use error::{BoxError, Error};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};

@@ -1,0 +1,95 @@
+//! What the admission layer needs to know about a call, read once from its [`CallContext`].
+
+use std::time::Duration;
+
+use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
+use tokio_util::sync::CancellationToken;
+
+use crate::{CallContext, Error, Report};
+
+/// A call's class, deadline, cancellation and report. Without a [`CallContext`] (the layer used alone): class
+/// `critical`, no deadline (it waits until a slot frees or its future is dropped), no token, no report.
+#[derive(Debug)]
+pub(super) struct Call {
+    pub(super) priority: Priority,
+    deadline: Option<Deadline>,
+    cancel: Option<CancellationToken>,
+    report: Option<Report>,
+}
+
+impl Call {
+    pub(super) fn of<B>(request: &http::Request<B>) -> Self {
+        match request.extensions().get::<CallContext>() {
+            Some(ctx) => Call {
+                priority: ctx.priority,
+                deadline: Some(ctx.effective_deadline()),
+                cancel: Some(ctx.cancel.clone()),
+                report: Some(ctx.report.clone()),
+            },
+            None => Call {
+                priority: Priority::default(),
+                deadline: None,
+                cancel: None,
+                report: None,
+            },
+        }
+    }
+
+    /// The deadline the core orders and sheds by (none: the end of time).
+    pub(super) fn deadline_instant(&self) -> Instant {
+        self.deadline.map_or(Instant::MAX, |d| d.instant())
+    }
+
+    /// The first instant at which the deadline can no longer hold an attempt (what is left after the reserve
+    /// is under `min_attempt`): a slot granted after it could only be refused by the layers below, so the call
+    /// stops waiting then. `None`: no deadline.
+    pub(super) fn give_up_at(&self) -> Option<Instant> {
+        self.deadline
+            .map(|d| d.instant() - d.reserve() - d.min_attempt() + Duration::from_nanos(1))
+    }
+
+    /// Whether the caller has already gone.
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancellationToken::is_cancelled)
+    }
+
+    /// Completes when the caller cancels the call (never, without a token).
+    pub(super) async fn cancelled(&self) {
+        match &self.cancel {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The answer to a call the core refused or dropped for `reason`: `deadline_exceeded` for an expired
+    /// deadline, else `overloaded` with the reason (`ballast-shed`) and the suggested `Retry-After`.
+    pub(super) fn refusal(&self, reason: ShedReason, retry_after: Option<Duration>, now: Instant) -> Error {
+        match reason {
+            ShedReason::Expired => self.deadline_exceeded(now),
+            _ => Error::Overloaded {
+                reason: reason.as_str(),
+                retry_after,
+            },
+        }
+    }
+
+    /// The answer to a call whose deadline can no longer hold an attempt: how much was left, what was needed.
+    pub(super) fn deadline_exceeded(&self, now: Instant) -> Error {
+        let deadline = self.deadline.unwrap_or(Deadline::at(Instant::MAX));
+        Error::DeadlineExceeded(DeadlineExceeded {
+            remaining: deadline.remaining(now),
+            reserve: deadline.reserve(),
+            min_attempt: deadline.min_attempt(),
+            refused: Refused::Attempt,
+        })
+    }
+
+    /// Writes a refusal of this layer into the call's report (its stable code), and logs it.
+    pub(super) fn record(&self, error: &Error) {
+        tracing::debug!(priority = self.priority.as_str(), %error, "admission refused the call");
+        if let Some(report) = &self.report {
+            let code = error.code();
+            report.update(|r| r.code = Some(code));
+        }
+    }
+}
