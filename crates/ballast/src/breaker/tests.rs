@@ -1,1 +1,178 @@
+//! The breaker layer over `service_fn` doubles: what each outcome tells the breaker, latency on the clock, the
+//! report. The breaker scenario against the chaos upstream is in `tests/breaker_chaos.rs`.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_core::{BreakerConfig, BreakerState, CallKind, CallResult, CircuitBreaker, Deadline};
+use bytes::Bytes;
+use tower::{Layer, ServiceExt, service_fn};
+
+use super::BreakerLayer;
+use super::attempt::breaker_result;
+use crate::{CallContext, Error, clock};
+
+const OPEN_FOR: Duration = Duration::from_secs(30);
+
+/// A breaker opening on `failures` in a row, open exactly `OPEN_FOR`, one probe closing it.
+fn breaker(failures: u32, slow_call: Option<Duration>) -> Arc<CircuitBreaker> {
+    let config = BreakerConfig::builder()
+        .consecutive_failures(failures)
+        .failure_rate(None)
+        .open_for(OPEN_FOR)
+        .open_jitter(0.0)
+        .half_open_probes(1)
+        .success_threshold(1)
+        .slow_call(slow_call)
+        .build()
+        .unwrap();
+    Arc::new(CircuitBreaker::seeded(config, Some(11)))
+}
+
+fn answer(status: u16, replayed: bool) -> http::Response<Bytes> {
+    let mut builder = http::Response::builder().status(status);
+    if replayed {
+        builder = builder.header("Idempotent-Replayed", "true");
+    }
+    builder.body(Bytes::new()).unwrap()
+}
+
+/// One call through the layer to an upstream that waits `latency`, then gives `result()`.
+async fn call_once(
+    breaker: &Arc<CircuitBreaker>,
+    latency: Duration,
+    result: impl Fn() -> Result<http::Response<Bytes>, Error> + Clone + Send + 'static,
+    ctx: Option<&CallContext>,
+) -> Result<http::Response<Bytes>, Error> {
+    let upstream = service_fn(move |_request: http::Request<Bytes>| {
+        let result = result.clone();
+        async move {
+            tokio::time::sleep(latency).await;
+            result()
+        }
+    });
+    let mut request = http::Request::new(Bytes::new());
+    if let Some(ctx) = ctx {
+        request.extensions_mut().insert(ctx.clone());
+    }
+    BreakerLayer::new(Arc::clone(breaker))
+        .layer(upstream)
+        .oneshot(request)
+        .await
+}
+
+#[test]
+fn results_map_as_the_design_says() {
+    let cases: Vec<(Result<http::Response<Bytes>, Error>, Option<CallResult>)> = vec![
+        (Ok(answer(200, false)), Some(CallResult::Success)),
+        (Ok(answer(404, false)), Some(CallResult::Success)),
+        (Ok(answer(429, false)), Some(CallResult::Success)),
+        (Ok(answer(503, false)), Some(CallResult::Failure)),
+        (Ok(answer(200, true)), Some(CallResult::Ignored)),
+        (Ok(answer(500, true)), Some(CallResult::Ignored)),
+        (
+            Err(Error::Timeout {
+                after: Duration::from_secs(1),
+            }),
+            Some(CallResult::Failure),
+        ),
+        (Err(Error::transport(true, "reset")), Some(CallResult::Failure)),
+        (Err(Error::transport(false, "refused")), Some(CallResult::Failure)),
+        (Err(Error::Cancelled), None),
+        (Err(Error::CircuitOpen { retry_in: None }), None),
+        (
+            Err(Error::Overloaded {
+                reason: "queue_full",
+                retry_after: None,
+            }),
+            None,
+        ),
+        (Err(Error::BodyTooLarge { limit: 10 }), None),
+    ];
+    for (result, expected) in cases {
+        assert_eq!(breaker_result(&result), expected, "{result:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn local_errors_and_cancellations_are_not_counted() {
+    let breaker = breaker(2, None);
+    for _ in 0..10 {
+        let result = call_once(&breaker, Duration::ZERO, || Err(Error::Cancelled), None).await;
+        assert!(matches!(result, Err(Error::Cancelled)));
+    }
+    assert_eq!(breaker.snapshot(clock::now()).consecutive_failures, 0);
+    let timeout = || {
+        Err(Error::Timeout {
+            after: Duration::from_secs(1),
+        })
+    };
+    for _ in 0..2 {
+        let _ = call_once(&breaker, Duration::ZERO, timeout, None).await;
+    }
+    assert_eq!(
+        breaker.state(clock::now()),
+        BreakerState::Open,
+        "timeouts are failures"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn replays_are_not_counted_and_free_their_probe_slot() {
+    let breaker = breaker(1, None);
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(503, false)), None).await;
+    tokio::time::advance(OPEN_FOR).await;
+    for _ in 0..3 {
+        let replay = call_once(&breaker, Duration::ZERO, || Ok(answer(200, true)), None).await;
+        assert_eq!(replay.unwrap().status(), 200, "the replay passes through");
+        let snapshot = breaker.snapshot(clock::now());
+        assert_eq!(
+            snapshot.state,
+            BreakerState::HalfOpen,
+            "a replay is no probe success"
+        );
+        assert_eq!(snapshot.probes_in_flight, 0, "its probe slot is free again");
+    }
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), None).await;
+    assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn latency_runs_from_the_permit_to_the_answer_on_the_clock() {
+    let breaker = breaker(1, Some(Duration::from_secs(1)));
+    let ok = || Ok(answer(200, false));
+    let _ = call_once(&breaker, Duration::from_millis(900), ok, None).await;
+    assert_eq!(
+        breaker.state(clock::now()),
+        BreakerState::Closed,
+        "900 ms is not slow"
+    );
+    let answered = call_once(&breaker, Duration::from_millis(1500), ok, None).await;
+    assert_eq!(answered.unwrap().status(), 200);
+    assert_eq!(
+        breaker.state(clock::now()),
+        BreakerState::Open,
+        "a 1.5 s success is a slow call, a failure"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_report_says_the_state_after_each_attempt() {
+    let breaker = breaker(1, None);
+    let deadline = Deadline::after(clock::now(), Duration::from_secs(60));
+    let ctx = CallContext::new(CallKind::ReadOnlyTool, deadline);
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), Some(&ctx)).await;
+    assert_eq!(ctx.report.snapshot().breaker, Some(BreakerState::Closed));
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(502, false)), Some(&ctx)).await;
+    assert_eq!(ctx.report.snapshot().breaker, Some(BreakerState::Open));
+
+    let refused = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), Some(&ctx)).await;
+    match refused {
+        Err(Error::CircuitOpen { retry_in }) => assert_eq!(retry_in, Some(OPEN_FOR)),
+        other => panic!("expected a fail-fast refusal, got {other:?}"),
+    }
+    assert_eq!(ctx.report.snapshot().breaker, Some(BreakerState::Open));
+    tokio::time::advance(OPEN_FOR).await;
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), Some(&ctx)).await;
+    assert_eq!(ctx.report.snapshot().breaker, Some(BreakerState::Closed));
+}

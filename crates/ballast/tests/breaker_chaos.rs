@@ -1,0 +1,271 @@
+//! Issue 4, test 5: the breaker layer in front of the chaos upstream (in process, paused time, seeded).
+//!
+//! The breaker opens at its consecutive-failure threshold, sends nothing while open, lets at most the probe
+//! limit through half-open, closes after the success threshold; 4xx answers never open it; a dropped probe frees
+//! its permit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ballast::{BreakerLayer, BreakerService, Error, clock};
+use ballast_chaos::{EndpointProfile, Latency, Profile, Script, ScriptStep};
+use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde_json::json;
+use tower::{Layer, Service, ServiceExt};
+
+/// Every chaos answer of these tests takes this long (scripted steps answer at once).
+const LATENCY: Duration = Duration::from_secs(1);
+const BODY_LIMIT: usize = 1 << 20;
+
+/// The chaos router called in process, counting the requests that reach it. (Test-only adapter: buffered
+/// bodies in, buffered bodies out; the lead's `ServiceTransport` replaces it.)
+#[derive(Clone)]
+struct Chaos {
+    router: axum::Router,
+    sent: Arc<AtomicUsize>,
+}
+
+impl Service<http::Request<Bytes>> for Chaos {
+    type Response = http::Response<Bytes>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<http::Response<Bytes>, Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
+        self.sent.fetch_add(1, Ordering::SeqCst);
+        let router = self.router.clone();
+        Box::pin(async move {
+            let request = request.map(axum::body::Body::from);
+            let Ok(response) = router.oneshot(request).await;
+            let (parts, body) = response.into_parts();
+            let body = axum::body::to_bytes(body, BODY_LIMIT)
+                .await
+                .map_err(|e| Error::transport(true, e))?;
+            Ok(http::Response::from_parts(parts, body))
+        })
+    }
+}
+
+/// `lookup_order` answers after `LATENCY`, except operation `down`, scripted to answer 503 five times.
+fn profile() -> Profile {
+    let mut profile = Profile {
+        seed: 4,
+        ..Profile::default()
+    };
+    let slow = EndpointProfile {
+        latency: Some(Latency {
+            p50: LATENCY,
+            p99: LATENCY,
+        }),
+        ..EndpointProfile::default()
+    };
+    profile.endpoints.insert("lookup_order".into(), slow);
+    profile.scripts.push(Script {
+        endpoint: "lookup_order".into(),
+        op: "down".into(),
+        steps: vec![ScriptStep::Status(503); 5],
+    });
+    profile
+}
+
+struct Fixture {
+    breaker: Arc<CircuitBreaker>,
+    service: BreakerService<Chaos>,
+    sent: Arc<AtomicUsize>,
+}
+
+impl Fixture {
+    /// A breaker opening on 5 failures in a row, `probes` at once half-open, closing after `successes`.
+    fn new(probes: u32, successes: u32) -> Self {
+        let config = BreakerConfig::builder()
+            .consecutive_failures(5)
+            .half_open_probes(probes)
+            .success_threshold(successes)
+            .build()
+            .unwrap();
+        let breaker = Arc::new(CircuitBreaker::seeded(config, Some(42)));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let chaos = Chaos {
+            router: ballast_chaos::router(profile()),
+            sent: Arc::clone(&sent),
+        };
+        let service = BreakerLayer::new(Arc::clone(&breaker)).layer(chaos);
+        Fixture {
+            breaker,
+            service,
+            sent,
+        }
+    }
+
+    /// `POST /tools/lookup_order` for operation `op` (with no `order_id` when `valid` is false: a 400).
+    async fn call(&self, op: &str, valid: bool) -> Result<http::Response<Bytes>, Error> {
+        let args = if valid {
+            json!({"op": op, "order_id": "A-1001"})
+        } else {
+            json!({"op": op})
+        };
+        let request = http::Request::post("/tools/lookup_order")
+            .header("content-type", "application/json")
+            .body(Bytes::from(args.to_string()))
+            .unwrap();
+        self.service.clone().oneshot(request).await
+    }
+
+    fn sent(&self) -> usize {
+        self.sent.load(Ordering::SeqCst)
+    }
+
+    fn state(&self) -> BreakerState {
+        self.breaker.state(clock::now())
+    }
+
+    /// Five 503s in a row: the breaker opens on the fifth.
+    async fn open(&self) {
+        for n in 1..=5 {
+            assert_eq!(
+                self.state(),
+                BreakerState::Closed,
+                "still closed before failure {n}"
+            );
+            let answer = self.call("down", true).await.unwrap();
+            assert_eq!(answer.status(), 503);
+        }
+        assert_eq!(self.state(), BreakerState::Open);
+    }
+
+    /// Waits out the open time (jittered by the seeded breaker): the next look finds it half-open.
+    async fn wait_out_open_time(&self) {
+        let left = self.breaker.open_remaining(clock::now()).expect("open");
+        tokio::time::advance(left).await;
+        assert_eq!(self.state(), BreakerState::HalfOpen);
+    }
+
+    /// Starts a probe in its own task and lets it take its permit.
+    async fn spawn_probe(&self, op: &str) -> tokio::task::JoinHandle<Result<http::Response<Bytes>, Error>> {
+        let before = self.breaker.snapshot(clock::now()).probes_in_flight;
+        let service = self.service.clone();
+        let request = http::Request::post("/tools/lookup_order")
+            .header("content-type", "application/json")
+            .body(Bytes::from(json!({"op": op, "order_id": "A-1001"}).to_string()))
+            .unwrap();
+        let probe = tokio::spawn(service.oneshot(request));
+        for _ in 0..100 {
+            if self.breaker.snapshot(clock::now()).probes_in_flight > before {
+                return probe;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the probe never took a permit");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn opens_at_the_threshold_and_sends_nothing_while_open() {
+    let chaos = Fixture::new(3, 3);
+    chaos.open().await;
+    assert_eq!(chaos.sent(), 5);
+
+    let (shortest, longest) = chaos.breaker.config().open_time_bounds();
+    for _ in 0..10 {
+        match chaos.call("after-open", true).await {
+            Err(Error::CircuitOpen {
+                retry_in: Some(retry_in),
+            }) => {
+                assert!(retry_in >= shortest && retry_in <= longest, "{retry_in:?}");
+            }
+            other => panic!("expected a fail-fast CircuitOpen with the time left, got {other:?}"),
+        }
+    }
+    let left = chaos.breaker.open_remaining(clock::now()).unwrap();
+    tokio::time::advance(left - Duration::from_millis(1)).await;
+    match chaos.call("almost", true).await {
+        Err(Error::CircuitOpen { retry_in }) => assert_eq!(retry_in, Some(Duration::from_millis(1))),
+        other => panic!("still open 1 ms before the end, got {other:?}"),
+    }
+    assert_eq!(chaos.sent(), 5, "nothing reached the upstream while open");
+}
+
+#[tokio::test(start_paused = true)]
+async fn half_open_lets_at_most_the_probe_limit_through_and_closes_after_the_success_threshold() {
+    // Two probes at once, three successes to close: the probes go through in waves.
+    let chaos = Fixture::new(2, 3);
+    chaos.open().await;
+    chaos.wait_out_open_time().await;
+
+    let first = chaos.spawn_probe("probe-1").await;
+    let second = chaos.spawn_probe("probe-2").await;
+    match chaos.call("probe-3", true).await {
+        Err(Error::CircuitOpen { retry_in: None }) => {}
+        other => panic!("a third probe while two are in flight must be refused, got {other:?}"),
+    }
+    assert_eq!(chaos.sent(), 7, "five failures and two probes");
+
+    tokio::time::advance(LATENCY).await;
+    for probe in [first, second] {
+        assert_eq!(probe.await.unwrap().unwrap().status(), 200);
+    }
+    assert_eq!(
+        chaos.state(),
+        BreakerState::HalfOpen,
+        "two successes are not three"
+    );
+    assert_eq!(chaos.breaker.snapshot(clock::now()).probe_successes, 2);
+
+    let third = chaos.call("probe-3", true).await.unwrap();
+    assert_eq!(third.status(), 200);
+    assert_eq!(chaos.state(), BreakerState::Closed);
+    assert_eq!(chaos.sent(), 8);
+}
+
+#[tokio::test(start_paused = true)]
+async fn client_errors_never_open_it() {
+    let chaos = Fixture::new(3, 3);
+    for n in 0..20 {
+        let answer = chaos.call(&format!("bad-{n}"), false).await.unwrap();
+        assert_eq!(answer.status(), 400, "no order_id: the tool refuses the request");
+    }
+    let snapshot = chaos.breaker.snapshot(clock::now());
+    assert_eq!(snapshot.state, BreakerState::Closed);
+    assert_eq!((snapshot.consecutive_failures, snapshot.window_failures), (0, 0));
+    assert!(snapshot.window_calls > 0, "counted, as successes");
+    assert_eq!(chaos.sent(), 20);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_probe_frees_its_permit() {
+    let chaos = Fixture::new(1, 1);
+    chaos.open().await;
+    chaos.wait_out_open_time().await;
+
+    let abandoned = chaos.spawn_probe("abandoned").await;
+    assert!(matches!(
+        chaos.call("refused", true).await,
+        Err(Error::CircuitOpen { retry_in: None })
+    ));
+    // The caller goes away mid-call: its future (and its permit) is dropped before the upstream answers.
+    tokio::time::advance(LATENCY / 2).await;
+    abandoned.abort();
+    assert!(abandoned.await.unwrap_err().is_cancelled());
+    assert_eq!(chaos.breaker.snapshot(clock::now()).probes_in_flight, 0);
+    assert_eq!(
+        chaos.state(),
+        BreakerState::HalfOpen,
+        "the dropped probe counted nothing"
+    );
+
+    let next = chaos.call("next-probe", true).await.unwrap();
+    assert_eq!(next.status(), 200);
+    assert_eq!(chaos.state(), BreakerState::Closed);
+    assert_eq!(
+        chaos.sent(),
+        7,
+        "five failures, the abandoned probe and the next one"
+    );
+}
