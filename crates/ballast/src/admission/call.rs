@@ -84,8 +84,12 @@ impl Call {
         })
     }
 
-    /// Writes a refusal of this layer into the call's report (its stable code), and logs it.
+    /// Writes a refusal of this layer (shed, or a deadline that ran out while waiting) into the call's report as
+    /// its stable code, and logs it. A cancellation is the caller's own doing: nothing to report.
     pub(super) fn record(&self, error: &Error) {
+        if !matches!(error, Error::Overloaded { .. } | Error::DeadlineExceeded(_)) {
+            return;
+        }
         tracing::debug!(priority = self.priority.as_str(), %error, "admission refused the call");
         if let Some(report) = &self.report {
             let code = error.code();

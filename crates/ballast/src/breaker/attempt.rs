@@ -51,7 +51,7 @@ where
     result
 }
 
-/// What an attempt's result tells the breaker; `None` when it tells it nothing (see the module docs).
+/// What an attempt's result tells the breaker; `None` when it tells it nothing (see `BreakerLayer`).
 pub(super) fn breaker_result(result: &Result<http::Response<Bytes>, Error>) -> Option<CallResult> {
     match result {
         Ok(response) if is_replay(response) => Some(CallResult::Ignored),

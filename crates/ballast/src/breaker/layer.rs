@@ -7,8 +7,77 @@ use tower::Layer;
 
 use super::BreakerService;
 
-/// Gates every attempt on one upstream's [`CircuitBreaker`]; clones share the breaker. See the
-/// [module docs](super).
+/// The breaker layer: each attempt asks the upstream's circuit breaker first, and tells it how it went.
+///
+/// Why: an upstream that times out keeps every caller waiting for its full timeout, holds their admission slots
+/// and spends their retry budget; one slow tool takes the whole agent down (DESIGN.md, problem 4). While the
+/// upstream's [`CircuitBreaker`] is open this layer answers [`Error::CircuitOpen`] at once, with the time left
+/// open, and sends nothing; half-open, it lets only the breaker's probes through. Every decision is
+/// `ballast-core`'s: this layer only carries outcomes to the breaker and refusals back to the caller.
+///
+/// # Where it sits
+/// Inside the retry layer (`deadline -> admission -> retry -> breaker -> attempt -> transport`), so every
+/// attempt is gated and counted on its own, as DESIGN.md's breaker inputs say ("each attempt's upstream
+/// outcome"). A refusal is a local rejection (`attempt_outcome()` is `None`): the retry layer stops on it
+/// rather than spending its budget against an open circuit.
+///
+/// # What one attempt tells the breaker
+/// - An answer: its status, through [`CallResult::from_status`] — 5xx is a failure; 2xx, 3xx and 4xx are
+///   successes (a client's bad request says nothing about the upstream's health).
+/// - A replayed answer (`Idempotent-Replayed: true`): [`CallResult::Ignored`]. The upstream served a stored
+///   answer and did no work, so it says nothing about its health now; a half-open probe slot it held is freed.
+/// - An error that is an attempt's outcome ([`Error::attempt_outcome`]: a timeout, a transport error, a
+///   connection refused): a failure.
+/// - Any other error (a local rejection below, a cancellation) and a future dropped mid-attempt: nothing. The
+///   permit is dropped unrecorded, which frees a half-open probe slot — a probe the caller abandoned must not
+///   keep the breaker from probing again.
+///
+/// The latency given with the result (compared with the breaker's `slow_call`) is the time from the permit to
+/// the answer, on the [`clock`](crate::clock). After each attempt, refused or not, the breaker's state is
+/// written into the call's [`Report`](crate::Report) (`breaker`), when the request carries a
+/// [`CallContext`]; without one the layer works the same and reports nothing.
+///
+/// # Sharing
+/// One [`CircuitBreaker`] per upstream (a tool, a model deployment), behind an `Arc`: every clone of the
+/// layer and its services shares it. The breaker's [`Permit`](ballast_core::Permit) borrows the breaker, so
+/// each attempt's boxed future owns a clone of the `Arc` and the permit together.
+///
+/// # Example
+/// Used alone over any service of the stack's shape, here a `tower::service_fn` that always answers 503:
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// use ballast::{BreakerLayer, Error};
+/// use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
+/// use bytes::Bytes;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// let config = BreakerConfig::builder().consecutive_failures(2).build().unwrap();
+/// let breaker = Arc::new(CircuitBreaker::seeded(config, Some(7)));
+/// let upstream = service_fn(|_request: http::Request<Bytes>| async {
+///     Ok::<_, Error>(http::Response::builder().status(503).body(Bytes::new()).unwrap())
+/// });
+/// let service = BreakerLayer::new(Arc::clone(&breaker)).layer(upstream);
+///
+/// for _ in 0..2 {
+///     let answer = service.clone().oneshot(http::Request::new(Bytes::new())).await.unwrap();
+///     assert_eq!(answer.status(), 503);
+/// }
+/// // Two failures in a row opened it: the next attempt is refused without reaching the upstream.
+/// let refused = service.oneshot(http::Request::new(Bytes::new())).await.unwrap_err();
+/// assert!(matches!(refused, Error::CircuitOpen { retry_in: Some(_) }));
+/// assert_eq!(breaker.state(ballast::clock::now()), BreakerState::Open);
+/// # }
+/// ```
+///
+/// [`CallContext`]: crate::CallContext
+/// [`CallResult::from_status`]: ballast_core::CallResult::from_status
+/// [`CallResult::Ignored`]: ballast_core::CallResult::Ignored
+/// [`Error::CircuitOpen`]: crate::Error::CircuitOpen
+/// [`Error::attempt_outcome`]: crate::Error::attempt_outcome
 #[derive(Clone, Debug)]
 pub struct BreakerLayer {
     breaker: Arc<CircuitBreaker>,

@@ -14,6 +14,8 @@ use crate::{CallContext, Error, clock};
 
 const OPEN_FOR: Duration = Duration::from_secs(30);
 
+type Answer = Result<http::Response<Bytes>, Error>;
+
 /// A breaker opening on `failures` in a row, open exactly `OPEN_FOR`, one probe closing it.
 fn breaker(failures: u32, slow_call: Option<Duration>) -> Arc<CircuitBreaker> {
     let config = BreakerConfig::builder()
@@ -41,9 +43,9 @@ fn answer(status: u16, replayed: bool) -> http::Response<Bytes> {
 async fn call_once(
     breaker: &Arc<CircuitBreaker>,
     latency: Duration,
-    result: impl Fn() -> Result<http::Response<Bytes>, Error> + Clone + Send + 'static,
+    result: impl Fn() -> Answer + Clone + Send + 'static,
     ctx: Option<&CallContext>,
-) -> Result<http::Response<Bytes>, Error> {
+) -> Answer {
     let upstream = service_fn(move |_request: http::Request<Bytes>| {
         let result = result.clone();
         async move {
@@ -63,7 +65,7 @@ async fn call_once(
 
 #[test]
 fn results_map_as_the_design_says() {
-    let cases: Vec<(Result<http::Response<Bytes>, Error>, Option<CallResult>)> = vec![
+    let cases: Vec<(Answer, Option<CallResult>)> = vec![
         (Ok(answer(200, false)), Some(CallResult::Success)),
         (Ok(answer(404, false)), Some(CallResult::Success)),
         (Ok(answer(429, false)), Some(CallResult::Success)),
