@@ -12,14 +12,18 @@
 //! - `run` — [`Run`] and [`Runs`]: the calls of one agent request share a deadline and a retry allowance.
 //! - `report` — [`Report`] and [`OutcomeReport`]: what happened to a call, attempt by attempt.
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
+//! - `retry` — [`RetryLayer`]: one logical call, attempts as the core's retry decision allows (budget, run
+//!   allowance, `Retry-After`, backoff); [`classify_response`] reads an upstream's answer for that decision.
 
 pub mod clock;
 mod context;
 mod error;
 mod report;
+mod retry;
 mod run;
 
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use error::{BoxError, Error};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
+pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
