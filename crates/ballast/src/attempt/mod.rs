@@ -161,7 +161,7 @@ where
         .get(IDEMPOTENCY_KEY)
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
-    let recorder = AttemptRecorder::start(call.report.clone(), number);
+    let recorder = AttemptRecorder::start(call.report.clone(), number, call.cancel.clone());
     let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
     match call.kind {
         CallKind::SideEffectingTool(_) => {

@@ -1,19 +1,21 @@
 //! One attempt's line in the outcome report: started when the attempt starts, finished however it ends.
 
+use ballast_core::Instant;
 use bytes::Bytes;
 use http::Response;
-
-use ballast_core::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::{AttemptResult, Error, Report, clock};
 
-/// Records one attempt. Dropped unfinished — the caller went away and took a read-only attempt with it — it
-/// records the attempt as abandoned, so a report read later never shows a phantom `pending`.
+/// Records one attempt. Dropped unfinished — the caller went away, or cancelled the call, and took a read-only
+/// attempt with it — it records the attempt as cancelled or abandoned, so a report read later never shows a
+/// phantom `pending`.
 #[derive(Debug)]
 pub(super) struct AttemptRecorder {
     report: Report,
     index: usize,
     started: Instant,
+    cancel: CancellationToken,
     finished: bool,
 }
 
@@ -26,13 +28,14 @@ pub(super) struct Recorded {
 }
 
 impl AttemptRecorder {
-    /// Records the start of attempt `number`.
-    pub(super) fn start(report: Report, number: u32) -> Self {
+    /// Records the start of attempt `number` of the call cancelled by `cancel`.
+    pub(super) fn start(report: Report, number: u32, cancel: CancellationToken) -> Self {
         let index = report.start_attempt(number);
         AttemptRecorder {
             report,
             index,
             started: clock::now(),
+            cancel,
             finished: false,
         }
     }
@@ -66,9 +69,14 @@ impl AttemptRecorder {
 impl Drop for AttemptRecorder {
     fn drop(&mut self) {
         if !self.finished {
-            let abandoned = AttemptResult::Error("abandoned: the caller left before it ended".to_owned());
+            let why = if self.cancel.is_cancelled() {
+                "cancelled"
+            } else {
+                "abandoned: the caller left before it ended"
+            };
+            let result = AttemptResult::Error(why.to_owned());
             self.report
-                .finish_attempt(self.index, abandoned, self.elapsed(), true);
+                .finish_attempt(self.index, result, self.elapsed(), true);
         }
     }
 }
@@ -102,7 +110,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 2);
+        let recorder = AttemptRecorder::start(report.clone(), 2, CancellationToken::new());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description, "never sent: connection refused");
@@ -120,11 +128,11 @@ mod tests {
     async fn answers_and_timeouts_count_as_sent() {
         let report = Report::default();
         let ok = Response::builder().status(503).body(Bytes::new()).unwrap();
-        AttemptRecorder::start(report.clone(), 1).finish(&Ok(ok));
+        AttemptRecorder::start(report.clone(), 1, CancellationToken::new()).finish(&Ok(ok));
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
-        AttemptRecorder::start(report.clone(), 2).finish(&Err(timeout));
+        AttemptRecorder::start(report.clone(), 2, CancellationToken::new()).finish(&Err(timeout));
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
         assert_eq!(attempts[1].result, AttemptResult::Error("timeout".into()));
@@ -132,13 +140,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned() {
+    async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 1);
+        let recorder = AttemptRecorder::start(report.clone(), 1, CancellationToken::new());
         tokio::time::advance(Duration::from_millis(5)).await;
         drop(recorder);
-        let attempt = &report.snapshot().attempts[0];
-        assert!(matches!(&attempt.result, AttemptResult::Error(e) if e.starts_with("abandoned")));
-        assert_eq!(attempt.duration, Duration::from_millis(5));
+        let cancel = CancellationToken::new();
+        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone());
+        cancel.cancel();
+        drop(recorder);
+        let attempts = report.snapshot().attempts;
+        assert!(matches!(&attempts[0].result, AttemptResult::Error(e) if e.starts_with("abandoned")));
+        assert_eq!(attempts[0].duration, Duration::from_millis(5));
+        assert_eq!(attempts[1].result, AttemptResult::Error("cancelled".into()));
     }
 }
