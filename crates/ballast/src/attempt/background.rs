@@ -4,7 +4,8 @@
 //! Dropping the attempt would not undo the refund — it would only lose the one fact that matters, whether the
 //! refund happened. So the attempt runs on a spawned task; the caller awaits its outcome through a channel, and
 //! if the caller is gone (its future dropped, its token cancelled) the task still finishes, records the outcome
-//! in the call's report marked `background`, and logs a warning with the idempotency key to look it up by.
+//! in the call's report marked `background` (and `outcome_unknown` when it got no answer after sending), and
+//! logs a warning with the idempotency key to look it up by.
 
 use std::future::Future;
 
@@ -69,9 +70,13 @@ where
     }
 }
 
-/// The caller is gone: the outcome lives only in the report and the log.
+/// The caller is gone: the outcome lives only in the report and the log. An attempt that got no answer after it
+/// was sent leaves the side effect unknown (nobody will retry it now), and the report says so.
 fn finished_after_caller_left(recorded: &Recorded, number: u32, idempotency_key: Option<&str>) {
     recorded.report.mark_background(recorded.index);
+    if recorded.unanswered_after_sending {
+        recorded.report.update(|r| r.outcome_unknown = true);
+    }
     let target = recorded.report.snapshot().target;
     tracing::warn!(
         call = %target,

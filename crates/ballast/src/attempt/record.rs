@@ -25,6 +25,8 @@ pub(super) struct Recorded {
     pub(super) report: Report,
     pub(super) index: usize,
     pub(super) description: String,
+    /// The attempt may have reached the upstream and got no answer: whether it acted is unknown.
+    pub(super) unanswered_after_sending: bool,
 }
 
 impl AttemptRecorder {
@@ -43,6 +45,7 @@ impl AttemptRecorder {
     /// Records how the attempt ended.
     pub(super) fn finish(mut self, outcome: &Result<Response<Bytes>, Error>) -> Recorded {
         self.finished = true;
+        let answered = outcome.is_ok();
         let (result, sent) = match outcome {
             Ok(response) => (AttemptResult::Status(response.status().as_u16()), true),
             Err(error) => (AttemptResult::Error(describe(error)), may_have_been_sent(error)),
@@ -58,6 +61,7 @@ impl AttemptRecorder {
             report: self.report.clone(),
             index: self.index,
             description,
+            unanswered_after_sending: sent && !answered,
         }
     }
 
@@ -114,6 +118,7 @@ mod tests {
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description, "never sent: connection refused");
+        assert!(!recorded.unanswered_after_sending);
         let attempt = &report.snapshot().attempts[0];
         assert_eq!(attempt.number, 2);
         assert_eq!(attempt.duration, Duration::from_millis(40));
@@ -132,7 +137,9 @@ mod tests {
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
-        AttemptRecorder::start(report.clone(), 2, CancellationToken::new()).finish(&Err(timeout));
+        let recorded =
+            AttemptRecorder::start(report.clone(), 2, CancellationToken::new()).finish(&Err(timeout));
+        assert!(recorded.unanswered_after_sending);
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
         assert_eq!(attempts[1].result, AttemptResult::Error("timeout".into()));

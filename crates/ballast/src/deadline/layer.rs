@@ -8,10 +8,23 @@ use tower::Layer;
 
 use super::DeadlineService;
 
-/// Puts every call under one deadline: the outermost layer of a Ballast stack. See the [module docs](super).
+/// Puts every call under one deadline: the outermost layer of a Ballast stack.
 ///
-/// The settings apply only to requests that arrive **without** a [`CallContext`](crate::CallContext): a
-/// `ToolClient` (or any caller) that puts a context in the request's extensions has already said what the call is.
+/// Per-step timeouts add up (3 steps x 30 s = 90 s); one absolute deadline per request does not. For each call
+/// this layer:
+/// - settles its [`CallContext`](crate::CallContext): the one the request carries, its deadline shortened by
+///   the enclosing [`scope`](crate::scope) and its run (which is offered the deadline and keeps the earliest),
+///   or a new one — the scope's deadline or `default_timeout` from now, with this layer's kind and priority;
+/// - refuses it at once ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) when what is left cannot
+///   hold an attempt;
+/// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline
+///   ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) or when the context's `cancel` token fires
+///   ([`Error::Cancelled`](crate::Error::Cancelled));
+/// - writes the total time and target into the report, and an error's code when no lower layer did.
+///
+/// The settings ([`kind`](Self::kind), [`priority`](Self::priority), [`target`](Self::target)) apply only to
+/// requests that arrive **without** a context: a `ToolClient` (or any caller) that puts one in the request's
+/// extensions has already said what the call is.
 #[derive(Clone, Debug)]
 pub struct DeadlineLayer {
     pub(super) default_timeout: Duration,
