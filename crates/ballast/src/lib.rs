@@ -14,16 +14,27 @@
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
 //! - `retry` — [`RetryLayer`]: one logical call, attempts as the core's retry decision allows (budget, run
 //!   allowance, `Retry-After`, backoff); [`classify_response`] reads an upstream's answer for that decision.
+//! - `deadline` — [`DeadlineLayer`]: the outermost layer; gives a call its context and holds it to one deadline.
+//! - `attempt` — [`AttemptLayer`]: the innermost layer; each attempt's timeout, headers, report line, and the
+//!   sent side-effecting attempt that outlives its caller.
+//! - `transport` — [`HttpTransport`] (reqwest) and [`ServiceTransport`] (any tower service in process): send an
+//!   attempt and read its whole answer under a size limit.
 
+mod attempt;
 pub mod clock;
 mod context;
+mod deadline;
 mod error;
 mod report;
 mod retry;
 mod run;
+mod transport;
 
+pub use attempt::{AttemptLayer, AttemptService};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
+pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
 pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
+pub use transport::{HttpTransport, ServiceTransport};
