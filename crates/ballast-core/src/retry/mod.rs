@@ -42,18 +42,23 @@
 //!
 //!    `x-should-retry` overrides this table too: only an answer carries it, and an upstream that says `true`
 //!    states that a retry is safe and useful (Stripe's `Stripe-Should-Retry` is sent exactly for this).
-//! 4. **Is this the layer that retries?** Retries happen at exactly one layer (reference/002: 3 tries over 5
-//!    layers = 243x). A request from another Ballast (`ballast-hop`) or from an SDK that is already retrying
-//!    (`x-stainless-retry-count` > 0) gets one attempt: [`retries_allowed_here`].
-//! 5. **The attempt cap** (`max_attempts`, default 3).
-//! 6. **How long to wait.** The upstream's `Retry-After` / `retry-after-ms` is honoured, never shortened, plus a
+//! 4. **The attempt cap** (`max_attempts`, default 3).
+//! 5. **How long to wait.** The upstream's `Retry-After` / `retry-after-ms` is honoured, never shortened, plus a
 //!    small jitter on top (10% of it, at most `retry_after_jitter`, default 1 s) so the clients it paced do not
 //!    return together; a value over `max_retry_after` (default 60 s) stops the call at once. Without it, the
 //!    [`Backoff`](crate::Backoff) draws the sleep (full jitter by default, AWS).
-//! 7. **Does the wait fit?** [`Deadline::check_wait`](crate::Deadline::check_wait): the wait must leave the
+//! 6. **Does the wait fit?** [`Deadline::check_wait`](crate::Deadline::check_wait): the wait must leave the
 //!    reserve and `min_attempt` for the next attempt, or the call stops now with the deadline error rather than
 //!    sleeping towards a certain failure.
-//! 8. **Can we afford it?** Only when everything above says retry: one retry from the run's allowance (when the
+//! 7. **Is this the layer that retries?** Retries happen at exactly one layer (reference/002: 3 tries over 5
+//!    layers = 243x). A request from another Ballast (`ballast-hop`) or from an SDK that is already retrying
+//!    (`x-stainless-retry-count` > 0) gets one attempt: [`retries_allowed_here`]. Its retryable failure still
+//!    passes rules 4-6 and the budget checks of rule 8 — looked at, nothing withdrawn — so a caller whose retry
+//!    could not succeed either (cap reached, no time left, allowance or budget spent) hears the reason that stops
+//!    it, with `x-should-retry: false` (DESIGN.md: "false" when retries are spent or the deadline passed). Only
+//!    when a retry would have gone ahead does the call stop with [`StopReason::RetriesAtCaller`] and
+//!    `x-should-retry: true`: the caller's retry layer is the one layer that retries.
+//! 8. **Can we afford it?** Only when everything above says retry here: one retry from the run's allowance (when the
 //!    call belongs to a run, [`RunAllowance`]), then one from the upstream's [`RetryBudget`](crate::RetryBudget)
 //!    (Finagle, Google SRE "Handling Overload"). If the budget refuses after the allowance gave, the allowance
 //!    gets its retry back. `decide` also deposits each call's first attempt in the budget (the traffic a ratio

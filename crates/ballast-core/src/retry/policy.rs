@@ -1,4 +1,4 @@
-//! The policy and the decision: rules 4-8 (one layer, attempt cap, the wait, the deadline, the budgets).
+//! The policy and the decision: rules 4-8 (the attempt cap, the wait, the deadline, one layer, the budgets).
 
 use std::time::Duration;
 
@@ -67,7 +67,8 @@ impl CallState {
     }
 
     /// The same call, retried here or not ([`retries_allowed_here`](crate::retries_allowed_here)): a call that
-    /// may not retry gets one attempt, and a retryable failure stops with [`StopReason::RetriesAtCaller`].
+    /// may not retry gets one attempt. A retryable failure stops with [`StopReason::RetriesAtCaller`] when a retry
+    /// here would have gone ahead, else with the reason that would have stopped it (module docs, rule 7).
     pub const fn with_retries_here(mut self, allowed: bool) -> Self {
         self.retries_here = allowed;
         self
@@ -232,9 +233,6 @@ impl RetryPolicy {
             Verdict::Stop(reason) => return RetryDecision::Stop(reason),
             Verdict::Retry { retry_after } => retry_after,
         };
-        if !call.retries_here {
-            return RetryDecision::Stop(StopReason::RetriesAtCaller);
-        }
         if call.attempts >= self.max_attempts {
             return RetryDecision::Stop(StopReason::AttemptsExhausted {
                 attempts: call.attempts,
@@ -244,6 +242,9 @@ impl RetryPolicy {
             Ok(after) => after,
             Err(reason) => return RetryDecision::Stop(reason),
         };
+        if !call.retries_here {
+            return RetryDecision::Stop(Self::stop_for_caller(now, budget, run));
+        }
         if let Some(run) = run
             && !run.try_take()
         {
@@ -259,7 +260,25 @@ impl RetryPolicy {
         RetryDecision::Retry { after }
     }
 
-    /// Rules 6-7: the wait before the next attempt, and whether the deadline can hold it and an attempt after.
+    /// Rule 7 for a call this layer does not retry, reached only when the cap and the deadline would have allowed
+    /// a retry: a spent run allowance or an empty budget would still have stopped one, and the caller hears that
+    /// (`x-should-retry: false`; its retry would be refused the same way). Only when a retry would have gone ahead
+    /// is the caller's retry layer told to retry ([`StopReason::RetriesAtCaller`]). Nothing is withdrawn: this
+    /// layer makes no retry, so it spends nothing.
+    fn stop_for_caller<B>(now: Instant, budget: &B, run: Option<&RunAllowance>) -> StopReason
+    where
+        B: RetryBudget + ?Sized,
+    {
+        if run.is_some_and(|run| run.left() == 0) {
+            StopReason::RunAllowanceExhausted
+        } else if budget.available(now) == 0 {
+            StopReason::RetryBudgetExhausted
+        } else {
+            StopReason::RetriesAtCaller
+        }
+    }
+
+    /// Rules 5-6: the wait before the next attempt, and whether the deadline can hold it and an attempt after.
     fn wait<R: Rng + ?Sized>(
         &self,
         retry_after: Option<Duration>,
