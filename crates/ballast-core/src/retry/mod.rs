@@ -22,7 +22,8 @@
 //! 1. **Is it a failure at all?** 1xx-3xx answers are [`RetryDecision::Done`].
 //! 2. **Can a retry help?** Provider problems a wait cannot fix stop at once: `insufficient_quota` (the model
 //!    route moves to its next deployment instead of waiting) and a context-length error. Then
-//!    `x-should-retry: true|false` from the upstream, when present, decides; otherwise the retryable set:
+//!    `x-should-retry: true|false` from the upstream, when present, decides whether the answer is retryable
+//!    (rule 3 still decides whether it is safe); otherwise the retryable set:
 //!    never-sent errors, timeouts and transport errors after sending, statuses 408, 425, 429, 500, 502, 503,
 //!    504, 529, and 409 only as an idempotency "in progress" answer (`urn:ballast:idempotency-in-progress`,
 //!    Stripe's `idempotency_key_in_use`). Every other 4xx is final (AWS Builders' Library, "Timeouts, retries
@@ -40,8 +41,13 @@
 //!      4xx in the set — 408, 425, 429, 409 in progress — are retried: those are answered before the operation
 //!      runs and are not stored (Stripe: "results are only saved if an API endpoint started executing").
 //!
-//!    `x-should-retry` overrides this table too: only an answer carries it, and an upstream that says `true`
-//!    states that a retry is safe and useful (Stripe's `Stripe-Should-Retry` is sent exactly for this).
+//!    `x-should-retry` overrides the retryable set of rule 2, not this table: `false` stops every kind of call,
+//!    `true` makes any error answer retryable, and then the table still decides whether re-sending a side effect
+//!    is safe. A `none` upstream's answer is never re-sent, whatever the header: nothing deduplicates the second
+//!    try, and an upstream's "retry me" cannot make that safe. A `keyed_replays_errors` 5xx that says `true` *is*
+//!    retried: the upstream only says so of an answer it did not store (Stripe's `Stripe-Should-Retry` is sent
+//!    exactly for this), and the same key still deduplicates the retry. `keyed` retries it as it retries any
+//!    retryable answer.
 //! 4. **The attempt cap** (`max_attempts`, default 3).
 //! 5. **How long to wait.** The upstream's `Retry-After` / `retry-after-ms` is honoured, never shortened, plus a
 //!    small jitter on top (10% of it, at most `retry_after_jitter`, default 1 s) so the clients it paced do not
@@ -96,7 +102,8 @@ pub enum UpstreamIdempotency {
     /// with the same key.
     Keyed,
     /// The upstream stores every answer per key (Stripe): a keyed 5xx is not retried, since the replay would be
-    /// the same 5xx; timeouts and transport errors are retried with the same key.
+    /// the same 5xx (unless it carries `x-should-retry: true`: then it was not stored); timeouts and transport
+    /// errors are retried with the same key.
     KeyedReplaysErrors,
 }
 
