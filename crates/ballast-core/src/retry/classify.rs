@@ -133,7 +133,12 @@ mod tests {
     fn side_effect_table_follows_design() {
         use Failure::*;
         use UpstreamIdempotency as U;
-        let failures = [LostAfterSending, RefusedBeforeRunning, ServerError, DeclaredRetryable];
+        let failures = [
+            LostAfterSending,
+            RefusedBeforeRunning,
+            ServerError,
+            DeclaredRetryable,
+        ];
         let row = |u| failures.map(|f| side_effect_may_retry(u, f));
         assert_eq!(row(U::None), [false, false, false, false]);
         assert_eq!(row(U::Keyed), [true, true, true, true]);

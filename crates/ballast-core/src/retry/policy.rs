@@ -306,7 +306,7 @@ impl RetryPolicy {
             .remaining(now)
             .saturating_sub(asked)
             .saturating_sub(deadline.reserve())
-            .saturating_sub(deadline.min_attempt());
+            .saturating_sub(deadline.least_attempt());
         let window = (asked / RETRY_AFTER_JITTER_DIVISOR)
             .min(self.retry_after_jitter)
             .min(slack);

@@ -116,9 +116,7 @@ impl StopReason {
     /// the layer that tries again (and reaches the fallback itself once the primary's breaker opens).
     pub fn moves_to_fallback(&self) -> bool {
         match self {
-            StopReason::Deadline(exceeded) => {
-                exceeded.remaining >= exceeded.reserve.saturating_add(exceeded.min_attempt)
-            }
+            StopReason::Deadline(exceeded) => exceeded.attempt_fits(),
             _ => matches!(
                 self,
                 StopReason::AttemptsExhausted { .. }

@@ -141,8 +141,14 @@ fn a_slow_probe_reopens_the_breaker() {
     trip(&b, at(0));
     let now = at(30_000);
     let (quick, slow) = (b.try_acquire(now).unwrap(), b.try_acquire(now).unwrap());
-    assert_eq!(quick.record(CallResult::Success, 100 * MS, now), None, "not slower than slow_call");
-    let t = slow.record(CallResult::Success, 101 * MS, now).expect("a slow probe reopens");
+    assert_eq!(
+        quick.record(CallResult::Success, 100 * MS, now),
+        None,
+        "not slower than slow_call"
+    );
+    let t = slow
+        .record(CallResult::Success, 101 * MS, now)
+        .expect("a slow probe reopens");
     assert_eq!(
         (t.from, t.to, t.reason),
         (HalfOpen, Open, TransitionReason::ProbeFailed)

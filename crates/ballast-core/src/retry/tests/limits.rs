@@ -202,10 +202,11 @@ fn a_request_from_a_retrying_layer_gets_one_attempt() {
 #[test]
 fn a_retrying_caller_is_told_false_when_a_retry_could_not_go_ahead() {
     let outcome = AttemptOutcome::status(503);
-    let at_caller = |policy: RetryPolicy, deadline: Deadline, budget: &Counted, run: Option<&RunAllowance>| {
-        let mut call = CallState::new(CallKind::Model, deadline).with_retries_here(false);
-        policy.decide(&outcome, &mut call, at(0), budget, run, &mut rng())
-    };
+    let at_caller =
+        |policy: RetryPolicy, deadline: Deadline, budget: &Counted, run: Option<&RunAllowance>| {
+            let mut call = CallState::new(CallKind::Model, deadline).with_retries_here(false);
+            policy.decide(&outcome, &mut call, at(0), budget, run, &mut rng())
+        };
     let plenty = Deadline::after(at(0), 30 * SECOND);
     let (full, empty) = (Counted::unlimited(), Counted::new(0));
     let once = RetryPolicy::new(1, Backoff::default()).unwrap();

@@ -118,7 +118,11 @@ fn the_upstream_may_declare_an_answer_retryable_but_not_a_resend_safe() {
     }
     for kind in KINDS {
         let refused = first(kind, answer(ResponseInfo::status(429).with_should_retry(false)));
-        assert_eq!(refused, stop(StopReason::UpstreamSaidNoRetry { status: 429 }), "{kind:?}");
+        assert_eq!(
+            refused,
+            stop(StopReason::UpstreamSaidNoRetry { status: 429 }),
+            "{kind:?}"
+        );
     }
 }
 
