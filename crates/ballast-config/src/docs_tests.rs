@@ -380,10 +380,7 @@ fn the_example_loads_and_is_the_flash_sale_setup() {
 
 /// The longest a call can take if every try times out and every sleep is at its cap.
 fn naive_worst(per_try: Duration, retry: &RetryConfig) -> Duration {
-    let sleeps: Duration = (0..retry.max_attempts.saturating_sub(1))
-        .map(|n| retry.backoff.max_delay(n))
-        .sum();
-    per_try * retry.max_attempts + sleeps
+    crate::plan::naive_worst_case(per_try, retry)
 }
 
 /// The example teaches good settings: every call's worst case fits the default deadline, and the model's

@@ -143,7 +143,7 @@ impl Plan {
         for row in &mut plan.rows {
             row.ballast_bound = row.naive_worst_case.min(plan.deadline.default_timeout);
         }
-        plan.sequence_naive_worst_case = plan.rows.iter().map(|r| r.naive_worst_case).sum();
+        plan.sequence_naive_worst_case = saturating_sum(plan.rows.iter().map(|r| r.naive_worst_case));
         plan.sequence_ballast_bound = plan.sequence_naive_worst_case.min(plan.deadline.default_timeout);
         plan
     }
@@ -191,11 +191,12 @@ impl Plan {
             .skip(1)
             .map(|d| format!("{} at {}", d.model, d.base_url))
             .collect();
-        row.naive_worst_case = model
-            .deployments
-            .iter()
-            .map(|d| naive_worst_case(d.per_try_timeout, &model.retry))
-            .sum();
+        row.naive_worst_case = saturating_sum(
+            model
+                .deployments
+                .iter()
+                .map(|d| naive_worst_case(d.per_try_timeout, &model.retry)),
+        );
         row.sustained_retry_share = sustained_share(&model.budget);
 
         // With fallbacks the first deployment may use only `primary_share` of the deadline.
@@ -208,7 +209,7 @@ impl Plan {
         self.warn_attempts_beyond(path, primary_per_try, &model.retry, primary_time, has_fallbacks);
         if has_fallbacks {
             let left = self.deadline.default_timeout.saturating_sub(primary_time);
-            let needed = self.deadline.reserve + self.deadline.min_attempt;
+            let needed = self.deadline.reserve.saturating_add(self.deadline.min_attempt);
             if left < needed {
                 self.warn(
                     path,
@@ -254,8 +255,10 @@ impl Plan {
                         break;
                     };
                     row.fallbacks.push(format!("tool {name}"));
-                    row.naive_worst_case +=
-                        naive_worst_case(fallback_tool.per_try_timeout, &fallback_tool.retry);
+                    row.naive_worst_case = row.naive_worst_case.saturating_add(naive_worst_case(
+                        fallback_tool.per_try_timeout,
+                        &fallback_tool.retry,
+                    ));
                     if row.fallbacks.len() > config.tools.len() {
                         break; // unreachable for a validated config; guards against a cycle all the same
                     }
@@ -273,7 +276,9 @@ impl Plan {
             false,
         );
         if let Some(ToolFallback::Tool(name)) = &tool.fallback
-            && primary_worst + self.deadline.reserve + self.deadline.min_attempt
+            && primary_worst
+                .saturating_add(self.deadline.reserve)
+                .saturating_add(self.deadline.min_attempt)
                 > self.deadline.default_timeout
         {
             self.warn(
@@ -378,13 +383,19 @@ impl Plan {
     }
 }
 
-/// Every try times out, every sleep is at its cap.
-fn naive_worst_case(per_try: Duration, retry: &RetryConfig) -> Duration {
+/// Every try times out, every sleep is at its cap. In closed form (the backoff windows grow to the cap, then
+/// every further sleep is the cap), saturating: no loop over the attempts, no overflow.
+pub(crate) fn naive_worst_case(per_try: Duration, retry: &RetryConfig) -> Duration {
     let tries = per_try.saturating_mul(retry.max_attempts);
-    let sleeps: Duration = (0..retry.max_attempts.saturating_sub(1))
-        .map(|n| retry.backoff.max_delay(n))
-        .sum();
+    let sleeps = retry
+        .backoff
+        .max_total_delay(retry.max_attempts.saturating_sub(1));
     tries.saturating_add(sleeps)
+}
+
+/// The sum of `durations`, stopping at `Duration::MAX` instead of panicking.
+fn saturating_sum(durations: impl Iterator<Item = Duration>) -> Duration {
+    durations.fold(Duration::ZERO, Duration::saturating_add)
 }
 
 fn sustained_share(budget: &BudgetConfig) -> Option<f64> {

@@ -308,3 +308,54 @@ fn the_naive_example_shows_every_trap() {
     assert_eq!(plan.sequence_ballast_bound, Duration::from_secs(30));
     assert!(render_table(&plan).contains("in sequence: naive worst 6m1.2s; with Ballast 30s."));
 }
+
+/// Review finding 5: huge but valid values must neither hang (a loop per attempt) nor panic (an overflowing
+/// `Duration` sum).
+#[test]
+fn huge_values_plan_at_once_without_overflow() {
+    let plan = plan_of(
+        r#"
+        version = 1
+        [[models]]
+        name = "m"
+        per_try_timeout = "5000000h"
+        retry = { max_attempts = 100 }
+        deployments = [
+            { base_url = "https://api.openai.com/v1" },
+            { base_url = "http://127.0.0.1:9000/v1", model = "b" },
+            { base_url = "http://127.0.0.1:9001/v1", model = "c" },
+        ]
+        [[tools]]
+        name = "t"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/t" }
+        per_try_timeout = "5000000h"
+        retry = { max_attempts = 100 }
+        fallback_tool = "u"
+        [[tools]]
+        name = "u"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/u" }
+        per_try_timeout = "5000000h"
+        retry = { max_attempts = 100 }
+        "#,
+    );
+    let hour = Duration::from_secs(3600);
+    // 100 tries of 5,000,000 h, plus 100 + 200 + 400 + 800 + 1600 ms of growing sleeps and 94 at the 2 s cap.
+    let one = (5_000_000 * hour) * 100 + Duration::from_millis(3_100 + 94 * 2_000);
+    assert_eq!(plan.rows[0].naive_worst_case, one * 3);
+    assert_eq!(plan.rows[1].naive_worst_case, one * 2);
+    assert_eq!(plan.sequence_naive_worst_case, one * 6);
+    assert_eq!(plan.sequence_ballast_bound, Duration::from_secs(30));
+    assert!(render_table(&plan).contains("tool t"));
+    assert!(serde_json::to_value(&plan).is_ok());
+
+    // Whatever reaches the worst case (here past what validation allows) saturates instead of looping.
+    let endless = RetryConfig {
+        max_attempts: u32::MAX,
+        ..RetryConfig::default()
+    };
+    assert_eq!(naive_worst_case(Duration::MAX, &endless), Duration::MAX);
+    assert_eq!(
+        saturating_sum([Duration::MAX, Duration::MAX].into_iter()),
+        Duration::MAX
+    );
+}

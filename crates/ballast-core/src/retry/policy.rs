@@ -24,6 +24,16 @@ pub enum InvalidRetryPolicy {
     /// `max_attempts` is zero: a call makes at least one attempt.
     #[error("retry.max_attempts: 0 is not allowed; a call makes at least one attempt (1 means no retries)")]
     ZeroAttempts,
+    /// `max_attempts` is over [`RetryPolicy::LARGEST_MAX_ATTEMPTS`].
+    #[error(
+        "retry.max_attempts: {max_attempts} is more than {} attempts per call; the deadline and the retry budget \
+         bound a call long before that, so use a smaller cap",
+        RetryPolicy::LARGEST_MAX_ATTEMPTS
+    )]
+    TooManyAttempts {
+        /// The value given.
+        max_attempts: u32,
+    },
 }
 
 /// What to do after an attempt.
@@ -158,11 +168,21 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The largest `max_attempts` accepted. Retries pay off in the first few tries (AWS SDKs default to 3; gRPC's
+    /// retry design treats any `maxAttempts` over 5 as 5); a cap in the hundreds bounds nothing the deadline and
+    /// the budget do not, while worst-case arithmetic over it (`ballast plan`, amplification over layers) only
+    /// grows. 100 leaves room for unusual upstreams and keeps every product finite.
+    pub const LARGEST_MAX_ATTEMPTS: u32 = 100;
+
     /// A policy of at most `max_attempts` attempts per call (the first included), sleeping by `backoff` when the
-    /// upstream asks for no particular wait.
+    /// upstream asks for no particular wait. `max_attempts` is between 1 and
+    /// [`LARGEST_MAX_ATTEMPTS`](RetryPolicy::LARGEST_MAX_ATTEMPTS).
     pub fn new(max_attempts: u32, backoff: Backoff) -> Result<Self, InvalidRetryPolicy> {
         if max_attempts == 0 {
             return Err(InvalidRetryPolicy::ZeroAttempts);
+        }
+        if max_attempts > Self::LARGEST_MAX_ATTEMPTS {
+            return Err(InvalidRetryPolicy::TooManyAttempts { max_attempts });
         }
         Ok(RetryPolicy {
             max_attempts,

@@ -55,6 +55,20 @@ fn zero_attempts_is_refused_at_construction() {
         RetryPolicy::new(1, Backoff::default()).map(|p| p.max_attempts()),
         Ok(1)
     );
+    assert_eq!(
+        RetryPolicy::new(100, Backoff::default()).map(|p| p.max_attempts()),
+        Ok(100)
+    );
+    // Review finding 5: up to u32::MAX was accepted, and `ballast plan` looped per attempt over it.
+    for max_attempts in [101, u32::MAX] {
+        let err = RetryPolicy::new(max_attempts, Backoff::default()).unwrap_err();
+        assert_eq!(err, InvalidRetryPolicy::TooManyAttempts { max_attempts });
+        let message = err.to_string();
+        assert!(
+            message.contains("max_attempts") && message.contains(&max_attempts.to_string()),
+            "{message}"
+        );
+    }
     assert_eq!(RetryPolicy::default().max_attempts(), 3);
     assert_eq!(RetryPolicy::default().max_retry_after(), 60 * SECOND);
 }
