@@ -56,6 +56,10 @@ impl BreakerConfig {
     pub const DEFAULT_HALF_OPEN_PROBES: u32 = 3;
     /// The most buckets a window may have (bounds memory and the work of aging a whole window out).
     pub const MAX_WINDOW_BUCKETS: u32 = 1000;
+    /// The longest `open_for` (1 day). Breakers open for seconds to minutes (resilience4j's default wait is 60 s);
+    /// the bound keeps every open time, jitter included, far inside what an [`Instant`](crate::Instant) and a
+    /// `Retry-After` can carry.
+    pub const MAX_OPEN_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 
     /// A builder starting from the defaults.
     pub fn builder() -> BreakerConfigBuilder {
@@ -116,8 +120,8 @@ impl BreakerConfig {
     /// The shortest and longest open time the jitter can draw.
     pub fn open_time_bounds(&self) -> (Duration, Duration) {
         (
-            self.open_for.mul_f64(1.0 - self.open_jitter),
-            self.open_for.mul_f64(1.0 + self.open_jitter),
+            scale(self.open_for, 1.0 - self.open_jitter),
+            scale(self.open_for, 1.0 + self.open_jitter),
         )
     }
 
@@ -138,6 +142,16 @@ impl BreakerConfig {
         self.failure_rate
             .map(|_| f64::from(self.min_calls) / self.window.as_secs_f64())
     }
+}
+
+/// `d x factor`, saturating at `Duration::MAX` (and zero for a negative or NaN factor) where
+/// `Duration::mul_f64` would panic. A validated config never gets there; this keeps it so for any config.
+fn scale(d: Duration, factor: f64) -> Duration {
+    Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(if factor > 0.0 {
+        Duration::MAX
+    } else {
+        Duration::ZERO
+    })
 }
 
 impl Default for BreakerConfig {
@@ -254,6 +268,9 @@ impl BreakerConfigBuilder {
         if c.open_for.is_zero() {
             return Err(InvalidBreaker::OpenFor(c.open_for));
         }
+        if c.open_for > BreakerConfig::MAX_OPEN_FOR {
+            return Err(InvalidBreaker::OpenForTooLong(c.open_for));
+        }
         if !(0.0..1.0).contains(&c.open_jitter) {
             return Err(InvalidBreaker::OpenJitter(c.open_jitter));
         }
@@ -357,6 +374,17 @@ mod tests {
                 "open_for: 0ns must be greater than zero",
             ),
             (
+                b().open_for(Duration::MAX).build(),
+                "open_for",
+                "open_for: 18446744073709551615.999999999s is longer than 1 day",
+            ),
+            (
+                b().open_for(BreakerConfig::MAX_OPEN_FOR + Duration::from_nanos(1))
+                    .build(),
+                "open_for",
+                "open_for: 86400.000000001s is longer than 1 day",
+            ),
+            (
                 b().open_jitter(1.0).build(),
                 "open_jitter",
                 "open_jitter: 1 is not in [0, 1)",
@@ -399,6 +427,15 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(c.open_time_bounds(), (30_000 * MS, 30_000 * MS));
+        let day = BreakerConfig::builder()
+            .open_for(BreakerConfig::MAX_OPEN_FOR)
+            .open_jitter(0.5)
+            .build()
+            .unwrap();
+        assert_eq!(
+            day.open_time_bounds(),
+            (Duration::from_secs(43_200), Duration::from_secs(129_600))
+        );
         assert!(
             BreakerConfig::builder()
                 .window_buckets(1000)
@@ -406,6 +443,15 @@ mod tests {
                 .build()
                 .is_ok()
         );
+    }
+
+    /// Review finding 6: an unbounded `open_for` panicked in `mul_f64` at the first open.
+    #[test]
+    fn scaling_an_open_time_never_panics() {
+        assert_eq!(scale(Duration::MAX, 1.5), Duration::MAX);
+        assert_eq!(scale(30_000 * MS, 1.1), 33_000 * MS);
+        assert_eq!(scale(30_000 * MS, -1.0), Duration::ZERO);
+        assert_eq!(scale(30_000 * MS, f64::NAN), Duration::ZERO);
     }
 
     #[test]

@@ -126,6 +126,8 @@ fn every_rule_has_its_message() {
         (tool("breaker = { slow_call = \"0s\" }"),
          "tools[0].breaker.slow_call: 0ns must be greater than zero (leave it out to turn slow calls off)"),
         (tool("breaker = { open_for = \"0s\" }"), "tools[0].breaker.open_for: 0ns must be greater than zero"),
+        (tool("breaker = { open_for = \"25h\" }"),
+         "tools[0].breaker.open_for: 90000s is longer than 1 day, the most a breaker stays open"),
         (tool("breaker = { open_for = \"30\" }"),
          r#"tools[0].breaker.open_for: "30" is not a duration: units are required (e.g. "30s" or "30ms")"#),
         (tool("breaker = { open_jitter = 1.0 }"), "tools[0].breaker.open_jitter: 1 is not in [0, 1)"),
