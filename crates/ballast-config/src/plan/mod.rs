@@ -35,9 +35,16 @@ pub struct Plan {
     /// every row's up (reference/003's 3 x 30 s = 90 s); Ballast's bound is still the one deadline.
     #[serde(rename = "sequence_naive_worst_case_ms", serialize_with = "millis")]
     pub sequence_naive_worst_case: Duration,
-    /// The same sequence under Ballast: the request deadline (or less, when the sequence is shorter).
+    /// The same sequence under Ballast with one deadline per run (`ballast-run-id`, or the Rust library's
+    /// deadline scope): `server.default_timeout` (or less, when the sequence is shorter).
     #[serde(rename = "sequence_ballast_bound_ms", serialize_with = "millis")]
     pub sequence_ballast_bound: Duration,
+    /// The same for a caller that sends its own deadline: at most `server.max_timeout`.
+    #[serde(
+        rename = "sequence_ballast_bound_caller_deadline_ms",
+        serialize_with = "millis"
+    )]
+    pub sequence_ballast_bound_caller_deadline: Duration,
     /// Settings that will not behave as they seem to; the config is still valid.
     pub warnings: Vec<Warning>,
 }
@@ -48,7 +55,8 @@ pub struct DeadlineBound {
     /// The deadline when the caller sends none (`server.default_timeout`).
     #[serde(rename = "default_timeout_ms", serialize_with = "millis")]
     pub default_timeout: Duration,
-    /// The largest deadline a caller may ask for (`server.max_timeout`).
+    /// The largest deadline a caller may ask for (`server.max_timeout`): what a caller that sends a deadline
+    /// gets at most. The OpenAI SDKs always send one, so their calls run under this, not `default_timeout`.
     #[serde(rename = "max_timeout_ms", serialize_with = "millis")]
     pub max_timeout: Duration,
     /// Kept back from every attempt to answer (`server.reserve`).
@@ -93,10 +101,15 @@ pub struct PlanRow {
     /// with no deadline over them.
     #[serde(rename = "naive_worst_case_ms", serialize_with = "millis")]
     pub naive_worst_case: Duration,
-    /// Ballast's bound: the naive worst case cut at the request deadline (`server.default_timeout`; a caller may
-    /// ask for up to `server.max_timeout`). Whatever the chain, the caller has its answer by then.
+    /// Ballast's bound for a caller that sends no deadline: the naive worst case cut at
+    /// `server.default_timeout`. Whatever the chain, the caller has its answer by then.
     #[serde(rename = "ballast_bound_ms", serialize_with = "millis")]
     pub ballast_bound: Duration,
+    /// Ballast's bound for a caller that sends its own deadline (the OpenAI SDKs always send one: Python
+    /// `x-stainless-read-timeout: 600`, Node `x-stainless-timeout`): the naive worst case cut at
+    /// `server.max_timeout`, the cap on any caller's deadline.
+    #[serde(rename = "ballast_bound_caller_deadline_ms", serialize_with = "millis")]
+    pub ballast_bound_caller_deadline: Duration,
     /// Calls reaching the bottom upstream per request when each of `layers` layers retries like this one.
     pub naive_amplification: f64,
     /// Calls reaching the upstream per request with Ballast: retries happen at one layer only, so at most
@@ -133,6 +146,7 @@ impl Plan {
             rows: Vec::new(),
             sequence_naive_worst_case: Duration::ZERO,
             sequence_ballast_bound: Duration::ZERO,
+            sequence_ballast_bound_caller_deadline: Duration::ZERO,
             warnings: Vec::new(),
         };
         for (i, model) in config.models.iter().enumerate() {
@@ -141,11 +155,15 @@ impl Plan {
         for (i, tool) in config.tools.iter().enumerate() {
             plan.add_tool(config, &format!("tools[{i}]"), tool);
         }
+        let (default, max) = (plan.deadline.default_timeout, plan.deadline.max_timeout);
         for row in &mut plan.rows {
-            row.ballast_bound = row.naive_worst_case.min(plan.deadline.default_timeout);
+            row.ballast_bound = row.naive_worst_case.min(default);
+            row.ballast_bound_caller_deadline = row.naive_worst_case.min(max);
         }
-        plan.sequence_naive_worst_case = saturating_sum(plan.rows.iter().map(|r| r.naive_worst_case));
-        plan.sequence_ballast_bound = plan.sequence_naive_worst_case.min(plan.deadline.default_timeout);
+        let sequence = saturating_sum(plan.rows.iter().map(|r| r.naive_worst_case));
+        plan.sequence_naive_worst_case = sequence;
+        plan.sequence_ballast_bound = sequence.min(default);
+        plan.sequence_ballast_bound_caller_deadline = sequence.min(max);
         plan
     }
 }

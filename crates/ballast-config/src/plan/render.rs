@@ -35,21 +35,20 @@ pub fn render_table(plan: &Plan) -> String {
 /// The deadline and what each column means.
 fn write_legend(out: &mut String, plan: &Plan) {
     let d = &plan.deadline;
+    let (default, max) = (fmt(d.default_timeout), fmt(d.max_timeout));
     let _ = writeln!(
         out,
-        "Deadline: {} per request when the caller sends none (callers may send up to {}); {} reserve, {} \
-         minimum attempt.",
-        fmt(d.default_timeout),
-        fmt(d.max_timeout),
+        "Deadline: {default} per request when the caller sends none; {} reserve, {} minimum attempt.\n\
+         Callers that send a deadline (the OpenAI SDKs always do) get at most max_timeout: {max}.",
         fmt(d.reserve),
         fmt(d.min_attempt)
     );
     let _ = writeln!(
         out,
         "NAIVE WORST: every try times out and every backoff sleep is at its cap, fallbacks included. BALLAST: the same, \
-         cut at the request deadline.\nNAIVE CALLS: calls reaching the upstream per request if {} layers each retry like this; \
-         BALLAST CALLS: retries at one layer only.\nRETRY LOAD: the most the retry budget lets retries add to an \
-         upstream's load.\n",
+         cut at the {default} default deadline (at {max} for a caller that sends its own).\nNAIVE CALLS: calls \
+         reaching the upstream per request if {} layers each retry like this; BALLAST CALLS: retries at one layer \
+         only.\nRETRY LOAD: the most the retry budget lets retries add to an upstream's load.\n",
         plan.layers
     );
 }
@@ -69,9 +68,11 @@ fn write_rows(out: &mut String, plan: &Plan) {
     }
     let _ = writeln!(
         out,
-        "\nOne request calling each of these once, in sequence: naive worst {}; with Ballast {}.",
+        "\nOne request calling each of these once, in sequence: naive worst {}; with Ballast (one deadline per run: \
+         ballast-run-id or the Rust library) {}, or at most {} for a caller that sends its own deadline.",
         fmt(plan.sequence_naive_worst_case),
-        fmt(plan.sequence_ballast_bound)
+        fmt(plan.sequence_ballast_bound),
+        fmt(plan.sequence_ballast_bound_caller_deadline)
     );
 }
 

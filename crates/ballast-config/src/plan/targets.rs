@@ -25,6 +25,7 @@ impl Plan {
             fallbacks: Vec::new(),
             naive_worst_case: Duration::ZERO,
             ballast_bound: self.deadline.default_timeout,
+            ballast_bound_caller_deadline: self.deadline.max_timeout,
             naive_amplification: f64::from(retry.max_attempts)
                 .powi(self.layers.try_into().unwrap_or(i32::MAX)),
             ballast_amplification: retry.max_attempts,

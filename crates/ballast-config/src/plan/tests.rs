@@ -306,7 +306,14 @@ fn the_naive_example_shows_every_trap() {
     // One request through all three: 3m0.6s + 2 x 1m30.3s naive; still 30 s with Ballast.
     assert_eq!(plan.sequence_naive_worst_case, Duration::from_millis(361_200));
     assert_eq!(plan.sequence_ballast_bound, Duration::from_secs(30));
-    assert!(render_table(&plan).contains("in sequence: naive worst 6m1.2s; with Ballast 30s."));
+    assert_eq!(
+        plan.sequence_ballast_bound_caller_deadline,
+        Duration::from_secs(300)
+    );
+    assert!(render_table(&plan).contains(
+        "in sequence: naive worst 6m1.2s; with Ballast (one deadline per run: ballast-run-id or the Rust library) \
+         30s, or at most 5m for a caller that sends its own deadline."
+    ));
 }
 
 /// Review finding 5: huge but valid values must neither hang (a loop per attempt) nor panic (an overflowing
@@ -358,4 +365,46 @@ fn huge_values_plan_at_once_without_overflow() {
         saturating_sum([Duration::MAX, Duration::MAX].into_iter()),
         Duration::MAX
     );
+}
+
+/// Review finding 7: the OpenAI SDKs always send a deadline (Python `x-stainless-read-timeout: 600`), so their
+/// calls run under `max_timeout`, not `default_timeout`; the plan shows both bounds.
+#[test]
+fn callers_that_send_a_deadline_get_the_max_timeout_bound() {
+    let plan = plan_of(
+        r#"
+        version = 1
+        [server]
+        default_timeout = "30s"
+        max_timeout = "120s"
+        [[tools]]
+        name = "crm_lookup"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/tools/crm_lookup" }
+        per_try_timeout = "60s"
+        [[tools]]
+        name = "quick"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/tools/quick" }
+        per_try_timeout = "1s"
+        "#,
+    );
+    let (slow, quick) = (&plan.rows[0], &plan.rows[1]);
+    assert_eq!(slow.ballast_bound, Duration::from_secs(30));
+    assert_eq!(slow.ballast_bound_caller_deadline, Duration::from_secs(120));
+    assert_eq!(quick.ballast_bound_caller_deadline, quick.naive_worst_case);
+    assert_eq!(plan.sequence_ballast_bound, Duration::from_secs(30));
+    assert_eq!(
+        plan.sequence_ballast_bound_caller_deadline,
+        Duration::from_secs(120)
+    );
+    let table = render_table(&plan);
+    assert!(
+        table.contains(
+            "Callers that send a deadline (the OpenAI SDKs always do) get at most max_timeout: 2m."
+        ),
+        "{table}"
+    );
+    let json = serde_json::to_value(&plan).expect("a plan serialises");
+    assert_eq!(json["rows"][0]["ballast_bound_ms"], 30_000);
+    assert_eq!(json["rows"][0]["ballast_bound_caller_deadline_ms"], 120_000);
+    assert_eq!(json["sequence_ballast_bound_caller_deadline_ms"], 120_000);
 }
