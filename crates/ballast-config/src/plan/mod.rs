@@ -10,6 +10,7 @@
 //! Pure computation over a validated [`Config`]: the rows are built in `targets`, the checks are in `warnings`,
 //! the text table is in `render`.
 
+mod budget;
 mod render;
 mod targets;
 mod warnings;
@@ -18,8 +19,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::{BudgetConfig, Config, RetryConfig};
+use crate::{Config, RetryConfig};
 
+pub use budget::RetryLoad;
 pub use render::render_table;
 
 /// The plan of a configuration: one row per model route and tool, and the warnings.
@@ -115,9 +117,9 @@ pub struct PlanRow {
     /// Calls reaching the upstream per request with Ballast: retries happen at one layer only, so at most
     /// `attempts` per request.
     pub ballast_amplification: u32,
-    /// The most the retry budget lets retries add to the upstream's load over a busy window (`0.2` = 20%), or
-    /// `None` when the budget is a token bucket (a fixed allowance instead of a share).
-    pub sustained_retry_share: Option<f64>,
+    /// The most retries the upstream's retry budget lets through: a share of the requests plus a floor per
+    /// second (ratio budget), or a capacity plus a refill per second (token bucket).
+    pub retry_budget: RetryLoad,
 }
 
 /// A setting that will not behave as it seems to. The config is valid; `ballast plan` still exits 0.
@@ -181,13 +183,6 @@ pub(crate) fn naive_worst_case(per_try: Duration, retry: &RetryConfig) -> Durati
 /// The sum of `durations`, stopping at `Duration::MAX` instead of panicking.
 fn saturating_sum(durations: impl Iterator<Item = Duration>) -> Duration {
     durations.fold(Duration::ZERO, Duration::saturating_add)
-}
-
-fn sustained_share(budget: &BudgetConfig) -> Option<f64> {
-    match budget {
-        BudgetConfig::Ratio { ratio, .. } => Some(*ratio),
-        BudgetConfig::TokenBucket { .. } => None,
-    }
 }
 
 fn fmt(d: Duration) -> String {

@@ -48,7 +48,8 @@ fn write_legend(out: &mut String, plan: &Plan) {
         "NAIVE WORST: every try times out and every backoff sleep is at its cap, fallbacks included. BALLAST: the same, \
          cut at the {default} default deadline (at {max} for a caller that sends its own).\nNAIVE CALLS: calls \
          reaching the upstream per request if {} layers each retry like this; BALLAST CALLS: retries at one layer \
-         only.\nRETRY LOAD: the most the retry budget lets retries add to an upstream's load.\n",
+         only.\nRETRY LOAD: the most retries the budget lets through: a share of the requests + a floor per second \
+         (ratio budget: the floor is allowed whatever the traffic), or a burst + a refill per second (token bucket).\n",
         plan.layers
     );
 }
@@ -91,8 +92,7 @@ fn cells(r: &PlanRow) -> [String; 9] {
         fmt(r.ballast_bound),
         format_calls(r.naive_amplification),
         r.ballast_amplification.to_string(),
-        r.sustained_retry_share
-            .map_or_else(|| "token bucket".to_owned(), |s| format!("{:.0}%", s * 100.0)),
+        r.retry_budget.to_string(),
     ]
 }
 

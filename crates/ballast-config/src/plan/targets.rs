@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use super::{Plan, PlanRow, TargetKind, naive_worst_case, saturating_sum, sustained_share};
-use crate::{Config, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
+use super::{Plan, PlanRow, RetryLoad, TargetKind, naive_worst_case, saturating_sum};
+use crate::{BudgetConfig, Config, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
 
 impl Plan {
     /// A row with the settings every target has; the caller fills in its fallbacks and worst case.
@@ -14,6 +14,7 @@ impl Plan {
         path: &str,
         per_try: Duration,
         retry: &RetryConfig,
+        budget: &BudgetConfig,
     ) -> PlanRow {
         PlanRow {
             kind,
@@ -29,7 +30,7 @@ impl Plan {
             naive_amplification: f64::from(retry.max_attempts)
                 .powi(self.layers.try_into().unwrap_or(i32::MAX)),
             ballast_amplification: retry.max_attempts,
-            sustained_retry_share: None,
+            retry_budget: RetryLoad::of(budget),
         }
     }
 
@@ -45,6 +46,7 @@ impl Plan {
             path,
             primary_per_try,
             &model.retry,
+            &model.budget,
         );
         row.fallbacks = model
             .deployments
@@ -58,7 +60,6 @@ impl Plan {
                 .iter()
                 .map(|d| naive_worst_case(d.per_try_timeout, &model.retry)),
         );
-        row.sustained_retry_share = sustained_share(&model.budget);
         self.warn_model(path, model, primary_per_try);
         self.rows.push(row);
     }
@@ -71,12 +72,12 @@ impl Plan {
             path,
             tool.per_try_timeout,
             &tool.retry,
+            &tool.budget,
         );
         let (fallbacks, fallback_worst) = fallback_chain(config, tool);
         row.fallbacks = fallbacks;
         row.naive_worst_case =
             naive_worst_case(tool.per_try_timeout, &tool.retry).saturating_add(fallback_worst);
-        row.sustained_retry_share = sustained_share(&tool.budget);
         self.warn_tool(config, path, tool);
         self.rows.push(row);
     }

@@ -39,7 +39,7 @@ fn three_steps_of_thirty_seconds_retried_three_times_is_the_270_s_of_reference_0
     assert_eq!(row.ballast_bound, Duration::from_secs(30));
     assert_eq!(row.naive_amplification, 27.0);
     assert_eq!(row.ballast_amplification, 3);
-    assert_eq!(row.sustained_retry_share, Some(0.2));
+    assert_eq!(row.retry_budget.to_string(), "20% + 10/s");
     let warnings = warnings_at(&plan, "tools[0]");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
@@ -407,4 +407,44 @@ fn callers_that_send_a_deadline_get_the_max_timeout_bound() {
     assert_eq!(json["rows"][0]["ballast_bound_ms"], 30_000);
     assert_eq!(json["rows"][0]["ballast_bound_caller_deadline_ms"], 120_000);
     assert_eq!(json["sequence_ballast_bound_caller_deadline_ms"], 120_000);
+}
+
+/// Review finding 8: "20%" hid the ratio budget's floor of 10 retries per second, the larger part at low
+/// traffic; a token bucket showed no numbers at all.
+#[test]
+fn retry_load_shows_the_floor_and_the_bucket() {
+    let plan = plan_of(
+        r#"
+        version = 1
+        [[tools]]
+        name = "ratio"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/ratio" }
+        per_try_timeout = "1s"
+        [[tools]]
+        name = "bucket"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/bucket" }
+        per_try_timeout = "1s"
+        budget = { kind = "token_bucket", capacity = 5, refill_per_sec = 0.5 }
+        "#,
+    );
+    let table = render_table(&plan);
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(line("tool ratio").ends_with("20% + 10/s"), "{table}");
+    assert!(line("tool bucket").ends_with("5 + 0.5/s"), "{table}");
+    let json = serde_json::to_value(&plan).expect("a plan serialises");
+    assert_eq!(
+        json["rows"][0]["retry_budget"],
+        serde_json::json!({ "kind": "ratio", "ratio": 0.2, "min_per_sec": 10, "window_ms": 10_000 })
+    );
+    assert_eq!(
+        json["rows"][1]["retry_budget"],
+        serde_json::json!({ "kind": "token_bucket", "capacity": 5, "refill_per_sec": 0.5 })
+    );
+    assert!(json["rows"][0].get("sustained_retry_share").is_none());
 }
