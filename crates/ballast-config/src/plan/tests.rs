@@ -211,7 +211,7 @@ fn a_fallback_tool_chain_is_followed_and_warned_about_when_the_primary_can_use_t
     assert!(
         warnings
             .iter()
-            .any(|w| w.contains("fallback tool search_cache gets no time")),
+            .any(|w| w.contains("fallback tool search_cache gets 0s when search_products hangs")),
         "{warnings:?}"
     );
     assert!(warnings_at(&plan, "tools[1]").is_empty());
@@ -300,6 +300,12 @@ fn the_naive_example_shows_every_trap() {
         messages("tools[1]")
     );
     assert!(messages("tools[1].breaker").contains("can never open"));
+    assert!(
+        messages("models[0]").contains("leaves the fallback deployments 11.95s"),
+        "{}",
+        messages("models[0]")
+    );
+    assert_eq!(plan.warnings.len(), 6);
     // The model route alone: two deployments x (3 x 30 s + 300 ms) naive, 30 s with Ballast.
     assert_eq!(plan.rows[0].naive_worst_case, Duration::from_millis(180_600));
     assert_eq!(plan.rows[0].ballast_bound, Duration::from_secs(30));
@@ -447,4 +453,67 @@ fn retry_load_shows_the_floor_and_the_bucket() {
         serde_json::json!({ "kind": "token_bucket", "capacity": 5, "refill_per_sec": 0.5 })
     );
     assert!(json["rows"][0].get("sustained_retry_share").is_none());
+}
+
+/// Review finding 9: the fallback deployments' time was only compared with `reserve + min_attempt`, so a 60%
+/// share that leaves 11.95 s to a fallback whose single try takes 20 s passed without a word.
+#[test]
+fn a_fallback_with_less_time_than_one_try_is_warned_about() {
+    let route = |fallback_per_try: &str| {
+        plan_of(&format!(
+            r#"
+            version = 1
+            [[models]]
+            name = "gpt-4.1"
+            per_try_timeout = "5s"
+            retry = {{ max_attempts = 2 }}
+            deployments = [
+                {{ base_url = "https://api.openai.com/v1" }},
+                {{ base_url = "http://127.0.0.1:9000/v1", model = "mock", per_try_timeout = "{fallback_per_try}" }},
+            ]
+            "#
+        ))
+    };
+    let short = route("20s");
+    let warnings = warnings_at(&short, "models[0]");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "primary_share 0.6 leaves the fallback deployments 11.95s of the 30s default deadline (after the 50ms \
+             reserve), under the per_try_timeout 20s of mock"
+        ),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings[0].contains("lower primary_share or the fallback's per_try_timeout"));
+    assert!(route("11.95s").warnings.is_empty());
+
+    // A fallback tool: what the primary's worst case leaves (30 s - 20.1 s - 50 ms) against one try of 10 s.
+    let tools = |fallback_per_try: &str| {
+        plan_of(&format!(
+            r#"
+            version = 1
+            [[tools]]
+            name = "search"
+            upstream = {{ method = "GET", url = "http://127.0.0.1:9000/search" }}
+            per_try_timeout = "10s"
+            retry = {{ max_attempts = 2 }}
+            fallback_tool = "cache"
+            [[tools]]
+            name = "cache"
+            upstream = {{ method = "GET", url = "http://127.0.0.1:9000/cache" }}
+            per_try_timeout = "{fallback_per_try}"
+            retry = {{ max_attempts = 1 }}
+            "#
+        ))
+    };
+    let short = tools("10s");
+    let warnings = warnings_at(&short, "tools[0]");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("fallback tool cache gets 9.85s when search hangs"),
+        "{}",
+        warnings[0]
+    );
+    assert!(tools("9s").warnings.is_empty(), "{:?}", tools("9s").warnings);
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use ballast_core::UpstreamIdempotency;
 
 use super::{Plan, Warning, fmt, naive_worst_case};
-use crate::{Config, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
+use crate::{Config, Deployment, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
 
 impl Plan {
     /// A model route's checks: the primary within its share, the fallbacks' time, per-try and breaker.
@@ -18,22 +18,8 @@ impl Plan {
             self.deadline.default_timeout
         };
         self.warn_attempts_beyond(path, primary_per_try, &model.retry, primary_time, has_fallbacks);
-        if has_fallbacks {
-            let left = self.deadline.default_timeout.saturating_sub(primary_time);
-            let needed = self.deadline.reserve.saturating_add(self.deadline.min_attempt);
-            if left < needed {
-                self.warn(
-                    path,
-                    format!(
-                        "primary_share {} leaves the fallback deployments {} of the {} default deadline, under the \
-                         {} an attempt needs: a hanging primary leaves no time to fall back; lower primary_share",
-                        model.primary_share,
-                        fmt(left),
-                        fmt(self.deadline.default_timeout),
-                        fmt(needed)
-                    ),
-                );
-            }
+        if let Some(fallback) = model.deployments.get(1) {
+            self.warn_fallback_deployment_time(path, model, primary_time, fallback);
         }
         self.warn_common(
             path,
@@ -42,9 +28,41 @@ impl Plan {
         );
     }
 
+    /// The time a hanging primary leaves the fallback deployments — `(1 - primary_share) x default_timeout`,
+    /// minus the reserve — against one full try of the first of them (its `per_try_timeout`, and never less than
+    /// `min_attempt`). Less, and the fallback that exists for exactly this case is cut short or never starts.
+    fn warn_fallback_deployment_time(
+        &mut self,
+        path: &str,
+        model: &ModelRoute,
+        primary_time: Duration,
+        fallback: &Deployment,
+    ) {
+        let d = self.deadline;
+        let left = d
+            .default_timeout
+            .saturating_sub(primary_time)
+            .saturating_sub(d.reserve);
+        let Some(short_of) = self.one_try_short_of(left, fallback.per_try_timeout) else {
+            return;
+        };
+        self.warn(
+            path,
+            format!(
+                "primary_share {} leaves the fallback deployments {} of the {} default deadline (after the {} \
+                 reserve), under {short_of} of {}: a hanging primary leaves the fallback no full try; lower \
+                 primary_share or the fallback's per_try_timeout",
+                model.primary_share,
+                fmt(left),
+                fmt(d.default_timeout),
+                fmt(d.reserve),
+                fallback.model
+            ),
+        );
+    }
+
     /// A tool's checks: within the deadline, the fallback tool's time, side effects, per-try and breaker.
-    pub(super) fn warn_tool(&mut self, _config: &Config, path: &str, tool: &ToolConfig) {
-        let primary_worst = naive_worst_case(tool.per_try_timeout, &tool.retry);
+    pub(super) fn warn_tool(&mut self, config: &Config, path: &str, tool: &ToolConfig) {
         self.warn_attempts_beyond(
             path,
             tool.per_try_timeout,
@@ -53,21 +71,9 @@ impl Plan {
             false,
         );
         if let Some(ToolFallback::Tool(name)) = &tool.fallback
-            && primary_worst
-                .saturating_add(self.deadline.reserve)
-                .saturating_add(self.deadline.min_attempt)
-                > self.deadline.default_timeout
+            && let Some(fallback) = config.tools.iter().find(|t| &t.name == name)
         {
-            self.warn(
-                path,
-                format!(
-                    "fallback tool {name} gets no time when {} hangs: its {} attempts can use the whole {} default \
-                     deadline; lower per_try_timeout or max_attempts so the fallback keeps time to answer",
-                    tool.name,
-                    tool.retry.max_attempts,
-                    fmt(self.deadline.default_timeout)
-                ),
-            );
+            self.warn_fallback_tool_time(path, tool, fallback);
         }
         self.warn_side_effect_retries(path, tool);
         self.warn_common(
@@ -75,6 +81,44 @@ impl Plan {
             std::iter::once(tool.per_try_timeout),
             tool.breaker.can_open(),
         );
+    }
+
+    /// The same for a tool: what the primary's worst case leaves of the default deadline, minus the reserve,
+    /// against one full try of the fallback tool.
+    fn warn_fallback_tool_time(&mut self, path: &str, tool: &ToolConfig, fallback: &ToolConfig) {
+        let d = self.deadline;
+        let primary_worst = naive_worst_case(tool.per_try_timeout, &tool.retry);
+        let left = d
+            .default_timeout
+            .saturating_sub(primary_worst)
+            .saturating_sub(d.reserve);
+        let Some(short_of) = self.one_try_short_of(left, fallback.per_try_timeout) else {
+            return;
+        };
+        self.warn(
+            path,
+            format!(
+                "fallback tool {} gets {} when {} hangs (its {} attempts can use {} of the {} default deadline), \
+                 under {short_of}; lower per_try_timeout or max_attempts so the fallback keeps time to answer",
+                fallback.name,
+                fmt(left),
+                tool.name,
+                tool.retry.max_attempts,
+                fmt(primary_worst),
+                fmt(d.default_timeout)
+            ),
+        );
+    }
+
+    /// `None` when `left` holds one full try of `per_try`; else what it falls short of, in words.
+    fn one_try_short_of(&self, left: Duration, per_try: Duration) -> Option<String> {
+        let min_attempt = self.deadline.min_attempt;
+        if per_try >= min_attempt {
+            (left < per_try).then(|| format!("the per_try_timeout {}", fmt(per_try)))
+        } else {
+            (left < min_attempt)
+                .then(|| format!("the server.min_attempt {} an attempt needs", fmt(min_attempt)))
+        }
     }
 
     fn warn_side_effect_retries(&mut self, path: &str, tool: &ToolConfig) {
