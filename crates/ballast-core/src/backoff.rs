@@ -23,6 +23,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 
 use crate::UnknownName;
+use crate::time::saturating_nanos;
 
 /// The RNG Ballast uses unless told otherwise: small, fast, seedable. Not for secrets.
 pub type DefaultRng = rand::rngs::SmallRng;
@@ -215,8 +216,7 @@ impl Backoff {
 
 /// A uniform draw in `[low, high]` at nanosecond resolution.
 fn uniform<R: Rng + ?Sized>(rng: &mut R, low: Duration, high: Duration) -> Duration {
-    let low_ns = u64::try_from(low.as_nanos()).unwrap_or(u64::MAX);
-    let high_ns = u64::try_from(high.as_nanos()).unwrap_or(u64::MAX);
+    let (low_ns, high_ns) = (saturating_nanos(low), saturating_nanos(high));
     if high_ns <= low_ns {
         return low;
     }

@@ -6,6 +6,7 @@ use rand::Rng;
 
 use super::classify::{Verdict, classify};
 use super::{AttemptOutcome, CallKind, RunAllowance, StopReason};
+use crate::time::saturating_nanos;
 use crate::{Backoff, Deadline, Instant, RetryBudget};
 
 /// Default attempts per call, the first included (DESIGN.md: 3).
@@ -339,6 +340,5 @@ fn draw_up_to<R: Rng + ?Sized>(max: Duration, rng: &mut R) -> Duration {
     if max.is_zero() {
         return Duration::ZERO;
     }
-    let max_ns = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-    Duration::from_nanos(rng.random_range(0..=max_ns))
+    Duration::from_nanos(rng.random_range(0..=saturating_nanos(max)))
 }
