@@ -25,7 +25,8 @@ use rand::{Rng, SeedableRng};
 use crate::UnknownName;
 use crate::time::saturating_nanos;
 
-/// The RNG Ballast uses unless told otherwise: small, fast, seedable. Not for secrets.
+/// The RNG Ballast uses unless told otherwise: small, fast, seedable. Not for secrets or identifiers (its output
+/// is predictable): [`IdempotencyKey::random`](crate::IdempotencyKey::random) wants a cryptographically secure one.
 pub type DefaultRng = rand::rngs::SmallRng;
 
 /// A [`DefaultRng`] from a fixed seed (tests, reproducible runs) or from the operating system.
