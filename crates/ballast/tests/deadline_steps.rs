@@ -12,7 +12,6 @@ use ballast_chaos::{EndpointProfile, ScriptStep};
 use ballast_core::{CallKind, DEFAULT_RESERVE, Deadline, ErrorCode, Refused, StopReason};
 use serde_json::json;
 use support::*;
-use tokio::time::Instant;
 use tower::ServiceExt as _;
 
 const LOOKUP: &str = "lookup_order";
@@ -29,15 +28,19 @@ async fn three_steps_under_one_deadline_fail_at_the_deadline_minus_the_reserve_a
     // Each step alone would get 30 s: the per-step timeouts that add up to 90 s.
     let layer = DeadlineLayer::new(THIRTY).kind(CallKind::ReadOnlyTool);
     let service = stack(router.clone(), layer, THIRTY);
-    let started = Instant::now();
+    let started = clock::now();
     let deadline = Deadline::after(clock::now(), THIRTY);
 
     let (first, second, third) = scope(deadline, async {
         let first = service.clone().oneshot(lookup("step-1")).await;
         let second = service.clone().oneshot(lookup("step-2")).await;
-        let failed_at = started.elapsed();
+        let failed_at = clock::now().saturating_duration_since(started);
         let third = service.clone().oneshot(lookup("step-3")).await;
-        assert_eq!(started.elapsed(), failed_at, "the third step is refused at once");
+        assert_eq!(
+            clock::now().saturating_duration_since(started),
+            failed_at,
+            "the third step is refused at once"
+        );
         (first, (second, failed_at), third)
     })
     .await;
@@ -78,7 +81,7 @@ async fn one_reused_context_holds_every_step_to_its_deadline_and_reports_the_sto
     let router = ballast_chaos::router(scripted(LOOKUP, EndpointProfile::default(), &[("step-2", hang)]));
     let service = stack(router.clone(), DeadlineLayer::new(THIRTY), THIRTY);
     let ctx = CallContext::new(CallKind::ReadOnlyTool, Deadline::after(clock::now(), THIRTY));
-    let started = Instant::now();
+    let started = clock::now();
 
     let first = service
         .clone()
@@ -96,7 +99,10 @@ async fn one_reused_context_holds_every_step_to_its_deadline_and_reports_the_sto
     assert!(first.is_ok());
     assert!(matches!(second, Err(Error::Timeout { .. })), "{second:?}");
     assert!(matches!(third, Err(Error::DeadlineExceeded(_))), "{third:?}");
-    assert_eq!(started.elapsed(), THIRTY - DEFAULT_RESERVE);
+    assert_eq!(
+        clock::now().saturating_duration_since(started),
+        THIRTY - DEFAULT_RESERVE
+    );
     assert_eq!(requests(&router, LOOKUP).await, 2);
     let report = ctx.report.snapshot();
     assert_eq!(
