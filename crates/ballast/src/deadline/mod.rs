@@ -42,10 +42,10 @@
 //! let service = ServiceBuilder::new()
 //!     .layer(DeadlineLayer::new(Duration::from_secs(2)).target("slow_tool"))
 //!     .service(hung_upstream);
-//! let started = tokio::time::Instant::now();
+//! let started = ballast::clock::now();
 //! let error = service.oneshot(http::Request::new(Bytes::new())).await.unwrap_err();
 //! assert!(matches!(error, Error::DeadlineExceeded(_)), "{error}");
-//! assert_eq!(started.elapsed(), Duration::from_secs(2));
+//! assert_eq!(ballast::clock::now().saturating_duration_since(started), Duration::from_secs(2));
 //! # }
 //! ```
 
