@@ -45,7 +45,7 @@ fn warnings_are_printed_and_still_exit_zero() {
     let out = ballast(&["plan", naive.to_str().unwrap(), "--layers", "5"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("Warnings (5):"), "{stdout}");
+    assert!(stdout.contains("Warnings (6):"), "{stdout}");
     assert!(stdout.contains("if 5 layers each retry like this"), "{stdout}");
     assert!(
         stdout.contains("243"),
@@ -63,7 +63,7 @@ fn json_output_is_machine_readable() {
     assert_eq!(plan["rows"][1]["name"], "crm_lookup");
     assert_eq!(plan["rows"][1]["naive_worst_case_ms"], 90_300);
     assert_eq!(plan["rows"][1]["ballast_bound_ms"], 30_000);
-    assert_eq!(plan["warnings"].as_array().map(Vec::len), Some(5));
+    assert_eq!(plan["warnings"].as_array().map(Vec::len), Some(6));
 }
 
 #[test]

@@ -45,7 +45,7 @@ mod docs_tests;
 pub use error::{ConfigError, ConfigErrors, Problem};
 pub use human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
-pub use plan::{DeadlineBound, Plan, PlanRow, TargetKind, Warning, render_table};
+pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
     RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,

@@ -23,8 +23,10 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 
 use crate::UnknownName;
+use crate::time::saturating_nanos;
 
-/// The RNG Ballast uses unless told otherwise: small, fast, seedable. Not for secrets.
+/// The RNG Ballast uses unless told otherwise: small, fast, seedable. Not for secrets or identifiers (its output
+/// is predictable): [`IdempotencyKey::random`](crate::IdempotencyKey::random) wants a cryptographically secure one.
 pub type DefaultRng = rand::rngs::SmallRng;
 
 /// A [`DefaultRng`] from a fixed seed (tests, reproducible runs) or from the operating system.
@@ -160,13 +162,44 @@ impl Backoff {
     }
 
     /// The longest sleep the `retry`-th retry (0-based) can draw: the worst case `ballast plan` adds up.
+    ///
+    /// Full jitter: `min(cap, base * 2^retry)`. Decorrelated: `min(cap, base * 3^(retry + 1))` — the first retry
+    /// already draws from `U(base, 3 * base)`.
     pub fn max_delay(&self, retry: u32) -> Duration {
-        let growth: u32 = match self.jitter {
-            Jitter::Full => 2,
-            Jitter::Decorrelated => 3,
-        };
-        let factor = growth.checked_pow(retry).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
+        let (mut window, growth) = self.first_window();
+        // The window at least doubles each step, so this stops at the cap within ~95 steps whatever `retry` is.
+        for _ in 0..retry {
+            if window == self.cap {
+                break;
+            }
+            window = window.saturating_mul(growth).min(self.cap);
+        }
+        window
+    }
+
+    /// The longest the first `retries` sleeps can add up to: the sum of [`max_delay`](Backoff::max_delay) over
+    /// them, saturating. The windows grow (x2 full, x3 decorrelated) up to the cap, then every further sleep is
+    /// the cap, so this is the growing part plus `cap x` the remaining retries: at most ~95 steps, however many
+    /// retries.
+    pub fn max_total_delay(&self, retries: u32) -> Duration {
+        let (mut window, growth) = self.first_window();
+        let mut total = Duration::ZERO;
+        for retry in 0..retries {
+            if window == self.cap {
+                return total.saturating_add(self.cap.saturating_mul(retries - retry));
+            }
+            total = total.saturating_add(window);
+            window = window.saturating_mul(growth).min(self.cap);
+        }
+        total
+    }
+
+    /// The first retry's longest sleep, and the factor each later window grows by (before the cap).
+    fn first_window(&self) -> (Duration, u32) {
+        match self.jitter {
+            Jitter::Full => (self.base, 2),
+            Jitter::Decorrelated => (self.base.saturating_mul(3).min(self.cap), 3),
+        }
     }
 
     /// Draws the sleep before retry number `retry` (0 for the first retry). `previous` is the sleep drawn before
@@ -184,8 +217,7 @@ impl Backoff {
 
 /// A uniform draw in `[low, high]` at nanosecond resolution.
 fn uniform<R: Rng + ?Sized>(rng: &mut R, low: Duration, high: Duration) -> Duration {
-    let low_ns = u64::try_from(low.as_nanos()).unwrap_or(u64::MAX);
-    let high_ns = u64::try_from(high.as_nanos()).unwrap_or(u64::MAX);
+    let (low_ns, high_ns) = (saturating_nanos(low), saturating_nanos(high));
     if high_ns <= low_ns {
         return low;
     }
@@ -260,7 +292,34 @@ mod tests {
         }
         // With no previous sleep it starts from the base.
         assert!(b.delay(0, Duration::ZERO, &mut rng) <= 300 * MS);
-        assert_eq!(b.max_delay(2), 900 * MS);
+        let windows: Vec<_> = (0..4).map(|n| b.max_delay(n)).collect();
+        assert_eq!(windows, [300, 900, 2700, 8100].map(|ms| ms * MS));
+        assert_eq!(b.max_delay(4), 10_000 * MS);
+    }
+
+    /// Regression: `max_delay(0)` of decorrelated jitter said `base`, yet the first retry draws up to 3 x base.
+    #[test]
+    fn decorrelated_max_delay_bounds_every_draw_of_a_chain() {
+        let b = Backoff::decorrelated(100 * MS, 60_000 * MS).unwrap();
+        let mut rng = default_rng(Some(11));
+        for _ in 0..200 {
+            let mut previous = Duration::ZERO;
+            for retry in 0..8 {
+                previous = b.delay(retry, previous, &mut rng);
+                assert!(previous <= b.max_delay(retry), "retry {retry}: {previous:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn max_total_delay_is_quick_and_saturates_for_any_number_of_retries() {
+        let b = Backoff::default();
+        // 100 + 200 + 400 + 800 + 1600 ms, then the 2 s cap for the other 95 retries.
+        assert_eq!(b.max_total_delay(100), (3_100 + 95 * 2_000) * MS);
+        assert_eq!(b.max_total_delay(0), Duration::ZERO);
+        let huge = Backoff::full_jitter(Duration::from_nanos(1), Duration::MAX).unwrap();
+        assert_eq!(huge.max_delay(u32::MAX), Duration::MAX);
+        assert_eq!(huge.max_total_delay(u32::MAX), Duration::MAX);
     }
 
     #[test]
@@ -287,6 +346,17 @@ mod tests {
             if !decorrelated {
                 prop_assert!(d <= b.max_delay(retry));
             }
+        }
+
+        #[test]
+        fn max_total_delay_is_the_sum_of_the_windows(
+            base_ms in 1u64..1000, extra_ms in 0u64..100_000, retries in 0u32..200, decorrelated: bool,
+        ) {
+            let (base, cap) = (Duration::from_millis(base_ms), Duration::from_millis(base_ms + extra_ms));
+            let jitter = if decorrelated { Jitter::Decorrelated } else { Jitter::Full };
+            let b = Backoff::new(base, cap, jitter).unwrap();
+            let sum: Duration = (0..retries).map(|n| b.max_delay(n)).sum();
+            prop_assert_eq!(b.max_total_delay(retries), sum);
         }
     }
 }

@@ -8,7 +8,8 @@
 //! - `reserve` is kept back from every attempt so the caller can still answer before its own deadline;
 //! - `min_attempt` is the least time worth starting an attempt with. When what remains after the reserve is
 //!   under it, no attempt starts and no backoff sleep or `Retry-After` wait begins; the call fails at once with
-//!   a [`DeadlineExceeded`] that says how much time was left and what was needed.
+//!   a [`DeadlineExceeded`] that says how much time was left and what was needed. With `min_attempt = 0` an
+//!   attempt still needs *some* time: nothing starts with zero usable time left.
 
 use std::fmt;
 use std::time::Duration;
@@ -120,21 +121,30 @@ impl Deadline {
         self.remaining(now).saturating_sub(self.reserve)
     }
 
+    /// The least usable time an attempt starts with: `min_attempt`, and never zero (an attempt with nothing left
+    /// could not even be sent).
+    pub(crate) fn least_attempt(&self) -> Duration {
+        least_attempt(self.min_attempt)
+    }
+
     /// The timeout for an attempt starting at `now`: `min(per_try, remaining - reserve)`.
     ///
-    /// Refuses when `remaining - reserve` is under `min_attempt`: such an attempt could not finish.
+    /// Refuses when `remaining - reserve` is under `min_attempt`, or zero (with `min_attempt = 0`): such an
+    /// attempt could not finish.
     pub fn attempt_timeout(&self, per_try: Duration, now: Instant) -> Result<Duration, DeadlineExceeded> {
         let usable = self.usable(now);
-        if usable < self.min_attempt {
+        if usable < self.least_attempt() {
             return Err(self.exceeded(Refused::Attempt, now));
         }
         Ok(per_try.min(usable))
     }
 
-    /// Whether a wait of `wait` starting at `now` still leaves `min_attempt` (after the reserve) for the next
-    /// attempt. Backoff sleeps and `Retry-After` waits check this before they start.
+    /// Whether a wait of `wait` starting at `now` still leaves `min_attempt` (after the reserve, and never zero)
+    /// for the next attempt. Backoff sleeps and `Retry-After` waits check this before they start.
     pub fn check_wait(&self, wait: Duration, now: Instant) -> Result<(), DeadlineExceeded> {
-        let needed = wait.saturating_add(self.reserve).saturating_add(self.min_attempt);
+        let needed = wait
+            .saturating_add(self.reserve)
+            .saturating_add(self.least_attempt());
         if self.remaining(now) < needed {
             return Err(self.exceeded(Refused::Wait(wait), now));
         }
@@ -174,14 +184,26 @@ pub struct DeadlineExceeded {
     pub refused: Refused,
 }
 
+/// `min_attempt`, or the least time that is not nothing when it is zero.
+fn least_attempt(min_attempt: Duration) -> Duration {
+    min_attempt.max(Duration::from_nanos(1))
+}
+
 impl DeadlineExceeded {
-    /// The time that would have been needed: the wait (if any), the minimum attempt and the reserve.
+    /// The time that would have been needed: the wait (if any), the minimum attempt (never zero) and the reserve.
     pub fn needed(&self) -> Duration {
         let wait = match self.refused {
             Refused::Attempt => Duration::ZERO,
             Refused::Wait(wait) => wait,
         };
-        wait.saturating_add(self.min_attempt).saturating_add(self.reserve)
+        wait.saturating_add(least_attempt(self.min_attempt))
+            .saturating_add(self.reserve)
+    }
+
+    /// Whether an attempt would still have started at once, with no wait: the time left holds the reserve and
+    /// the minimum attempt (never zero). A refused wait with this true leaves a fallback time to run.
+    pub fn attempt_fits(&self) -> bool {
+        self.remaining >= self.reserve.saturating_add(least_attempt(self.min_attempt))
     }
 }
 
@@ -268,6 +290,67 @@ mod tests {
             msg.contains("99 ms left") && msg.contains("needs 100 ms"),
             "{msg}"
         );
+    }
+
+    /// Review finding 4: with `min_attempt = 0` and no reserve, an attempt was granted a zero timeout after the
+    /// deadline, and a wait could use up all the time left.
+    #[test]
+    fn nothing_starts_with_zero_usable_time_even_with_no_minimum() {
+        let d = Deadline::after(at(0), 100 * MS)
+            .with_reserve(Duration::ZERO)
+            .with_min_attempt(Duration::ZERO);
+        assert_eq!(d.attempt_timeout(1000 * MS, at(99)), Ok(MS));
+        for now in [at(100), at(150)] {
+            let err = d.attempt_timeout(1000 * MS, now).unwrap_err();
+            assert_eq!((err.refused, err.remaining), (Refused::Attempt, Duration::ZERO));
+            assert!(!err.attempt_fits());
+        }
+        assert_eq!(d.check_wait(99 * MS, at(0)), Ok(()));
+        let err = d.check_wait(100 * MS, at(0)).unwrap_err();
+        assert_eq!(err.needed(), 100 * MS + Duration::from_nanos(1));
+        assert!(err.attempt_fits(), "an attempt without the wait still fits");
+        // With a reserve, the usable time after it must not be zero either.
+        let reserved = d.with_reserve(10 * MS);
+        assert!(reserved.attempt_timeout(1000 * MS, at(90)).is_err());
+        assert!(reserved.check_wait(90 * MS, at(0)).is_err());
+        assert_eq!(reserved.check_wait(89 * MS, at(0)), Ok(()));
+    }
+
+    proptest::proptest! {
+        /// Whatever the margins (zero included): a granted attempt has a non-zero timeout within what the
+        /// deadline leaves after the reserve and at least `min_attempt` usable, and a granted wait leaves an
+        /// attempt that will be granted.
+        #[test]
+        fn granted_attempts_and_waits_leave_usable_time(
+            // Small counts of a unit, so the edges (zero margins, exactly nothing left) come up often.
+            unit in proptest::sample::select(vec![1u64, 1_000_000]),
+            timeout in 0u64..40,
+            reserve in 0u64..5,
+            min_attempt in 0u64..5,
+            now in 0u64..45,
+            wait in 0u64..45,
+            per_try in 1u64..50,
+        ) {
+            let ns = |n: u64| Duration::from_nanos(n * unit);
+            let d = Deadline::after(Instant::ZERO, ns(timeout))
+                .with_reserve(ns(reserve))
+                .with_min_attempt(ns(min_attempt));
+            let now = Instant::ZERO + ns(now);
+            let usable = d.usable(now);
+            match d.attempt_timeout(ns(per_try), now) {
+                Ok(t) => {
+                    proptest::prop_assert!(!t.is_zero() && t <= usable && t <= ns(per_try));
+                    proptest::prop_assert!(usable >= ns(min_attempt));
+                    proptest::prop_assert!(now + t + ns(reserve) <= d.instant());
+                }
+                Err(e) => proptest::prop_assert!(usable.is_zero() || usable < ns(min_attempt), "{}", e),
+            }
+            if d.check_wait(ns(wait), now).is_ok() {
+                let after = now + ns(wait);
+                proptest::prop_assert!(!d.usable(after).is_zero());
+                proptest::prop_assert!(d.attempt_timeout(ns(per_try), after).is_ok());
+            }
+        }
     }
 
     #[test]

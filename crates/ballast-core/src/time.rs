@@ -69,7 +69,9 @@ impl Instant {
     }
 }
 
-fn saturating_nanos(d: Duration) -> u64 {
+/// A duration in whole nanoseconds, saturating at `u64::MAX` (about 584 years): the one conversion every module
+/// that keeps time in a `u64` (instants, atomics, draws) uses.
+pub(crate) fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -97,6 +99,13 @@ mod tests {
         assert_eq!(Instant::ZERO - Duration::from_secs(1), Instant::ZERO);
         assert_eq!(Instant::from_millis(5).checked_add(Duration::MAX), None);
         assert_eq!(Instant::from_millis(u64::MAX), Instant::MAX);
+    }
+
+    #[test]
+    fn saturating_nanos_stops_at_u64_max() {
+        assert_eq!(saturating_nanos(Duration::from_millis(3)), 3_000_000);
+        assert_eq!(saturating_nanos(Duration::from_nanos(u64::MAX)), u64::MAX);
+        assert_eq!(saturating_nanos(Duration::MAX), u64::MAX);
     }
 
     #[test]

@@ -12,21 +12,36 @@
 //! - `run` — [`Run`] and [`Runs`]: the calls of one agent request share a deadline and a retry allowance.
 //! - `report` — [`Report`] and [`OutcomeReport`]: what happened to a call, attempt by attempt.
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
+//! - `retry` — [`RetryLayer`]: one logical call, attempts as the core's retry decision allows (budget, run
+//!   allowance, `Retry-After`, backoff); [`classify_response`] reads an upstream's answer for that decision.
+//! - `deadline` — [`DeadlineLayer`]: the outermost layer; gives a call its context and holds it to one deadline.
+//! - `attempt` — [`AttemptLayer`]: the innermost layer; each attempt's timeout, headers, report line, and the
+//!   sent side-effecting attempt that outlives its caller.
+//! - `transport` — [`HttpTransport`] (reqwest) and [`ServiceTransport`] (any tower service in process): send an
+//!   attempt and read its whole answer under a size limit.
 //! - `breaker` — [`BreakerLayer`]: each attempt asks the upstream's circuit breaker and tells it the outcome.
 //! - `admission` — [`AdmissionLayer`]: per-upstream concurrency limit and priority queue; sheds, evicts,
 //!   bounds waiting by the deadline.
 
 mod admission;
+mod attempt;
 mod breaker;
 pub mod clock;
 mod context;
+mod deadline;
 mod error;
 mod report;
+mod retry;
 mod run;
+mod transport;
 
 pub use admission::{AdmissionLayer, AdmissionService};
+pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
+pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
+pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
+pub use transport::{HttpTransport, ServiceTransport};

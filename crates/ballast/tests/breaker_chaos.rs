@@ -4,81 +4,33 @@
 //! limit through half-open, closes after the success threshold; 4xx answers never open it; a dropped probe frees
 //! its permit.
 
+mod support;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast::{BreakerLayer, BreakerService, Error, clock};
-use ballast_chaos::{EndpointProfile, Latency, Profile, Script, ScriptStep};
+use axum::Router;
+use ballast::{BreakerLayer, BreakerService, Error, ServiceTransport, clock};
+use ballast_chaos::ScriptStep;
 use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use serde_json::json;
-use tower::{Layer, Service, ServiceExt};
+use support::{BODY_LIMIT, requests, scripted, slow, tool_request};
+use tower::{Layer, ServiceExt};
 
 /// Every chaos answer of these tests takes this long (scripted steps answer at once).
 const LATENCY: Duration = Duration::from_secs(1);
-const BODY_LIMIT: usize = 1 << 20;
-
-/// The chaos router called in process, counting the requests that reach it. (Test-only adapter: buffered
-/// bodies in, buffered bodies out; the lead's `ServiceTransport` replaces it.)
-#[derive(Clone)]
-struct Chaos {
-    router: axum::Router,
-    sent: Arc<AtomicUsize>,
-}
-
-impl Service<http::Request<Bytes>> for Chaos {
-    type Response = http::Response<Bytes>;
-    type Error = Error;
-    type Future = BoxFuture<'static, Result<http::Response<Bytes>, Error>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
-        self.sent.fetch_add(1, Ordering::SeqCst);
-        let router = self.router.clone();
-        Box::pin(async move {
-            let request = request.map(axum::body::Body::from);
-            let Ok(response) = router.oneshot(request).await;
-            let (parts, body) = response.into_parts();
-            let body = axum::body::to_bytes(body, BODY_LIMIT)
-                .await
-                .map_err(|e| Error::transport(true, e))?;
-            Ok(http::Response::from_parts(parts, body))
-        })
-    }
-}
 
 /// `lookup_order` answers after `LATENCY`, except operation `down`, scripted to answer 503 five times.
-fn profile() -> Profile {
-    let mut profile = Profile {
-        seed: 4,
-        ..Profile::default()
-    };
-    let slow = EndpointProfile {
-        latency: Some(Latency {
-            p50: LATENCY,
-            p99: LATENCY,
-        }),
-        ..EndpointProfile::default()
-    };
-    profile.endpoints.insert("lookup_order".into(), slow);
-    profile.scripts.push(Script {
-        endpoint: "lookup_order".into(),
-        op: "down".into(),
-        steps: vec![ScriptStep::Status(503); 5],
-    });
-    profile
+fn router() -> Router {
+    let down = [ScriptStep::Status(503); 5];
+    ballast_chaos::router(scripted("lookup_order", slow(LATENCY), &[("down", &down)]))
 }
 
 struct Fixture {
     breaker: Arc<CircuitBreaker>,
-    service: BreakerService<Chaos>,
-    sent: Arc<AtomicUsize>,
+    service: BreakerService<ServiceTransport<Router>>,
+    router: Router,
 }
 
 impl Fixture {
@@ -91,16 +43,13 @@ impl Fixture {
             .build()
             .unwrap();
         let breaker = Arc::new(CircuitBreaker::seeded(config, Some(42)));
-        let sent = Arc::new(AtomicUsize::new(0));
-        let chaos = Chaos {
-            router: ballast_chaos::router(profile()),
-            sent: Arc::clone(&sent),
-        };
-        let service = BreakerLayer::new(Arc::clone(&breaker)).layer(chaos);
+        let router = router();
+        let transport = ServiceTransport::new(router.clone(), BODY_LIMIT);
+        let service = BreakerLayer::new(Arc::clone(&breaker)).layer(transport);
         Fixture {
             breaker,
             service,
-            sent,
+            router,
         }
     }
 
@@ -111,15 +60,15 @@ impl Fixture {
         } else {
             json!({"op": op})
         };
-        let request = http::Request::post("/tools/lookup_order")
-            .header("content-type", "application/json")
-            .body(Bytes::from(args.to_string()))
-            .unwrap();
-        self.service.clone().oneshot(request).await
+        self.service
+            .clone()
+            .oneshot(tool_request("lookup_order", &args))
+            .await
     }
 
-    fn sent(&self) -> usize {
-        self.sent.load(Ordering::SeqCst)
+    /// The requests that reached the upstream, by its own count.
+    async fn sent(&self) -> u64 {
+        requests(&self.router, "lookup_order").await
     }
 
     fn state(&self) -> BreakerState {
@@ -151,10 +100,7 @@ impl Fixture {
     async fn spawn_probe(&self, op: &str) -> tokio::task::JoinHandle<Result<http::Response<Bytes>, Error>> {
         let before = self.breaker.snapshot(clock::now()).probes_in_flight;
         let service = self.service.clone();
-        let request = http::Request::post("/tools/lookup_order")
-            .header("content-type", "application/json")
-            .body(Bytes::from(json!({"op": op, "order_id": "A-1001"}).to_string()))
-            .unwrap();
+        let request = tool_request("lookup_order", &json!({"op": op, "order_id": "A-1001"}));
         let probe = tokio::spawn(service.oneshot(request));
         for _ in 0..100 {
             if self.breaker.snapshot(clock::now()).probes_in_flight > before {
@@ -170,7 +116,7 @@ impl Fixture {
 async fn opens_at_the_threshold_and_sends_nothing_while_open() {
     let chaos = Fixture::new(3, 3);
     chaos.open().await;
-    assert_eq!(chaos.sent(), 5);
+    assert_eq!(chaos.sent().await, 5);
 
     let (shortest, longest) = chaos.breaker.config().open_time_bounds();
     for _ in 0..10 {
@@ -189,7 +135,7 @@ async fn opens_at_the_threshold_and_sends_nothing_while_open() {
         Err(Error::CircuitOpen { retry_in }) => assert_eq!(retry_in, Some(Duration::from_millis(1))),
         other => panic!("still open 1 ms before the end, got {other:?}"),
     }
-    assert_eq!(chaos.sent(), 5, "nothing reached the upstream while open");
+    assert_eq!(chaos.sent().await, 5, "nothing reached the upstream while open");
 }
 
 #[tokio::test(start_paused = true)]
@@ -205,7 +151,7 @@ async fn half_open_lets_at_most_the_probe_limit_through_and_closes_after_the_suc
         Err(Error::CircuitOpen { retry_in: None }) => {}
         other => panic!("a third probe while two are in flight must be refused, got {other:?}"),
     }
-    assert_eq!(chaos.sent(), 7, "five failures and two probes");
+    assert_eq!(chaos.sent().await, 7, "five failures and two probes");
 
     tokio::time::advance(LATENCY).await;
     for probe in [first, second] {
@@ -221,7 +167,7 @@ async fn half_open_lets_at_most_the_probe_limit_through_and_closes_after_the_suc
     let third = chaos.call("probe-3", true).await.unwrap();
     assert_eq!(third.status(), 200);
     assert_eq!(chaos.state(), BreakerState::Closed);
-    assert_eq!(chaos.sent(), 8);
+    assert_eq!(chaos.sent().await, 8);
 }
 
 #[tokio::test(start_paused = true)]
@@ -235,7 +181,7 @@ async fn client_errors_never_open_it() {
     assert_eq!(snapshot.state, BreakerState::Closed);
     assert_eq!((snapshot.consecutive_failures, snapshot.window_failures), (0, 0));
     assert!(snapshot.window_calls > 0, "counted, as successes");
-    assert_eq!(chaos.sent(), 20);
+    assert_eq!(chaos.sent().await, 20);
 }
 
 #[tokio::test(start_paused = true)]
@@ -264,7 +210,7 @@ async fn a_dropped_probe_frees_its_permit() {
     assert_eq!(next.status(), 200);
     assert_eq!(chaos.state(), BreakerState::Closed);
     assert_eq!(
-        chaos.sent(),
+        chaos.sent().await,
         7,
         "five failures, the abandoned probe and the next one"
     );

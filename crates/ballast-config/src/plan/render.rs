@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Plan, TargetKind, fmt};
+use super::{Plan, PlanRow, TargetKind, fmt};
 
 const HEADERS: [&str; 9] = [
     "TARGET",
@@ -16,89 +16,106 @@ const HEADERS: [&str; 9] = [
     "RETRY LOAD",
 ];
 
+// Writing to a String cannot fail; `let _ =` keeps that visible without unwraps.
+
 /// The plan as an aligned table, then the fallback chains and the warnings.
 pub fn render_table(plan: &Plan) -> String {
-    let d = &plan.deadline;
     let mut out = String::new();
-    // Writing to a String cannot fail; `let _ =` keeps that visible without unwraps.
+    write_legend(&mut out, plan);
+    if plan.rows.is_empty() {
+        out.push_str("No model routes or tools are configured.\n");
+    } else {
+        write_rows(&mut out, plan);
+    }
+    write_fallbacks(&mut out, plan);
+    write_warnings(&mut out, plan);
+    out
+}
+
+/// The deadline and what each column means.
+fn write_legend(out: &mut String, plan: &Plan) {
+    let d = &plan.deadline;
+    let (default, max) = (fmt(d.default_timeout), fmt(d.max_timeout));
     let _ = writeln!(
         out,
-        "Deadline: {} per request when the caller sends none (callers may send up to {}); {} reserve, {} \
-         minimum attempt.",
-        fmt(d.default_timeout),
-        fmt(d.max_timeout),
+        "Deadline: {default} per request when the caller sends none; {} reserve, {} minimum attempt.\n\
+         Callers that send a deadline (the OpenAI SDKs always do) get at most max_timeout: {max}.",
         fmt(d.reserve),
         fmt(d.min_attempt)
     );
     let _ = writeln!(
         out,
         "NAIVE WORST: every try times out and every backoff sleep is at its cap, fallbacks included. BALLAST: the same, \
-         cut at the request deadline.\nNAIVE CALLS: calls reaching the upstream per request if {} layers each retry like this; \
-         BALLAST CALLS: retries at one layer only.\nRETRY LOAD: the most the retry budget lets retries add to an \
-         upstream's load.\n",
+         cut at the {default} default deadline (at {max} for a caller that sends its own).\nNAIVE CALLS: calls \
+         reaching the upstream per request if {} layers each retry like this; BALLAST CALLS: retries at one layer \
+         only.\nRETRY LOAD: the most retries the budget lets through: a share of the requests + a floor per second \
+         (ratio budget: the floor is allowed whatever the traffic), or a burst + a refill per second (token bucket).\n",
         plan.layers
     );
+}
 
-    if plan.rows.is_empty() {
-        out.push_str("No model routes or tools are configured.\n");
-    } else {
-        let rows: Vec<[String; 9]> = plan
-            .rows
-            .iter()
-            .map(|r| {
-                let kind = match r.kind {
-                    TargetKind::Model => "model",
-                    TargetKind::Tool => "tool",
-                };
-                [
-                    format!("{kind} {}", r.name),
-                    fmt(r.per_try_timeout),
-                    r.attempts.to_string(),
-                    fmt(r.backoff_cap),
-                    fmt(r.naive_worst_case),
-                    fmt(r.ballast_bound),
-                    format_calls(r.naive_amplification),
-                    r.ballast_amplification.to_string(),
-                    r.sustained_retry_share
-                        .map_or_else(|| "token bucket".to_owned(), |s| format!("{:.0}%", s * 100.0)),
-                ]
-            })
-            .collect();
-        let mut widths = HEADERS.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.chars().count());
-            }
+/// The aligned table and the in-sequence total.
+fn write_rows(out: &mut String, plan: &Plan) {
+    let rows: Vec<[String; 9]> = plan.rows.iter().map(cells).collect();
+    let mut widths = HEADERS.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
         }
-        write_row(&mut out, &HEADERS.map(str::to_owned), &widths);
-        for row in &rows {
-            write_row(&mut out, row, &widths);
-        }
-        let _ = writeln!(
-            out,
-            "\nOne request calling each of these once, in sequence: naive worst {}; with Ballast {}.",
-            fmt(plan.sequence_naive_worst_case),
-            fmt(plan.sequence_ballast_bound)
-        );
     }
+    write_row(out, &HEADERS.map(str::to_owned), &widths);
+    for row in &rows {
+        write_row(out, row, &widths);
+    }
+    let _ = writeln!(
+        out,
+        "\nOne request calling each of these once, in sequence: naive worst {}; with Ballast (one deadline per run: \
+         ballast-run-id or the Rust library) {}, or at most {} for a caller that sends its own deadline.",
+        fmt(plan.sequence_naive_worst_case),
+        fmt(plan.sequence_ballast_bound),
+        fmt(plan.sequence_ballast_bound_caller_deadline)
+    );
+}
 
+/// One row's cells, in the order of [`HEADERS`].
+fn cells(r: &PlanRow) -> [String; 9] {
+    let kind = match r.kind {
+        TargetKind::Model => "model",
+        TargetKind::Tool => "tool",
+    };
+    [
+        format!("{kind} {}", r.name),
+        fmt(r.per_try_timeout),
+        r.attempts.to_string(),
+        fmt(r.backoff_cap),
+        fmt(r.naive_worst_case),
+        fmt(r.ballast_bound),
+        format_calls(r.naive_amplification),
+        r.ballast_amplification.to_string(),
+        r.retry_budget.to_string(),
+    ]
+}
+
+fn write_fallbacks(out: &mut String, plan: &Plan) {
     let chains: Vec<_> = plan.rows.iter().filter(|r| !r.fallbacks.is_empty()).collect();
-    if !chains.is_empty() {
-        out.push_str("\nFallbacks (in order, all inside the same deadline):\n");
-        for r in chains {
-            let _ = writeln!(out, "  {}: {}", r.name, r.fallbacks.join(" -> "));
-        }
+    if chains.is_empty() {
+        return;
     }
+    out.push_str("\nFallbacks (in order, all inside the same deadline):\n");
+    for r in chains {
+        let _ = writeln!(out, "  {}: {}", r.name, r.fallbacks.join(" -> "));
+    }
+}
 
+fn write_warnings(out: &mut String, plan: &Plan) {
     if plan.warnings.is_empty() {
         out.push_str("\nNo warnings.\n");
-    } else {
-        let _ = writeln!(out, "\nWarnings ({}):", plan.warnings.len());
-        for w in &plan.warnings {
-            let _ = writeln!(out, "  {}: {}", w.path, w.message);
-        }
+        return;
     }
-    out
+    let _ = writeln!(out, "\nWarnings ({}):", plan.warnings.len());
+    for w in &plan.warnings {
+        let _ = writeln!(out, "  {}: {}", w.path, w.message);
+    }
 }
 
 fn write_row(out: &mut String, cells: &[String; 9], widths: &[usize; 9]) {

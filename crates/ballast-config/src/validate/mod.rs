@@ -16,6 +16,7 @@ mod text;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use check::{Checker, DurationRule, index, join, written};
 use text::{IDENT_RULE, has_password, is_ident, redact};
@@ -26,6 +27,15 @@ use crate::raw::{RawConfig, RawPrincipal, RawRun, RawServer, RawStore, SCHEMA_VE
 use crate::typed::{
     Config, Principal, PrincipalKey, RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation,
 };
+
+/// The request deadline's settings as read from `[server]`: `None` for one already reported.
+#[derive(Clone, Copy)]
+struct DeadlineSettings {
+    default_timeout: Option<Duration>,
+    max_timeout: Option<Duration>,
+    reserve: Option<Duration>,
+    min_attempt: Option<Duration>,
+}
 
 /// Checks every rule and fills every default.
 ///
@@ -74,34 +84,58 @@ impl Checker {
                 None
             }),
         };
-        use DurationRule::{Any, Positive};
-        let default_timeout = self.duration(
-            "server.default_timeout",
-            raw.default_timeout.as_ref(),
-            d.default_timeout,
-            Positive,
-        );
-        let max_timeout = self.duration(
-            "server.max_timeout",
-            raw.max_timeout.as_ref(),
-            d.max_timeout,
-            Positive,
-        );
-        let reserve = self.duration("server.reserve", raw.reserve.as_ref(), d.reserve, Any);
-        let min_attempt = self.duration(
-            "server.min_attempt",
-            raw.min_attempt.as_ref(),
-            d.min_attempt,
-            Positive,
-        );
+        let deadline = self.server_deadline(raw, &d);
         let body_limit = self.size("server.body_limit", raw.body_limit.as_ref(), d.body_limit);
-        let grace = self.duration("server.grace", raw.grace.as_ref(), d.grace, Any);
+        let grace = self.duration("server.grace", raw.grace.as_ref(), d.grace, DurationRule::Any);
         let max_retry_after = self.duration(
             "server.max_retry_after",
             raw.max_retry_after.as_ref(),
             d.max_retry_after,
-            Any,
+            DurationRule::Any,
         );
+        ServerConfig {
+            listen: listen.unwrap_or(d.listen),
+            default_timeout: deadline.default_timeout.unwrap_or(d.default_timeout),
+            max_timeout: deadline.max_timeout.unwrap_or(d.max_timeout),
+            reserve: deadline.reserve.unwrap_or(d.reserve),
+            min_attempt: deadline.min_attempt.unwrap_or(d.min_attempt),
+            body_limit: body_limit.unwrap_or(d.body_limit),
+            grace: grace.unwrap_or(d.grace),
+            max_retry_after: max_retry_after.unwrap_or(d.max_retry_after),
+        }
+    }
+
+    /// The request deadline's four settings, and the rules between them: the default deadline within the cap,
+    /// and long enough for one attempt after the reserve.
+    fn server_deadline(&mut self, raw: &RawServer, d: &ServerConfig) -> DeadlineSettings {
+        use DurationRule::{Any, Positive};
+        let read = DeadlineSettings {
+            default_timeout: self.duration(
+                "server.default_timeout",
+                raw.default_timeout.as_ref(),
+                d.default_timeout,
+                Positive,
+            ),
+            max_timeout: self.duration(
+                "server.max_timeout",
+                raw.max_timeout.as_ref(),
+                d.max_timeout,
+                Positive,
+            ),
+            reserve: self.duration("server.reserve", raw.reserve.as_ref(), d.reserve, Any),
+            min_attempt: self.duration(
+                "server.min_attempt",
+                raw.min_attempt.as_ref(),
+                d.min_attempt,
+                Positive,
+            ),
+        };
+        let DeadlineSettings {
+            default_timeout,
+            max_timeout,
+            reserve,
+            min_attempt,
+        } = read;
         if let (Some(default), Some(max)) = (default_timeout, max_timeout)
             && default > max
         {
@@ -118,23 +152,14 @@ impl Checker {
             );
         }
         if let (Some(default), Some(reserve), Some(min_attempt)) = (default_timeout, reserve, min_attempt)
-            && default <= reserve + min_attempt
+            && default <= reserve.saturating_add(min_attempt)
         {
             let other = "server.reserve + server.min_attempt";
             let value = written(raw.default_timeout.as_ref(), default);
-            let sum = format_duration(reserve + min_attempt).to_string();
+            let sum = format_duration(reserve.saturating_add(min_attempt)).to_string();
             self.relation("server.default_timeout", value, "more than", other, sum);
         }
-        ServerConfig {
-            listen: listen.unwrap_or(d.listen),
-            default_timeout: default_timeout.unwrap_or(d.default_timeout),
-            max_timeout: max_timeout.unwrap_or(d.max_timeout),
-            reserve: reserve.unwrap_or(d.reserve),
-            min_attempt: min_attempt.unwrap_or(d.min_attempt),
-            body_limit: body_limit.unwrap_or(d.body_limit),
-            grace: grace.unwrap_or(d.grace),
-            max_retry_after: max_retry_after.unwrap_or(d.max_retry_after),
-        }
+        read
     }
 
     /// Reports `value must be <must_be> <other> (<other_value>)`.

@@ -55,6 +55,11 @@ impl Checker {
                     let (value, must_be) = (n.to_string(), "at least 1".to_owned());
                     self.report(attempts_path, Problem::Range { value, must_be });
                 }
+                InvalidRetryPolicy::TooManyAttempts { max_attempts } => {
+                    let value = max_attempts.to_string();
+                    let must_be = format!("at most {}", RetryPolicy::LARGEST_MAX_ATTEMPTS);
+                    self.report(attempts_path, Problem::Range { value, must_be });
+                }
                 other => self.report(path, Problem::RetryPolicy(other)),
             }
             None

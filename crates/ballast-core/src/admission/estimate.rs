@@ -10,6 +10,8 @@
 
 use std::time::Duration;
 
+use crate::time::saturating_nanos;
+
 /// `estimate += (sample - estimate) / 2^GAIN_SHIFT`: gain 1/8 (RFC 6298's alpha).
 const GAIN_SHIFT: u32 = 3;
 /// The least `Retry-After` suggested: the header counts whole seconds, and 0 would invite an immediate retry.
@@ -28,7 +30,7 @@ impl LatencyEstimate {
     /// An estimate starting at `seed`, or unknown.
     pub(super) fn seeded(seed: Option<Duration>) -> Self {
         LatencyEstimate {
-            nanos: seed.map(|seed| nanos(seed).max(1)),
+            nanos: seed.map(|seed| saturating_nanos(seed).max(1)),
         }
     }
 
@@ -39,7 +41,7 @@ impl LatencyEstimate {
 
     /// Folds one observed latency into the estimate.
     pub(super) fn record(&mut self, sample: Duration) {
-        let sample = nanos(sample);
+        let sample = saturating_nanos(sample);
         let next = match self.nanos {
             None => sample,
             Some(old) if sample >= old => old + ((sample - old) >> GAIN_SHIFT),
@@ -50,14 +52,9 @@ impl LatencyEstimate {
     }
 }
 
-/// A duration in nanoseconds, saturating at `u64::MAX` (about 584 years).
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 /// A latency in nanoseconds as a divisor: at least 1.
 fn latency_nanos(latency: Duration) -> u128 {
-    u128::from(nanos(latency).max(1))
+    u128::from(saturating_nanos(latency).max(1))
 }
 
 /// Expected time until a waiter with `ahead` waiters before it has finished: its wait for a slot,

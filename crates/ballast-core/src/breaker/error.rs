@@ -32,6 +32,11 @@ pub enum InvalidBreaker {
     /// `open_for` is zero: the breaker would never stay open.
     #[error("open_for: {0:?} must be greater than zero")]
     OpenFor(Duration),
+    /// `open_for` is over [`BreakerConfig::MAX_OPEN_FOR`](crate::BreakerConfig::MAX_OPEN_FOR): a breaker that
+    /// stays open longer is a switched-off upstream, which is an operator's decision (`force_open`), not a
+    /// breaker's.
+    #[error("open_for: {0:?} is longer than 1 day, the most a breaker stays open")]
+    OpenForTooLong(Duration),
     /// `open_jitter` is not in `[0, 1)` (or is NaN); at 1 the drawn open time could be zero.
     #[error("open_jitter: {0} is not in [0, 1)")]
     OpenJitter(f64),
@@ -52,7 +57,7 @@ impl InvalidBreaker {
             InvalidBreaker::Window { .. } => "window",
             InvalidBreaker::MinCalls(_) => "min_calls",
             InvalidBreaker::SlowCall(_) => "slow_call",
-            InvalidBreaker::OpenFor(_) => "open_for",
+            InvalidBreaker::OpenFor(_) | InvalidBreaker::OpenForTooLong(_) => "open_for",
             InvalidBreaker::OpenJitter(_) => "open_jitter",
             InvalidBreaker::HalfOpenProbes(_) => "half_open_probes",
             InvalidBreaker::SuccessThreshold(_) => "success_threshold",

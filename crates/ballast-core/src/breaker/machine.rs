@@ -8,6 +8,7 @@ use super::TransitionReason as Reason;
 use super::window::Window;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};
 use crate::Instant;
+use crate::time::saturating_nanos;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -258,7 +259,9 @@ impl<R: Rng> Machine<R> {
         if low >= high {
             return low;
         }
-        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(self.rng.random_range(nanos(low)..=nanos(high)))
+        Duration::from_nanos(
+            self.rng
+                .random_range(saturating_nanos(low)..=saturating_nanos(high)),
+        )
     }
 }

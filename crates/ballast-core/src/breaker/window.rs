@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::Instant;
+use crate::time::saturating_nanos;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Bucket {
@@ -33,7 +34,7 @@ impl Window {
     /// A window of `window` split into `buckets` buckets; the config guarantees `buckets >= 1` and a bucket of
     /// at least 1 ms.
     pub(super) fn new(window: Duration, buckets: u32) -> Self {
-        let nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = saturating_nanos(window);
         let n = buckets.max(1);
         Window {
             buckets: vec![Bucket::default(); n as usize].into_boxed_slice(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ledger::{Ledger, MAX_EPOCH, SLOTS};
 use super::{InvalidBudget, RetryBudget};
 use crate::Instant;
+use crate::time::saturating_nanos;
 
 /// Fixed-point units per retry: deposits earn `ratio` of a retry in 1/1000ths, so no float is ever atomic.
 const UNIT: i32 = 1_000;
@@ -94,7 +95,7 @@ impl RatioBudget {
             return Err(InvalidBudget::Window { window });
         }
         // window <= 1 h, so its nanoseconds fit in a u64 and the reserve (<= 2^32 * 3600 * 1000) in an i64.
-        let window_nanos = u64::try_from(window.as_nanos()).unwrap_or(u64::MAX);
+        let window_nanos = saturating_nanos(window);
         let reserve = u128::from(min_per_sec) * u128::from(window_nanos) * UNIT as u128 / 1_000_000_000;
         let reserve = i64::try_from(reserve).unwrap_or(i64::MAX);
         // ratio is in 0..=1, so the product is in 0..=1000 and the cast exact. (Every k/1000 times 1000 is k

@@ -50,14 +50,15 @@ pub enum InvalidKey {
 /// not put personal data in run or step ids in the first place.
 ///
 /// ```
-/// use ballast_core::{default_rng, IdempotencyKey, InvalidKey};
+/// use ballast_core::{IdempotencyKey, InvalidKey};
+/// use rand::TryRngCore as _;
 ///
 /// let key: IdempotencyKey = "order-1234".parse().unwrap();
 /// assert_eq!(key.as_str(), "order-1234");
 /// assert_eq!(IdempotencyKey::parse(""), Err(InvalidKey::Empty));
 ///
-/// // One key for the operation, reused by every retry.
-/// let key = IdempotencyKey::random(&mut default_rng(None));
+/// // One key for the operation, reused by every retry; drawn from the operating system's CSPRNG.
+/// let key = IdempotencyKey::random(&mut rand::rngs::OsRng.unwrap_err());
 /// assert_eq!(key.as_str().len(), 36);
 ///
 /// // A re-run step re-sends the same key; the next call in the step gets another.
@@ -84,9 +85,13 @@ impl IdempotencyKey {
 
     /// A fresh random key: a UUIDv4 (RFC 9562) from `rng`'s bytes, hyphenated lowercase.
     ///
-    /// Pass an RNG seeded from the operating system (`default_rng(None)`, `rand::rng()`): two processes
-    /// seeded alike would draw the same keys, and the second operation would be answered with the first one's
-    /// response. Fixed seeds are for tests.
+    /// Pass a cryptographically secure RNG: RFC 9562 (section 6.9) asks for a CSPRNG for UUIDv4, and a key
+    /// that can be predicted or collides lets one operation be answered with another's stored response. The
+    /// operating system's generator is one — `rand::rngs::OsRng.unwrap_err()` (with `rand::TryRngCore` in
+    /// scope), or `rand::rng()` and `rand::rngs::StdRng::from_os_rng()` where rand's `thread_rng` / `std_rng`
+    /// features are enabled. Not [`DefaultRng`](crate::DefaultRng) (`default_rng`): it is a small, fast,
+    /// predictable generator meant for jitter, not for identifiers. A fixed seed is for tests only: two
+    /// processes seeded alike draw the same keys.
     pub fn random<R: rand::Rng + ?Sized>(rng: &mut R) -> Self {
         let mut bytes = [0u8; 16];
         rng.fill_bytes(&mut bytes);

@@ -6,8 +6,8 @@
 //! sent with every retry, and a server that runs the first request, stores its answer, and replays it for
 //! the same key.
 //!
-//! - Client side: [`IdempotencyKey`] — [`IdempotencyKey::random`] (UUIDv4), generated once, outside the retry
-//!   loop; or [`IdempotencyKey::derived`] (UUIDv5 in a fixed Ballast namespace) from (run id, step id, tool,
+//! - Client side: [`IdempotencyKey`] — [`IdempotencyKey::random`] (UUIDv4 from a cryptographically secure RNG,
+//!   as RFC 9562 asks), generated once, outside the retry loop; or [`IdempotencyKey::derived`] (UUIDv5 in a fixed Ballast namespace) from (run id, step id, tool,
 //!   call ordinal), so an agent step that is re-run re-sends the same key and two calls in one step do not
 //!   collide.
 //! - Server side: [`IdempotencyKey::parse`] validates the header (1-255 printable ASCII characters, else 400);

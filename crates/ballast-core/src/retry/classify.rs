@@ -26,6 +26,10 @@ pub(super) enum Failure {
     RefusedBeforeRunning,
     /// 500, 502, 503, 504, 529: the upstream (or a proxy in front of it) produced an error answer.
     ServerError,
+    /// An error answer the upstream itself declared retryable (`x-should-retry: true`), whatever its status. For
+    /// an upstream that deduplicates, it also says the answer was not stored: a retry with the same key would
+    /// not replay it (Stripe sends `Stripe-Should-Retry: true` exactly when a retry can succeed).
+    DeclaredRetryable,
 }
 
 /// Whether a retryable failure of a side-effecting call may be retried, by the upstream's deduplication.
@@ -37,8 +41,10 @@ pub(super) const fn side_effect_may_retry(upstream: UpstreamIdempotency, failure
         (UpstreamIdempotency::None, _) => false,
         // Deduplicates, stores only successes: the same key makes any retry safe.
         (UpstreamIdempotency::Keyed, _) => true,
-        // Stores every answer it produced: a 5xx would be replayed as the same 5xx.
+        // Stores every answer it produced: a 5xx would be replayed as the same 5xx — unless the upstream said
+        // it may be retried, which it only says of an answer it did not store; the key still deduplicates.
         (UpstreamIdempotency::KeyedReplaysErrors, Failure::ServerError) => false,
+        (UpstreamIdempotency::KeyedReplaysErrors, Failure::DeclaredRetryable) => true,
         (UpstreamIdempotency::KeyedReplaysErrors, _) => true,
     }
 }
@@ -82,18 +88,23 @@ fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
         }
         ProblemKind::None | ProblemKind::IdempotencyInProgress => {}
     }
-    let retry = Verdict::Retry {
-        retry_after: response.retry_after,
-    };
-    match response.should_retry {
-        // The upstream knows whether it acted or stored the answer: its word overrides status and table.
-        Some(true) => retry,
-        Some(false) => Verdict::Stop(StopReason::UpstreamSaidNoRetry { status }),
+    // The upstream's word overrides the status classification only. `false` stops everything; `true` makes the
+    // answer retryable, but whether re-sending a side effect is safe stays the table's call: an upstream that
+    // does not deduplicate (`none`) could act twice whatever it says.
+    let failure = match response.should_retry {
+        Some(false) => return Verdict::Stop(StopReason::UpstreamSaidNoRetry { status }),
+        Some(true) => Failure::DeclaredRetryable,
         None => match retryable_status(status, response.problem) {
-            None => Verdict::Stop(StopReason::NotRetryable { status }),
-            Some(failure) if may_retry(kind, failure) => retry,
-            Some(failure) => Verdict::Stop(unsafe_to_retry(kind, failure, status)),
+            None => return Verdict::Stop(StopReason::NotRetryable { status }),
+            Some(failure) => failure,
         },
+    };
+    if may_retry(kind, failure) {
+        Verdict::Retry {
+            retry_after: response.retry_after,
+        }
+    } else {
+        Verdict::Stop(unsafe_to_retry(kind, failure, status))
     }
 }
 
@@ -122,11 +133,16 @@ mod tests {
     fn side_effect_table_follows_design() {
         use Failure::*;
         use UpstreamIdempotency as U;
-        let failures = [LostAfterSending, RefusedBeforeRunning, ServerError];
+        let failures = [
+            LostAfterSending,
+            RefusedBeforeRunning,
+            ServerError,
+            DeclaredRetryable,
+        ];
         let row = |u| failures.map(|f| side_effect_may_retry(u, f));
-        assert_eq!(row(U::None), [false, false, false]);
-        assert_eq!(row(U::Keyed), [true, true, true]);
-        assert_eq!(row(U::KeyedReplaysErrors), [true, true, false]);
+        assert_eq!(row(U::None), [false, false, false, false]);
+        assert_eq!(row(U::Keyed), [true, true, true, true]);
+        assert_eq!(row(U::KeyedReplaysErrors), [true, true, false, true]);
     }
 
     #[test]

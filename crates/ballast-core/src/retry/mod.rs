@@ -22,7 +22,8 @@
 //! 1. **Is it a failure at all?** 1xx-3xx answers are [`RetryDecision::Done`].
 //! 2. **Can a retry help?** Provider problems a wait cannot fix stop at once: `insufficient_quota` (the model
 //!    route moves to its next deployment instead of waiting) and a context-length error. Then
-//!    `x-should-retry: true|false` from the upstream, when present, decides; otherwise the retryable set:
+//!    `x-should-retry: true|false` from the upstream, when present, decides whether the answer is retryable
+//!    (rule 3 still decides whether it is safe); otherwise the retryable set:
 //!    never-sent errors, timeouts and transport errors after sending, statuses 408, 425, 429, 500, 502, 503,
 //!    504, 529, and 409 only as an idempotency "in progress" answer (`urn:ballast:idempotency-in-progress`,
 //!    Stripe's `idempotency_key_in_use`). Every other 4xx is final (AWS Builders' Library, "Timeouts, retries
@@ -40,20 +41,30 @@
 //!      4xx in the set — 408, 425, 429, 409 in progress — are retried: those are answered before the operation
 //!      runs and are not stored (Stripe: "results are only saved if an API endpoint started executing").
 //!
-//!    `x-should-retry` overrides this table too: only an answer carries it, and an upstream that says `true`
-//!    states that a retry is safe and useful (Stripe's `Stripe-Should-Retry` is sent exactly for this).
-//! 4. **Is this the layer that retries?** Retries happen at exactly one layer (reference/002: 3 tries over 5
-//!    layers = 243x). A request from another Ballast (`ballast-hop`) or from an SDK that is already retrying
-//!    (`x-stainless-retry-count` > 0) gets one attempt: [`retries_allowed_here`].
-//! 5. **The attempt cap** (`max_attempts`, default 3).
-//! 6. **How long to wait.** The upstream's `Retry-After` / `retry-after-ms` is honoured, never shortened, plus a
+//!    `x-should-retry` overrides the retryable set of rule 2, not this table: `false` stops every kind of call,
+//!    `true` makes any error answer retryable, and then the table still decides whether re-sending a side effect
+//!    is safe. A `none` upstream's answer is never re-sent, whatever the header: nothing deduplicates the second
+//!    try, and an upstream's "retry me" cannot make that safe. A `keyed_replays_errors` 5xx that says `true` *is*
+//!    retried: the upstream only says so of an answer it did not store (Stripe's `Stripe-Should-Retry` is sent
+//!    exactly for this), and the same key still deduplicates the retry. `keyed` retries it as it retries any
+//!    retryable answer.
+//! 4. **The attempt cap** (`max_attempts`, default 3).
+//! 5. **How long to wait.** The upstream's `Retry-After` / `retry-after-ms` is honoured, never shortened, plus a
 //!    small jitter on top (10% of it, at most `retry_after_jitter`, default 1 s) so the clients it paced do not
 //!    return together; a value over `max_retry_after` (default 60 s) stops the call at once. Without it, the
 //!    [`Backoff`](crate::Backoff) draws the sleep (full jitter by default, AWS).
-//! 7. **Does the wait fit?** [`Deadline::check_wait`](crate::Deadline::check_wait): the wait must leave the
+//! 6. **Does the wait fit?** [`Deadline::check_wait`](crate::Deadline::check_wait): the wait must leave the
 //!    reserve and `min_attempt` for the next attempt, or the call stops now with the deadline error rather than
 //!    sleeping towards a certain failure.
-//! 8. **Can we afford it?** Only when everything above says retry: one retry from the run's allowance (when the
+//! 7. **Is this the layer that retries?** Retries happen at exactly one layer (reference/002: 3 tries over 5
+//!    layers = 243x). A request from another Ballast (`ballast-hop`) or from an SDK that is already retrying
+//!    (`x-stainless-retry-count` > 0) gets one attempt: [`retries_allowed_here`]. Its retryable failure still
+//!    passes rules 4-6 and the budget checks of rule 8 — looked at, nothing withdrawn — so a caller whose retry
+//!    could not succeed either (cap reached, no time left, allowance or budget spent) hears the reason that stops
+//!    it, with `x-should-retry: false` (DESIGN.md: "false" when retries are spent or the deadline passed). Only
+//!    when a retry would have gone ahead does the call stop with [`StopReason::RetriesAtCaller`] and
+//!    `x-should-retry: true`: the caller's retry layer is the one layer that retries.
+//! 8. **Can we afford it?** Only when everything above says retry here: one retry from the run's allowance (when the
 //!    call belongs to a run, [`RunAllowance`]), then one from the upstream's [`RetryBudget`](crate::RetryBudget)
 //!    (Finagle, Google SRE "Handling Overload"). If the budget refuses after the allowance gave, the allowance
 //!    gets its retry back. `decide` also deposits each call's first attempt in the budget (the traffic a ratio
@@ -91,7 +102,8 @@ pub enum UpstreamIdempotency {
     /// with the same key.
     Keyed,
     /// The upstream stores every answer per key (Stripe): a keyed 5xx is not retried, since the replay would be
-    /// the same 5xx; timeouts and transport errors are retried with the same key.
+    /// the same 5xx (unless it carries `x-should-retry: true`: then it was not stored); timeouts and transport
+    /// errors are retried with the same key.
     KeyedReplaysErrors,
 }
 

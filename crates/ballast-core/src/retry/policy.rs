@@ -1,4 +1,4 @@
-//! The policy and the decision: rules 4-8 (one layer, attempt cap, the wait, the deadline, the budgets).
+//! The policy and the decision: rules 4-8 (the attempt cap, the wait, the deadline, one layer, the budgets).
 
 use std::time::Duration;
 
@@ -6,6 +6,7 @@ use rand::Rng;
 
 use super::classify::{Verdict, classify};
 use super::{AttemptOutcome, CallKind, RunAllowance, StopReason};
+use crate::time::saturating_nanos;
 use crate::{Backoff, Deadline, Instant, RetryBudget};
 
 /// Default attempts per call, the first included (DESIGN.md: 3).
@@ -24,6 +25,16 @@ pub enum InvalidRetryPolicy {
     /// `max_attempts` is zero: a call makes at least one attempt.
     #[error("retry.max_attempts: 0 is not allowed; a call makes at least one attempt (1 means no retries)")]
     ZeroAttempts,
+    /// `max_attempts` is over [`RetryPolicy::LARGEST_MAX_ATTEMPTS`].
+    #[error(
+        "retry.max_attempts: {max_attempts} is more than {} attempts per call; the deadline and the retry budget \
+         bound a call long before that, so use a smaller cap",
+        RetryPolicy::LARGEST_MAX_ATTEMPTS
+    )]
+    TooManyAttempts {
+        /// The value given.
+        max_attempts: u32,
+    },
 }
 
 /// What to do after an attempt.
@@ -67,7 +78,8 @@ impl CallState {
     }
 
     /// The same call, retried here or not ([`retries_allowed_here`](crate::retries_allowed_here)): a call that
-    /// may not retry gets one attempt, and a retryable failure stops with [`StopReason::RetriesAtCaller`].
+    /// may not retry gets one attempt. A retryable failure stops with [`StopReason::RetriesAtCaller`] when a retry
+    /// here would have gone ahead, else with the reason that would have stopped it (module docs, rule 7).
     pub const fn with_retries_here(mut self, allowed: bool) -> Self {
         self.retries_here = allowed;
         self
@@ -157,11 +169,21 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The largest `max_attempts` accepted. Retries pay off in the first few tries (AWS SDKs default to 3; gRPC's
+    /// retry design treats any `maxAttempts` over 5 as 5); a cap in the hundreds bounds nothing the deadline and
+    /// the budget do not, while worst-case arithmetic over it (`ballast plan`, amplification over layers) only
+    /// grows. 100 leaves room for unusual upstreams and keeps every product finite.
+    pub const LARGEST_MAX_ATTEMPTS: u32 = 100;
+
     /// A policy of at most `max_attempts` attempts per call (the first included), sleeping by `backoff` when the
-    /// upstream asks for no particular wait.
+    /// upstream asks for no particular wait. `max_attempts` is between 1 and
+    /// [`LARGEST_MAX_ATTEMPTS`](RetryPolicy::LARGEST_MAX_ATTEMPTS).
     pub fn new(max_attempts: u32, backoff: Backoff) -> Result<Self, InvalidRetryPolicy> {
         if max_attempts == 0 {
             return Err(InvalidRetryPolicy::ZeroAttempts);
+        }
+        if max_attempts > Self::LARGEST_MAX_ATTEMPTS {
+            return Err(InvalidRetryPolicy::TooManyAttempts { max_attempts });
         }
         Ok(RetryPolicy {
             max_attempts,
@@ -232,9 +254,6 @@ impl RetryPolicy {
             Verdict::Stop(reason) => return RetryDecision::Stop(reason),
             Verdict::Retry { retry_after } => retry_after,
         };
-        if !call.retries_here {
-            return RetryDecision::Stop(StopReason::RetriesAtCaller);
-        }
         if call.attempts >= self.max_attempts {
             return RetryDecision::Stop(StopReason::AttemptsExhausted {
                 attempts: call.attempts,
@@ -244,6 +263,9 @@ impl RetryPolicy {
             Ok(after) => after,
             Err(reason) => return RetryDecision::Stop(reason),
         };
+        if !call.retries_here {
+            return RetryDecision::Stop(Self::stop_for_caller(now, budget, run));
+        }
         if let Some(run) = run
             && !run.try_take()
         {
@@ -259,7 +281,25 @@ impl RetryPolicy {
         RetryDecision::Retry { after }
     }
 
-    /// Rules 6-7: the wait before the next attempt, and whether the deadline can hold it and an attempt after.
+    /// Rule 7 for a call this layer does not retry, reached only when the cap and the deadline would have allowed
+    /// a retry: a spent run allowance or an empty budget would still have stopped one, and the caller hears that
+    /// (`x-should-retry: false`; its retry would be refused the same way). Only when a retry would have gone ahead
+    /// is the caller's retry layer told to retry ([`StopReason::RetriesAtCaller`]). Nothing is withdrawn: this
+    /// layer makes no retry, so it spends nothing.
+    fn stop_for_caller<B>(now: Instant, budget: &B, run: Option<&RunAllowance>) -> StopReason
+    where
+        B: RetryBudget + ?Sized,
+    {
+        if run.is_some_and(|run| run.left() == 0) {
+            StopReason::RunAllowanceExhausted
+        } else if budget.available(now) == 0 {
+            StopReason::RetryBudgetExhausted
+        } else {
+            StopReason::RetriesAtCaller
+        }
+    }
+
+    /// Rules 5-6: the wait before the next attempt, and whether the deadline can hold it and an attempt after.
     fn wait<R: Rng + ?Sized>(
         &self,
         retry_after: Option<Duration>,
@@ -287,7 +327,7 @@ impl RetryPolicy {
             .remaining(now)
             .saturating_sub(asked)
             .saturating_sub(deadline.reserve())
-            .saturating_sub(deadline.min_attempt());
+            .saturating_sub(deadline.least_attempt());
         let window = (asked / RETRY_AFTER_JITTER_DIVISOR)
             .min(self.retry_after_jitter)
             .min(slack);
@@ -300,6 +340,5 @@ fn draw_up_to<R: Rng + ?Sized>(max: Duration, rng: &mut R) -> Duration {
     if max.is_zero() {
         return Duration::ZERO;
     }
-    let max_ns = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
-    Duration::from_nanos(rng.random_range(0..=max_ns))
+    Duration::from_nanos(rng.random_range(0..=saturating_nanos(max)))
 }

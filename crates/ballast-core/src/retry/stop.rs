@@ -61,7 +61,9 @@ pub enum StopReason {
         max: Duration,
     },
     /// The failure was retryable, but the request came from a layer that retries itself (another Ballast, an SDK
-    /// already retrying): retries happen at exactly one layer, so this one made a single attempt.
+    /// already retrying): retries happen at exactly one layer, so this one made a single attempt. Only chosen
+    /// when a retry here would otherwise have gone ahead (attempts, deadline, run allowance and budget allowed
+    /// it); else the call stops with the reason that would have stopped that retry.
     RetriesAtCaller,
     /// The call made `max_attempts` attempts.
     AttemptsExhausted {
@@ -108,12 +110,13 @@ impl StopReason {
     /// refused budget or allowance, a `Retry-After` too long, or insufficient quota — and on a wait that does not
     /// fit before the deadline while an attempt still does (the fallback needs no wait). Not when the deadline
     /// cannot hold an attempt (the fallback shares it), on an answer another deployment would give too
-    /// (`NotRetryable`), or on a context-length error (the route's opt-in handling decides).
+    /// (`NotRetryable`), on a context-length error (the route's opt-in handling decides), nor on
+    /// [`RetriesAtCaller`](StopReason::RetriesAtCaller): an attempt at the fallback is a second attempt made by
+    /// this layer, which is exactly what the one-layer rule forbids; the caller, told `x-should-retry: true`, is
+    /// the layer that tries again (and reaches the fallback itself once the primary's breaker opens).
     pub fn moves_to_fallback(&self) -> bool {
         match self {
-            StopReason::Deadline(exceeded) => {
-                exceeded.remaining >= exceeded.reserve.saturating_add(exceeded.min_attempt)
-            }
+            StopReason::Deadline(exceeded) => exceeded.attempt_fits(),
             _ => matches!(
                 self,
                 StopReason::AttemptsExhausted { .. }

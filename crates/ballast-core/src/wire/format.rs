@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::timeout::{GRPC_MAX_VALUE, GRPC_UNITS};
+use crate::time::saturating_nanos;
 
 /// A duration as `ballast-timeout-ms` / `x-envoy-expected-rq-timeout-ms`: whole milliseconds, rounded down.
 ///
@@ -48,7 +49,7 @@ pub fn format_timeout_ms(timeout: Duration) -> String {
 /// assert_eq!(format_grpc_timeout(Duration::from_secs(100 * 3600)), "360000S");
 /// ```
 pub fn format_grpc_timeout(timeout: Duration) -> String {
-    let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+    let nanos = saturating_nanos(timeout);
     // u64::MAX nanoseconds is about 5.1 million hours, so hours always fit: the fallback is never short.
     let (unit_nanos, unit) = GRPC_UNITS
         .into_iter()

@@ -251,3 +251,17 @@ fn a_reopened_breaker_draws_a_new_open_time() {
     assert_ne!(first, second);
     assert!((15_000 * MS..=45_000 * MS).contains(&second));
 }
+
+#[test]
+fn the_longest_open_time_with_the_widest_jitter_opens_without_overflow() {
+    let b = breaker(
+        BreakerConfig::builder()
+            .consecutive_failures(1)
+            .open_for(BreakerConfig::MAX_OPEN_FOR)
+            .open_jitter(0.99),
+    );
+    trip(&b, at(0));
+    let left = b.open_remaining(at(0)).expect("open");
+    let (low, high) = b.config().open_time_bounds();
+    assert!((low..=high).contains(&left), "{left:?}");
+}

@@ -127,6 +127,35 @@ fn any_probe_failure_reopens_and_other_probes_become_late() {
     assert_eq!(b.state(now), Open);
 }
 
+/// Review finding 3: a probe that answers, but slower than `slow_call`, is a failed probe. (Recording only
+/// `CallResult::Failure` as a probe failure passed every other test.)
+#[test]
+fn a_slow_probe_reopens_the_breaker() {
+    let b = breaker(
+        no_jitter()
+            .consecutive_failures(1)
+            .half_open_probes(2)
+            .success_threshold(2)
+            .slow_call(Some(100 * MS)),
+    );
+    trip(&b, at(0));
+    let now = at(30_000);
+    let (quick, slow) = (b.try_acquire(now).unwrap(), b.try_acquire(now).unwrap());
+    assert_eq!(
+        quick.record(CallResult::Success, 100 * MS, now),
+        None,
+        "not slower than slow_call"
+    );
+    let t = slow
+        .record(CallResult::Success, 101 * MS, now)
+        .expect("a slow probe reopens");
+    assert_eq!(
+        (t.from, t.to, t.reason),
+        (HalfOpen, Open, TransitionReason::ProbeFailed)
+    );
+    assert_eq!(b.state(now), Open);
+}
+
 #[test]
 fn a_call_started_before_the_breaker_opened_cannot_reopen_it() {
     let b = breaker(no_jitter().consecutive_failures(1));

@@ -1,4 +1,4 @@
-//! Rules 4, 5 and 8: one layer, the attempt cap, the run allowance and the budget.
+//! Rules 4, 7 and 8: the attempt cap, one layer, the run allowance and the budget.
 
 use super::*;
 use std::sync::atomic::Ordering;
@@ -55,6 +55,20 @@ fn zero_attempts_is_refused_at_construction() {
         RetryPolicy::new(1, Backoff::default()).map(|p| p.max_attempts()),
         Ok(1)
     );
+    assert_eq!(
+        RetryPolicy::new(100, Backoff::default()).map(|p| p.max_attempts()),
+        Ok(100)
+    );
+    // Review finding 5: up to u32::MAX was accepted, and `ballast plan` looped per attempt over it.
+    for max_attempts in [101, u32::MAX] {
+        let err = RetryPolicy::new(max_attempts, Backoff::default()).unwrap_err();
+        assert_eq!(err, InvalidRetryPolicy::TooManyAttempts { max_attempts });
+        let message = err.to_string();
+        assert!(
+            message.contains("max_attempts") && message.contains(&max_attempts.to_string()),
+            "{message}"
+        );
+    }
     assert_eq!(RetryPolicy::default().max_attempts(), 3);
     assert_eq!(RetryPolicy::default().max_retry_after(), 60 * SECOND);
 }
@@ -185,12 +199,64 @@ fn a_request_from_a_retrying_layer_gets_one_attempt() {
         reason.should_retry_header(),
         "the caller is the layer that retries"
     );
+    assert!(
+        !reason.moves_to_fallback(),
+        "a fallback attempt would be a second layer of retries"
+    );
     assert_eq!(
         single(AttemptOutcome::status(400)),
         stop(StopReason::NotRetryable { status: 400 })
     );
     assert_eq!(single(AttemptOutcome::status(200)), RetryDecision::Done);
     assert_eq!(budget.withdrawn(), 0);
+}
+
+/// Regression (review finding 1): the one-layer check ran before every limit, so an SDK already retrying was
+/// told `x-should-retry: true` with no time, no budget or no allowance left for its retry.
+#[test]
+fn a_retrying_caller_is_told_false_when_a_retry_could_not_go_ahead() {
+    let outcome = AttemptOutcome::status(503);
+    let at_caller =
+        |policy: RetryPolicy, deadline: Deadline, budget: &Counted, run: Option<&RunAllowance>| {
+            let mut call = CallState::new(CallKind::Model, deadline).with_retries_here(false);
+            policy.decide(&outcome, &mut call, at(0), budget, run, &mut rng())
+        };
+    let plenty = Deadline::after(at(0), 30 * SECOND);
+    let (full, empty) = (Counted::unlimited(), Counted::new(0));
+    let once = RetryPolicy::new(1, Backoff::default()).unwrap();
+    assert_eq!(
+        at_caller(once, plenty, &full, None),
+        stop(StopReason::AttemptsExhausted { attempts: 1 })
+    );
+    // 40 ms left: not even the reserve and `min_attempt` of the next attempt.
+    let tight = Deadline::after(at(0), 40 * MS);
+    assert!(matches!(
+        at_caller(policy(), tight, &full, None),
+        RetryDecision::Stop(StopReason::Deadline(_))
+    ));
+    let spent = RunAllowance::new(0);
+    assert_eq!(
+        at_caller(policy(), plenty, &full, Some(&spent)),
+        stop(StopReason::RunAllowanceExhausted)
+    );
+    assert_eq!(
+        at_caller(policy(), plenty, &empty, None),
+        stop(StopReason::RetryBudgetExhausted)
+    );
+    let run = RunAllowance::new(1);
+    assert_eq!(
+        at_caller(policy(), plenty, &full, Some(&run)),
+        stop(StopReason::RetriesAtCaller)
+    );
+    // Looked at, never withdrawn: this layer makes no retry.
+    assert_eq!((full.withdrawn(), empty.refused(), run.left()), (0, 0, 1));
+    for reason in [
+        StopReason::AttemptsExhausted { attempts: 1 },
+        StopReason::RunAllowanceExhausted,
+        StopReason::RetryBudgetExhausted,
+    ] {
+        assert!(!reason.should_retry_header(), "{reason:?}");
+    }
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! One test per rule of the decision, through `RetryPolicy::decide` (the shell's view), and the property tests.
 //!
 //! - `safety`: rules 1-3, what is retried at all (the retryable set, `x-should-retry`, upstream idempotency).
-//! - `waits`: rules 6-7, `Retry-After`, the backoff and the deadline.
-//! - `limits`: rules 4, 5 and 8, one layer, the attempt cap, the run allowance and the budget.
+//! - `waits`: rules 5-6, `Retry-After`, the backoff and the deadline.
+//! - `limits`: rules 4, 7 and 8, the attempt cap, one layer, the run allowance and the budget.
 //! - `properties`: whole simulated runs with a fake clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -81,7 +81,7 @@ fn policy() -> impl Strategy<Value = RetryPolicy> {
 }
 
 fn deadline() -> impl Strategy<Value = Deadline> {
-    (0u64..20_000, 0u64..200, 1u64..300).prop_map(|(timeout_ms, reserve_ms, min_attempt_ms)| {
+    (0u64..20_000, 0u64..200, 0u64..300).prop_map(|(timeout_ms, reserve_ms, min_attempt_ms)| {
         Deadline::after(Instant::ZERO, ms(timeout_ms))
             .with_reserve(ms(reserve_ms))
             .with_min_attempt(ms(min_attempt_ms))
@@ -111,7 +111,7 @@ impl Run {
                     prop_assert_eq!(call.attempts(), 0, "a retry's wait left no room for its attempt");
                     return Ok(retries);
                 };
-                prop_assert!(deadline.usable(now) >= deadline.min_attempt());
+                prop_assert!(deadline.usable(now) >= deadline.min_attempt() && !timeout.is_zero());
                 let (outcome, share) = attempts.next().copied().unwrap_or((AttemptOutcome::NeverSent, 0));
                 now = now + attempt_time(&outcome, timeout, share);
                 let decision =
@@ -142,6 +142,7 @@ impl Run {
                 // (a) No wait ends past deadline - reserve - min_attempt.
                 let latest = deadline.instant() - deadline.reserve() - deadline.min_attempt();
                 prop_assert!(now <= latest, "wait ended at {:?}, latest {:?}", now, latest);
+                prop_assert!(!deadline.usable(now).is_zero(), "a wait left no usable time");
             }
         }
         Ok(retries)

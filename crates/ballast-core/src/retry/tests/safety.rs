@@ -100,12 +100,29 @@ fn a_none_upstream_retries_only_never_sent_errors() {
     );
 }
 
+/// Regression (review finding 2): `x-should-retry: true` used to override the upstream idempotency table, so
+/// a `none` upstream's 5xx was re-sent and the side effect could run twice.
 #[test]
-fn the_upstream_may_declare_a_retry_safe() {
-    // Only an answer carries x-should-retry; the upstream knows whether it acted or stored the answer.
-    for (kind, status) in [(NONE, 503), (NONE, 500), (REPLAYS, 500)] {
-        let decision = first(kind, answer(ResponseInfo::status(status).with_should_retry(true)));
-        assert!(is_retry(decision), "{kind:?} {status}");
+fn the_upstream_may_declare_an_answer_retryable_but_not_a_resend_safe() {
+    for status in [500, 503, 400, 409] {
+        let declared = || answer(ResponseInfo::status(status).with_should_retry(true));
+        assert_eq!(
+            first(NONE, declared()),
+            stop(StopReason::NotDeduplicated { status }),
+            "nothing deduplicates a second send to a `none` upstream"
+        );
+        // The upstream says it did not store this answer, and the key deduplicates the retry.
+        for kind in [REPLAYS, KEYED, CallKind::Model, CallKind::ReadOnlyTool] {
+            assert!(is_retry(first(kind, declared())), "{kind:?} {status}");
+        }
+    }
+    for kind in KINDS {
+        let refused = first(kind, answer(ResponseInfo::status(429).with_should_retry(false)));
+        assert_eq!(
+            refused,
+            stop(StopReason::UpstreamSaidNoRetry { status: 429 }),
+            "{kind:?}"
+        );
     }
 }
 

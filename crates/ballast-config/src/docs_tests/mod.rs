@@ -1,0 +1,188 @@
+//! docs/config.md and examples/ballast.toml kept in step with the code, and round trips.
+//!
+//! - `keys`: every key of the schema is documented, every documented key exists, and its documented default is
+//!   the default.
+//! - `example`: examples/ballast.toml loads as the flash-sale setup and fits its own deadline.
+//! - here: the fully populated raw config every test starts from, and the round trips.
+
+use crate::*;
+
+mod example;
+mod keys;
+
+const DOCS: &str = include_str!("../../../../docs/config.md");
+const EXAMPLE: &str = include_str!("../../../../examples/ballast.toml");
+
+fn text(s: &str) -> Option<HumanValue> {
+    Some(HumanValue::from(s))
+}
+
+fn retry() -> Option<RawRetry> {
+    Some(RawRetry {
+        max_attempts: Some(2),
+        base: text("50ms"),
+        cap: text("1s"),
+        jitter: Some("decorrelated".into()),
+    })
+}
+
+fn breaker() -> Option<RawBreaker> {
+    Some(RawBreaker {
+        consecutive_failures: Some(4),
+        failure_rate: Some(0.4),
+        window: text("20s"),
+        min_calls: Some(10),
+        slow_call: text("2s"),
+        open_for: text("15s"),
+        open_jitter: Some(0.2),
+        half_open_probes: Some(4),
+        success_threshold: Some(2),
+    })
+}
+
+/// Every field of every raw struct set. Struct literals without `..`: a field added to a raw struct does not
+/// compile until it is added here, and then the tests below ask for its documentation.
+fn fully_populated() -> RawConfig {
+    let tool = |name: &str, budget: RawBudget, fallback_tool: Option<String>, fallback_response| RawTool {
+        name: Some(name.into()),
+        upstream: Some(RawUpstream {
+            method: Some("PUT".into()),
+            url: Some(format!("http://127.0.0.1:9000/{name}")),
+        }),
+        side_effects: Some(true),
+        upstream_idempotency: Some("keyed".into()),
+        priority: Some("sheddable_plus".into()),
+        per_try_timeout: text("1.5s"),
+        retry: retry(),
+        budget: Some(budget),
+        breaker: breaker(),
+        concurrency: Some(8),
+        queue: Some(16),
+        fallback_tool,
+        fallback_response,
+    };
+    RawConfig {
+        version: 1,
+        server: RawServer {
+            listen: Some("0.0.0.0:9090".into()),
+            default_timeout: text("20s"),
+            max_timeout: text("1m"),
+            reserve: text("20ms"),
+            min_attempt: text("30ms"),
+            body_limit: text("1MiB"),
+            grace: text("5s"),
+            max_retry_after: text("30s"),
+        },
+        principals: vec![
+            RawPrincipal {
+                name: Some("a".into()),
+                key_env: Some("KEY_A".into()),
+                key_hash_env: None,
+            },
+            RawPrincipal {
+                name: Some("b".into()),
+                key_env: None,
+                key_hash_env: Some("KEY_B_SHA256".into()),
+            },
+        ],
+        // `url` and `url_env` exclude each other; both are set here only so that both keys are seen.
+        store: RawStore {
+            url: Some("sqlite::memory:".into()),
+            url_env: Some("STORE_URL".into()),
+            retention: text("1h"),
+        },
+        run: RawRun {
+            retry_allowance: Some(5),
+            ttl: text("15m"),
+        },
+        models: vec![
+            RawModel {
+                name: Some("gpt-4.1".into()),
+                deployments: vec![
+                    RawDeployment {
+                        base_url: Some("https://api.openai.com/v1".into()),
+                        model: Some("gpt-4.1".into()),
+                        api_key_env: Some("OPENAI_API_KEY".into()),
+                        per_try_timeout: text("10s"),
+                    },
+                    RawDeployment {
+                        base_url: Some("http://127.0.0.1:9000/v1".into()),
+                        model: Some("mock".into()),
+                        ..Default::default()
+                    },
+                ],
+                per_try_timeout: text("12s"),
+                primary_share: Some(0.7),
+                retry: retry(),
+                budget: Some(RawBudget::Ratio {
+                    ratio: Some(0.1),
+                    min_per_sec: Some(5),
+                    window: text("30s"),
+                }),
+                breaker: breaker(),
+                context: Some(RawContext {
+                    on_overflow: Some("fallback".into()),
+                }),
+            },
+            RawModel {
+                name: Some("small".into()),
+                deployments: vec![RawDeployment {
+                    base_url: Some("http://127.0.0.1:9001/v1".into()),
+                    ..Default::default()
+                }],
+                budget: Some(RawBudget::TokenBucket {
+                    capacity: Some(20),
+                    refill_per_sec: Some(2.0),
+                }),
+                ..Default::default()
+            },
+        ],
+        tools: vec![
+            tool(
+                "refund",
+                RawBudget::TokenBucket {
+                    capacity: Some(5),
+                    refill_per_sec: Some(0.5),
+                },
+                Some("refund_later".into()),
+                None,
+            ),
+            tool(
+                "refund_later",
+                RawBudget::Ratio {
+                    ratio: Some(0.3),
+                    min_per_sec: Some(1),
+                    window: text("5s"),
+                },
+                None,
+                Some(toml::Value::Table(toml::toml! { queued = true })),
+            ),
+        ],
+    }
+}
+
+#[test]
+fn raw_config_round_trips_through_toml() {
+    for raw in [fully_populated(), RawConfig::default(), parse(EXAMPLE).unwrap()] {
+        let text = toml::to_string(&raw).unwrap();
+        assert_eq!(parse(&text).unwrap(), raw, "{text}");
+    }
+}
+
+#[test]
+fn typed_config_round_trips_with_every_value_written_out() {
+    let mut valid = fully_populated();
+    valid.tools[0].fallback_tool = None; // fallback_tool and fallback_response are exclusive per tool
+    valid.tools[0].fallback_response = Some(toml::Value::String("later".into()));
+    valid.tools[1].fallback_tool = Some("refund".into());
+    valid.tools[1].fallback_response = None;
+    valid.store.url_env = None;
+    for config in [
+        validate(&valid).unwrap(),
+        Config::from_toml_str(EXAMPLE).unwrap(),
+        Config::embedded_default(),
+    ] {
+        let written = toml::to_string(&RawConfig::from(&config)).unwrap();
+        assert_eq!(Config::from_toml_str(&written).unwrap(), config, "{written}");
+    }
+}

@@ -1,0 +1,88 @@
+//! A sent side-effecting attempt is never abandoned: it runs on its own task, to its own timeout.
+//!
+//! Why: once a refund request has left, the upstream may act on it whether or not anyone waits for the answer.
+//! Dropping the attempt would not undo the refund — it would only lose the one fact that matters, whether the
+//! refund happened. So the attempt runs on a spawned task; the caller awaits its outcome through a channel, and
+//! if the caller is gone (its future dropped, its token cancelled) the task still finishes, records the outcome
+//! in the call's report marked `background` (and `outcome_unknown` when it got no answer after sending), and
+//! logs a warning with the idempotency key to look it up by.
+
+use std::future::Future;
+
+use ballast_core::Deadline;
+use bytes::Bytes;
+use http::Response;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::record::{AttemptRecorder, Recorded};
+use crate::{Error, context};
+
+/// What the background task needs besides the attempt itself.
+#[derive(Debug)]
+pub(super) struct Detached {
+    /// Records the attempt's outcome.
+    pub(super) recorder: AttemptRecorder,
+    /// The attempt's number, for the log.
+    pub(super) number: u32,
+    /// The `Idempotency-Key` the attempt carries, for the log.
+    pub(super) idempotency_key: Option<String>,
+    /// The call's deadline, kept in scope on the task.
+    pub(super) deadline: Option<Deadline>,
+}
+
+/// Runs `attempt` on its own task and waits for its outcome, or for `cancel` (then the task goes on alone).
+pub(super) async fn run_detached<F>(
+    attempt: F,
+    detached: Detached,
+    cancel: &CancellationToken,
+) -> Result<Response<Bytes>, Error>
+where
+    F: Future<Output = Result<Response<Bytes>, Error>> + Send + 'static,
+{
+    let (deliver, delivered) = oneshot::channel();
+    let Detached {
+        recorder,
+        number,
+        idempotency_key,
+        deadline,
+    } = detached;
+    let task = async move {
+        let outcome = attempt.await;
+        let recorded = recorder.finish(&outcome);
+        if deliver.send(outcome).is_err() {
+            finished_after_caller_left(&recorded, number, idempotency_key.as_deref());
+        }
+    }
+    .in_current_span();
+    // The task leaves the caller's task-local scope behind: a call made below still sees the deadline.
+    match deadline {
+        Some(deadline) => drop(tokio::spawn(context::scope(deadline, task))),
+        None => drop(tokio::spawn(task)),
+    }
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Error::Cancelled),
+        delivered = delivered => delivered.unwrap_or_else(|_task_ended_without_an_outcome| {
+            Err(Error::transport(true, "the attempt's task ended without an outcome (it panicked or the runtime stopped)"))
+        }),
+    }
+}
+
+/// The caller is gone: the outcome lives only in the report and the log. An attempt that got no answer after it
+/// was sent leaves the side effect unknown (nobody will retry it now), and the report says so.
+fn finished_after_caller_left(recorded: &Recorded, number: u32, idempotency_key: Option<&str>) {
+    recorded.report.mark_background(recorded.index);
+    if recorded.unanswered_after_sending {
+        recorded.report.update(|r| r.outcome_unknown = true);
+    }
+    let target = recorded.report.snapshot().target;
+    tracing::warn!(
+        call = %target,
+        attempt = number,
+        idempotency_key,
+        outcome = %recorded.description,
+        "a side-effecting attempt finished after its caller left; its outcome is in the call's report"
+    );
+}

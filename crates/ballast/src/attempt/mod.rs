@@ -1,0 +1,202 @@
+//! The attempt layer: one attempt, bounded by its own timeout, labelled for the upstream, and recorded.
+//!
+//! Why a layer per attempt: the deadline bounds the whole call, but each attempt needs its own, shorter bound —
+//! `min(per_try, remaining - reserve)` — so that a hung attempt leaves time for the next one, and so that the
+//! upstream is told how long **this** attempt will wait (it can give up when its caller has). It sits innermost,
+//! below the retry layer and the breaker, right above the transport, and runs once per attempt:
+//!
+//! - **The timeout.** [`Deadline::attempt_timeout`](ballast_core::Deadline::attempt_timeout) of the call's
+//!   effective deadline (its run's and the enclosing [`scope`](crate::scope)'s included) and `per_try`. When
+//!   what is left cannot hold the least attempt worth starting, nothing is sent: [`Error::DeadlineExceeded`].
+//!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent).
+//! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout),
+//!   `ballast-attempt` (the [`AttemptNumber`] the retry layer set, 1 without one) and `ballast-hop` (the
+//!   context's hop + 1), replacing any value the request carried.
+//! - **The report.** Each attempt is a line of the call's report: its number, status or error, duration, and
+//!   whether it may have been sent (no only for errors that prove it never left).
+//! - **Cancellation** (DESIGN.md, "Deadline"). A read-only or model attempt stops when the caller goes away
+//!   (its future dropped, or the context's `cancel` token: [`Error::Cancelled`]). A side-effecting attempt
+//!   ([`CallKind::SideEffectingTool`]) is never abandoned once sent: it runs on its own task to its own
+//!   timeout, and if the caller is gone its outcome is recorded in the report (marked background) and logged —
+//!   the upstream may have acted, and the caller must be able to find out.
+//!
+//! Without a [`CallContext`] (the layer used alone) the attempt gets `per_try`, shortened by an enclosing scope,
+//! and its kind is read from the method as [`DeadlineLayer::kind`](crate::DeadlineLayer::kind) says.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use ballast::{AttemptLayer, Error};
+//! use ballast_core::{Deadline, BALLAST_TIMEOUT_MS};
+//! use bytes::Bytes;
+//! use tower::{ServiceBuilder, ServiceExt as _, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! // The upstream answers with the timeout it was told.
+//! let upstream = service_fn(|request: http::Request<Bytes>| async move {
+//!     let told = request.headers()[BALLAST_TIMEOUT_MS].as_bytes().to_vec();
+//!     Ok::<_, Error>(http::Response::new(Bytes::from(told)))
+//! });
+//! let service = ServiceBuilder::new().layer(AttemptLayer::new(Duration::from_secs(2))).service(upstream);
+//! // Alone: the per-try timeout.
+//! let answer = service.clone().oneshot(http::Request::new(Bytes::new())).await.unwrap();
+//! assert_eq!(answer.body().as_ref(), b"2000");
+//! // Under a 1 s deadline: what remains minus the 50 ms reserve.
+//! let deadline = Deadline::after(ballast::clock::now(), Duration::from_secs(1));
+//! let answer = ballast::scope(deadline, service.oneshot(http::Request::new(Bytes::new()))).await.unwrap();
+//! assert_eq!(answer.body().as_ref(), b"950");
+//! # }
+//! ```
+
+mod background;
+mod headers;
+mod layer;
+mod record;
+
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ballast_core::{CallKind, Deadline};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use tokio_util::sync::CancellationToken;
+use tower::{Service, ServiceExt as _};
+
+pub use layer::AttemptLayer;
+
+use self::background::{Detached, run_detached};
+use self::headers::set_attempt_headers;
+use self::record::AttemptRecorder;
+use crate::deadline::kind_for_method;
+use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
+
+/// The header that names a side-effecting operation, logged when its attempt finishes after the caller left.
+const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// The service of [`AttemptLayer`]: runs one attempt under its timeout and records it.
+#[derive(Clone, Debug)]
+pub struct AttemptService<S> {
+    inner: S,
+    per_try: Duration,
+}
+
+impl<S> Service<Request<Bytes>> for AttemptService<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Bytes>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+
+    /// Always ready: the inner service's readiness is awaited inside the attempt, under its timeout.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        Box::pin(attempt(self.inner.clone(), self.per_try, request))
+    }
+}
+
+/// What the attempt needs from the call's context (or the defaults of a layer used alone).
+struct Call {
+    deadline: Option<Deadline>,
+    kind: CallKind,
+    hop: u32,
+    report: Report,
+    cancel: CancellationToken,
+}
+
+impl Call {
+    fn of(request: &Request<Bytes>) -> Call {
+        let scoped = current_deadline();
+        match request.extensions().get::<CallContext>() {
+            Some(ctx) => {
+                let deadline = ctx.effective_deadline();
+                Call {
+                    deadline: Some(scoped.map_or(deadline, |scoped| deadline.earliest(&scoped))),
+                    kind: ctx.kind,
+                    hop: ctx.hop,
+                    report: ctx.report.clone(),
+                    cancel: ctx.cancel.clone(),
+                }
+            }
+            None => Call {
+                deadline: scoped,
+                kind: kind_for_method(request.method()),
+                hop: 0,
+                report: Report::default(),
+                cancel: CancellationToken::new(),
+            },
+        }
+    }
+}
+
+/// One attempt: refused, or labelled, started, bounded and recorded.
+async fn attempt<S>(
+    inner: S,
+    per_try: Duration,
+    mut request: Request<Bytes>,
+) -> Result<Response<Bytes>, Error>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
+    S::Future: Send + 'static,
+{
+    let call = Call::of(&request);
+    if call.cancel.is_cancelled() {
+        return Err(Error::Cancelled);
+    }
+    let now = clock::now();
+    let timeout = match call.deadline {
+        Some(deadline) => deadline.attempt_timeout(per_try, now)?,
+        None => per_try,
+    };
+    let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
+    set_attempt_headers(request.headers_mut(), timeout, number, call.hop);
+    let idempotency_key = request
+        .headers()
+        .get(IDEMPOTENCY_KEY)
+        .and_then(|key| key.to_str().ok())
+        .map(str::to_owned);
+    let recorder = AttemptRecorder::start(call.report.clone(), number, call.cancel.clone());
+    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
+    match call.kind {
+        CallKind::SideEffectingTool(_) => {
+            let detached = Detached {
+                recorder,
+                number,
+                idempotency_key,
+                deadline: call.deadline,
+            };
+            run_detached(sending, detached, &call.cancel).await
+        }
+        CallKind::Model | CallKind::ReadOnlyTool => {
+            let outcome = tokio::select! {
+                biased;
+                () = call.cancel.cancelled() => Err(Error::Cancelled),
+                outcome = sending => outcome,
+            };
+            recorder.finish(&outcome);
+            outcome
+        }
+    }
+}
+
+/// Sends `request` and waits for the answer until `expiry` ([`Error::Timeout`] after `timeout`).
+async fn send<S>(
+    mut inner: S,
+    request: Request<Bytes>,
+    expiry: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<Response<Bytes>, Error>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+{
+    let exchange = async move { inner.ready().await?.call(request).await };
+    tokio::time::timeout_at(expiry, exchange)
+        .await
+        .unwrap_or(Err(Error::Timeout { after: timeout }))
+}

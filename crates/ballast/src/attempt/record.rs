@@ -1,0 +1,164 @@
+//! One attempt's line in the outcome report: started when the attempt starts, finished however it ends.
+
+use ballast_core::Instant;
+use bytes::Bytes;
+use http::Response;
+use tokio_util::sync::CancellationToken;
+
+use crate::{AttemptResult, Error, Report, clock};
+
+/// Records one attempt. Dropped unfinished — the caller went away, or cancelled the call, and took a read-only
+/// attempt with it — it records the attempt as cancelled or abandoned, so a report read later never shows a
+/// phantom `pending`.
+#[derive(Debug)]
+pub(super) struct AttemptRecorder {
+    report: Report,
+    index: usize,
+    started: Instant,
+    cancel: CancellationToken,
+    finished: bool,
+}
+
+/// A finished attempt's place in the report, for marking it as finished after the caller left.
+#[derive(Debug)]
+pub(super) struct Recorded {
+    pub(super) report: Report,
+    pub(super) index: usize,
+    pub(super) description: String,
+    /// The attempt may have reached the upstream and got no answer: whether it acted is unknown.
+    pub(super) unanswered_after_sending: bool,
+}
+
+impl AttemptRecorder {
+    /// Records the start of attempt `number` of the call cancelled by `cancel`.
+    pub(super) fn start(report: Report, number: u32, cancel: CancellationToken) -> Self {
+        let index = report.start_attempt(number);
+        AttemptRecorder {
+            report,
+            index,
+            started: clock::now(),
+            cancel,
+            finished: false,
+        }
+    }
+
+    /// Records how the attempt ended.
+    pub(super) fn finish(mut self, outcome: &Result<Response<Bytes>, Error>) -> Recorded {
+        self.finished = true;
+        let answered = outcome.is_ok();
+        let (result, sent) = match outcome {
+            Ok(response) => (AttemptResult::Status(response.status().as_u16()), true),
+            Err(error) => (AttemptResult::Error(describe(error)), may_have_been_sent(error)),
+        };
+        let description = match &result {
+            AttemptResult::Status(status) => status.to_string(),
+            AttemptResult::Error(error) => error.clone(),
+            AttemptResult::Pending => String::new(),
+        };
+        self.report
+            .finish_attempt(self.index, result, self.elapsed(), sent);
+        Recorded {
+            report: self.report.clone(),
+            index: self.index,
+            description,
+            unanswered_after_sending: sent && !answered,
+        }
+    }
+
+    fn elapsed(&self) -> std::time::Duration {
+        clock::now().saturating_duration_since(self.started)
+    }
+}
+
+impl Drop for AttemptRecorder {
+    fn drop(&mut self) {
+        if !self.finished {
+            let why = if self.cancel.is_cancelled() {
+                "cancelled"
+            } else {
+                "abandoned: the caller left before it ended"
+            };
+            let result = AttemptResult::Error(why.to_owned());
+            self.report
+                .finish_attempt(self.index, result, self.elapsed(), true);
+        }
+    }
+}
+
+/// The short description of an attempt's error the report shows (its duration is shown beside it).
+fn describe(error: &Error) -> String {
+    match error {
+        Error::Timeout { .. } => "timeout".to_owned(),
+        Error::Transport { sent: false, source } => format!("never sent: {source}"),
+        Error::Transport { sent: true, source } => format!("transport error: {source}"),
+        Error::Cancelled => "cancelled".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Whether the request may have reached the upstream: only errors that prove it never left say no.
+fn may_have_been_sent(error: &Error) -> bool {
+    match error {
+        Error::Transport { sent, .. } => *sent,
+        Error::DeadlineExceeded(_) | Error::Overloaded { .. } | Error::CircuitOpen { .. } => false,
+        Error::Timeout { .. } | Error::Stopped(_) | Error::BodyTooLarge { .. } | Error::Cancelled => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
+        let report = Report::default();
+        let recorder = AttemptRecorder::start(report.clone(), 2, CancellationToken::new());
+        tokio::time::advance(Duration::from_millis(40)).await;
+        let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
+        assert_eq!(recorded.description, "never sent: connection refused");
+        assert!(!recorded.unanswered_after_sending);
+        let attempt = &report.snapshot().attempts[0];
+        assert_eq!(attempt.number, 2);
+        assert_eq!(attempt.duration, Duration::from_millis(40));
+        assert!(!attempt.sent);
+        assert_eq!(
+            attempt.result,
+            AttemptResult::Error("never sent: connection refused".into())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn answers_and_timeouts_count_as_sent() {
+        let report = Report::default();
+        let ok = Response::builder().status(503).body(Bytes::new()).unwrap();
+        AttemptRecorder::start(report.clone(), 1, CancellationToken::new()).finish(&Ok(ok));
+        let timeout = Error::Timeout {
+            after: Duration::from_secs(1),
+        };
+        let recorded =
+            AttemptRecorder::start(report.clone(), 2, CancellationToken::new()).finish(&Err(timeout));
+        assert!(recorded.unanswered_after_sending);
+        let attempts = report.snapshot().attempts;
+        assert_eq!(attempts[0].result, AttemptResult::Status(503));
+        assert_eq!(attempts[1].result, AttemptResult::Error("timeout".into()));
+        assert!(attempts.iter().all(|a| a.sent));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
+        let report = Report::default();
+        let recorder = AttemptRecorder::start(report.clone(), 1, CancellationToken::new());
+        tokio::time::advance(Duration::from_millis(5)).await;
+        drop(recorder);
+        let cancel = CancellationToken::new();
+        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone());
+        cancel.cancel();
+        drop(recorder);
+        let attempts = report.snapshot().attempts;
+        assert!(matches!(&attempts[0].result, AttemptResult::Error(e) if e.starts_with("abandoned")));
+        assert_eq!(attempts[0].duration, Duration::from_millis(5));
+        assert_eq!(attempts[1].result, AttemptResult::Error("cancelled".into()));
+    }
+}

@@ -1,0 +1,193 @@
+//! The deadline layer: one absolute deadline for the whole call, set where the call enters the stack.
+//!
+//! Why: per-step timeouts add up (reference/003: 3 steps x 30 s = 90 s, 270 s with three tries each). The fix is
+//! one absolute deadline per agent request, handed down, with every attempt getting only what remains. This
+//! layer is where a call gets its deadline and where the whole call — queueing, retries, backoff sleeps, every
+//! attempt — is held to it:
+//!
+//! - **The context.** A request without a [`CallContext`] gets one: its deadline is the enclosing
+//!   [`scope`](crate::scope)'s ([`current_deadline`]) or, with none, `default_timeout` from now; its kind and
+//!   priority are the layer's ([`DeadlineLayer::kind`], [`DeadlineLayer::priority`]; unset, the kind is read
+//!   from the method: `GET`/`HEAD`/`OPTIONS` read-only, anything else side-effecting with an upstream that does
+//!   not deduplicate). A request that carries a context keeps it, its deadline shortened by the enclosing scope
+//!   and by its run's; the run is offered the call's deadline and keeps the earliest (a later call of the run
+//!   cannot outlive an earlier one's deadline).
+//! - **Refusal at once.** When what is left, minus the reserve, cannot hold the least attempt worth starting,
+//!   the call fails with [`Error::DeadlineExceeded`] before anything below runs — the third step of a request
+//!   whose second step hung is never started.
+//! - **The bound.** The inner call runs inside [`scope`](crate::scope)`(deadline, ..)` (so a call made while
+//!   handling this one sees the deadline) and is dropped at the deadline ([`Error::DeadlineExceeded`], with how
+//!   much was left and needed) or when the context's `cancel` token fires ([`Error::Cancelled`]). Dropping the
+//!   inner call abandons queued work and backoff sleeps; a sent side-effecting attempt lives on in the background
+//!   (see [`AttemptLayer`](crate::AttemptLayer)).
+//! - **The report.** The call's total time and its target are written into the context's report, and on an
+//!   error its stable code (and why it stopped, for deadline and retry stops) unless a lower layer wrote them.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! use ballast::{CallContext, DeadlineLayer, Error};
+//! use bytes::Bytes;
+//! use tower::{ServiceBuilder, ServiceExt as _, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let hung_upstream = service_fn(|request: http::Request<Bytes>| async move {
+//!     // Every layer below finds the call's context, and nested calls see the deadline in scope.
+//!     assert!(request.extensions().get::<CallContext>().is_some());
+//!     assert!(ballast::current_deadline().is_some());
+//!     tokio::time::sleep(Duration::from_secs(3600)).await;
+//!     Ok::<_, Error>(http::Response::new(Bytes::new()))
+//! });
+//! let service = ServiceBuilder::new()
+//!     .layer(DeadlineLayer::new(Duration::from_secs(2)).target("slow_tool"))
+//!     .service(hung_upstream);
+//! let started = ballast::clock::now();
+//! let error = service.oneshot(http::Request::new(Bytes::new())).await.unwrap_err();
+//! assert!(matches!(error, Error::DeadlineExceeded(_)), "{error}");
+//! assert_eq!(ballast::clock::now().saturating_duration_since(started), Duration::from_secs(2));
+//! # }
+//! ```
+
+mod kind;
+mod layer;
+
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ballast_core::{Deadline, DeadlineExceeded, Instant, Refused, StopReason};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use tower::{Service, ServiceExt as _};
+
+pub(crate) use kind::kind_for_method;
+pub use layer::DeadlineLayer;
+
+use crate::{CallContext, Error, Report, clock, context, current_deadline};
+
+/// The service of [`DeadlineLayer`]: gives each call its context and holds it to its deadline.
+#[derive(Clone, Debug)]
+pub struct DeadlineService<S> {
+    inner: S,
+    settings: DeadlineLayer,
+}
+
+impl<S> Service<Request<Bytes>> for DeadlineService<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Bytes>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+
+    /// Always ready: the inner service's readiness is awaited inside the call, under the deadline.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
+        let inner = self.inner.clone();
+        let settings = self.settings.clone();
+        Box::pin(async move {
+            let start = clock::now();
+            let ctx = settle_context(&settings, &mut request, start);
+            let result = bounded(inner, request, &ctx, start).await;
+            record(&ctx.report, start, &result);
+            result
+        })
+    }
+}
+
+/// The call's context, put back into `request`: the one it carries with its deadline shortened by the scope and
+/// the run, or a new one from the layer's settings.
+fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: Instant) -> CallContext {
+    let scoped = current_deadline();
+    let mut ctx = match request.extensions_mut().remove::<CallContext>() {
+        Some(mut ctx) => {
+            if let Some(scoped) = scoped {
+                ctx.deadline = ctx.deadline.earliest(&scoped);
+            }
+            ctx
+        }
+        None => {
+            let deadline = scoped.unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
+            let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
+            let mut ctx = CallContext::new(kind, deadline);
+            ctx.priority = settings.priority;
+            ctx
+        }
+    };
+    if let Some(run) = &ctx.run {
+        ctx.deadline = run.offer_deadline(ctx.deadline);
+    }
+    let target = settings.target.as_deref();
+    ctx.report.update(|r| {
+        if r.target.is_empty() {
+            r.target = target.unwrap_or_else(|| request.uri().path()).to_owned();
+        }
+    });
+    request.extensions_mut().insert(ctx.clone());
+    ctx
+}
+
+/// Runs the inner call in the deadline's scope, refused at once when the deadline cannot hold an attempt, and
+/// dropped at the deadline or on cancellation.
+async fn bounded<S>(
+    mut inner: S,
+    request: Request<Bytes>,
+    ctx: &CallContext,
+    now: Instant,
+) -> Result<Response<Bytes>, Error>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+{
+    let deadline = ctx.deadline;
+    deadline.attempt_timeout(Duration::MAX, now)?;
+    let call = async move { inner.ready().await?.call(request).await };
+    let expiry = clock::to_tokio(deadline.instant());
+    context::scope(deadline, async {
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => Err(Error::Cancelled),
+            outcome = tokio::time::timeout_at(expiry, call) => {
+                outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
+            }
+        }
+    })
+    .await
+}
+
+/// The error of a call dropped at its deadline: nothing left, and what an attempt would have needed.
+fn expired(deadline: &Deadline) -> DeadlineExceeded {
+    DeadlineExceeded {
+        remaining: deadline.remaining(clock::now()),
+        reserve: deadline.reserve(),
+        min_attempt: deadline.min_attempt(),
+        refused: Refused::Attempt,
+    }
+}
+
+/// Writes the call's total time, and on an error its code and stop reason unless a lower layer wrote them.
+fn record(report: &Report, start: Instant, result: &Result<Response<Bytes>, Error>) {
+    let total = clock::now().saturating_duration_since(start);
+    report.update(|r| {
+        r.total = total;
+        if let Err(error) = result {
+            r.code.get_or_insert(error.code());
+            if r.stop.is_none() {
+                r.stop = stop_reason(error);
+            }
+        }
+    });
+}
+
+/// The stop reason an error carries, if it is one.
+fn stop_reason(error: &Error) -> Option<StopReason> {
+    match error {
+        Error::DeadlineExceeded(exceeded) => Some(StopReason::Deadline(*exceeded)),
+        Error::Stopped(reason) => Some(*reason),
+        _ => None,
+    }
+}

@@ -1,0 +1,200 @@
+//! One logical call: attempts, decisions, sleeps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_core::{AttemptOutcome, CallKind, CallState, Deadline, RetryDecision, UpstreamIdempotency};
+use bytes::Bytes;
+use futures::future::poll_fn;
+use http::{Method, Request, Response};
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+use super::record::{End, finish, record_attempt, recorded};
+use super::{Shared, classify_response};
+use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
+
+/// The deadline of a call with no [`CallContext`] and no enclosing deadline scope: DESIGN.md's default
+/// `max_timeout`, the longest deadline Ballast accepts from anyone.
+const DEADLINE_WITHOUT_CONTEXT: Duration = Duration::from_secs(300);
+
+/// Runs one logical call through `inner`, attempt after attempt, as the policy decides.
+pub(super) async fn call<S>(
+    shared: Arc<Shared>,
+    mut inner: S,
+    mut request: Request<Bytes>,
+) -> Result<Response<Bytes>, Error>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+{
+    let ctx = context_of(&mut request);
+    let mut state = CallState::new(ctx.kind, ctx.effective_deadline()).with_retries_here(ctx.retries_here);
+    let run = ctx.run.as_ref().map(|run| run.allowance());
+    loop {
+        if ctx.cancel.is_cancelled() {
+            return finish(&shared, &ctx, End::Rejected(Error::Cancelled));
+        }
+        let number = state.next_attempt();
+        let result = attempt(&mut inner, &request, number, &ctx.report).await;
+        let (outcome, result) = match result {
+            Ok(response) => (
+                AttemptOutcome::Response(classify_response(&response)),
+                Ok(response),
+            ),
+            Err(error) => match error.attempt_outcome() {
+                Some(outcome) => (outcome, Err(error)),
+                // Not an upstream outcome (circuit open, deadline, shed...): nothing to judge, nothing to retry.
+                None => return finish(&shared, &ctx, End::Rejected(error)),
+            },
+        };
+        match shared.decide(&outcome, &mut state, run) {
+            RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result)),
+            RetryDecision::Stop(reason) => return finish(&shared, &ctx, End::Stopped(reason, result)),
+            RetryDecision::Retry { after } => {
+                // The failed answer's buffered body is freed now, not after the sleep.
+                drop(result);
+                tracing::debug!(attempt = number, ?after, "retrying after a wait");
+                if let Err(cancelled) = back_off(&ctx.cancel, after).await {
+                    return finish(&shared, &ctx, End::Rejected(cancelled));
+                }
+            }
+        }
+    }
+}
+
+/// Sends attempt `number`: a copy of `request` to `inner` once it is ready. Records it in `report` unless a layer
+/// below did.
+async fn attempt<S>(
+    inner: &mut S,
+    request: &Request<Bytes>,
+    number: u32,
+    report: &Report,
+) -> Result<Response<Bytes>, Error>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+{
+    let copy = attempt_request(request, number);
+    let recorded_before = recorded(report);
+    let started = clock::now();
+    let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
+        Ok(()) => inner.call(copy).await,
+        Err(error) => Err(error),
+    };
+    let took = clock::now().saturating_duration_since(started);
+    record_attempt(report, recorded_before, number, &result, took);
+    result
+}
+
+/// Waits `after`, or until `cancel` fires ([`Error::Cancelled`], at once).
+async fn back_off(cancel: &CancellationToken, after: Duration) -> Result<(), Error> {
+    let until = clock::now() + after;
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Error::Cancelled),
+        () = clock::sleep_until(until) => Ok(()),
+    }
+}
+
+/// A copy of `request` for attempt `number`: the same method, URI, version, headers, extensions and body.
+fn attempt_request(request: &Request<Bytes>, number: u32) -> Request<Bytes> {
+    let mut copy = Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    *copy.extensions_mut() = request.extensions().clone();
+    copy.extensions_mut().insert(AttemptNumber(number));
+    copy
+}
+
+/// The context of `request`, inserting the default one when it has none (see the module docs).
+fn context_of(request: &mut Request<Bytes>) -> CallContext {
+    if let Some(context) = request.extensions().get::<CallContext>() {
+        return context.clone();
+    }
+    let context = default_context(request.method());
+    request.extensions_mut().insert(context.clone());
+    context
+}
+
+/// The context of a call that came without one: read-only for the safe methods, otherwise side-effecting with no
+/// deduplication (the safe assumption: only never-sent errors are retried); the scope's deadline, else
+/// [`DEADLINE_WITHOUT_CONTEXT`].
+fn default_context(method: &Method) -> CallContext {
+    let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
+    let kind = CallKind::tool(!safe, UpstreamIdempotency::None);
+    let deadline =
+        current_deadline().unwrap_or_else(|| Deadline::after(clock::now(), DEADLINE_WITHOUT_CONTEXT));
+    CallContext::new(kind, deadline)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_copies_everything_and_numbers_it() {
+        let mut request = Request::post("http://tools.internal/tools/create_refund?x=1")
+            .header("idempotency-key", "k-1")
+            .body(Bytes::from_static(b"{\"amount\": 5}"))
+            .unwrap();
+        request.extensions_mut().insert(7_u8);
+        let copy = attempt_request(&request, 2);
+        assert_eq!(copy.method(), Method::POST);
+        assert_eq!(copy.uri(), request.uri());
+        assert_eq!(copy.headers(), request.headers());
+        assert_eq!(copy.body(), request.body());
+        assert_eq!(copy.extensions().get::<u8>(), Some(&7));
+        assert_eq!(copy.extensions().get::<AttemptNumber>(), Some(&AttemptNumber(2)));
+        assert_eq!(request.extensions().get::<AttemptNumber>(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_without_context_gets_a_safe_default() {
+        let mut post = Request::post("http://x/").body(Bytes::new()).unwrap();
+        let context = context_of(&mut post);
+        assert_eq!(
+            context.kind,
+            CallKind::SideEffectingTool(UpstreamIdempotency::None)
+        );
+        assert_eq!(context.deadline.remaining(clock::now()), DEADLINE_WITHOUT_CONTEXT);
+        assert!(post.extensions().get::<CallContext>().is_some(), "carried below");
+
+        let mut get = Request::get("http://x/").body(Bytes::new()).unwrap();
+        let scoped = Deadline::after(clock::now(), Duration::from_secs(3));
+        let context = crate::scope(scoped, async { context_of(&mut get) }).await;
+        assert_eq!(context.kind, CallKind::ReadOnlyTool);
+        assert_eq!(context.deadline.instant(), scoped.instant());
+    }
+
+    #[test]
+    fn a_present_context_is_kept() {
+        let given = CallContext::new(
+            CallKind::Model,
+            Deadline::at(ballast_core::Instant::from_millis(5)),
+        );
+        let mut request = Request::post("http://x/").body(Bytes::new()).unwrap();
+        request.extensions_mut().insert(given);
+        assert_eq!(context_of(&mut request).kind, CallKind::Model);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_back_off_ends_at_once() {
+        let cancel = CancellationToken::new();
+        let started = clock::now();
+        let sleeping = tokio::spawn({
+            let cancel = cancel.clone();
+            async move { back_off(&cancel, Duration::from_secs(5)).await }
+        });
+        tokio::time::advance(Duration::from_secs(1)).await;
+        cancel.cancel();
+        let result = sleeping.await.unwrap();
+        assert!(matches!(result, Err(Error::Cancelled)));
+        assert_eq!(
+            clock::now().saturating_duration_since(started),
+            Duration::from_secs(1)
+        );
+        let uncancelled = back_off(&CancellationToken::new(), Duration::from_millis(300)).await;
+        assert!(uncancelled.is_ok());
+    }
+}

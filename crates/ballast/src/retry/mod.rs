@@ -1,0 +1,205 @@
+//! The retry layer: one logical call becomes as many attempts as the core's retry decision allows.
+//!
+//! Why a layer that only asks: every rule about *whether* to retry — the retryable set, side-effect safety, the
+//! attempt cap, `Retry-After`, the deadline, the run's allowance and the upstream's budget — is
+//! [`RetryPolicy::decide`](ballast_core::RetryPolicy::decide) in `ballast-core`, pure and tested there. This layer
+//! is the loop around it: send an attempt, turn what came back into an
+//! [`AttemptOutcome`](ballast_core::AttemptOutcome), ask, then sleep, stop or answer. Retries happen here and
+//! nowhere else in the stack (reference/002: 3 tries over 5 layers is 243x).
+//!
+//! # Each attempt
+//! The request is copied (the body is [`Bytes`], so a copy is a reference count) with its method, URI, version,
+//! headers and extensions — the [`CallContext`](crate::CallContext) reaches the layers below — and an
+//! [`AttemptNumber`](crate::AttemptNumber). The layer below is awaited until ready, then called. Its answer
+//! becomes an outcome:
+//! - a response: [`classify_response`] (status, `x-should-retry`, `Retry-After`/`retry-after-ms`, problem code);
+//! - an error that is an attempt's outcome ([`Error::attempt_outcome`]: never sent, timeout, transport error);
+//! - any other error is a local rejection below (circuit open, deadline, overloaded, cancelled, body too large):
+//!   not an upstream outcome, so it is not judged: the call stops at once with that error.
+//!
+//! On `Retry { after }` the failed response is dropped (its buffered body freed) before the sleep; the sleep ends
+//! at once with [`Error::Cancelled`] when the call's `cancel` token fires, and dropping the call's future drops
+//! the sleep: no further attempt starts either way. On `Stop(reason)` the caller gets the upstream's own answer
+//! when there was one (`Ok`, with the reason in the report), else [`Error::Stopped`] (the attempt's error text
+//! stays in the report's last attempt).
+//!
+//! # The report
+//! Every attempt is in the call's [`Report`](crate::Report): a layer below may record it (with its precise
+//! duration and whether it was sent); when none did, this layer does. At the end of the call it writes the stop
+//! reason and its code (cleared on success), `outcome_unknown` for [`StopReason::OutcomeUnknown`], whether the
+//! answer was replayed (`Idempotent-Replayed: true`), and the budget and run allowance left.
+//!
+//! # Randomness
+//! One [`DefaultRng`] per layer (shared by its services), behind a `Mutex` held only while
+//! [`decide`](ballast_core::RetryPolicy::decide) runs — a few hundred nanoseconds, no await, no I/O — so calls
+//! draw different jitter (a per-call generator with one seed would make a herd back off in step) and a seed
+//! ([`RetryLayer::with_rng_seed`]) makes a test's waits reproducible.
+//!
+//! # Without a `CallContext`
+//! The layer works alone: a request with no [`CallContext`](crate::CallContext) gets one, carried to the layers
+//! below: a read-only call for the safe methods (GET, HEAD, OPTIONS, TRACE), otherwise a side-effecting call to
+//! an upstream that does not deduplicate (only never-sent errors are retried); the deadline of the enclosing
+//! [`scope`](crate::scope), else five minutes (DESIGN.md's largest accepted timeout).
+//!
+//! [`StopReason::OutcomeUnknown`]: ballast_core::StopReason::OutcomeUnknown
+
+mod call;
+mod classify;
+mod record;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use ballast_core::{
+    AttemptOutcome, CallState, DefaultRng, RetryBudget, RetryDecision, RetryPolicy, RunAllowance, default_rng,
+};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use tower::{Layer, Service};
+
+use crate::{Error, clock};
+
+pub use classify::classify_response;
+
+/// Retries a call as the core's retry decision says, drawing from the upstream's retry budget.
+///
+/// Clones and the services it makes share one budget and one random generator.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() {
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+///
+/// use ballast::{CallContext, Error, RetryLayer, clock};
+/// use ballast_core::{CallKind, Deadline, RatioBudget, RetryPolicy};
+/// use bytes::Bytes;
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// // An upstream that is unavailable once, then answers.
+/// let calls = Arc::new(AtomicU32::new(0));
+/// let seen = Arc::clone(&calls);
+/// let upstream = service_fn(move |_request: http::Request<Bytes>| {
+///     let status = if seen.fetch_add(1, Ordering::SeqCst) == 0 { 503 } else { 200 };
+///     async move { Ok::<_, Error>(http::Response::builder().status(status).body(Bytes::new()).unwrap()) }
+/// });
+/// let layer = RetryLayer::new(RetryPolicy::default(), Arc::new(RatioBudget::default())).with_rng_seed(7);
+///
+/// let context = CallContext::new(CallKind::ReadOnlyTool, Deadline::after(clock::now(), Duration::from_secs(30)));
+/// let mut request = http::Request::get("http://orders.internal/orders/A-1001").body(Bytes::new()).unwrap();
+/// request.extensions_mut().insert(context.clone());
+///
+/// let response = layer.layer(upstream).oneshot(request).await.unwrap();
+/// assert_eq!(response.status(), 200);
+/// assert_eq!(calls.load(Ordering::SeqCst), 2);
+/// assert_eq!(context.report.snapshot().attempts.len(), 2);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RetryLayer {
+    shared: Arc<Shared>,
+}
+
+impl RetryLayer {
+    /// Retries by `policy`, each retry drawn from `budget` (the upstream's, shared by every call to it). The
+    /// random generator is seeded by the operating system.
+    pub fn new(policy: RetryPolicy, budget: Arc<dyn RetryBudget>) -> Self {
+        RetryLayer {
+            shared: Arc::new(Shared::new(policy, budget, default_rng(None))),
+        }
+    }
+
+    /// The same layer drawing its jitter from a generator seeded with `seed` (tests, reproducible runs). Services
+    /// made before keep the generator they had.
+    pub fn with_rng_seed(self, seed: u64) -> Self {
+        let policy = self.shared.policy;
+        let budget = Arc::clone(&self.shared.budget);
+        RetryLayer {
+            shared: Arc::new(Shared::new(policy, budget, default_rng(Some(seed)))),
+        }
+    }
+
+    /// The retry policy.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.shared.policy
+    }
+
+    /// The upstream's retry budget.
+    pub fn budget(&self) -> &Arc<dyn RetryBudget> {
+        &self.shared.budget
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry {
+            inner,
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// The service of [`RetryLayer`]: one logical call in, attempts to `S` out.
+///
+/// Always ready: each attempt waits for `S` to be ready before it is sent (attempts are spread over time, so
+/// readiness checked before the call would be stale by the second attempt).
+#[derive(Clone, Debug)]
+pub struct Retry<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> Service<Request<Bytes>> for Retry<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Bytes>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let inner = self.inner.clone();
+        let shared = Arc::clone(&self.shared);
+        Box::pin(call::call(shared, inner, request))
+    }
+}
+
+/// What every service of one layer shares: the policy, the budget, the random generator.
+#[derive(Debug)]
+struct Shared {
+    policy: RetryPolicy,
+    budget: Arc<dyn RetryBudget>,
+    rng: Mutex<DefaultRng>,
+}
+
+impl Shared {
+    fn new(policy: RetryPolicy, budget: Arc<dyn RetryBudget>, rng: DefaultRng) -> Self {
+        Shared {
+            policy,
+            budget,
+            rng: Mutex::new(rng),
+        }
+    }
+
+    /// The core's decision on the attempt that ended with `outcome`, now.
+    fn decide(
+        &self,
+        outcome: &AttemptOutcome,
+        call: &mut CallState,
+        run: Option<&RunAllowance>,
+    ) -> RetryDecision {
+        // Held only for the decision (pure, no await): the generator is the one thing calls contend for.
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        self.policy
+            .decide(outcome, call, clock::now(), &*self.budget, run, &mut *rng)
+    }
+}

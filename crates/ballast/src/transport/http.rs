@@ -1,0 +1,81 @@
+//! [`HttpTransport`]: the attempt over the network, with reqwest.
+
+use std::task::{Context, Poll};
+
+use ballast_core::Instant;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response};
+use tower::Service;
+
+use super::body::{BodyError, read_limited};
+use crate::{Error, clock};
+
+/// Sends each attempt with a [`reqwest::Client`] and reads the whole answer, at most `body_limit` bytes.
+///
+/// The URL is the request's URI (absolute: `http://host:port/path`); method, headers and body go as they are.
+/// reqwest's errors are sorted by what they say about the request:
+/// - a connection that could not be made (refused, DNS, TLS handshake, a connect timeout — reqwest's
+///   `is_connect`) or a request that could not be built (a relative URI): [`Error::Transport`] `{ sent: false }`,
+///   always safe to retry;
+/// - a timeout of the client's own (if it was built with one): [`Error::Timeout`], `after` the time the attempt
+///   had run;
+/// - anything else, including a body that fails midway: [`Error::Transport`] `{ sent: true }` — the upstream may
+///   have acted.
+///
+/// A body over the limit is [`Error::BodyTooLarge`]. The attempt's timeout is the attempt layer's; the client
+/// needs none.
+#[derive(Clone, Debug)]
+pub struct HttpTransport {
+    client: reqwest::Client,
+    body_limit: usize,
+}
+
+impl HttpTransport {
+    /// A transport sending with `client` and reading answers of at most `body_limit` bytes.
+    pub fn new(client: reqwest::Client, body_limit: usize) -> Self {
+        HttpTransport { client, body_limit }
+    }
+}
+
+impl Service<Request<Bytes>> for HttpTransport {
+    type Response = Response<Bytes>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let client = self.client.clone();
+        let limit = self.body_limit;
+        Box::pin(async move {
+            let start = clock::now();
+            let request = reqwest::Request::try_from(request).map_err(|e| Error::transport(false, e))?;
+            let response = client.execute(request).await.map_err(|e| sort_error(e, start))?;
+            let (parts, body) = Response::<reqwest::Body>::from(response).into_parts();
+            match read_limited(body, limit).await {
+                Ok(body) => Ok(Response::from_parts(parts, body)),
+                Err(BodyError::TooLarge) => Err(Error::BodyTooLarge { limit }),
+                Err(BodyError::Failed(error)) => match error.downcast::<reqwest::Error>() {
+                    Ok(error) => Err(sort_error(*error, start)),
+                    Err(other) => Err(Error::transport(true, other)),
+                },
+            }
+        })
+    }
+}
+
+/// What a reqwest error says about the request (see [`HttpTransport`]).
+fn sort_error(error: reqwest::Error, start: Instant) -> Error {
+    if error.is_connect() || error.is_builder() {
+        Error::transport(false, error)
+    } else if error.is_timeout() {
+        Error::Timeout {
+            after: clock::now().saturating_duration_since(start),
+        }
+    } else {
+        Error::transport(true, error)
+    }
+}
