@@ -11,6 +11,8 @@
 //!   deadline scope.
 //! - `run` — [`Run`] and [`Runs`]: the calls of one agent request share a deadline and a retry allowance.
 //! - `report` — [`Report`] and [`OutcomeReport`]: what happened to a call, attempt by attempt.
+//! - `tool` — [`ToolClient`] and [`ToolClients`]: a configured tool's calls through the whole stack, with one
+//!   idempotency key per operation, the 409 wait and the fallback.
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
 //! - `retry` — [`RetryLayer`]: one logical call, attempts as the core's retry decision allows (budget, run
 //!   allowance, `Retry-After`, backoff); [`classify_response`] reads an upstream's answer for that decision.
@@ -33,6 +35,7 @@ mod error;
 mod report;
 mod retry;
 mod run;
+mod tool;
 mod transport;
 
 pub use admission::{AdmissionLayer, AdmissionService};
@@ -44,4 +47,5 @@ pub use error::{BoxError, Error};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
 pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
+pub use tool::{InvalidTool, ToolAnswer, ToolCall, ToolClient, ToolClients, ToolError};
 pub use transport::{HttpTransport, ServiceTransport};

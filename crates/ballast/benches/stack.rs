@@ -1,0 +1,62 @@
+//! What the layer stack costs per successful call: a `ToolClient` call (deadline, admission, retry, breaker,
+//! attempt timeout, reqwest) against ballast-chaos (preset `none`) on loopback, next to a bare reqwest call to the
+//! same endpoint. The difference is Ballast's added cost; both share the network and the chaos server's work.
+//!
+//! Run: `cargo bench -p ballast --bench stack`. Target: added CPU per successful call under 5 µs median.
+//! Results: BENCHMARKS.md.
+
+use std::hint::black_box;
+
+use ballast::{HttpTransport, ToolCall, ToolClients};
+use ballast_chaos::Profile;
+use ballast_config::Config;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+
+fn stack_vs_bare(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let chaos = runtime
+        .block_on(ballast_chaos::spawn(Profile::preset("none", 0).expect("preset")))
+        .expect("chaos serves");
+    let url = chaos.url("/tools/lookup_order");
+    let client = reqwest::Client::new();
+    let config = Config::from_toml_str(&format!(
+        r#"
+        version = 1
+        [[tools]]
+        name = "lookup_order"
+        upstream = {{ method = "POST", url = "{url}" }}
+        per_try_timeout = "2s"
+        "#
+    ))
+    .expect("valid config");
+    let tools =
+        ToolClients::from_config(&config, HttpTransport::new(client.clone(), 1 << 20)).expect("tools");
+    let tool = tools.get("lookup_order").expect("configured").clone();
+    let arguments = json!({"order_id": "1234", "op": "bench"});
+
+    let mut group = c.benchmark_group("tool_call");
+    group.bench_function("bare_reqwest", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let response = client.post(&url).json(&arguments).send().await.expect("answer");
+                black_box(response.bytes().await.expect("body"))
+            })
+        })
+    });
+    group.bench_function("ballast_tool_client", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                black_box(tool.call(ToolCall::new(arguments.clone())).await.expect("answer"))
+            })
+        })
+    });
+    group.finish();
+    runtime.block_on(chaos.shutdown()).expect("chaos stops cleanly");
+}
+
+criterion_group!(benches, stack_vs_bare);
+criterion_main!(benches);

@@ -1,0 +1,49 @@
+//! `ToolClient`: an agent's tool calls with every Ballast guarantee, configured from the one TOML schema.
+//!
+//! Why a client and not just layers: a tool call is more than an HTTP request. A side-effecting call must carry
+//! ONE `Idempotency-Key` for the whole logical operation — generated once, outside every retry loop, or derived
+//! from (run, step, tool, ordinal) so a re-run step re-sends the same key (reference/004: the double refund) —
+//! and must wait out a 409 "in progress" instead of failing; a call belongs to a run whose deadline and retry
+//! allowance it shares; and when the upstream is failing the caller wants the configured fallback, not an error.
+//! The client builds the layer stack of the `ballast` crate per tool,
+//!
+//! ```text
+//! DeadlineLayer -> AdmissionLayer -> RetryLayer -> BreakerLayer -> AttemptLayer -> transport
+//! ```
+//!
+//! and returns the answer or a typed error, each with the call's [`OutcomeReport`](crate::OutcomeReport).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use ballast::{ServiceTransport, ToolCall, ToolClients};
+//! use ballast_config::Config;
+//! use serde_json::json;
+//!
+//! let config = Config::from_toml_str(r#"
+//!     version = 1
+//!     [[tools]]
+//!     name = "lookup_order"
+//!     upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+//!     per_try_timeout = "1s"
+//! "#).unwrap();
+//! // In process, against the chaos upstream; in production, `HttpTransport` over reqwest.
+//! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+//! let tools = ToolClients::from_config(&config, transport).unwrap();
+//! let answer = tools
+//!     .get("lookup_order")
+//!     .unwrap()
+//!     .call(ToolCall::new(json!({"order_id": "1234", "op": "op-1"})))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(answer.body["order_id"], "1234");
+//! println!("{}", answer.report);
+//! # }
+//! ```
+
+mod call;
+mod client;
+mod registry;
+
+pub use call::{ToolAnswer, ToolCall, ToolError};
+pub use client::ToolClient;
+pub use registry::{InvalidTool, ToolClients};
