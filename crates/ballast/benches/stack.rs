@@ -12,6 +12,7 @@ use ballast_chaos::Profile;
 use ballast_config::Config;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
+use tower::ServiceExt as _;
 
 fn stack_vs_bare(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -42,8 +43,25 @@ fn stack_vs_bare(c: &mut Criterion) {
     group.bench_function("bare_reqwest", |b| {
         b.iter(|| {
             runtime.block_on(async {
+                // What an agent does with a tool's answer: send the arguments as JSON, read the answer as JSON
+                // (the ToolClient does both too).
                 let response = client.post(&url).json(&arguments).send().await.expect("answer");
-                black_box(response.bytes().await.expect("body"))
+                black_box(response.json::<serde_json::Value>().await.expect("a JSON body"))
+            })
+        })
+    });
+    // The transport alone (http::Request -> reqwest -> buffered http::Response): what the layers add is the rest.
+    let transport = HttpTransport::new(client.clone(), 1 << 20);
+    let body = bytes::Bytes::from(serde_json::to_vec(&arguments).expect("json"));
+    group.bench_function("ballast_transport_only", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let request = http::Request::post(url.as_str())
+                    .header("content-type", "application/json")
+                    .body(body.clone())
+                    .expect("a request");
+                let response = transport.clone().oneshot(request).await.expect("answer");
+                black_box(serde_json::from_slice::<serde_json::Value>(response.body()).expect("json"))
             })
         })
     });
@@ -51,6 +69,31 @@ fn stack_vs_bare(c: &mut Criterion) {
         b.iter(|| {
             runtime.block_on(async {
                 black_box(tool.call(ToolCall::new(arguments.clone())).await.expect("answer"))
+            })
+        })
+    });
+    // The whole ToolClient over a transport that answers at once in memory: the layers' own cost, no network.
+    let canned = tower::service_fn(|_request: http::Request<bytes::Bytes>| {
+        let response = http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(bytes::Bytes::from_static(
+                br#"{"order_id":"1234","status":"shipped","amount":42.5}"#,
+            ))
+            .expect("a response");
+        std::future::ready(Ok::<_, ballast::Error>(response))
+    });
+    let in_memory = ToolClients::from_config(&config, canned).expect("tools");
+    let in_memory = in_memory.get("lookup_order").expect("configured").clone();
+    group.bench_function("ballast_tool_client_in_memory", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                black_box(
+                    in_memory
+                        .call(ToolCall::new(arguments.clone()))
+                        .await
+                        .expect("answer"),
+                )
             })
         })
     });

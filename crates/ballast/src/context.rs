@@ -31,8 +31,9 @@ pub struct CallContext {
     pub kind: CallKind,
     /// Where the layers record what happened.
     pub report: Report,
-    /// Cancelled when the caller gives up: sleeps and queued work stop at once.
-    pub cancel: CancellationToken,
+    /// Cancelled when the caller gives up: sleeps and queued work stop at once. Behind an `Arc` because the
+    /// context is cloned by every layer and a token's own clone takes a lock.
+    pub cancel: Arc<CancellationToken>,
 }
 
 impl CallContext {
@@ -46,7 +47,7 @@ impl CallContext {
             retries_here: true,
             kind,
             report: Report::default(),
-            cancel: CancellationToken::new(),
+            cancel: Arc::new(CancellationToken::new()),
         }
     }
 

@@ -32,6 +32,7 @@ pub mod clock;
 mod context;
 mod deadline;
 mod error;
+mod headers;
 mod report;
 mod retry;
 mod run;

@@ -118,6 +118,11 @@ impl Report {
         });
     }
 
+    /// Reads the report without copying it.
+    pub fn read<T>(&self, read: impl FnOnce(&OutcomeReport) -> T) -> T {
+        read(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// A copy of the report as it is now.
     pub fn snapshot(&self) -> OutcomeReport {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()

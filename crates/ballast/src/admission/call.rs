@@ -1,5 +1,6 @@
 //! What the admission layer needs to know about a call, read once from its [`CallContext`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
@@ -13,7 +14,7 @@ use crate::{CallContext, Error, Report};
 pub(super) struct Call {
     pub(super) priority: Priority,
     deadline: Option<Deadline>,
-    cancel: Option<CancellationToken>,
+    cancel: Option<Arc<CancellationToken>>,
     report: Option<Report>,
 }
 
@@ -50,7 +51,7 @@ impl Call {
 
     /// Whether the caller has already gone.
     pub(super) fn is_cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(CancellationToken::is_cancelled)
+        self.cancel.as_ref().is_some_and(|token| token.is_cancelled())
     }
 
     /// Completes when the caller cancels the call (never, without a token).

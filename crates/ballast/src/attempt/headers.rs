@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use ballast_core::{
-    BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS, format_timeout_ms,
-};
+use ballast_core::format_timeout_ms;
+
+use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS};
 use http::{HeaderMap, HeaderValue};
 
 /// Sets (replacing any value already there) `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` to the

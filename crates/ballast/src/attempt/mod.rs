@@ -54,6 +54,7 @@ mod headers;
 mod layer;
 mod record;
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -107,7 +108,7 @@ struct Call {
     kind: CallKind,
     hop: u32,
     report: Report,
-    cancel: CancellationToken,
+    cancel: Arc<CancellationToken>,
 }
 
 impl Call {
@@ -129,7 +130,7 @@ impl Call {
                 kind: kind_for_method(request.method()),
                 hop: 0,
                 report: Report::default(),
-                cancel: CancellationToken::new(),
+                cancel: Arc::new(CancellationToken::new()),
             },
         }
     }

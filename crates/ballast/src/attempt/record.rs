@@ -1,5 +1,7 @@
 //! One attempt's line in the outcome report: started when the attempt starts, finished however it ends.
 
+use std::sync::Arc;
+
 use ballast_core::Instant;
 use bytes::Bytes;
 use http::Response;
@@ -15,7 +17,7 @@ pub(super) struct AttemptRecorder {
     report: Report,
     index: usize,
     started: Instant,
-    cancel: CancellationToken,
+    cancel: Arc<CancellationToken>,
     finished: bool,
 }
 
@@ -31,7 +33,7 @@ pub(super) struct Recorded {
 
 impl AttemptRecorder {
     /// Records the start of attempt `number` of the call cancelled by `cancel`.
-    pub(super) fn start(report: Report, number: u32, cancel: CancellationToken) -> Self {
+    pub(super) fn start(report: Report, number: u32, cancel: Arc<CancellationToken>) -> Self {
         let index = report.start_attempt(number);
         AttemptRecorder {
             report,
@@ -114,7 +116,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 2, CancellationToken::new());
+        let recorder = AttemptRecorder::start(report.clone(), 2, Arc::default());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description, "never sent: connection refused");
@@ -133,12 +135,11 @@ mod tests {
     async fn answers_and_timeouts_count_as_sent() {
         let report = Report::default();
         let ok = Response::builder().status(503).body(Bytes::new()).unwrap();
-        AttemptRecorder::start(report.clone(), 1, CancellationToken::new()).finish(&Ok(ok));
+        AttemptRecorder::start(report.clone(), 1, Arc::default()).finish(&Ok(ok));
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
-        let recorded =
-            AttemptRecorder::start(report.clone(), 2, CancellationToken::new()).finish(&Err(timeout));
+        let recorded = AttemptRecorder::start(report.clone(), 2, Arc::default()).finish(&Err(timeout));
         assert!(recorded.unanswered_after_sending);
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
@@ -149,10 +150,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 1, CancellationToken::new());
+        let recorder = AttemptRecorder::start(report.clone(), 1, Arc::default());
         tokio::time::advance(Duration::from_millis(5)).await;
         drop(recorder);
-        let cancel = CancellationToken::new();
+        let cancel = Arc::new(CancellationToken::new());
         let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone());
         cancel.cancel();
         drop(recorder);

@@ -8,9 +8,6 @@ use tower::Service;
 
 use crate::{Error, Report, clock};
 
-/// The header an idempotent upstream sets on an answer it replayed from its store.
-const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
-
 /// Sends `request` through `inner` if `breaker` grants a permit, and records the outcome on it.
 ///
 /// The future owns the `Arc` the permit borrows. Dropped mid-attempt, it drops the permit unrecorded: a
@@ -54,19 +51,11 @@ where
 /// What an attempt's result tells the breaker; `None` when it tells it nothing (see `BreakerLayer`).
 pub(super) fn breaker_result(result: &Result<http::Response<Bytes>, Error>) -> Option<CallResult> {
     match result {
-        Ok(response) if is_replay(response) => Some(CallResult::Ignored),
+        Ok(response) if crate::headers::is_replayed(response) => Some(CallResult::Ignored),
         Ok(response) => Some(CallResult::from_status(response.status().as_u16())),
         Err(error) if error.attempt_outcome().is_some() => Some(CallResult::Failure),
         Err(_) => None,
     }
-}
-
-fn is_replay(response: &http::Response<Bytes>) -> bool {
-    response
-        .headers()
-        .get(IDEMPOTENT_REPLAYED)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.trim().eq_ignore_ascii_case("true"))
 }
 
 /// Writes the breaker's state now into the call's report, if the call has one.

@@ -6,18 +6,16 @@
 //! debug level) rather than a failure: a retry decision must never fail because an upstream sent a bad hint.
 
 use ballast_core::{
-    ProblemKind, RETRY_AFTER, RETRY_AFTER_MS, ResponseInfo, WireError, X_SHOULD_RETRY, is_json_content_type,
-    parse_retry_after_ms, parse_should_retry,
+    ProblemKind, ResponseInfo, WireError, is_json_content_type, parse_retry_after_ms, parse_should_retry,
 };
 use bytes::Bytes;
+use http::HeaderName;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Response};
 use serde_json::Value;
 
 use crate::clock;
-
-/// `Idempotent-Replayed: true` marks an answer an idempotent upstream replayed from an earlier attempt.
-pub(super) const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
+use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 
 /// What the retry decision needs from an upstream's answer: the status, `x-should-retry`, the wait asked for
 /// (`retry-after-ms`, else `Retry-After` as delta-seconds or HTTP-date), and the structured problem the body
@@ -55,10 +53,10 @@ pub fn classify_response(response: &Response<Bytes>) -> ResponseInfo {
     let headers = response.headers();
     let status = response.status().as_u16();
     let mut info = ResponseInfo::status(status).with_retry_after_headers(
-        header(headers, RETRY_AFTER, clock::retry_after),
-        header(headers, RETRY_AFTER_MS, parse_retry_after_ms),
+        header(headers, &RETRY_AFTER, clock::retry_after),
+        header(headers, &RETRY_AFTER_MS, parse_retry_after_ms),
     );
-    if let Some(should_retry) = header(headers, X_SHOULD_RETRY, parse_should_retry) {
+    if let Some(should_retry) = header(headers, &X_SHOULD_RETRY, parse_should_retry) {
         info = info.with_should_retry(should_retry);
     }
     if !info.is_success() && looks_like_json(headers, response.body()) {
@@ -67,26 +65,21 @@ pub fn classify_response(response: &Response<Bytes>) -> ResponseInfo {
     info
 }
 
-/// Whether the answer says it was replayed from an earlier attempt (`Idempotent-Replayed: true`).
-pub(super) fn is_replayed(response: &Response<Bytes>) -> bool {
-    response
-        .headers()
-        .get(IDEMPOTENT_REPLAYED)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
 /// The header `name` read by `parse`; `None` when absent, not text, or malformed (logged).
-fn header<T>(headers: &HeaderMap, name: &str, parse: impl Fn(&str) -> Result<T, WireError>) -> Option<T> {
+fn header<T>(
+    headers: &HeaderMap,
+    name: &HeaderName,
+    parse: impl Fn(&str) -> Result<T, WireError>,
+) -> Option<T> {
     let value = headers.get(name)?;
     let Ok(text) = value.to_str() else {
-        tracing::debug!(header = name, value = ?value, "ignoring an upstream header that is not text");
+        tracing::debug!(header = %name, value = ?value, "ignoring an upstream header that is not text");
         return None;
     };
     match parse(text) {
         Ok(parsed) => Some(parsed),
         Err(error) => {
-            tracing::debug!(header = name, %error, "ignoring a malformed upstream header");
+            tracing::debug!(header = %name, %error, "ignoring a malformed upstream header");
             None
         }
     }
@@ -128,6 +121,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::headers::is_replayed;
 
     const SECOND: Duration = Duration::from_secs(1);
 

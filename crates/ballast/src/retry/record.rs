@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::Response;
 
 use super::Shared;
-use super::classify::is_replayed;
+use crate::headers::is_replayed;
 use crate::{AttemptRecord, AttemptResult, CallContext, Error, Report, clock};
 
 /// How a call ended.

@@ -10,11 +10,11 @@ use ballast_core::{
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
 use super::{ToolAnswer, ToolCall, ToolError};
+use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
 use crate::{CallContext, Error, Report, Runs, classify_response, clock, current_deadline};
 
 /// The layer stack of one tool, boxed.
@@ -136,7 +136,6 @@ impl ToolClient {
             ctx.deadline = run.offer_deadline(deadline);
         }
         ctx.priority = call.priority.map_or(tool.priority, |p| p.min(tool.priority));
-        ctx.cancel = CancellationToken::new();
         ctx.report = report;
         let key = tool.side_effects.then(|| self.key_for(call));
         ctx.report.update(|r| {
@@ -201,21 +200,21 @@ impl ToolClient {
             .body(Bytes::from(body))
             .map_err(|e| Error::transport(false, e))?;
         let headers = request.headers_mut();
-        let report = ctx.report.snapshot();
-        if let Some(key) = report
-            .idempotency_key
-            .as_deref()
-            .and_then(|k| HeaderValue::from_str(k).ok())
-        {
-            headers.insert("idempotency-key", key);
+        let key = ctx.report.read(|r| {
+            r.idempotency_key
+                .as_deref()
+                .and_then(|k| HeaderValue::from_str(k).ok())
+        });
+        if let Some(key) = key {
+            headers.insert(IDEMPOTENCY_KEY, key);
         }
         if let Some(run) = call.run_id.as_deref().and_then(|r| HeaderValue::from_str(r).ok()) {
-            headers.insert("ballast-run-id", run);
+            headers.insert(BALLAST_RUN_ID, run);
         }
         if let Some((step, _)) = &call.step
             && let Ok(step) = HeaderValue::from_str(step)
         {
-            headers.insert("ballast-step-id", step);
+            headers.insert(BALLAST_STEP_ID, step);
         }
         request.extensions_mut().insert(ctx.clone());
         Ok(request)
