@@ -3,11 +3,11 @@
 use ballast_core::{CallKind, UpstreamIdempotency};
 use http::Method;
 
-/// `GET`, `HEAD` and `OPTIONS` are read-only (RFC 9110's safe methods that a tool call uses); anything else may
-/// act, and without a word about the upstream's deduplication it is taken not to deduplicate: a sent attempt
-/// whose answer is lost is never repeated.
+/// `GET`, `HEAD`, `OPTIONS` and `TRACE` are read-only (RFC 9110's safe methods); anything else may act, and
+/// without a word about the upstream's deduplication it is taken not to deduplicate: a sent attempt whose answer
+/// is lost is never repeated. The one rule for every layer that meets a call nobody described.
 pub(crate) fn kind_for_method(method: &Method) -> CallKind {
-    if *method == Method::GET || *method == Method::HEAD || *method == Method::OPTIONS {
+    if method.is_safe() {
         CallKind::ReadOnlyTool
     } else {
         CallKind::SideEffectingTool(UpstreamIdempotency::None)
@@ -20,7 +20,7 @@ mod tests {
 
     #[test]
     fn safe_methods_are_read_only_and_the_rest_side_effecting_without_deduplication() {
-        for method in [Method::GET, Method::HEAD, Method::OPTIONS] {
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE] {
             assert_eq!(kind_for_method(&method), CallKind::ReadOnlyTool, "{method}");
         }
         for method in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {

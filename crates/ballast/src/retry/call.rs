@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AttemptOutcome, CallKind, CallState, Deadline, RetryDecision, UpstreamIdempotency};
+use ballast_core::{AttemptOutcome, CallState, Deadline, RetryDecision};
 use bytes::Bytes;
 use futures::future::poll_fn;
 use http::{Method, Request, Response};
@@ -121,8 +121,7 @@ fn context_of(request: &mut Request<Bytes>) -> CallContext {
 /// deduplication (the safe assumption: only never-sent errors are retried); the scope's deadline, else
 /// [`DEADLINE_WITHOUT_CONTEXT`].
 fn default_context(method: &Method) -> CallContext {
-    let safe = [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method);
-    let kind = CallKind::tool(!safe, UpstreamIdempotency::None);
+    let kind = crate::deadline::kind_for_method(method);
     let deadline =
         current_deadline().unwrap_or_else(|| Deadline::after(clock::now(), DEADLINE_WITHOUT_CONTEXT));
     CallContext::new(kind, deadline)
@@ -131,6 +130,7 @@ fn default_context(method: &Method) -> CallContext {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ballast_core::{CallKind, UpstreamIdempotency};
 
     #[test]
     fn an_attempt_copies_everything_and_numbers_it() {
