@@ -2,20 +2,36 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 const PATIENCE: Duration = Duration::from_secs(10);
 
-/// A running `ballast` process, killed on drop if it still runs (a failing test leaves nothing behind).
-struct Running(Child);
+/// A running `ballast` process, watched by a thread that waits for its exit (no polling), and killed on drop if
+/// it still runs (a failing test leaves nothing behind).
+struct Running {
+    pid: u32,
+    exit: mpsc::Receiver<Option<i32>>,
+    stderr: Option<ChildStderr>,
+}
+
+impl Running {
+    fn watch(mut child: Child) -> Self {
+        let (pid, stderr) = (child.id(), child.stderr.take());
+        let (exited, exit) = mpsc::channel();
+        std::thread::spawn(move || {
+            let code = child.wait().ok().and_then(|status| status.code());
+            let _ = exited.send(code);
+        });
+        Running { pid, exit, stderr }
+    }
+}
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+        if matches!(self.exit.try_recv(), Err(mpsc::TryRecvError::Empty)) {
+            let _ = Command::new("kill").args(["-9", &self.pid.to_string()]).status();
         }
     }
 }
@@ -30,7 +46,7 @@ fn start(args: &[&str]) -> (Running, SocketAddr) {
         .spawn()
         .expect("the ballast binary starts");
     let stdout = child.stdout.take().expect("piped stdout");
-    let running = Running(child);
+    let running = Running::watch(child);
     let (lines, received) = mpsc::channel();
     std::thread::spawn(move || {
         // Keep reading after the first line is taken: a closed pipe would make the server's next print fail
@@ -66,13 +82,10 @@ fn get(addr: SocketAddr, path: &str) -> String {
 
 /// Waits (bounded) for the process to exit; its exit code.
 fn wait_for_exit(running: &mut Running) -> Option<i32> {
-    for _ in 0..500 {
-        if let Some(status) = running.0.try_wait().expect("wait") {
-            return status.code();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("ballast chaos did not stop within 10 s");
+    running
+        .exit
+        .recv_timeout(PATIENCE)
+        .unwrap_or_else(|_| panic!("ballast did not stop within {PATIENCE:?}"))
 }
 
 #[cfg(unix)]
@@ -82,7 +95,7 @@ fn chaos_serves_on_a_free_port_and_stops_gracefully_on_ctrl_c() {
     let health = get(addr, "/healthz");
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     assert!(health.contains(r#"{"status":"ok"}"#), "{health}");
-    let pid = running.0.id().to_string();
+    let pid = running.pid.to_string();
     let signalled = Command::new("kill")
         .args(["-INT", &pid])
         .status()
@@ -99,10 +112,10 @@ fn run_to_exit(args: &[&str]) -> (Option<i32>, String) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("the ballast binary starts");
-    let mut running = Running(child);
+    let mut running = Running::watch(child);
     let code = wait_for_exit(&mut running);
     let mut stderr = String::new();
-    if let Some(pipe) = running.0.stderr.as_mut() {
+    if let Some(pipe) = running.stderr.as_mut() {
         pipe.read_to_string(&mut stderr).expect("stderr read");
     }
     (code, stderr)
