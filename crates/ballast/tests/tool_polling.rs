@@ -92,20 +92,21 @@ async fn regression_a_409_with_retry_after_zero_is_not_a_hot_loop() {
         gaps(&seen).iter().all(|gap| *gap >= Duration::from_millis(100)),
         "{seen:?}"
     );
-    // 100-300 ms first, growing to 2 s: far fewer than the 300 a fixed 100 ms would allow.
+    // 100-200 ms, 200-400 ms, ... then 1-2 s, and one last poll just in time: 18 to 34 polls, not the 300 a
+    // fixed 100 ms would make.
     assert!(
-        seen.len() <= 40,
+        seen.len() <= 36,
         "{} polls in 30 s: {}",
         seen.len(),
         error.report()
     );
     assert!(
-        seen.len() >= 14,
+        seen.len() >= 16,
         "it kept polling until the deadline: {}",
         seen.len()
     );
     assert!(
-        error.report().total >= Duration::from_secs(28),
+        error.report().total >= Duration::from_millis(29_800),
         "{}",
         error.report()
     );
@@ -166,8 +167,11 @@ async fn regression_polls_spend_no_retries_keep_counting_attempts_and_report_the
     assert_eq!(recorded, [1, 2, 3, 4, 5, 6], "{report}");
     assert_eq!(report.total, took, "{report}");
     assert!(report.total >= Duration::from_secs(5), "{report}");
+    let millis = report.total.as_millis();
     assert!(
-        report.to_string().starts_with("create_refund: ok in 5"),
+        report
+            .to_string()
+            .starts_with(&format!("create_refund: ok in {millis} ms")),
         "{report}"
     );
 }
