@@ -12,7 +12,8 @@
 //! - `run` — [`Run`] and [`Runs`]: the calls of one agent request share a deadline and a retry allowance.
 //! - `report` — [`Report`] and [`OutcomeReport`]: what happened to a call, attempt by attempt.
 //! - `tool` — [`ToolClient`] and [`ToolClients`]: a configured tool's calls through the whole stack, with one
-//!   idempotency key per operation, the 409 wait and the fallback.
+//!   idempotency key per operation, the request size limit, the 409 wait, cancellation by token and a fallback
+//!   that never repeats a side effect.
 //! - `error` — [`Error`]: the one error type of the stack, with its stable code.
 //! - `retry` — [`RetryLayer`]: one logical call, attempts as the core's retry decision allows (budget, run
 //!   allowance, `Retry-After`, backoff); [`classify_response`] reads an upstream's answer for that decision.

@@ -6,6 +6,10 @@
 //! effect may have happened (`outcome_unknown`). Layers write into a shared [`Report`]; the caller reads a
 //! snapshot ([`OutcomeReport`]) when the call ends. An attempt that finishes in the background after the caller
 //! left (a sent side-effecting attempt is never abandoned) is recorded too, marked `background`.
+//!
+//! When a fallback answers, the report stays the report of the call that was made — its attempts, key, stop
+//! reason and code, since one of those attempts may have acted — and says who answered (`fallback`) and, for a
+//! fallback tool, what that tool did (`fallback_report`): nothing the primary did disappears behind the answer.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -66,13 +70,28 @@ pub struct OutcomeReport {
     /// Why the call stopped, when it did not succeed.
     #[serde(serialize_with = "stop_reason")]
     pub stop: Option<StopReason>,
-    /// The stable error code, when it did not succeed.
+    /// The stable error code, when the call did not succeed (a fallback may still have answered; see
+    /// [`answered_by_fallback`](Self::answered_by_fallback)).
     #[serde(serialize_with = "error_code")]
     pub code: Option<ErrorCode>,
-    /// A side effect may or may not have happened: check before doing it again.
+    /// A side effect may or may not have happened (here or in the fallback): check before doing it again.
     pub outcome_unknown: bool,
-    /// The fallback that answered, if one did.
+    /// The fallback the call went to after failing (`static response` or a tool's name), if it did.
     pub fallback: Option<String>,
+    /// What the fallback tool did, when the call went to one (a static response has no report).
+    pub fallback_report: Option<Box<OutcomeReport>>,
+}
+
+impl OutcomeReport {
+    /// Whether the answer came from the fallback: a static response, or a fallback tool that succeeded (itself or
+    /// through its own fallback).
+    pub fn answered_by_fallback(&self) -> bool {
+        self.fallback.is_some()
+            && self
+                .fallback_report
+                .as_deref()
+                .is_none_or(|r| r.code.is_none() || r.answered_by_fallback())
+    }
 }
 
 /// The shared, writable report of one call: cheap to clone, written by the layers.
@@ -131,54 +150,76 @@ impl Report {
 
 impl fmt::Display for OutcomeReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = match (&self.code, self.outcome_unknown) {
-            (_, true) => "OUTCOME UNKNOWN".to_owned(),
-            (Some(code), false) => format!("failed ({code})"),
-            (None, false) => "ok".to_owned(),
-        };
-        write!(f, "{}: {verdict} in {} ms", self.target, self.total.as_millis())?;
-        if self.replayed {
-            f.write_str(", replayed")?;
-        }
-        if let Some(fallback) = &self.fallback {
-            write!(f, ", answered by fallback {fallback}")?;
-        }
-        for a in &self.attempts {
-            let result = match &a.result {
-                AttemptResult::Status(status) => status.to_string(),
-                AttemptResult::Error(error) => error.clone(),
-                AttemptResult::Pending => "pending".to_owned(),
-            };
-            let sent = if a.sent { "sent" } else { "not sent" };
-            let background = if a.background {
-                ", finished after the caller left"
-            } else {
-                ""
-            };
-            write!(
-                f,
-                "\n  attempt {}: {result} after {} ms ({sent}{background})",
-                a.number,
-                a.duration.as_millis()
-            )?;
-        }
-        if let Some(key) = &self.idempotency_key {
-            write!(f, "\n  idempotency key: {key}")?;
-        }
-        if let Some(stop) = &self.stop {
-            write!(f, "\n  stopped: {stop}")?;
-        }
-        if let Some(state) = self.breaker {
-            write!(f, "\n  breaker: {}", state.as_str())?;
-        }
-        if let Some(left) = self.budget_left {
-            write!(f, "\n  retry budget left: {left}")?;
-        }
-        if let Some(left) = self.run_allowance_left {
-            write!(f, "\n  run retries left: {left}")?;
-        }
-        Ok(())
+        write_report(f, self, "")
     }
+}
+
+/// The verdict on the first line: what the caller got.
+fn verdict(report: &OutcomeReport) -> String {
+    match (&report.fallback, report.code) {
+        _ if report.outcome_unknown => "OUTCOME UNKNOWN".to_owned(),
+        (Some(fallback), code) if report.answered_by_fallback() => match code {
+            Some(code) => format!("answered by fallback {fallback} (the tool failed: {code})"),
+            None => format!("answered by fallback {fallback}"),
+        },
+        (Some(fallback), Some(code)) => format!("failed ({code}); fallback {fallback} failed too"),
+        (None, Some(code)) => format!("failed ({code})"),
+        (_, None) => "ok".to_owned(),
+    }
+}
+
+/// Writes `report` with every line after the first indented by `indent` and two spaces; a fallback tool's report
+/// follows, indented once more.
+fn write_report(f: &mut fmt::Formatter<'_>, report: &OutcomeReport, indent: &str) -> fmt::Result {
+    let verdict = verdict(report);
+    write!(
+        f,
+        "{}: {verdict} in {} ms",
+        report.target,
+        report.total.as_millis()
+    )?;
+    if report.replayed {
+        f.write_str(", replayed")?;
+    }
+    for a in &report.attempts {
+        let result = match &a.result {
+            AttemptResult::Status(status) => status.to_string(),
+            AttemptResult::Error(error) => error.clone(),
+            AttemptResult::Pending => "pending".to_owned(),
+        };
+        let sent = if a.sent { "sent" } else { "not sent" };
+        let background = if a.background {
+            ", finished after the caller left"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "\n{indent}  attempt {}: {result} after {} ms ({sent}{background})",
+            a.number,
+            a.duration.as_millis()
+        )?;
+    }
+    if let Some(key) = &report.idempotency_key {
+        write!(f, "\n{indent}  idempotency key: {key}")?;
+    }
+    if let Some(stop) = &report.stop {
+        write!(f, "\n{indent}  stopped: {stop}")?;
+    }
+    if let Some(state) = report.breaker {
+        write!(f, "\n{indent}  breaker: {}", state.as_str())?;
+    }
+    if let Some(left) = report.budget_left {
+        write!(f, "\n{indent}  retry budget left: {left}")?;
+    }
+    if let Some(left) = report.run_allowance_left {
+        write!(f, "\n{indent}  run retries left: {left}")?;
+    }
+    if let Some(fallback) = &report.fallback_report {
+        write!(f, "\n{indent}  fallback ")?;
+        write_report(f, fallback, &format!("{indent}  "))?;
+    }
+    Ok(())
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -240,5 +281,69 @@ mod tests {
         let json = serde_json::to_value(&snapshot).unwrap();
         assert_eq!(json["attempts"][0]["result"]["status"], 503);
         assert_eq!(json["code"], "outcome_unknown");
+    }
+
+    #[test]
+    fn a_fallback_answer_reads_as_answered_with_both_calls_printed() {
+        let failed_attempt = AttemptRecord {
+            number: 1,
+            result: AttemptResult::Error("circuit open".into()),
+            duration: Duration::ZERO,
+            sent: false,
+            background: false,
+        };
+        let fallback = OutcomeReport {
+            target: "process_payment".into(),
+            attempts: vec![AttemptRecord {
+                result: AttemptResult::Status(200),
+                sent: true,
+                ..failed_attempt.clone()
+            }],
+            ..OutcomeReport::default()
+        };
+        let mut report = OutcomeReport {
+            target: "create_refund".into(),
+            attempts: vec![failed_attempt],
+            code: Some(ErrorCode::CircuitOpen),
+            fallback: Some("process_payment".into()),
+            fallback_report: Some(Box::new(fallback)),
+            ..OutcomeReport::default()
+        };
+        assert!(report.answered_by_fallback());
+        let text = report.to_string();
+        assert!(
+            text.starts_with(
+                "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  attempt 1: circuit open after 0 ms (not sent)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  fallback process_payment: ok in 0 ms\n    attempt 1: 200"),
+            "{text}"
+        );
+
+        if let Some(fallback) = report.fallback_report.as_deref_mut() {
+            fallback.code = Some(ErrorCode::UpstreamError);
+        }
+        assert!(!report.answered_by_fallback());
+        let text = report.to_string();
+        assert!(
+            text.starts_with("create_refund: failed (circuit_open); fallback process_payment failed too"),
+            "{text}"
+        );
+
+        let static_answer = OutcomeReport {
+            code: Some(ErrorCode::RetryBudgetExhausted),
+            fallback: Some("static response".into()),
+            ..OutcomeReport::default()
+        };
+        assert!(static_answer.answered_by_fallback());
+        assert!(!static_answer.to_string().contains(": failed"), "{static_answer}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["fallback_report"]["target"], "process_payment");
     }
 }

@@ -1,78 +1,26 @@
 //! ToolClient end to end, in process: the chaos router as the upstream (no sockets), paused time, fixed seeds.
+//! The 409 "in progress" wait is in `tool_polling.rs`, cancellation in `tool_cancel.rs`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+mod support;
+
 use std::time::Duration;
 
-use ballast::{Report, ServiceTransport, ToolCall, ToolClients};
-use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, Profile, Script, ScriptStep};
-use ballast_config::Config;
+use ballast::{AttemptResult, Error, Report, ToolCall, ToolError};
+use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, Profile, ScriptStep};
 use ballast_core::{ErrorCode, IdempotencyKey};
-use serde_json::{Value, json};
-use tower::ServiceExt as _;
+use serde_json::json;
 
-const BODY_LIMIT: usize = 1 << 20;
+use support::tools::{clients, refund, refund_tool};
+use support::{executions, get_json, requests, scripted};
 
-/// A profile where `tool` has `mode` and `op` meets `steps`, attempt by attempt.
+/// A profile where `tool` has `mode` (losing answers by hanging) and `op` meets `steps`, attempt by attempt.
 fn profile(tool: &str, mode: KeyMode, op: &str, steps: &[ScriptStep]) -> Profile {
-    let mut profile = Profile::default();
-    profile.endpoints.insert(
-        tool.to_owned(),
-        EndpointProfile {
-            key_mode: mode,
-            lose_with: LoseMode::Hang,
-            ..EndpointProfile::default()
-        },
-    );
-    profile.scripts.push(Script {
-        endpoint: tool.to_owned(),
-        op: op.to_owned(),
-        steps: steps.to_vec(),
-    });
-    profile
-}
-
-/// The tools of `toml` over `router` in process.
-fn clients(toml: &str, router: &axum::Router) -> ToolClients {
-    let config = Config::from_toml_str(toml).unwrap_or_else(|e| panic!("test config is invalid:\n{e}"));
-    ToolClients::from_config(&config, ServiceTransport::new(router.clone(), BODY_LIMIT)).expect("tools build")
-}
-
-fn refund_tool(upstream_idempotency: &str) -> String {
-    format!(
-        r#"
-        version = 1
-        [[tools]]
-        name = "create_refund"
-        upstream = {{ method = "POST", url = "http://chaos/tools/create_refund" }}
-        side_effects = true
-        upstream_idempotency = "{upstream_idempotency}"
-        per_try_timeout = "1s"
-        retry = {{ max_attempts = 3, base = "100ms", cap = "1s" }}
-        "#
-    )
-}
-
-async fn get_json(router: &axum::Router, path: &str) -> Value {
-    let response = router
-        .clone()
-        .oneshot(http::Request::get(path).body(axum::body::Body::empty()).unwrap())
-        .await
-        .expect("the router answers");
-    let bytes = axum::body::to_bytes(response.into_body(), BODY_LIMIT)
-        .await
-        .expect("body");
-    serde_json::from_slice(&bytes).expect("json")
-}
-
-async fn executions(router: &axum::Router, op: &str) -> u64 {
-    get_json(router, "/ledger").await["ops"][op]["executions"]
-        .as_u64()
-        .unwrap_or(0)
-}
-
-fn refund(op: &str) -> ToolCall {
-    ToolCall::new(json!({"order_id": "1234", "amount": 42.5, "op": op}))
+    let faults = EndpointProfile {
+        key_mode: mode,
+        lose_with: LoseMode::Hang,
+        ..EndpointProfile::default()
+    };
+    scripted(tool, faults, &[(op, steps)])
 }
 
 /// Issue 4, test 2: the response of a committed refund is lost; the retry carries the same key and the
@@ -224,92 +172,266 @@ async fn dropping_the_call_during_a_sent_side_effect_lets_it_finish_and_records_
     assert_eq!(attempt.result, ballast::AttemptResult::Status(200), "{snapshot}");
 }
 
-/// An upstream that answers 409 "in progress" for this key `busy` times (each with `Retry-After: 1`), then 200.
-fn busy_upstream(
-    busy: u32,
-    sent: Arc<AtomicU32>,
-) -> impl tower::Service<
-    http::Request<bytes::Bytes>,
-    Response = http::Response<bytes::Bytes>,
-    Error = ballast::Error,
-    Future = std::future::Ready<Result<http::Response<bytes::Bytes>, ballast::Error>>,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    tower::service_fn(move |request: http::Request<bytes::Bytes>| {
-        assert!(request.headers().contains_key("idempotency-key"));
-        let n = sent.fetch_add(1, Ordering::SeqCst);
-        let response = if n < busy {
-            http::Response::builder()
-                .status(409)
-                .header("content-type", "application/problem+json")
-                .header("retry-after", "1")
-                .body(bytes::Bytes::from_static(
-                    br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
-                ))
-        } else {
-            http::Response::builder()
-                .status(200)
-                .body(bytes::Bytes::from_static(br#"{"status": "succeeded"}"#))
-        };
-        std::future::ready(Ok(response.expect("a valid response")))
-    })
+/// Two side-effecting tools on the chaos upstream: `create_refund` (breaker opening on one failure, with
+/// `fallback`) and `process_payment`, both keyed.
+fn refund_with_fallback(fallback: &str) -> String {
+    format!(
+        r#"
+        version = 1
+        [[tools]]
+        name = "create_refund"
+        upstream = {{ method = "POST", url = "http://chaos/tools/create_refund" }}
+        side_effects = true
+        upstream_idempotency = "keyed"
+        per_try_timeout = "1s"
+        breaker = {{ consecutive_failures = 1 }}
+        {fallback}
+        [[tools]]
+        name = "process_payment"
+        upstream = {{ method = "POST", url = "http://chaos/tools/process_payment" }}
+        side_effects = true
+        upstream_idempotency = "keyed"
+        per_try_timeout = "1s"
+        "#
+    )
 }
 
-/// A 409 "in progress" is waited out — past the attempt cap, as long as the deadline allows — until the
-/// operation's answer comes.
+/// Regression (review, critical): a keyed refund whose first attempt committed and lost its answer opened the
+/// breaker; the retry met `circuit_open` and the client fell back to another side-effecting tool, which refunded
+/// again. The fallback must not run after a sent attempt: one execution, and the error says the outcome is
+/// unknown.
 #[tokio::test(start_paused = true)]
-async fn a_409_in_progress_is_polled_until_the_answer_comes() {
-    let sent = Arc::new(AtomicU32::new(0));
-    let config = Config::from_toml_str(&refund_tool("keyed")).unwrap();
-    let tools = ToolClients::from_config(&config, busy_upstream(5, Arc::clone(&sent))).unwrap();
-    let started = ballast::clock::now();
-    let answer = tools
-        .get("create_refund")
-        .unwrap()
-        .call(refund("op-9"))
-        .await
-        .expect("answered");
-    assert_eq!(answer.body["status"], "succeeded");
-    assert_eq!(
-        sent.load(Ordering::SeqCst),
-        6,
-        "five 409s, then the answer: {}",
-        answer.report
+async fn regression_a_fallback_tool_never_runs_after_a_sent_attempt_of_a_side_effect() {
+    let mut profile = profile(
+        "create_refund",
+        KeyMode::Keyed,
+        "op-f",
+        &[ScriptStep::CommitThenLose, ScriptStep::Ok],
     );
-    let waited = ballast::clock::now().saturating_duration_since(started);
-    assert!(
-        waited >= Duration::from_secs(5),
-        "each 409 asked for a second: {waited:?}"
+    profile.endpoints.insert(
+        "process_payment".into(),
+        EndpointProfile {
+            key_mode: KeyMode::Keyed,
+            ..EndpointProfile::default()
+        },
     );
-}
-
-/// An operation that stays in progress past the deadline ends with the deadline, not a 90 s wait.
-#[tokio::test(start_paused = true)]
-async fn a_409_in_progress_is_not_polled_past_the_deadline() {
-    let sent = Arc::new(AtomicU32::new(0));
-    let config = Config::from_toml_str(&refund_tool("keyed")).unwrap();
-    let tools = ToolClients::from_config(&config, busy_upstream(u32::MAX, Arc::clone(&sent))).unwrap();
-    let deadline = ballast_core::Deadline::after(ballast::clock::now(), Duration::from_secs(10));
+    let router = ballast_chaos::router(profile);
+    let tools = clients(
+        &refund_with_fallback(r#"fallback_tool = "process_payment""#),
+        &router,
+    );
     let error = tools
         .get("create_refund")
         .unwrap()
-        .call(refund("op-10").deadline(deadline))
+        .call(refund("op-f"))
         .await
-        .expect_err("still in progress at the deadline");
+        .expect_err("the breaker is open and nothing may answer in the refund's place");
+    assert_eq!(
+        executions(&router, "op-f").await,
+        1,
+        "the refund ran once: {error}"
+    );
+    assert_eq!(requests(&router, "process_payment").await, 0);
     assert!(
-        matches!(error, ballast::ToolError::Upstream { status: 409, .. }),
+        matches!(
+            error,
+            ToolError::Failed {
+                error: Error::CircuitOpen { .. },
+                ..
+            }
+        ),
         "{error}"
     );
+    assert!(error.outcome_unknown(), "{}", error.report());
+    let report = error.report();
+    assert_eq!(report.fallback, None, "{report}");
+    assert!(report.attempts[0].sent, "{report}");
     assert!(
-        matches!(error.report().stop, Some(ballast_core::StopReason::Deadline(_))),
-        "{}",
+        report.to_string().starts_with("create_refund: OUTCOME UNKNOWN"),
+        "{report}"
+    );
+}
+
+/// Regression (review, probe 2): a sent attempt timed out, the retry was refused by the empty budget, and the
+/// static fallback answered 200 `refunded` for a refund that may have happened. It must be the error instead.
+#[tokio::test(start_paused = true)]
+async fn regression_a_static_fallback_never_answers_after_a_sent_attempt_of_a_side_effect() {
+    let router = ballast_chaos::router(profile(
+        "create_refund",
+        KeyMode::Keyed,
+        "op-s",
+        &[ScriptStep::CommitThenLose, ScriptStep::Ok],
+    ));
+    let tools = clients(
+        r#"
+        version = 1
+        [[tools]]
+        name = "create_refund"
+        upstream = { method = "POST", url = "http://chaos/tools/create_refund" }
+        side_effects = true
+        upstream_idempotency = "keyed"
+        per_try_timeout = "1s"
+        budget = { kind = "token_bucket", capacity = 1, refill_per_sec = 0.001 }
+        fallback_response = { status = "refunded" }
+        "#,
+        &router,
+    );
+    let tool = tools.get("create_refund").unwrap();
+    // Another operation spent the single retry.
+    assert!(tool.budget().try_withdraw(ballast::clock::now()));
+    let error = tool
+        .call(refund("op-s"))
+        .await
+        .expect_err("no static answer for a refund that may have happened");
+    assert_eq!(
+        error.report().stop,
+        Some(ballast_core::StopReason::RetryBudgetExhausted)
+    );
+    assert!(error.outcome_unknown(), "{}", error.report());
+    assert_eq!(error.report().fallback, None);
+    assert_eq!(executions(&router, "op-s").await, 1);
+}
+
+/// A side-effecting attempt that was answered (a 503) is not unknown, and still blocks the fallback: the
+/// upstream saw the request. A later call that sends nothing (the breaker is open) does go to the fallback tool,
+/// and the report keeps the refused attempt next to the fallback's.
+#[tokio::test(start_paused = true)]
+async fn a_side_effect_falls_back_only_when_nothing_was_sent_and_the_report_keeps_both_calls() {
+    let mut profile = profile(
+        "create_refund",
+        KeyMode::Keyed,
+        "op-a",
+        &[ScriptStep::Status(503)],
+    );
+    profile.endpoints.insert(
+        "process_payment".into(),
+        EndpointProfile {
+            key_mode: KeyMode::Keyed,
+            ..EndpointProfile::default()
+        },
+    );
+    let router = ballast_chaos::router(profile);
+    let tools = clients(
+        &refund_with_fallback(r#"fallback_tool = "process_payment""#),
+        &router,
+    );
+    let tool = tools.get("create_refund").unwrap();
+
+    let error = tool
+        .call(refund("op-a"))
+        .await
+        .expect_err("503, then circuit open");
+    assert!(
+        !error.outcome_unknown(),
+        "the upstream answered 503: {}",
         error.report()
     );
-    assert!(
-        !deadline.is_expired(ballast::clock::now()),
-        "it stopped before the deadline, not after"
+    assert_eq!(error.report().fallback, None, "{}", error.report());
+
+    let answer = tool.call(refund("op-b")).await.expect("the fallback answers");
+    assert_eq!(executions(&router, "op-b").await, 1);
+    assert_eq!(answer.status, 200);
+    let report = &answer.report;
+    assert_eq!(report.target, "create_refund", "{report}");
+    assert_eq!(report.attempts.len(), 1, "{report}");
+    assert!(!report.attempts[0].sent, "refused by the open breaker: {report}");
+    assert_eq!(
+        report.code,
+        Some(ErrorCode::CircuitOpen),
+        "why the tool itself failed"
     );
-    assert!(sent.load(Ordering::SeqCst) <= 11, "about one poll a second");
+    assert_eq!(report.fallback.as_deref(), Some("process_payment"));
+    assert!(report.answered_by_fallback());
+    let fallback = report.fallback_report.as_deref().expect("the fallback's report");
+    assert_eq!(fallback.target, "process_payment");
+    assert_eq!(fallback.attempts[0].result, AttemptResult::Status(200));
+    let text = report.to_string();
+    assert!(
+        text.starts_with(
+            "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\n  fallback process_payment: ok in"), "{text}");
+    assert!(!text.contains(": failed ("), "{text}");
+}
+
+/// A read-only tool falls back after sent attempts, as before; the returned report holds the tool's own attempts
+/// and the fallback tool's report, and its total covers both.
+#[tokio::test(start_paused = true)]
+async fn a_read_only_tool_falls_back_after_sent_attempts_and_keeps_them_in_the_report() {
+    let mut profile = profile(
+        "lookup_order",
+        KeyMode::None,
+        "op-r",
+        &[ScriptStep::Status(503), ScriptStep::Status(503)],
+    );
+    if let Some(endpoint) = profile.endpoints.get_mut("lookup_order") {
+        endpoint.latency = Some(ballast_chaos::Latency {
+            p50: Duration::from_millis(200),
+            p99: Duration::from_millis(200),
+        });
+    }
+    let router = ballast_chaos::router(profile);
+    let tools = clients(
+        r#"
+        version = 1
+        [[tools]]
+        name = "search_products"
+        upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+        per_try_timeout = "1s"
+        retry = { max_attempts = 2 }
+        fallback_tool = "search_cache"
+        [[tools]]
+        name = "search_cache"
+        upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+        per_try_timeout = "1s"
+        "#,
+        &router,
+    );
+    let started = ballast::clock::now();
+    let answer = tools
+        .get("search_products")
+        .unwrap()
+        .call(ToolCall::new(json!({"order_id": "1", "op": "op-r"})))
+        .await
+        .expect("the fallback answers");
+    let took = ballast::clock::now().saturating_duration_since(started);
+    let report = &answer.report;
+    assert_eq!(report.attempts.len(), 2, "{report}");
+    assert!(report.attempts.iter().all(|a| a.sent), "{report}");
+    assert_eq!(report.fallback.as_deref(), Some("search_cache"));
+    let fallback = report.fallback_report.as_deref().expect("nested");
+    // The chaos script is per attempt number: the fallback's first two attempts meet the 503s too.
+    let last = fallback.attempts.last().expect("the fallback's attempts");
+    assert_eq!(last.result, AttemptResult::Status(200), "{report}");
+    assert_eq!(report.total, took, "the whole call, fallback included: {report}");
+    assert!(report.total > fallback.total, "{report}");
+}
+
+/// Arguments larger than `server.body_limit` are refused before anything is sent.
+#[tokio::test(start_paused = true)]
+async fn arguments_over_the_body_limit_are_refused_before_anything_is_sent() {
+    let router = ballast_chaos::router(profile("create_refund", KeyMode::Keyed, "op-big", &[]));
+    let toml = format!("[server]\nbody_limit = \"1KiB\"\n{}", refund_tool("keyed"));
+    let toml = toml.replacen("\n        version = 1", "", 1);
+    let tools = clients(&format!("version = 1\n{toml}"), &router);
+    let tool = tools.get("create_refund").unwrap();
+    let big = ToolCall::new(json!({"order_id": "1234", "note": "x".repeat(2000), "op": "op-big"}));
+    let error = tool.call(big).await.expect_err("too large");
+    assert!(
+        matches!(
+            error,
+            ToolError::Failed {
+                error: Error::BodyTooLarge { limit: 1024 },
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.report().attempts.is_empty(), "{}", error.report());
+    assert!(!error.outcome_unknown());
+    assert_eq!(requests(&router, "create_refund").await, 0);
+    let small = tool.call(refund("op-big")).await.expect("under the limit");
+    assert_eq!(small.status, 200);
 }

@@ -10,6 +10,7 @@ use http::{Method, Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
+use super::poll::Polling;
 use super::record::{End, finish, record_attempt, recorded};
 use super::{Shared, classify_response};
 use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
@@ -30,11 +31,12 @@ where
     let ctx = context_of(&mut request);
     let mut state = CallState::new(ctx.kind, ctx.effective_deadline()).with_retries_here(ctx.retries_here);
     let run = ctx.run.as_ref().map(|run| run.allowance());
+    let polling = Polling::of(&request);
     loop {
         if ctx.cancel.is_cancelled() {
             return finish(&shared, &ctx, End::Rejected(Error::Cancelled));
         }
-        let number = state.next_attempt();
+        let number = Polling::number(polling, state.next_attempt());
         let result = attempt(&mut inner, &request, number, &ctx.report).await;
         let (outcome, result) = match result {
             Ok(response) => (
@@ -47,7 +49,10 @@ where
                 None => return finish(&shared, &ctx, End::Rejected(error)),
             },
         };
-        match shared.decide(&outcome, &mut state, run) {
+        if Polling::hands_back(polling, &outcome) {
+            return finish(&shared, &ctx, End::Answered(result));
+        }
+        match shared.decide(&outcome, &mut state, run, Polling::deposits(polling)) {
             RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result)),
             RetryDecision::Stop(reason) => return finish(&shared, &ctx, End::Stopped(reason, result)),
             RetryDecision::Retry { after } => {

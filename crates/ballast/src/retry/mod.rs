@@ -29,6 +29,12 @@
 //! reason and its code (cleared on success), `outcome_unknown` for [`StopReason::OutcomeUnknown`], whether the
 //! answer was replayed (`Idempotent-Replayed: true`), and the budget and run allowance left.
 //!
+//! # A caller that waits out "in progress" itself
+//! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new call
+//! through the stack, and marks its requests (`Polling`, crate-private): such an answer comes back to it at once,
+//! unjudged — no retry, no deposit, no withdrawal — attempt numbers go on from the operation's earlier calls, and a
+//! poll deposits nothing in the budget (see `poll.rs`).
+//!
 //! # Randomness
 //! One [`DefaultRng`] per layer (shared by its services), behind a `Mutex` held only while
 //! [`decide`](ballast_core::RetryPolicy::decide) runs — a few hundred nanoseconds, no await, no I/O — so calls
@@ -45,6 +51,7 @@
 
 mod call;
 mod classify;
+mod poll;
 mod record;
 
 use std::sync::{Arc, Mutex, PoisonError};
@@ -61,6 +68,7 @@ use tower::{Layer, Service};
 use crate::{Error, clock};
 
 pub use classify::classify_response;
+pub(crate) use poll::Polling;
 
 /// Retries a call as the core's retry decision says, drawing from the upstream's retry budget.
 ///
@@ -190,16 +198,20 @@ impl Shared {
         }
     }
 
-    /// The core's decision on the attempt that ended with `outcome`, now.
+    /// The core's decision on the attempt that ended with `outcome`, now; without the call's deposit in the
+    /// budget unless `deposits` (a poll's was made by its operation's first call, see [`Polling`]).
     fn decide(
         &self,
         outcome: &AttemptOutcome,
         call: &mut CallState,
         run: Option<&RunAllowance>,
+        deposits: bool,
     ) -> RetryDecision {
+        let without_deposit = poll::WithoutDeposit(&*self.budget);
+        let budget: &dyn RetryBudget = if deposits { &*self.budget } else { &without_deposit };
         // Held only for the decision (pure, no await): the generator is the one thing calls contend for.
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
         self.policy
-            .decide(outcome, call, clock::now(), &*self.budget, run, &mut *rng)
+            .decide(outcome, call, clock::now(), budget, run, &mut *rng)
     }
 }

@@ -2,6 +2,7 @@
 
 use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::{Error, OutcomeReport};
 
@@ -15,6 +16,7 @@ pub struct ToolCall {
     pub(crate) deadline: Option<Deadline>,
     pub(crate) key: Option<IdempotencyKey>,
     pub(crate) priority: Option<Priority>,
+    pub(crate) cancel: Option<CancellationToken>,
 }
 
 impl ToolCall {
@@ -27,6 +29,7 @@ impl ToolCall {
             deadline: None,
             key: None,
             priority: None,
+            cancel: None,
         }
     }
 
@@ -62,9 +65,21 @@ impl ToolCall {
         self.priority = Some(priority);
         self
     }
+
+    /// Cancels the call when `token` is cancelled (the user went away, the agent request was aborted): queued
+    /// work, backoff sleeps and 409 waits stop at once and no further attempt or fallback starts — the call ends
+    /// with [`Error::Cancelled`]. A side-effecting attempt already sent is not abandoned: it runs to its own
+    /// timeout in the background and its outcome lands in the report (keep it with
+    /// [`ToolClient::call_with_report`](crate::ToolClient::call_with_report)). The call listens on a child of
+    /// `token`: it never cancels the caller's token itself.
+    pub fn cancel_token(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
 }
 
-/// A tool's successful answer (2xx), or the static fallback response.
+/// A tool's successful answer (2xx), or its fallback's (a fallback tool's answer or the static response; the
+/// report's `fallback` says which).
 #[derive(Clone, Debug)]
 pub struct ToolAnswer {
     /// The HTTP status.
@@ -111,11 +126,12 @@ impl ToolError {
         }
     }
 
-    /// The stable error code.
+    /// The stable error code: the error's, or for an upstream's answer the code of the call that got it (the
+    /// fallback tool's, when the call went to one).
     pub fn code(&self) -> ErrorCode {
         match self {
             ToolError::Failed { error, .. } => error.code(),
-            ToolError::Upstream { report, .. } => report.code.unwrap_or(ErrorCode::UpstreamError),
+            ToolError::Upstream { report, .. } => answering(report).code.unwrap_or(ErrorCode::UpstreamError),
         }
     }
 
@@ -125,8 +141,13 @@ impl ToolError {
     }
 }
 
+/// The report of the call whose answer was returned: the last fallback tool's, else the call's own.
+fn answering(report: &OutcomeReport) -> &OutcomeReport {
+    report.fallback_report.as_deref().map_or(report, answering)
+}
+
 fn stop_suffix(report: &OutcomeReport) -> String {
-    report
+    answering(report)
         .stop
         .as_ref()
         .map(|s| format!(" ({s})"))

@@ -13,6 +13,19 @@
 //!
 //! and returns the answer or a typed error, each with the call's [`OutcomeReport`](crate::OutcomeReport).
 //!
+//! Around the stack the client keeps the promises a layer cannot:
+//! - **Request size.** Arguments whose JSON is over `server.body_limit` are refused before anything is sent.
+//! - **409 "in progress".** Waited out within the deadline (`send.rs`, `poll.rs`): the upstream's `Retry-After`
+//!   honoured but never under a 100 ms floor, growing with jitter to 2 s; each poll is marked so the retry layer
+//!   spends no retry and no budget on it and keeps counting `ballast-attempt`.
+//! - **Fallback** (`fallback.rs`). When the upstream is failing (breaker open, shed, retries spent), the
+//!   configured `fallback_tool` or `fallback_response` answers — for a side-effecting tool only when no attempt
+//!   may have reached the upstream, so a fallback never repeats a refund. The report stays the call's own, with
+//!   the fallback tool's report nested in it.
+//! - **Cancellation.** [`ToolCall::cancel_token`]: sleeps, waits and queued work stop at once; a sent
+//!   side-effecting attempt runs to its end and is recorded.
+//! - **The total.** The report's total is the whole call's, polls and fallback included.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! use ballast::{ServiceTransport, ToolCall, ToolClients};
@@ -42,7 +55,11 @@
 
 mod call;
 mod client;
+mod ended;
+mod fallback;
+mod poll;
 mod registry;
+mod send;
 
 pub use call::{ToolAnswer, ToolCall, ToolError};
 pub use client::ToolClient;

@@ -1,0 +1,119 @@
+//! The call through the stack: the request (built once, refused when too large) and the 409 "in progress" wait.
+//!
+//! Why the client polls and not the retry layer: a 409 in progress is an answer to wait on for as long as the
+//! deadline allows, not a failure to retry a few times. Each poll is a trip through the whole stack (deadline,
+//! admission, retry, breaker, attempt), marked [`Polling`] so the retry layer hands the 409 back at once without
+//! spending a retry or depositing in the budget, and numbers the poll's attempts after the operation's earlier
+//! ones (`ballast-attempt` keeps counting). The waits between polls are `poll.rs`'s.
+
+use ballast_core::{ProblemKind, ResponseInfo, StopReason};
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use tower::ServiceExt as _;
+
+use super::poll::PollWaits;
+use super::{ToolCall, ToolClient};
+use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
+use crate::retry::Polling;
+use crate::{CallContext, Error, Report, classify_response, clock};
+
+impl ToolClient {
+    /// Sends the call through the stack; while the upstream answers 409 "in progress" for this key, waits (see
+    /// `poll.rs`) and asks again, until another answer, the deadline or cancellation.
+    pub(super) async fn send_until_settled(
+        &self,
+        template: &Request<Bytes>,
+        ctx: &CallContext,
+    ) -> Result<Response<Bytes>, Error> {
+        let mut waits: Option<PollWaits> = None;
+        loop {
+            let response = self.send(template, ctx).await?;
+            let Some(info) = in_progress(&response) else {
+                return Ok(response);
+            };
+            let now = clock::now();
+            let wait = waits.get_or_insert_with(PollWaits::new).next(
+                info.retry_after,
+                &ctx.effective_deadline(),
+                now,
+            );
+            let wait = match wait {
+                Ok(wait) => wait,
+                Err(exceeded) => {
+                    let stop = StopReason::Deadline(exceeded);
+                    ctx.report.update(|r| {
+                        r.stop = Some(stop);
+                        r.code = Some(stop.code());
+                    });
+                    return Ok(response);
+                }
+            };
+            tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => return Err(Error::Cancelled),
+                () = clock::sleep_until(now + wait) => {}
+            }
+        }
+    }
+
+    /// One trip through the stack: a copy of `template` carrying the call's context and the poll marker.
+    async fn send(&self, template: &Request<Bytes>, ctx: &CallContext) -> Result<Response<Bytes>, Error> {
+        let mut request = template.clone();
+        request.extensions_mut().insert(ctx.clone());
+        request.extensions_mut().insert(Polling {
+            attempts_before: attempts_so_far(&ctx.report),
+        });
+        self.inner.stack.clone().oneshot(request).await
+    }
+
+    /// The call's request, without its context: built once for every poll. Arguments whose JSON is over the
+    /// server's `body_limit` are refused here, before anything is sent.
+    pub(super) fn request(&self, call: &ToolCall, ctx: &CallContext) -> Result<Request<Bytes>, Error> {
+        let upstream = &self.inner.tool.upstream;
+        let body = serde_json::to_vec(&call.arguments).map_err(|e| Error::transport(false, e))?;
+        let limit = self.inner.server.body_limit;
+        if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
+            return Err(Error::BodyTooLarge {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            });
+        }
+        let mut request = Request::builder()
+            .method(upstream.method.as_str())
+            .uri(&upstream.url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Bytes::from(body))
+            .map_err(|e| Error::transport(false, e))?;
+        let headers = request.headers_mut();
+        let key = ctx.report.read(|r| {
+            r.idempotency_key
+                .as_deref()
+                .and_then(|k| HeaderValue::from_str(k).ok())
+        });
+        if let Some(key) = key {
+            headers.insert(IDEMPOTENCY_KEY, key);
+        }
+        if let Some(run) = call.run_id.as_deref().and_then(|r| HeaderValue::from_str(r).ok()) {
+            headers.insert(BALLAST_RUN_ID, run);
+        }
+        if let Some((step, _)) = &call.step
+            && let Ok(step) = HeaderValue::from_str(step)
+        {
+            headers.insert(BALLAST_STEP_ID, step);
+        }
+        Ok(request)
+    }
+}
+
+/// The answer read, when it is a 409 "in progress" for the operation's key.
+pub(super) fn in_progress(response: &Response<Bytes>) -> Option<ResponseInfo> {
+    if response.status() != StatusCode::CONFLICT {
+        return None;
+    }
+    let info = classify_response(response);
+    (info.problem == ProblemKind::IdempotencyInProgress).then_some(info)
+}
+
+/// The highest attempt number the report holds: the operation's attempts so far.
+fn attempts_so_far(report: &Report) -> u32 {
+    report.read(|r| r.attempts.iter().map(|a| a.number).max().unwrap_or(0))
+}
