@@ -478,6 +478,9 @@ async fn a_request_without_context_is_retried_only_when_safe() {
 
 // Regression tests of the review (named after the bug they pin).
 
+/// How a double answers attempt `n`.
+type Answer = fn(usize) -> Result<Response<Bytes>, Error>;
+
 const KEYED_REPLAYS_ERRORS: CallKind = CallKind::SideEffectingTool(UpstreamIdempotency::KeyedReplaysErrors);
 
 /// A call of `kind` in a run with `allowance` retries.
@@ -514,7 +517,6 @@ fn refused_below(n: usize) -> Result<Response<Bytes>, Error> {
 /// timed out after sending, and which then stopped for another reason, reported `outcome_unknown = false`.
 #[tokio::test(start_paused = true)]
 async fn outcome_unknown_was_under_reported_for_keyed_tools() {
-    type Answer = fn(usize) -> Result<Response<Bytes>, Error>;
     // (what stops the call, its code, the upstream, its budget)
     let after_a_timeout: [(&str, &str, Answer, Arc<dyn RetryBudget>); 6] = [
         (
@@ -634,7 +636,7 @@ async fn a_replay_or_a_success_after_a_lost_answer_settles_the_outcome() {
 
 #[tokio::test(start_paused = true)]
 async fn answered_or_never_sent_attempts_and_read_only_calls_are_never_outcome_unknown() {
-    let cases: [(CallKind, fn(usize) -> Result<Response<Bytes>, Error>); 3] = [
+    let cases: [(CallKind, Answer); 3] = [
         (KEYED, |_| status(503)),
         (KEYED, |n| {
             if n == 1 {

@@ -5,7 +5,9 @@
 //! refund happened. So the attempt runs on a spawned task; the caller awaits its outcome through a channel, and
 //! if the caller is gone (its future dropped, its token cancelled) the task still finishes, records the outcome
 //! in the call's report marked `background` (and `outcome_unknown` when it got no answer after sending), and
-//! logs a warning with the idempotency key to look it up by.
+//! logs a warning with the idempotency key to look it up by. Exactly one of the two happens: an outcome the task
+//! delivered just as the caller cancelled is handed to the caller (it is there: no reason to hide it), and one
+//! delivered but never read (the caller's future dropped in between) is marked by the caller's end on drop.
 
 use std::future::Future;
 
