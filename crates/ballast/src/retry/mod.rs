@@ -71,6 +71,7 @@ use tower::{Layer, Service};
 use crate::Error;
 
 pub use classify::classify_response;
+pub(crate) use record::outcome_unknown;
 
 /// Retries a call as the core's retry decision says, drawing from the upstream's retry budget.
 ///

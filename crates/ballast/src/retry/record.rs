@@ -87,8 +87,14 @@ pub(super) fn never_left(error: &Error) -> bool {
 /// proxy or a rate limiter before the key is looked up, and an upstream that stores only successes (`keyed`)
 /// answers an error without telling whether an earlier attempt acted; a 4xx such as 400 may be a validation
 /// made before the key is looked up. Whatever stopped the call — attempts, budget, run allowance, deadline, an
-/// open circuit, the caller — does not change what the upstream may have done.
-fn outcome_unknown(kind: CallKind, succeeded: bool, replayed: bool, attempts: &[AttemptRecord]) -> bool {
+/// open circuit, the caller — does not change what the upstream may have done. (The deadline layer applies it
+/// too, to a call it ends — deadline passed, caller cancelled — before this layer could.)
+pub(crate) fn outcome_unknown(
+    kind: CallKind,
+    succeeded: bool,
+    replayed: bool,
+    attempts: &[AttemptRecord],
+) -> bool {
     let unanswered = |a: &AttemptRecord| match a.result {
         AttemptResult::Pending => true,
         AttemptResult::Error(_) => a.sent,
