@@ -777,3 +777,29 @@ async fn a_retry_that_went_out_stays_spent() {
     assert_eq!(sent(&log), 3);
     assert_eq!((run.allowance().left(), budget.available(clock::now())), (1, 3));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_sent_again_with_its_report_is_judged_on_its_whole_history() {
+    // The same operation twice through the layer (as a caller polling it would): lost, then replayed.
+    let empty = TokenBucket::new(1, 0.0).unwrap();
+    assert!(empty.try_withdraw(clock::now()));
+    let (service, _log) = retrying_with(Arc::new(empty), |n| {
+        if n == 1 {
+            Err(timeout())
+        } else {
+            with_header(200, "idempotent-replayed", "true")
+        }
+    });
+    let (context, request) = call(KEYED);
+    let again = request.clone();
+
+    let _ = service.clone().oneshot(request).await;
+    assert!(context.report.snapshot().outcome_unknown, "lost, not retried");
+    service.oneshot(again).await.expect("the stored answer");
+
+    let report = context.report.snapshot();
+    assert!(
+        report.replayed && !report.outcome_unknown,
+        "settled by the replay: {report}"
+    );
+}

@@ -134,7 +134,9 @@ pub(super) fn finish(shared: &Shared, ctx: &CallContext, end: End) -> Result<Res
     ctx.report.update(|r| {
         r.stop = stop;
         r.code = code;
-        r.outcome_unknown |= matches!(stop, Some(StopReason::OutcomeUnknown { .. }))
+        // Judged afresh from every attempt of the call (a caller that sends the call again through this layer,
+        // with the same report, gets a verdict on the whole history: a replay now settles a loss then).
+        r.outcome_unknown = matches!(stop, Some(StopReason::OutcomeUnknown { .. }))
             || outcome_unknown(ctx.kind, succeeded, replayed, &r.attempts);
         r.replayed = replayed;
         r.budget_left = Some(budget_left);
