@@ -4,7 +4,8 @@
 //! `ToolClient`) puts one [`CallContext`] in `http::Request::extensions`; every layer below reads it — the
 //! deadline, the run, the priority, what kind of call it is — and writes what it learns into its [`Report`].
 //! The deadline also lives in a task-local scope ([`scope`], [`current_deadline`]), so a call made while
-//! handling another call (a tool that calls a tool) sees the earliest deadline without being handed it.
+//! handling another call (a tool that calls a tool) sees the earliest deadline without being handed it;
+//! [`CallContext::effective_deadline`] folds it in, so every layer works to the earliest of all three.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -51,14 +52,17 @@ impl CallContext {
         }
     }
 
-    /// The deadline, shortened by the run's (the earliest wins).
+    /// The deadline every layer works to: the earliest of the context's own, its run's, and the enclosing
+    /// deadline [`scope`]'s (a call made while handling another call, or under a caller's `scope`, never
+    /// outlives it, whatever its context says).
     pub fn effective_deadline(&self) -> Deadline {
-        match &self.run {
+        let deadline = match &self.run {
             Some(run) => run
                 .deadline()
                 .map_or(self.deadline, |d| self.deadline.earliest(&d)),
             None => self.deadline,
-        }
+        };
+        current_deadline().map_or(deadline, |scoped| deadline.earliest(&scoped))
     }
 }
 
@@ -127,5 +131,33 @@ mod tests {
         ctx.run = Some(run);
         assert_eq!(ctx.effective_deadline().instant(), Instant::from_millis(100));
         let _ = Duration::ZERO;
+    }
+
+    #[tokio::test]
+    async fn an_enclosing_scope_shortens_the_effective_deadline() {
+        let run = Arc::new(Run::new("run-1".into(), 3));
+        run.offer_deadline(Deadline::at(Instant::from_millis(800)));
+        let mut ctx = CallContext::new(CallKind::Model, Deadline::at(Instant::from_millis(1_000)));
+        ctx.run = Some(run);
+        let scoped = |ms| {
+            scope(Deadline::at(Instant::from_millis(ms)), async {
+                ctx.effective_deadline()
+            })
+        };
+        assert_eq!(
+            scoped(300).await.instant(),
+            Instant::from_millis(300),
+            "the scope's, earliest"
+        );
+        assert_eq!(
+            scoped(900).await.instant(),
+            Instant::from_millis(800),
+            "the run's, earliest"
+        );
+        assert_eq!(
+            ctx.effective_deadline().instant(),
+            Instant::from_millis(800),
+            "no scope"
+        );
     }
 }

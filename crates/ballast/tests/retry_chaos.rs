@@ -138,8 +138,8 @@ async fn retry_after_2_is_waited_for_plus_jitter() {
     assert_eq!(response.status(), 200);
     assert_eq!(sent.load(Ordering::SeqCst), 2);
     assert!(
-        waited >= Duration::from_secs(2) && waited <= Duration::from_millis(2_200),
-        "waited {waited:?}: never earlier than asked, at most 10% more"
+        waited > Duration::from_secs(2) && waited <= Duration::from_millis(2_200),
+        "waited {waited:?}: never earlier than asked, plus a jitter (non-zero with this seed) of at most 10%"
     );
 }
 
@@ -254,10 +254,13 @@ async fn a_thousand_calls_to_an_always_503_upstream_stay_within_the_budget() {
         attempts as f64 / CALLS as f64,
         budget.refused()
     );
-    assert!(attempts > CALLS, "the budget lets some retries through");
-    assert!(
-        attempts <= CALLS + allowed,
-        "{attempts} attempts for {CALLS} calls: more retries than the budget allows ({allowed})"
+    // Paused time and seeded jitter make the run deterministic, and the budget grants exactly its floor plus
+    // 20% of the calls: never more (the bound), and no fewer — every call's first attempt is deposited (a budget
+    // that dropped deposits would grant only its floor).
+    assert_eq!(
+        attempts,
+        CALLS + allowed,
+        "{attempts} attempts for {CALLS} calls: the budget allows exactly {allowed} retries"
     );
     assert!(refused_calls > 0 && budget.refused() > 0);
 }

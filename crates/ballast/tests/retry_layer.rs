@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ballast::{
-    AttemptNumber, AttemptResult, CallContext, Error, OutcomeReport, Report, Retry, RetryLayer, clock,
+    AttemptNumber, AttemptResult, BreakerLayer, CallContext, Error, OutcomeReport, Report, Retry, RetryLayer,
+    Run, clock, scope,
 };
 use ballast_core::{
-    CallKind, Deadline, ErrorCode, RatioBudget, RetryPolicy, StopReason, UpstreamIdempotency,
+    BreakerConfig, CallKind, CircuitBreaker, Deadline, ErrorCode, RatioBudget, RetryBudget, RetryPolicy,
+    StopReason, TokenBucket, UpstreamIdempotency,
 };
 use bytes::Bytes;
 use http::{Request, Response};
@@ -34,6 +36,14 @@ fn retrying<F>(answer: F) -> (Retry<Upstream>, Log)
 where
     F: Fn(usize) -> Result<Response<Bytes>, Error> + Clone + Send + 'static,
 {
+    retrying_with(Arc::new(RatioBudget::default()), answer)
+}
+
+/// [`retrying`] drawing its retries from `budget`.
+fn retrying_with<F>(budget: Arc<dyn RetryBudget>, answer: F) -> (Retry<Upstream>, Log)
+where
+    F: Fn(usize) -> Result<Response<Bytes>, Error> + Clone + Send + 'static,
+{
     let log: Log = Arc::default();
     let seen = Arc::clone(&log);
     let upstream = service_fn(move |request: Request<Bytes>| {
@@ -48,7 +58,7 @@ where
         let result = answer(n);
         async move { result }
     });
-    let layer = RetryLayer::new(RetryPolicy::default(), Arc::new(RatioBudget::default())).with_rng_seed(9);
+    let layer = RetryLayer::new(RetryPolicy::default(), budget).with_rng_seed(9);
     (layer.layer(BoxCloneService::new(upstream)), log)
 }
 
@@ -463,5 +473,333 @@ async fn a_request_without_context_is_retried_only_when_safe() {
             .extensions()
             .get::<CallContext>()
             .is_some()
+    );
+}
+
+// Regression tests of the review (named after the bug they pin).
+
+/// How a double answers attempt `n`.
+type Answer = fn(usize) -> Result<Response<Bytes>, Error>;
+
+const KEYED_REPLAYS_ERRORS: CallKind = CallKind::SideEffectingTool(UpstreamIdempotency::KeyedReplaysErrors);
+
+/// A call of `kind` in a run with `allowance` retries.
+fn call_in_run(kind: CallKind, allowance: u32) -> (CallContext, Request<Bytes>, Arc<Run>) {
+    let run = Arc::new(Run::new("run-1".into(), allowance));
+    let (context, request) = call_in(kind, &run);
+    (context, request, run)
+}
+
+/// A call of `kind` in `run`.
+fn call_in(kind: CallKind, run: &Arc<Run>) -> (CallContext, Request<Bytes>) {
+    let (mut context, mut request) = call(kind);
+    context.run = Some(Arc::clone(run));
+    request.extensions_mut().insert(context.clone());
+    (context, request)
+}
+
+fn refused_below(n: usize) -> Result<Response<Bytes>, Error> {
+    Err(match n {
+        0 => Error::CircuitOpen { retry_in: None },
+        1 => Error::DeadlineExceeded(
+            Deadline::after(clock::now(), Duration::from_millis(10))
+                .attempt_timeout(Duration::from_secs(1), clock::now())
+                .expect_err("10 ms cannot hold an attempt"),
+        ),
+        _ => Error::Overloaded {
+            reason: "queue_full",
+            retry_after: None,
+        },
+    })
+}
+
+/// Bug: `outcome_unknown` was set only for `StopReason::OutcomeUnknown`, so a keyed refund whose first attempt
+/// timed out after sending, and which then stopped for another reason, reported `outcome_unknown = false`.
+#[tokio::test(start_paused = true)]
+async fn outcome_unknown_was_under_reported_for_keyed_tools() {
+    // (what stops the call, its code, the upstream, its budget)
+    let after_a_timeout: [(&str, &str, Answer, Arc<dyn RetryBudget>); 6] = [
+        (
+            "attempts exhausted",
+            "upstream_error",
+            |n| if n == 1 { Err(timeout()) } else { status(429) },
+            Arc::new(RatioBudget::default()),
+        ),
+        (
+            "a later 5xx",
+            "upstream_error",
+            |n| if n == 1 { Err(timeout()) } else { status(500) },
+            Arc::new(RatioBudget::default()),
+        ),
+        (
+            "409 in progress",
+            "upstream_error",
+            |n| {
+                if n == 1 {
+                    Err(timeout())
+                } else {
+                    Ok(Response::builder()
+                        .status(409)
+                        .header("content-type", "application/problem+json")
+                        .body(Bytes::from_static(
+                            br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
+                        ))
+                        .unwrap())
+                }
+            },
+            Arc::new(RatioBudget::default()),
+        ),
+        (
+            "budget exhausted",
+            "retry_budget_exhausted",
+            |_| Err(timeout()),
+            {
+                let empty = TokenBucket::new(1, 0.0).unwrap();
+                assert!(empty.try_withdraw(clock::now()));
+                Arc::new(empty)
+            },
+        ),
+        (
+            "deadline",
+            "deadline_exceeded",
+            |n| {
+                if n == 1 {
+                    Err(timeout())
+                } else {
+                    with_header(429, "retry-after", "40")
+                }
+            },
+            Arc::new(RatioBudget::default()),
+        ),
+        (
+            "circuit open",
+            "circuit_open",
+            |n| if n == 1 { Err(timeout()) } else { refused_below(0) },
+            Arc::new(RatioBudget::default()),
+        ),
+    ];
+    for kind in [KEYED, KEYED_REPLAYS_ERRORS] {
+        for (case, code, answer, budget) in after_a_timeout.clone() {
+            let (service, _log) = retrying_with(budget, answer);
+            let (context, request) = call(kind);
+            let _ = service.oneshot(request).await;
+            let report = context.report.snapshot();
+            assert_eq!(
+                report.code.map(|c| c.as_str()),
+                Some(code),
+                "{kind:?}, {case}: {report}"
+            );
+            assert!(report.outcome_unknown, "{kind:?}, {case}: {report}");
+        }
+        // The run's allowance spent.
+        let (service, _log) = retrying(|_| Err(timeout()));
+        let (context, request, _run) = call_in_run(kind, 0);
+        let error = service.oneshot(request).await.expect_err("no answer");
+        assert!(
+            matches!(error, Error::Stopped(StopReason::RunAllowanceExhausted)),
+            "{error:?}"
+        );
+        assert!(
+            context.report.snapshot().outcome_unknown,
+            "{kind:?}, run allowance"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replay_or_a_success_after_a_lost_answer_settles_the_outcome() {
+    // The upstream's stored error for the key: the operation's outcome is that answer.
+    let (service, _log) = retrying(|n| {
+        if n == 1 {
+            Err(timeout())
+        } else {
+            with_header(500, "idempotent-replayed", "true")
+        }
+    });
+    let (context, request) = call(KEYED_REPLAYS_ERRORS);
+    let response = service.oneshot(request).await.expect("the stored answer");
+    assert_eq!(response.status(), 500);
+    let report = context.report.snapshot();
+    assert!(report.replayed && !report.outcome_unknown, "{report}");
+
+    let (service, _log) = retrying(|n| {
+        if n == 1 {
+            Err(Error::transport(true, "reset"))
+        } else {
+            status(201)
+        }
+    });
+    let (context, request) = call(KEYED);
+    service.oneshot(request).await.expect("an answer");
+    assert!(!context.report.snapshot().outcome_unknown);
+}
+
+#[tokio::test(start_paused = true)]
+async fn answered_or_never_sent_attempts_and_read_only_calls_are_never_outcome_unknown() {
+    let cases: [(CallKind, Answer); 3] = [
+        (KEYED, |_| status(503)),
+        (KEYED, |n| {
+            if n == 1 {
+                Err(Error::transport(false, "refused"))
+            } else {
+                refused_below(0)
+            }
+        }),
+        (CallKind::ReadOnlyTool, |_| Err(timeout())),
+    ];
+    for (kind, answer) in cases {
+        let (service, _log) = retrying(answer);
+        let (context, request) = call(kind);
+        let _ = service.oneshot(request).await;
+        let report = context.report.snapshot();
+        assert!(!report.outcome_unknown, "{kind:?}: {report}");
+    }
+}
+
+/// Bug: the retry layer ignored an enclosing `scope` deadline earlier than its context's, and slept a
+/// `Retry-After: 5` twice under a 1 s scope.
+#[tokio::test(start_paused = true)]
+async fn the_retry_layer_ignored_the_scope_deadline() {
+    let (service, log) = retrying(|_| with_header(503, "retry-after", "5"));
+    let (context, request) = call(CallKind::ReadOnlyTool);
+    let start = clock::now();
+
+    let response = scope(
+        Deadline::after(start, Duration::from_secs(1)),
+        service.oneshot(request),
+    )
+    .await
+    .expect("the upstream's own answer");
+
+    assert_eq!(clock::now(), start, "no wait at all");
+    assert_eq!(response.status(), 503);
+    assert_eq!(sent(&log), 1);
+    assert!(matches!(
+        context.report.snapshot().stop,
+        Some(StopReason::Deadline(_))
+    ));
+}
+
+/// Bug: a retry the decision paid for (run allowance, budget token) and whose attempt a layer below refused
+/// locally was never given back.
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_below_kept_its_run_allowance_and_budget_token() {
+    for refusal in 0..3 {
+        let budget = Arc::new(TokenBucket::new(5, 0.0).unwrap());
+        let (service, log) = retrying_with(budget.clone(), move |n| {
+            if n == 1 {
+                status(503)
+            } else {
+                refused_below(refusal)
+            }
+        });
+        let (context, request, run) = call_in_run(CallKind::ReadOnlyTool, 3);
+
+        let error = service.oneshot(request).await.expect_err("refused below");
+
+        assert!(error.attempt_outcome().is_none(), "{error}");
+        assert_eq!(sent(&log), 2);
+        assert_eq!(
+            run.allowance().left(),
+            3,
+            "{error}: one attempt went out, no retry did"
+        );
+        assert_eq!(budget.available(clock::now()), 5, "{error}");
+        let report = context.report.snapshot();
+        assert_eq!(
+            (report.run_allowance_left, report.budget_left),
+            (Some(3), Some(5)),
+            "{report}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_by_an_open_breaker_is_given_back() {
+    let upstream = service_fn(|_request: Request<Bytes>| async { status(503) });
+    let config = BreakerConfig::builder().consecutive_failures(1).build().unwrap();
+    let budget = Arc::new(RatioBudget::default());
+    let service = RetryLayer::new(RetryPolicy::default(), budget.clone())
+        .with_rng_seed(3)
+        .layer(BreakerLayer::new(Arc::new(CircuitBreaker::seeded(config, Some(3)))).layer(upstream));
+    let (context, request, run) = call_in_run(CallKind::ReadOnlyTool, 3);
+    let before = budget.available(clock::now());
+
+    let error = service.oneshot(request).await.expect_err("the circuit opened");
+
+    assert!(matches!(error, Error::CircuitOpen { .. }), "{error}");
+    assert_eq!(run.allowance().left(), 3);
+    assert_eq!(budget.available(clock::now()), before);
+    assert_eq!(context.report.snapshot().run_allowance_left, Some(3));
+}
+
+/// Bug: a retry paid for and then cancelled (or dropped) during its backoff kept its run allowance and budget
+/// token.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_backoff_kept_its_run_allowance_and_budget_token() {
+    let budget = Arc::new(TokenBucket::new(2, 0.0).unwrap());
+    let (service, log) = retrying_with(budget.clone(), |_| with_header(503, "retry-after", "5"));
+    let (context, request, run) = call_in_run(CallKind::Model, 3);
+    let running = tokio::spawn(service.oneshot(request));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(
+        (run.allowance().left(), budget.available(clock::now())),
+        (2, 1),
+        "paid, sleeping"
+    );
+
+    context.cancel.cancel();
+    let result = running.await.expect("the call's task");
+
+    assert!(matches!(result, Err(Error::Cancelled)), "{result:?}");
+    assert_eq!(sent(&log), 1);
+    assert_eq!((run.allowance().left(), budget.available(clock::now())), (3, 2));
+    let report = context.report.snapshot();
+    assert_eq!(
+        (report.run_allowance_left, report.budget_left),
+        (Some(3), Some(2))
+    );
+
+    // Dropped instead of cancelled.
+    let (service, _log) = retrying_with(budget.clone(), |_| with_header(503, "retry-after", "5"));
+    let (_context, request) = call_in(CallKind::Model, &run);
+    let dropped = tokio::time::timeout(Duration::from_secs(1), service.oneshot(request)).await;
+    assert!(dropped.is_err(), "still sleeping when dropped");
+    assert_eq!((run.allowance().left(), budget.available(clock::now())), (3, 2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_went_out_stays_spent() {
+    let budget = Arc::new(TokenBucket::new(5, 0.0).unwrap());
+    let (service, log) = retrying_with(budget.clone(), |n| if n < 3 { status(503) } else { status(200) });
+    let (_context, request, run) = call_in_run(CallKind::Model, 3);
+    service.oneshot(request).await.expect("an answer");
+    assert_eq!(sent(&log), 3);
+    assert_eq!((run.allowance().left(), budget.available(clock::now())), (1, 3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_sent_again_with_its_report_is_judged_on_its_whole_history() {
+    // The same operation twice through the layer (as a caller polling it would): lost, then replayed.
+    let empty = TokenBucket::new(1, 0.0).unwrap();
+    assert!(empty.try_withdraw(clock::now()));
+    let (service, _log) = retrying_with(Arc::new(empty), |n| {
+        if n == 1 {
+            Err(timeout())
+        } else {
+            with_header(200, "idempotent-replayed", "true")
+        }
+    });
+    let (context, request) = call(KEYED);
+    let again = request.clone();
+
+    let _ = service.clone().oneshot(request).await;
+    assert!(context.report.snapshot().outcome_unknown, "lost, not retried");
+    service.oneshot(again).await.expect("the stored answer");
+
+    let report = context.report.snapshot();
+    assert!(
+        report.replayed && !report.outcome_unknown,
+        "settled by the replay: {report}"
     );
 }

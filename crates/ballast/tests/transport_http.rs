@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use ballast::{Error, HttpTransport};
@@ -11,6 +11,7 @@ use ballast_chaos::{ChaosServer, EndpointProfile, ScriptStep};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use support::*;
+use tokio::net::TcpSocket;
 use tower::ServiceExt as _;
 
 const LOOKUP: &str = "lookup_order";
@@ -84,15 +85,22 @@ async fn a_reset_after_sending_may_have_reached_the_upstream() {
 
 #[tokio::test]
 async fn a_closed_port_is_never_sent() {
-    let closed = {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a port");
-        listener.local_addr().expect("its address")
-    };
+    // A socket bound to the port but never listening: connections to it are refused, and while it is held no
+    // other socket can bind the port (neither sets SO_REUSEADDR/SO_REUSEPORT) and the kernel picks it for no
+    // outgoing connection — unlike a listener dropped before the request, whose port another test could take.
+    let reserved = TcpSocket::new_v4().expect("a socket");
+    assert!(
+        !reserved.reuseaddr().expect("SO_REUSEADDR"),
+        "an exclusive hold on the port"
+    );
+    reserved.bind((Ipv4Addr::LOCALHOST, 0).into()).expect("a port");
+    let closed = reserved.local_addr().expect("its address");
     let request = http::Request::get(format!("http://{closed}/tools/{LOOKUP}"))
         .body(Bytes::new())
         .expect("a request");
     let error = transport().oneshot(request).await.expect_err("refused");
     assert!(matches!(error, Error::Transport { sent: false, .. }), "{error}");
+    drop(reserved);
 }
 
 #[tokio::test]

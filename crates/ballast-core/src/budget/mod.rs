@@ -25,9 +25,15 @@
 //! # Time going backwards
 //! Two threads can read the clock and then reach the budget in the other order, so a `now` may be earlier than
 //! one the budget has already seen. Neither budget panics on it, and neither mints a retry from it: the token
-//! bucket's state only moves forward, so an earlier `now` only looks *less* refilled; the ratio budget books a
-//! retry at the latest time it has seen (it is given back no sooner than if it had been taken then) and drops a
-//! request whose `now` already lies outside the window (it would already have aged out). See each type's docs.
+//! bucket's state only moves forward (a refund takes back only the retry it returns), so an earlier `now` only
+//! looks *less* refilled; the ratio budget books a retry at the latest time it has seen (it is given back no
+//! sooner than if it had been taken then) and drops a request whose `now` already lies outside the window (it
+//! would already have aged out). See each type's docs.
+//!
+//! # Refunds
+//! A retry granted and then never sent (the caller cancelled the backoff, a breaker or the deadline refused the
+//! attempt) is given back with [`RetryBudget::refund`], named by the time it was withdrawn: each budget then
+//! holds exactly what it would hold had the retry never been taken, or less — never more.
 
 mod ledger;
 mod ratio;
@@ -52,6 +58,22 @@ pub trait RetryBudget: Send + Sync + std::fmt::Debug {
 
     /// Whole retries that could be withdrawn at `now` (for outcome reports and `/status`).
     fn available(&self, now: Instant) -> u64;
+
+    /// Gives back a retry that [`try_withdraw`](RetryBudget::try_withdraw) granted at `withdrawn_at` (the `now`
+    /// it was given) and that was never used: the attempt it paid for did not go out (the caller cancelled the
+    /// backoff, or a layer below refused the attempt locally). Call it at most once per granted retry, and only
+    /// for one that was granted: the budget cannot tell a stray refund from a real one.
+    ///
+    /// Why the withdrawal's time and not the refund's: a retry is only given back where it was taken. A
+    /// budget that forgets retries over time (a sliding window, a refill capped at the capacity) may already
+    /// have forgotten this one — it left the window, or the bucket refilled to full since — and then there is
+    /// nothing to give back; giving it back anyway would mint a retry. Implementations never hold more than
+    /// they would have held had the retry never been withdrawn.
+    ///
+    /// The default gives nothing back: a budget that cannot tell keeps the retry spent (stricter, never looser).
+    fn refund(&self, withdrawn_at: Instant) {
+        let _ = withdrawn_at;
+    }
 
     /// Retries refused so far.
     fn refused(&self) -> u64;
@@ -133,7 +155,31 @@ mod tests {
             assert!(budget.try_withdraw(now));
             assert_eq!(budget.available(now), before - 1);
             assert_eq!(budget.refused(), 0);
+            budget.refund(now);
+            assert_eq!(budget.available(now), before, "an unused retry is given back");
         }
+    }
+
+    #[test]
+    fn the_default_refund_keeps_the_retry_spent() {
+        #[derive(Debug)]
+        struct Once(std::sync::atomic::AtomicBool);
+        impl RetryBudget for Once {
+            fn deposit(&self, _: Instant) {}
+            fn try_withdraw(&self, _: Instant) -> bool {
+                !self.0.swap(true, std::sync::atomic::Ordering::Relaxed)
+            }
+            fn available(&self, _: Instant) -> u64 {
+                u64::from(!self.0.load(std::sync::atomic::Ordering::Relaxed))
+            }
+            fn refused(&self) -> u64 {
+                0
+            }
+        }
+        let budget = Once(std::sync::atomic::AtomicBool::new(false));
+        assert!(budget.try_withdraw(Instant::ZERO));
+        budget.refund(Instant::ZERO);
+        assert_eq!(budget.available(Instant::ZERO), 0);
     }
 }
 

@@ -31,6 +31,9 @@ const UNIT: i32 = 1_000;
 /// - **Per-slot limit**: a slot counts up to about two million retries' worth (an `i32` of thousandths).
 ///   Beyond that — ten million requests a second at 20% with 1 s slots — further requests earn nothing and
 ///   further retries are refused: the limit can only make the budget stricter.
+/// - **Refunds** ([`RetryBudget::refund`]): a retry granted and never used is credited back to the slot it was
+///   taken in, so it leaves the window with its debit; a refund that arrives after that slot has left gives
+///   nothing back (the window already did).
 /// - **Time going backwards**: a retry whose `now` is older than the latest `now` seen is booked at the latest
 ///   one (given back no sooner); a request whose `now` is already older than the window earns nothing (it
 ///   would have aged out). Neither panics. (Past `2^32` windows after the origin — 136 years for a 1 s window —
@@ -163,6 +166,15 @@ impl RetryBudget for RatioBudget {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
         taken
+    }
+
+    /// Credits one retry to the slot of `withdrawn_at`, which is the slot the withdrawal was booked in (the
+    /// latest epoch seen then; with a clock read that lost a race, a later one — the refund then leaves the
+    /// window first: stricter, never looser). When that slot has left the window, the withdrawal has already
+    /// been given back by the window and nothing is credited. While it is in the window the debit and the
+    /// refund leave together, so the balance is what it would have been without the retry.
+    fn refund(&self, withdrawn_at: Instant) {
+        self.ledger.credit(self.epoch(withdrawn_at), UNIT);
     }
 
     fn available(&self, now: Instant) -> u64 {

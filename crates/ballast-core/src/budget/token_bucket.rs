@@ -22,7 +22,12 @@ const NANOS_PER_SEC: f64 = 1e9;
 ///   racing withdrawals succeed.
 /// - **Refill** is rounded to whole nanoseconds per token, up (a refill of 3/s is a token every 333 333 334 ns):
 ///   never faster than asked.
-/// - **Time going backwards**: `tat` only moves forward, so an earlier `now` sees the bucket *less* full than a
+/// - **Refunds** ([`RetryBudget::refund`]): a retry granted and never used moves `tat` back one interval, less
+///   the time between it and the latest retry taken since (the refill, capped at the capacity, may already
+///   have made up for that much): exactly as if it had never been taken when none was taken in between, and
+///   never more than that. A second atomic remembers the time of the latest retry taken.
+/// - **Time going backwards**: withdrawals only move `tat` forward (a refund moves it back by the retry it
+///   returns, never below that retry's time), so an earlier `now` sees the bucket *less* full than a
 ///   later one did — it is refused more, never given a token that was not there. With a refill of 0, `now` is
 ///   ignored altogether. (Within `capacity * T` of [`Instant::MAX`], 584 years after the origin, the bucket
 ///   refuses: its arrival time would overflow.)
@@ -50,6 +55,9 @@ pub struct TokenBucket {
     refills: bool,
     /// Theoretical arrival time, in nanoseconds on the caller's timeline (0: full from the origin on).
     tat: AtomicU64,
+    /// The latest `now` (on the bucket's clock) of a granted withdrawal: how much of a refunded retry the
+    /// refill may already have made up for (see `refund`).
+    last_taken: AtomicU64,
     refused: AtomicU64,
 }
 
@@ -91,6 +99,7 @@ impl TokenBucket {
             burst: u64::from(capacity).saturating_mul(interval),
             refills,
             tat: AtomicU64::new(0),
+            last_taken: AtomicU64::new(0),
             refused: AtomicU64::new(0),
         })
     }
@@ -130,13 +139,43 @@ impl RetryBudget for TokenBucket {
             .tat
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
                 let next = tat.max(now).checked_add(self.interval)?;
-                (next - now <= self.burst).then_some(next)
+                let granted = next - now <= self.burst;
+                if granted {
+                    // Recorded before the swap publishes the new arrival time, so a refund that sees that time
+                    // also sees this; should the swap lose a race, a later `now` only makes refunds smaller.
+                    self.last_taken.fetch_max(now, Ordering::AcqRel);
+                }
+                granted.then_some(next)
             })
             .is_ok();
         if !taken {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
         taken
+    }
+
+    /// Moves the arrival time back by one interval `T`, less the time from `withdrawn_at` to the latest
+    /// withdrawal granted since (none: the whole interval): exact when no retry was taken in between, never
+    /// more than the bucket would hold had the retry not been taken.
+    ///
+    /// Why less: the capacity caps the refill, so without this retry the bucket might have reached its capacity
+    /// in between and wasted refill — then the refill has already made up for part of the retry. GCRA unrolled,
+    /// `tat = max over withdrawals k of (s_k + T x withdrawals from k on)`; without this retry (taken at `s_r`,
+    /// followed by `n` withdrawals), the terms of the withdrawals after it are at most `s_last + T n`, while the
+    /// bucket's `tat` is at least this retry's own term, `s_r + T (n + 1)`; so `tat - T + (s_last - s_r)` bounds
+    /// the arrival time without the retry from above, and the other terms lose exactly `T`. Never below
+    /// `withdrawn_at`, so a stray refund cannot fill the bucket past its capacity.
+    fn refund(&self, withdrawn_at: Instant) {
+        let withdrawn_at = self.clock(withdrawn_at);
+        let _ = self.tat.fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+            // Read after `tat`: a withdrawal records its time before it publishes its arrival time.
+            let since = self
+                .last_taken
+                .load(Ordering::Acquire)
+                .saturating_sub(withdrawn_at);
+            let back = self.interval.saturating_sub(since);
+            Some(tat.saturating_sub(back).max(withdrawn_at)).filter(|&moved| moved < tat)
+        });
     }
 
     fn available(&self, now: Instant) -> u64 {

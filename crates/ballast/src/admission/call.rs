@@ -6,10 +6,11 @@ use std::time::Duration;
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
 use tokio_util::sync::CancellationToken;
 
-use crate::{CallContext, Error, Report};
+use crate::{CallContext, Error, Report, current_deadline};
 
 /// A call's class, deadline, cancellation and report. Without a [`CallContext`] (the layer used alone): class
-/// `critical`, no deadline (it waits until a slot frees or its future is dropped), no token, no report.
+/// `critical`, the enclosing [`scope`](crate::scope)'s deadline or none (it waits until a slot frees or its
+/// future is dropped), no token, no report.
 #[derive(Debug)]
 pub(super) struct Call {
     pub(super) priority: Priority,
@@ -29,7 +30,7 @@ impl Call {
             },
             None => Call {
                 priority: Priority::default(),
-                deadline: None,
+                deadline: current_deadline(),
                 cancel: None,
                 report: None,
             },

@@ -25,8 +25,9 @@ use super::slot::Shared;
 ///   deadline already past.
 ///
 /// The call's class is [`CallContext::priority`] and its deadline [`CallContext::effective_deadline`].
-/// Without a [`CallContext`] (the layer used alone) a call is `critical` with no deadline: it waits until a slot
-/// frees or its future is dropped, like tower's `ConcurrencyLimit`. A refusal's stable code is written into the
+/// Without a [`CallContext`] (the layer used alone) a call is `critical`, with the enclosing
+/// [`scope`](crate::scope)'s deadline if there is one, else none: it waits until a slot frees or its future is
+/// dropped, like tower's `ConcurrencyLimit`. A refusal's stable code is written into the
 /// call's [`Report`].
 ///
 /// # Where it sits

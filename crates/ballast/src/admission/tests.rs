@@ -102,6 +102,41 @@ async fn without_a_context_a_call_waits_for_a_slot_however_long() {
     assert!(first.await.unwrap().is_ok());
 }
 
+/// Regression: the admission layer ignored an enclosing scope's deadline earlier than the context's, and queued a
+/// call for as long as its context allowed.
+#[tokio::test(start_paused = true)]
+async fn a_queued_call_stops_waiting_at_the_scope_deadline() {
+    let admission = AdmissionLayer::new(AdmissionConfig::new(1, 4)).unwrap();
+    let service = admission.layer(service_fn(|_request: http::Request<Bytes>| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok::<_, Error>(http::Response::new(Bytes::new()))
+    }));
+    let busy = tokio::spawn(service.clone().oneshot(http::Request::new(Bytes::new())));
+    tokio::task::yield_now().await;
+    assert_eq!(admission.in_flight(), 1);
+
+    let ctx = CallContext::new(
+        CallKind::Model,
+        Deadline::after(clock::now(), Duration::from_secs(30)),
+    );
+    let mut with_context = http::Request::new(Bytes::new());
+    with_context.extensions_mut().insert(ctx);
+    let without_context = http::Request::new(Bytes::new());
+    for request in [with_context, without_context] {
+        let start = clock::now();
+        let scoped = Deadline::after(start, Duration::from_secs(1));
+        let result = crate::scope(scoped, service.clone().oneshot(request)).await;
+        assert!(matches!(result, Err(Error::DeadlineExceeded(_))), "{result:?}");
+        let waited = clock::now().saturating_duration_since(start);
+        assert!(
+            waited < Duration::from_secs(1),
+            "waited {waited:?}, past the 1 s scope"
+        );
+    }
+    assert_eq!(admission.queued(), 0);
+    busy.abort();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_call_already_cancelled_is_refused_without_a_slot() {
     let admission = AdmissionLayer::new(AdmissionConfig::new(1, 1)).unwrap();

@@ -5,7 +5,9 @@
 //! refund happened. So the attempt runs on a spawned task; the caller awaits its outcome through a channel, and
 //! if the caller is gone (its future dropped, its token cancelled) the task still finishes, records the outcome
 //! in the call's report marked `background` (and `outcome_unknown` when it got no answer after sending), and
-//! logs a warning with the idempotency key to look it up by.
+//! logs a warning with the idempotency key to look it up by. Exactly one of the two happens: an outcome the task
+//! delivered just as the caller cancelled is handed to the caller (it is there: no reason to hide it), and one
+//! delivered but never read (the caller's future dropped in between) is marked by the caller's end on drop.
 
 use std::future::Future;
 
@@ -32,7 +34,17 @@ pub(super) struct Detached {
     pub(super) deadline: Option<Deadline>,
 }
 
+/// What the task hands the caller: the outcome, and where it is recorded.
+struct Delivery {
+    outcome: Result<Response<Bytes>, Error>,
+    recorded: Recorded,
+}
+
 /// Runs `attempt` on its own task and waits for its outcome, or for `cancel` (then the task goes on alone).
+///
+/// The outcome reaches the caller, or it is marked in the report as finished after the caller left — never
+/// neither: a task whose outcome was delivered just as the caller cancelled (both ready in the same poll) or
+/// dropped its future (before reading it) must not count as delivered.
 pub(super) async fn run_detached<F>(
     attempt: F,
     detached: Detached,
@@ -48,11 +60,16 @@ where
         idempotency_key,
         deadline,
     } = detached;
+    let mut waiting = Waiting {
+        delivered,
+        number,
+        idempotency_key: idempotency_key.clone(),
+    };
     let task = async move {
         let outcome = attempt.await;
         let recorded = recorder.finish(&outcome);
-        if deliver.send(outcome).is_err() {
-            finished_after_caller_left(&recorded, number, idempotency_key.as_deref());
+        if let Err(undelivered) = deliver.send(Delivery { outcome, recorded }) {
+            finished_after_caller_left(&undelivered.recorded, number, idempotency_key.as_deref());
         }
     }
     .in_current_span();
@@ -63,10 +80,42 @@ where
     }
     tokio::select! {
         biased;
-        () = cancel.cancelled() => Err(Error::Cancelled),
-        delivered = delivered => delivered.unwrap_or_else(|_task_ended_without_an_outcome| {
-            Err(Error::transport(true, "the attempt's task ended without an outcome (it panicked or the runtime stopped)"))
-        }),
+        // Checked once more: an outcome already delivered reaches the caller rather than being left unread.
+        () = cancel.cancelled() => waiting.take().unwrap_or(Err(Error::Cancelled)),
+        delivered = &mut waiting.delivered => match delivered {
+            Ok(delivery) => delivery.outcome,
+            Err(_task_ended_without_an_outcome) => Err(Error::transport(
+                true,
+                "the attempt's task ended without an outcome (it panicked or the runtime stopped)",
+            )),
+        },
+    }
+}
+
+/// The caller's end of the channel. Closed when the caller stops waiting (cancelled, or its future dropped), so
+/// a later delivery fails and the task marks the outcome itself; an outcome delivered before the close but never
+/// read is marked here.
+struct Waiting {
+    delivered: oneshot::Receiver<Delivery>,
+    number: u32,
+    idempotency_key: Option<String>,
+}
+
+impl Waiting {
+    /// The outcome, if the task has delivered it; after this, none can be.
+    fn take(&mut self) -> Option<Result<Response<Bytes>, Error>> {
+        self.delivered.close();
+        self.delivered.try_recv().ok().map(|delivery| delivery.outcome)
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.delivered.close();
+        // Err once the outcome was read (or will be marked by the task, which can no longer deliver).
+        if let Ok(unread) = self.delivered.try_recv() {
+            finished_after_caller_left(&unread.recorded, self.number, self.idempotency_key.as_deref());
+        }
     }
 }
 

@@ -113,20 +113,17 @@ struct Call {
 
 impl Call {
     fn of(request: &Request<Bytes>) -> Call {
-        let scoped = current_deadline();
         match request.extensions().get::<CallContext>() {
-            Some(ctx) => {
-                let deadline = ctx.effective_deadline();
-                Call {
-                    deadline: Some(scoped.map_or(deadline, |scoped| deadline.earliest(&scoped))),
-                    kind: ctx.kind,
-                    hop: ctx.hop,
-                    report: ctx.report.clone(),
-                    cancel: ctx.cancel.clone(),
-                }
-            }
+            // The context's, its run's and the enclosing scope's, the earliest.
+            Some(ctx) => Call {
+                deadline: Some(ctx.effective_deadline()),
+                kind: ctx.kind,
+                hop: ctx.hop,
+                report: ctx.report.clone(),
+                cancel: ctx.cancel.clone(),
+            },
             None => Call {
-                deadline: scoped,
+                deadline: current_deadline(),
                 kind: kind_for_method(request.method()),
                 hop: 0,
                 report: Report::default(),

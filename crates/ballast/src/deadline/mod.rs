@@ -21,7 +21,9 @@
 //!   inner call abandons queued work and backoff sleeps; a sent side-effecting attempt lives on in the background
 //!   (see [`AttemptLayer`](crate::AttemptLayer)).
 //! - **The report.** The call's total time and its target are written into the context's report, and on an
-//!   error its stable code (and why it stopped, for deadline and retry stops) unless a lower layer wrote them.
+//!   error its stable code (and why it stopped, for deadline and retry stops) unless a lower layer wrote them,
+//!   and `outcome_unknown` when a side-effecting attempt got no answer or is still running (the retry layer's
+//!   rule, applied here too because a call this layer drops never reaches the retry layer's end).
 //!
 //! ```
 //! use std::time::Duration;
@@ -64,7 +66,8 @@ use tower::{Service, ServiceExt as _};
 pub(crate) use kind::kind_for_method;
 pub use layer::DeadlineLayer;
 
-use crate::{CallContext, Error, Report, clock, context, current_deadline};
+use crate::retry::outcome_unknown;
+use crate::{CallContext, Error, clock, context, current_deadline};
 
 /// The service of [`DeadlineLayer`]: gives each call its context and holds it to its deadline.
 #[derive(Clone, Debug)]
@@ -94,7 +97,7 @@ where
             let start = clock::now();
             let ctx = settle_context(&settings, &mut request, start);
             let result = bounded(inner, request, &ctx, start).await;
-            record(&ctx.report, start, &result);
+            record(&ctx, start, &result);
             result
         })
     }
@@ -169,16 +172,19 @@ fn expired(deadline: &Deadline) -> DeadlineExceeded {
     }
 }
 
-/// Writes the call's total time, and on an error its code and stop reason unless a lower layer wrote them.
-fn record(report: &Report, start: Instant, result: &Result<Response<Bytes>, Error>) {
+/// Writes the call's total time, and on an error its code and stop reason unless a lower layer wrote them, and
+/// whether a side effect may have happened: the call may have ended here (deadline, cancellation) while an
+/// attempt that got no answer — or is still running — was all the upstream was told.
+fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Bytes>, Error>) {
     let total = clock::now().saturating_duration_since(start);
-    report.update(|r| {
+    ctx.report.update(|r| {
         r.total = total;
         if let Err(error) = result {
             r.code.get_or_insert(error.code());
             if r.stop.is_none() {
                 r.stop = stop_reason(error);
             }
+            r.outcome_unknown |= outcome_unknown(ctx.kind, false, false, &r.attempts);
         }
     });
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AttemptOutcome, CallState, Deadline, RetryDecision};
+use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision};
 use bytes::Bytes;
 use futures::future::poll_fn;
 use http::{Method, Request, Response};
@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::poll::Polling;
-use super::record::{End, finish, record_attempt, recorded};
+use super::record::{End, finish, never_left, record_attempt, recorded};
 use super::{Shared, classify_response};
-use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
+use crate::{AttemptNumber, CallContext, Error, Report, Run, clock, current_deadline};
 
 /// The deadline of a call with no [`CallContext`] and no enclosing deadline scope: DESIGN.md's default
 /// `max_timeout`, the longest deadline Ballast accepts from anyone.
@@ -32,8 +32,11 @@ where
     let mut state = CallState::new(ctx.kind, ctx.effective_deadline()).with_retries_here(ctx.retries_here);
     let run = ctx.run.as_ref().map(|run| run.allowance());
     let polling = Polling::of(&request);
+    // The retry paid for by the last decision, until its attempt goes out.
+    let mut paid: Option<PaidRetry> = None;
     loop {
         if ctx.cancel.is_cancelled() {
+            drop(paid.take());
             return finish(&shared, &ctx, End::Rejected(Error::Cancelled));
         }
         let number = Polling::number(polling, state.next_attempt());
@@ -46,23 +49,77 @@ where
             Err(error) => match error.attempt_outcome() {
                 Some(outcome) => (outcome, Err(error)),
                 // Not an upstream outcome (circuit open, deadline, shed...): nothing to judge, nothing to retry.
-                None => return finish(&shared, &ctx, End::Rejected(error)),
+                None => {
+                    if let Some(paid) = paid.take() {
+                        if never_left(&error) {
+                            // Refused below: the retry never went out, the run and the budget get it back.
+                            drop(paid);
+                        } else {
+                            paid.spent();
+                        }
+                    }
+                    return finish(&shared, &ctx, End::Rejected(error));
+                }
             },
         };
+        if let Some(paid) = paid.take() {
+            paid.spent();
+        }
         if Polling::hands_back(polling, &outcome) {
             return finish(&shared, &ctx, End::Answered(result));
         }
-        match shared.decide(&outcome, &mut state, run, Polling::deposits(polling)) {
+        let now = clock::now();
+        match shared.decide(&outcome, &mut state, run, Polling::deposits(polling), now) {
             RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result)),
             RetryDecision::Stop(reason) => return finish(&shared, &ctx, End::Stopped(reason, result)),
             RetryDecision::Retry { after } => {
+                paid = Some(PaidRetry::new(&shared, &ctx, now));
                 // The failed answer's buffered body is freed now, not after the sleep.
                 drop(result);
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 if let Err(cancelled) = back_off(&ctx.cancel, after).await {
+                    drop(paid.take());
                     return finish(&shared, &ctx, End::Rejected(cancelled));
                 }
             }
+        }
+    }
+}
+
+/// A retry the decision drew from the run's allowance and the upstream's budget, whose attempt has not gone
+/// out yet. Dropped before it goes out — the caller cancelled the backoff or dropped the call, or a layer below
+/// refused the attempt (circuit open, no time left, shed) — it gives both back: a retry never sent costs the
+/// run and the upstream nothing.
+struct PaidRetry {
+    budget: Arc<dyn RetryBudget>,
+    run: Option<Arc<Run>>,
+    withdrawn_at: Instant,
+    spent: bool,
+}
+
+impl PaidRetry {
+    fn new(shared: &Shared, ctx: &CallContext, withdrawn_at: Instant) -> Self {
+        PaidRetry {
+            budget: Arc::clone(&shared.budget),
+            run: ctx.run.clone(),
+            withdrawn_at,
+            spent: false,
+        }
+    }
+
+    /// Its attempt went out: the retry is spent.
+    fn spent(mut self) {
+        self.spent = true;
+    }
+}
+
+impl Drop for PaidRetry {
+    fn drop(&mut self) {
+        if !self.spent {
+            if let Some(run) = &self.run {
+                run.allowance().give_back();
+            }
+            self.budget.refund(self.withdrawn_at);
         }
     }
 }

@@ -19,15 +19,24 @@
 //!
 //! On `Retry { after }` the failed response is dropped (its buffered body freed) before the sleep; the sleep ends
 //! at once with [`Error::Cancelled`] when the call's `cancel` token fires, and dropping the call's future drops
-//! the sleep: no further attempt starts either way. On `Stop(reason)` the caller gets the upstream's own answer
+//! the sleep: no further attempt starts either way. A retry the decision paid for (from the run's allowance and
+//! the budget) whose attempt never goes out — the backoff cancelled or dropped, or the attempt refused below with
+//! circuit open, deadline exceeded or overloaded — is given back to both
+//! ([`RunAllowance::give_back`](ballast_core::RunAllowance::give_back),
+//! [`RetryBudget::refund`](ballast_core::RetryBudget::refund)). The backoff is slept even when the breaker below
+//! is open: this layer cannot see the breaker (it is just the service below), and its open period may end
+//! during the wait (a half-open probe); an attempt refused after the wait costs time, no longer a retry. On `Stop(reason)` the caller gets the upstream's own answer
 //! when there was one (`Ok`, with the reason in the report), else [`Error::Stopped`] (the attempt's error text
 //! stays in the report's last attempt).
 //!
 //! # The report
 //! Every attempt is in the call's [`Report`](crate::Report): a layer below may record it (with its precise
 //! duration and whether it was sent); when none did, this layer does. At the end of the call it writes the stop
-//! reason and its code (cleared on success), `outcome_unknown` for [`StopReason::OutcomeUnknown`], whether the
-//! answer was replayed (`Idempotent-Replayed: true`), and the budget and run allowance left.
+//! reason and its code (cleared on success), whether the answer was replayed (`Idempotent-Replayed: true`), the
+//! budget and run allowance left, and `outcome_unknown`: for [`StopReason::OutcomeUnknown`], and for every
+//! side-effecting call that did not succeed after an attempt that may have reached the upstream got no answer,
+//! unless a replay settled it — whatever then stopped the call (attempts, budget, run allowance, deadline, an
+//! open circuit, the caller). The rule and why only a success or a replay settles it: `record.rs`.
 //!
 //! # A caller that waits out "in progress" itself
 //! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new call
@@ -58,17 +67,19 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use ballast_core::{
-    AttemptOutcome, CallState, DefaultRng, RetryBudget, RetryDecision, RetryPolicy, RunAllowance, default_rng,
+    AttemptOutcome, CallState, DefaultRng, Instant, RetryBudget, RetryDecision, RetryPolicy, RunAllowance,
+    default_rng,
 };
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use crate::{Error, clock};
+use crate::Error;
 
 pub use classify::classify_response;
 pub(crate) use poll::Polling;
+pub(crate) use record::outcome_unknown;
 
 /// Retries a call as the core's retry decision says, drawing from the upstream's retry budget.
 ///
@@ -198,20 +209,21 @@ impl Shared {
         }
     }
 
-    /// The core's decision on the attempt that ended with `outcome`, now; without the call's deposit in the
-    /// budget unless `deposits` (a poll's was made by its operation's first call, see [`Polling`]).
+    /// The core's decision on the attempt that ended with `outcome`, at `now` (the time a retry it grants is
+    /// withdrawn at, to refund it by); without the call's deposit in the budget unless `deposits` (a poll's was
+    /// made by its operation's first call, see [`Polling`]).
     fn decide(
         &self,
         outcome: &AttemptOutcome,
         call: &mut CallState,
         run: Option<&RunAllowance>,
         deposits: bool,
+        now: Instant,
     ) -> RetryDecision {
         let without_deposit = poll::WithoutDeposit(&*self.budget);
         let budget: &dyn RetryBudget = if deposits { &*self.budget } else { &without_deposit };
         // Held only for the decision (pure, no await): the generator is the one thing calls contend for.
         let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
-        self.policy
-            .decide(outcome, call, clock::now(), budget, run, &mut *rng)
+        self.policy.decide(outcome, call, now, budget, run, &mut *rng)
     }
 }

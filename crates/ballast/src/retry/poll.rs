@@ -66,6 +66,10 @@ impl RetryBudget for WithoutDeposit<'_> {
     fn refused(&self) -> u64 {
         self.0.refused()
     }
+
+    fn refund(&self, withdrawn_at: Instant) {
+        self.0.refund(withdrawn_at);
+    }
 }
 
 #[cfg(test)]

@@ -316,3 +316,157 @@ proptest! {
         prop_assert_eq!(budget.balance_units(), reserve);
     }
 }
+
+#[test]
+fn a_refunded_retry_is_given_back_at_once() {
+    // A floor of 10 retries over 10 s, no ratio.
+    let budget = RatioBudget::new(0.0, 1, secs(10)).unwrap();
+    assert_eq!(drain(&budget, at(0)), 10);
+    budget.refund(at(0));
+    assert_eq!(budget.available(at(500)), 1);
+    assert!(budget.try_withdraw(at(500)));
+    assert!(!budget.try_withdraw(at(500)));
+}
+
+#[test]
+fn a_refund_later_in_the_window_leaves_with_the_retry_it_returns() {
+    let budget = RatioBudget::new(0.0, 1, secs(10)).unwrap();
+    assert_eq!(drain(&budget, at(0)), 10);
+    // Taken at 0 s, so held until 10 s; refunded at 9.5 s.
+    assert_eq!(budget.available(at(9_500)), 0);
+    budget.refund(at(0));
+    assert_eq!(budget.available(at(9_500)), 1);
+    // At 10 s the slot of 0 s leaves with its ten debits and the refund: the floor, not one more.
+    assert_eq!(budget.available(at(10_000)), 10);
+    assert_eq!(budget.balance_units(), 10_000);
+}
+
+#[test]
+fn a_refund_after_the_window_gave_the_retry_back_gives_nothing() {
+    let budget = RatioBudget::new(0.0, 1, secs(10)).unwrap();
+    assert!(budget.try_withdraw(at(0)));
+    assert_eq!(budget.available(at(10_000)), 10, "the window gave it back");
+    budget.refund(at(0));
+    assert_eq!(budget.available(at(10_000)), 10, "not twice");
+    assert_eq!(budget.balance_units(), 10_000);
+}
+
+#[test]
+fn a_late_refund_before_the_window_moved_cancels_out_when_it_does() {
+    // Nobody touched the budget since the retry: its slot is still labelled, and the refund is credited there.
+    let budget = RatioBudget::new(0.0, 1, secs(10)).unwrap();
+    assert!(budget.try_withdraw(at(0)));
+    budget.refund(at(0));
+    assert_eq!(budget.available(at(25_000)), 10);
+    assert_eq!(budget.balance_units(), 10_000);
+}
+
+#[test]
+fn racing_withdrawals_and_refunds_leave_the_balance_exact() {
+    let budget = RatioBudget::new(0.2, 1, secs(1)).unwrap();
+    thread::scope(|scope| {
+        for thread in 0..4_u64 {
+            let budget = &budget;
+            scope.spawn(move || {
+                for i in 0..20_000_u64 {
+                    // Over 4 s, out of step with the other threads; some refunds arrive a slot later.
+                    let now = Instant::from_nanos(i * 200_000 + thread * 37_000);
+                    budget.deposit(now);
+                    if budget.try_withdraw(now) && i % 2 == 0 {
+                        budget.refund(now);
+                    }
+                }
+            });
+        }
+    });
+    // Once everything has left the window, exactly the floor remains.
+    assert_eq!(budget.available(at(10_000)), 1);
+    assert_eq!(budget.balance_units(), 1_000);
+}
+
+#[test]
+fn racing_refunds_of_every_retry_give_everything_back() {
+    let budget = RatioBudget::new(0.0, 1, secs(10)).unwrap();
+    let now = at(1_000);
+    thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..10_000 {
+                    if budget.try_withdraw(now) {
+                        budget.refund(now);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(budget.available(now), 10);
+    assert_eq!(budget.balance_units(), 10_000);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Deposit,
+    Withdraw,
+    /// A retry taken and held, to be refunded later.
+    Hold,
+    /// Refunds the oldest retry held.
+    Refund,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        Just(Step::Deposit),
+        Just(Step::Withdraw),
+        Just(Step::Hold),
+        Just(Step::Refund)
+    ]
+}
+
+proptest! {
+    /// A retry taken and refunded leaves the budget exactly as a twin that never took it, whenever the refund
+    /// comes (the twin makes every other withdrawal the budget makes); while retries are held, never more.
+    #[test]
+    fn a_refunded_retry_is_as_if_never_taken(
+        ratio in 0.0_f64..=1.0,
+        min_per_sec in 0_u32..3,
+        ops in proptest::collection::vec((step(), 0_u64..1_500), 1..300),
+    ) {
+        let budget = RatioBudget::new(ratio, min_per_sec, secs(5)).unwrap();
+        let twin = RatioBudget::new(ratio, min_per_sec, secs(5)).unwrap();
+        let mut held = std::collections::VecDeque::new();
+        let mut now = 20_000_u64;
+        for (step, elapsed) in ops {
+            now += elapsed;
+            match step {
+                Step::Deposit => {
+                    budget.deposit(at(now));
+                    twin.deposit(at(now));
+                }
+                Step::Withdraw => {
+                    if budget.try_withdraw(at(now)) {
+                        prop_assert!(twin.try_withdraw(at(now)), "the twin has at least as much");
+                    }
+                }
+                Step::Hold => {
+                    if budget.try_withdraw(at(now)) {
+                        held.push_back(now);
+                    }
+                }
+                Step::Refund => {
+                    if let Some(taken) = held.pop_front() {
+                        budget.refund(at(taken));
+                    }
+                }
+            }
+            let (mine, twins) = (budget.available(at(now)), twin.available(at(now)));
+            prop_assert!(mine <= twins, "{} > {}", mine, twins);
+            if held.is_empty() {
+                prop_assert_eq!(budget.balance_units(), twin.balance_units());
+            }
+        }
+        for taken in held.drain(..) {
+            budget.refund(at(taken));
+        }
+        prop_assert_eq!(budget.balance_units(), twin.balance_units());
+    }
+}

@@ -218,3 +218,180 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_refunded_retry_is_given_back_and_never_past_the_capacity() {
+    let bucket = TokenBucket::new(2, 0.0).unwrap();
+    assert_eq!(drain(&bucket, at(0)), 2);
+    bucket.refund(at(0));
+    assert_eq!(bucket.available(at(0)), 1);
+    bucket.refund(at(0));
+    assert_eq!(bucket.available(at(0)), 2);
+    bucket.refund(at(0)); // stray: nothing was taken
+    assert_eq!(bucket.available(at(0)), 2);
+    assert_eq!(drain(&bucket, at(5_000)), 2);
+}
+
+#[test]
+fn a_refund_while_refilling_gives_the_retry_back() {
+    let bucket = TokenBucket::new(2, 1.0).unwrap();
+    assert_eq!(drain(&bucket, at(0)), 2);
+    // At 0.5 s: half a token refilled; the refund makes it one and a half.
+    bucket.refund(at(0));
+    assert_eq!(bucket.available(at(500)), 1);
+    assert_eq!(
+        bucket.available(at(1_000)),
+        2,
+        "full a second earlier than without the refund"
+    );
+}
+
+#[test]
+fn a_refund_after_the_bucket_refilled_gives_nothing() {
+    let bucket = TokenBucket::new(1, 1.0).unwrap();
+    assert!(bucket.try_withdraw(at(0)));
+    // Full again at 1 s; drained again at 1.5 s (the next token at 2.5 s).
+    assert!(bucket.try_withdraw(at(1_500)));
+    bucket.refund(at(0));
+    assert_eq!(
+        bucket.available(at(1_500)),
+        0,
+        "the refill already made up for the retry taken at 0 s"
+    );
+    assert_eq!(bucket.available(at(2_499)), 0);
+    // The retry of 1.5 s was not made up for: it comes back whole.
+    bucket.refund(at(1_500));
+    assert_eq!(bucket.available(at(1_500)), 1);
+}
+
+#[test]
+fn a_refund_after_other_retries_gives_back_what_the_refill_did_not() {
+    // 3 tokens, one a second. Retries at 0 s and 0.4 s, then the first is refunded.
+    let bucket = TokenBucket::new(3, 1.0).unwrap();
+    assert!(bucket.try_withdraw(at(0)));
+    assert!(bucket.try_withdraw(at(400)));
+    bucket.refund(at(0));
+    // Without the first retry the bucket would have been full until 0.4 s, then short of 1 token, full at 1.4
+    // s: 0.6 s of the refill was not wasted, and that much comes back.
+    let twin = TokenBucket::new(3, 1.0).unwrap();
+    assert!(twin.try_withdraw(at(400)));
+    for t in [400, 1_000, 1_399, 1_400, 5_000] {
+        assert_eq!(bucket.available(at(t)), twin.available(at(t)), "at {t} ms");
+    }
+    assert_eq!(bucket.available(at(1_399)), 2);
+}
+
+#[test]
+fn racing_withdrawals_and_refunds_leave_it_full() {
+    for refill in [0.0, 10.0] {
+        let bucket = TokenBucket::new(5, refill).unwrap();
+        thread::scope(|scope| {
+            for thread in 0..4_u64 {
+                let bucket = &bucket;
+                scope.spawn(move || {
+                    for i in 0..10_000_u64 {
+                        let now = Instant::from_nanos(i * 100_000 + thread * 12_345);
+                        if bucket.try_withdraw(now) {
+                            bucket.refund(now);
+                        }
+                    }
+                });
+            }
+        });
+        // Without refill every retry came back. With refill, a refund racing a withdrawal from a clock read later
+        // may be kept (the refill made up for it), so the bucket is full again by the time it refills.
+        let settled = at(if refill == 0.0 { 0 } else { 1_500 });
+        assert_eq!(bucket.available(settled), 5, "refill {refill}");
+        assert_eq!(drain(&bucket, settled), 5, "refill {refill}");
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Withdraw,
+    /// A retry taken and held, to be refunded later.
+    Hold,
+    /// Refunds the oldest retry held.
+    Refund,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![Just(Step::Withdraw), Just(Step::Hold), Just(Step::Refund)]
+}
+
+proptest! {
+    /// A bucket that takes retries and refunds some holds, now and later, never more than a twin that never
+    /// took the refunded ones (and makes every other withdrawal the bucket makes); without refill, exactly as
+    /// much once none is held. With refill, the two are full again together.
+    #[test]
+    fn a_refunded_retry_never_leaves_more_than_if_never_taken(
+        capacity in 1_u32..8,
+        refill in prop_oneof![Just(0.0), 0.1_f64..20.0],
+        ops in proptest::collection::vec((step(), 0_u64..800), 1..300),
+    ) {
+        let bucket = TokenBucket::new(capacity, refill).unwrap();
+        let twin = TokenBucket::new(capacity, refill).unwrap();
+        let mut held = std::collections::VecDeque::new();
+        let mut now = 10_000_u64;
+        for (step, elapsed) in ops {
+            now += elapsed;
+            match step {
+                Step::Withdraw => {
+                    if bucket.try_withdraw(at(now)) {
+                        prop_assert!(twin.try_withdraw(at(now)), "the twin has at least as much");
+                    }
+                }
+                Step::Hold => {
+                    if bucket.try_withdraw(at(now)) {
+                        held.push_back(now);
+                    }
+                }
+                Step::Refund => {
+                    if let Some(taken) = held.pop_front() {
+                        bucket.refund(at(taken));
+                    }
+                }
+            }
+            for later in [0, 100, 1_000, 60_000] {
+                let (mine, twins) = (bucket.available(at(now + later)), twin.available(at(now + later)));
+                prop_assert!(mine <= twins, "{} > {} at +{} ms", mine, twins, later);
+                if held.is_empty() && refill == 0.0 {
+                    prop_assert_eq!(mine, twins, "at +{} ms", later);
+                }
+            }
+        }
+        if held.is_empty() && refill > 0.0 {
+            let full = now + (f64::from(capacity) / refill * 1_000.0) as u64 + 1;
+            prop_assert_eq!(bucket.available(at(full)), u64::from(capacity));
+        }
+    }
+
+    /// A retry refunded before any other is taken is exactly as if never taken, whatever came before it.
+    #[test]
+    fn a_refund_before_any_other_retry_is_exact(
+        capacity in 1_u32..8,
+        refill in prop_oneof![Just(0.0), 0.1_f64..20.0],
+        before in proptest::collection::vec(0_u64..800, 0..30),
+        held_after in 0_u64..800,
+        refunded_after in 0_u64..3_000,
+    ) {
+        let bucket = TokenBucket::new(capacity, refill).unwrap();
+        let twin = TokenBucket::new(capacity, refill).unwrap();
+        let mut now = 10_000_u64;
+        for elapsed in before {
+            now += elapsed;
+            if bucket.try_withdraw(at(now)) {
+                prop_assert!(twin.try_withdraw(at(now)));
+            }
+        }
+        now += held_after;
+        if bucket.try_withdraw(at(now)) {
+            let taken = now;
+            now += refunded_after;
+            bucket.refund(at(taken));
+        }
+        for later in [0, 100, 1_000, 60_000] {
+            prop_assert_eq!(bucket.available(at(now + later)), twin.available(at(now + later)));
+        }
+    }
+}
