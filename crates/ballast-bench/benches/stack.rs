@@ -2,7 +2,7 @@
 //! attempt timeout, reqwest) against ballast-chaos (preset `none`) on loopback, next to a bare reqwest call to the
 //! same endpoint. The difference is Ballast's added cost; both share the network and the chaos server's work.
 //!
-//! Run: `cargo bench -p ballast --bench stack`. Target: added CPU per successful call under 5 µs median.
+//! Run: `cargo bench -p ballast-bench --bench stack`. Target: added CPU per successful call under 5 µs median.
 //! Results: BENCHMARKS.md.
 
 use std::hint::black_box;
