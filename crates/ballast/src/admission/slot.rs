@@ -62,6 +62,8 @@ pub(super) struct Slot {
     started: Instant,
     /// Reported to the core's typical-latency estimate on release; `None` says nothing about the upstream.
     latency: Option<Duration>,
+    /// When the call ended, if it has been read already (the release reuses it rather than read the clock).
+    ended: Option<Instant>,
 }
 
 impl Slot {
@@ -71,13 +73,16 @@ impl Slot {
             shared: Some(shared),
             started,
             latency: None,
+            ended: None,
         }
     }
 
     /// The call finished and its hold time tells the core how long calls to this upstream take: report it on
     /// release. (A call dropped or refused locally reports nothing.)
     pub(super) fn report_latency(&mut self) {
-        self.latency = Some(clock::now().saturating_duration_since(self.started));
+        let ended = clock::now();
+        self.latency = Some(ended.saturating_duration_since(self.started));
+        self.ended = Some(ended);
     }
 
     /// Forgets the slot without releasing it: the caller releases it itself.
@@ -89,16 +94,18 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.take() {
-            hand_over(&shared, self.latency);
+            hand_over(&shared, self.latency, self.ended.take());
         }
     }
 }
 
 /// Frees one slot: the core gives it to the next waiter, which is woken with it, or marks it free.
-pub(super) fn hand_over(shared: &Arc<Shared>, latency: Option<Duration>) {
+/// At `now` when the caller has just read it (else the clock is read).
+pub(super) fn hand_over(shared: &Arc<Shared>, latency: Option<Duration>, now: Option<Instant>) {
     let mut latency = latency;
+    let mut now = now;
     loop {
-        let now = clock::now();
+        let now = now.take().unwrap_or_else(clock::now);
         let Release { next, shed } = shared.lock().release(now, latency.take());
         answer_sheds(shed);
         let Some(waiter) = next else { return };

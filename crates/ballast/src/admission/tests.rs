@@ -46,7 +46,7 @@ async fn a_slot_sent_to_a_waiter_that_left_goes_to_the_next() {
     drop(state);
     drop(slot);
     assert_eq!(shared.lock().in_flight(), 0);
-    hand_over(&shared, None);
+    hand_over(&shared, None, None);
     assert_eq!(shared.lock().in_flight(), 0, "a stray release changes nothing");
 }
 

@@ -159,7 +159,7 @@ where
         .get(IDEMPOTENCY_KEY)
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
-    let recorder = AttemptRecorder::start(call.report.clone(), number, call.cancel.clone());
+    let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);
     let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
     match call.kind {
         CallKind::SideEffectingTool(_) => {

@@ -32,13 +32,18 @@ pub(super) struct Recorded {
 }
 
 impl AttemptRecorder {
-    /// Records the start of attempt `number` of the call cancelled by `cancel`.
-    pub(super) fn start(report: Report, number: u32, cancel: Arc<CancellationToken>) -> Self {
+    /// Records the start, at `started`, of attempt `number` of the call cancelled by `cancel`.
+    pub(super) fn start(
+        report: Report,
+        number: u32,
+        cancel: Arc<CancellationToken>,
+        started: Instant,
+    ) -> Self {
         let index = report.start_attempt(number);
         AttemptRecorder {
             report,
             index,
-            started: clock::now(),
+            started,
             cancel,
             finished: false,
         }
@@ -116,7 +121,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 2, Arc::default());
+        let recorder = AttemptRecorder::start(report.clone(), 2, Arc::default(), clock::now());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description, "never sent: connection refused");
@@ -135,11 +140,12 @@ mod tests {
     async fn answers_and_timeouts_count_as_sent() {
         let report = Report::default();
         let ok = Response::builder().status(503).body(Bytes::new()).unwrap();
-        AttemptRecorder::start(report.clone(), 1, Arc::default()).finish(&Ok(ok));
+        AttemptRecorder::start(report.clone(), 1, Arc::default(), clock::now()).finish(&Ok(ok));
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
-        let recorded = AttemptRecorder::start(report.clone(), 2, Arc::default()).finish(&Err(timeout));
+        let recorded =
+            AttemptRecorder::start(report.clone(), 2, Arc::default(), clock::now()).finish(&Err(timeout));
         assert!(recorded.unanswered_after_sending);
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
@@ -150,11 +156,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 1, Arc::default());
+        let recorder = AttemptRecorder::start(report.clone(), 1, Arc::default(), clock::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         drop(recorder);
         let cancel = Arc::new(CancellationToken::new());
-        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone());
+        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone(), clock::now());
         cancel.cancel();
         drop(recorder);
         let attempts = report.snapshot().attempts;

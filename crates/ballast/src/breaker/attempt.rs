@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ballast_core::{CallResult, CircuitBreaker};
+use ballast_core::{CallResult, CircuitBreaker, Instant};
 use bytes::Bytes;
 use tower::Service;
 
@@ -26,7 +26,7 @@ where
         Ok(permit) => permit,
         Err(rejected) => {
             tracing::debug!(%rejected, "circuit breaker refused the attempt; nothing sent");
-            write_state(report.as_ref(), &breaker);
+            write_state(report.as_ref(), &breaker, acquired);
             return Err(Error::CircuitOpen {
                 retry_in: rejected.retry_in(),
             });
@@ -44,7 +44,7 @@ where
         // Not about the upstream: the permit goes back unrecorded (and frees its probe slot).
         None => drop(permit),
     }
-    write_state(report.as_ref(), &breaker);
+    write_state(report.as_ref(), &breaker, answered);
     result
 }
 
@@ -58,10 +58,11 @@ pub(super) fn breaker_result(result: &Result<http::Response<Bytes>, Error>) -> O
     }
 }
 
-/// Writes the breaker's state now into the call's report, if the call has one.
-fn write_state(report: Option<&Report>, breaker: &CircuitBreaker) {
+/// Writes the breaker's state at `now` (the attempt's answer or refusal, just read) into the call's report, if
+/// the call has one.
+fn write_state(report: Option<&Report>, breaker: &CircuitBreaker, now: Instant) {
     if let Some(report) = report {
-        let state = breaker.state(clock::now());
+        let state = breaker.state(now);
         report.update(|r| r.breaker = Some(state));
     }
 }

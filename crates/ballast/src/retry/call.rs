@@ -37,10 +37,10 @@ where
     loop {
         if ctx.cancel.is_cancelled() {
             drop(paid.take());
-            return finish(&shared, &ctx, End::Rejected(Error::Cancelled));
+            return finish(&shared, &ctx, End::Rejected(Error::Cancelled), clock::now());
         }
         let number = Polling::number(polling, state.next_attempt());
-        let result = attempt(&mut inner, &request, number, &ctx.report).await;
+        let (result, now) = attempt(&mut inner, &request, number, &ctx.report).await;
         let (outcome, result) = match result {
             Ok(response) => (
                 AttemptOutcome::Response(classify_response(&response)),
@@ -58,7 +58,7 @@ where
                             paid.spent();
                         }
                     }
-                    return finish(&shared, &ctx, End::Rejected(error));
+                    return finish(&shared, &ctx, End::Rejected(error), now);
                 }
             },
         };
@@ -66,12 +66,14 @@ where
             paid.spent();
         }
         if Polling::hands_back(polling, &outcome) {
-            return finish(&shared, &ctx, End::Answered(result));
+            return finish(&shared, &ctx, End::Answered(result), now);
         }
-        let now = clock::now();
+        // The attempt's end, just read: the decision's now (and the budget's, in the report).
         match shared.decide(&outcome, &mut state, run, Polling::deposits(polling), now) {
-            RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result)),
-            RetryDecision::Stop(reason) => return finish(&shared, &ctx, End::Stopped(reason, result)),
+            RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result), now),
+            RetryDecision::Stop(reason) => {
+                return finish(&shared, &ctx, End::Stopped(reason, result), now);
+            }
             RetryDecision::Retry { after } => {
                 paid = Some(PaidRetry::new(&shared, &ctx, now));
                 // The failed answer's buffered body is freed now, not after the sleep.
@@ -79,7 +81,7 @@ where
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 if let Err(cancelled) = back_off(&ctx.cancel, after).await {
                     drop(paid.take());
-                    return finish(&shared, &ctx, End::Rejected(cancelled));
+                    return finish(&shared, &ctx, End::Rejected(cancelled), clock::now());
                 }
             }
         }
@@ -125,13 +127,13 @@ impl Drop for PaidRetry {
 }
 
 /// Sends attempt `number`: a copy of `request` to `inner` once it is ready. Records it in `report` unless a layer
-/// below did.
+/// below did. Returns its result and the instant it ended.
 async fn attempt<S>(
     inner: &mut S,
     request: &Request<Bytes>,
     number: u32,
     report: &Report,
-) -> Result<Response<Bytes>, Error>
+) -> (Result<Response<Bytes>, Error>, Instant)
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
 {
@@ -142,9 +144,10 @@ where
         Ok(()) => inner.call(copy).await,
         Err(error) => Err(error),
     };
-    let took = clock::now().saturating_duration_since(started);
+    let ended = clock::now();
+    let took = ended.saturating_duration_since(started);
     record_attempt(report, recorded_before, number, &result, took);
-    result
+    (result, ended)
 }
 
 /// Waits `after`, or until `cancel` fires ([`Error::Cancelled`], at once).

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use ballast_core::{CallKind, StopReason};
+use ballast_core::{CallKind, Instant, StopReason};
 use bytes::Bytes;
 use http::Response;
 
 use super::Shared;
 use crate::headers::is_replayed;
-use crate::{AttemptRecord, AttemptResult, CallContext, Error, Report, clock};
+use crate::{AttemptRecord, AttemptResult, CallContext, Error, Report};
 
 /// How a call ended.
 #[derive(Debug)]
@@ -108,8 +108,14 @@ pub(crate) fn outcome_unknown(
 
 /// Writes how the call ended in its report and returns what the caller gets: the upstream's answer when there
 /// was one (also when the decision stopped the call), else the error — [`Error::Stopped`] when the decision
-/// stopped after an attempt's error (whose text stays in the report's attempt).
-pub(super) fn finish(shared: &Shared, ctx: &CallContext, end: End) -> Result<Response<Bytes>, Error> {
+/// stopped after an attempt's error (whose text stays in the report's attempt). `now` is the end's instant (the
+/// budget left is read at it).
+pub(super) fn finish(
+    shared: &Shared,
+    ctx: &CallContext,
+    end: End,
+    now: Instant,
+) -> Result<Response<Bytes>, Error> {
     let (result, stop) = match end {
         End::Answered(result) => (result, None),
         End::Stopped(reason, Ok(response)) => (Ok(response), Some(reason)),
@@ -129,7 +135,7 @@ pub(super) fn finish(shared: &Shared, ctx: &CallContext, end: End) -> Result<Res
     };
     let replayed = result.as_ref().is_ok_and(is_replayed);
     let succeeded = result.is_ok() && stop.is_none();
-    let budget_left = shared.budget.available(clock::now());
+    let budget_left = shared.budget.available(now);
     let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
     ctx.report.update(|r| {
         r.stop = stop;

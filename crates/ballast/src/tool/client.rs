@@ -88,17 +88,22 @@ impl ToolClient {
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
-        let ctx = self.context(&call, report);
+        let ctx = self.context(&call, report, started);
         let result = match self.request(&call, &ctx) {
             Ok(template) => self.send_until_settled(&template, &ctx).await,
             Err(refused) => Err(refused),
         };
         // Each trip through the stack wrote its own total; the call's runs from its start, fallback included.
-        set_total(&ctx.report, started);
         let ended = match result {
             Ok(response) if response.status().is_success() => Ended::answered(&response),
-            Ok(response) => self.after_failure(Failure::Answer(response), call, &ctx).await,
-            Err(error) => self.after_failure(Failure::Error(error), call, &ctx).await,
+            Ok(response) => {
+                set_total(&ctx.report, started);
+                self.after_failure(Failure::Answer(response), call, &ctx).await
+            }
+            Err(error) => {
+                set_total(&ctx.report, started);
+                self.after_failure(Failure::Error(error), call, &ctx).await
+            }
         };
         set_total(&ctx.report, started);
         ended.into_result(ctx.report.snapshot())
@@ -106,8 +111,7 @@ impl ToolClient {
 
     /// The call's context: deadline (the earliest of the call's, the scope's and the run's), run, priority,
     /// kind, cancellation and the key recorded in the report.
-    fn context(&self, call: &ToolCall, report: Report) -> CallContext {
-        let now = clock::now();
+    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> CallContext {
         let server = &self.inner.server;
         let mut deadline = call
             .deadline
