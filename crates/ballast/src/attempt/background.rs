@@ -131,7 +131,7 @@ fn finished_after_caller_left(recorded: &Recorded, number: u32, idempotency_key:
         call = %target,
         attempt = number,
         idempotency_key,
-        outcome = %recorded.description,
+        outcome = %recorded.description(),
         "a side-effecting attempt finished after its caller left; its outcome is in the call's report"
     );
 }

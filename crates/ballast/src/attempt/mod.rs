@@ -154,9 +154,10 @@ where
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
     set_attempt_headers(request.headers_mut(), timeout, number, call.hop);
-    let idempotency_key = request
-        .headers()
-        .get(IDEMPOTENCY_KEY)
+    // Only a side-effecting attempt may outlive its caller and log its key.
+    let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
+        .then(|| request.headers().get(IDEMPOTENCY_KEY))
+        .flatten()
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
     let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);

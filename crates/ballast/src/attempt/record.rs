@@ -26,7 +26,8 @@ pub(super) struct AttemptRecorder {
 pub(super) struct Recorded {
     pub(super) report: Report,
     pub(super) index: usize,
-    pub(super) description: String,
+    /// How it ended (described only when it is logged: most attempts never are).
+    pub(super) result: AttemptResult,
     /// The attempt may have reached the upstream and got no answer: whether it acted is unknown.
     pub(super) unanswered_after_sending: bool,
 }
@@ -57,23 +58,29 @@ impl AttemptRecorder {
             Ok(response) => (AttemptResult::Status(response.status().as_u16()), true),
             Err(error) => (AttemptResult::Error(describe(error)), may_have_been_sent(error)),
         };
-        let description = match &result {
-            AttemptResult::Status(status) => status.to_string(),
-            AttemptResult::Error(error) => error.clone(),
-            AttemptResult::Pending => String::new(),
-        };
         self.report
-            .finish_attempt(self.index, result, self.elapsed(), sent);
+            .finish_attempt(self.index, result.clone(), self.elapsed(), sent);
         Recorded {
             report: self.report.clone(),
             index: self.index,
-            description,
+            result,
             unanswered_after_sending: sent && !answered,
         }
     }
 
     fn elapsed(&self) -> std::time::Duration {
         clock::now().saturating_duration_since(self.started)
+    }
+}
+
+impl Recorded {
+    /// How the attempt ended, for the log: its status, or its error's description.
+    pub(super) fn description(&self) -> String {
+        match &self.result {
+            AttemptResult::Status(status) => status.to_string(),
+            AttemptResult::Error(error) => error.clone(),
+            AttemptResult::Pending => String::new(),
+        }
     }
 }
 
@@ -124,7 +131,7 @@ mod tests {
         let recorder = AttemptRecorder::start(report.clone(), 2, Arc::default(), clock::now());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
-        assert_eq!(recorded.description, "never sent: connection refused");
+        assert_eq!(recorded.description(), "never sent: connection refused");
         assert!(!recorded.unanswered_after_sending);
         let attempt = &report.snapshot().attempts[0];
         assert_eq!(attempt.number, 2);

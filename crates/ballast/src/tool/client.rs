@@ -35,6 +35,8 @@ pub(super) struct Inner {
     pub(super) tool: ToolConfig,
     pub(super) server: ServerConfig,
     pub(super) stack: Stack,
+    /// The upstream's method and URI, parsed once (`None` when they do not parse: each call then reports why).
+    pub(super) target: Option<(http::Method, http::Uri)>,
     pub(super) breaker: Arc<CircuitBreaker>,
     pub(super) budget: Arc<dyn RetryBudget>,
     pub(super) runs: Arc<Runs>,

@@ -134,10 +134,14 @@ where
             .layer(AttemptLayer::new(tool.per_try_timeout))
             .service(transport),
     );
+    let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
+        .ok()
+        .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
     Ok(ToolClient::from_inner(Inner {
         tool: tool.clone(),
         server: server.clone(),
         stack,
+        target,
         breaker,
         budget,
         runs,

@@ -77,10 +77,17 @@ impl ToolClient {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             });
         }
-        let mut request = Request::builder()
-            .method(upstream.method.as_str())
-            .uri(&upstream.url)
-            .header(http::header::CONTENT_TYPE, "application/json")
+        let builder = match &self.inner.target {
+            Some((method, uri)) => Request::builder().method(method.clone()).uri(uri.clone()),
+            None => Request::builder()
+                .method(upstream.method.as_str())
+                .uri(&upstream.url),
+        };
+        let mut request = builder
+            .header(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
             .body(Bytes::from(body))
             .map_err(|e| Error::transport(false, e))?;
         let headers = request.headers_mut();
