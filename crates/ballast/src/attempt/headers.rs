@@ -15,6 +15,8 @@ use http::{HeaderMap, HeaderValue};
 pub(super) fn set_attempt_headers(headers: &mut HeaderMap, timeout: Duration, number: u32, hop: u32) {
     let timeout = HeaderValue::try_from(format_timeout_ms(timeout))
         .unwrap_or_else(|_digits_are_always_valid| HeaderValue::from_static("0"));
+    // Room for the four at once (a copied map has none to spare): one growth, not one per insert.
+    headers.reserve(4);
     headers.insert(BALLAST_TIMEOUT_MS, timeout.clone());
     headers.insert(ENVOY_EXPECTED_RQ_TIMEOUT_MS, timeout);
     headers.insert(BALLAST_ATTEMPT, HeaderValue::from(number));

@@ -107,31 +107,32 @@ where
 /// the run, or a new one from the layer's settings.
 fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: Instant) -> CallContext {
     let scoped = current_deadline();
-    let mut ctx = match request.extensions_mut().remove::<CallContext>() {
-        Some(mut ctx) => {
+    // Settled in place: the request keeps its context, the layer a copy.
+    let ctx = match request.extensions_mut().get_mut::<CallContext>() {
+        Some(ctx) => {
             if let Some(scoped) = scoped {
                 ctx.deadline = ctx.deadline.earliest(&scoped);
             }
-            ctx
+            if let Some(run) = &ctx.run {
+                ctx.deadline = run.offer_deadline(ctx.deadline);
+            }
+            ctx.clone()
         }
         None => {
             let deadline = scoped.unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
             let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
             let mut ctx = CallContext::new(kind, deadline);
             ctx.priority = settings.priority;
+            request.extensions_mut().insert(ctx.clone());
             ctx
         }
     };
-    if let Some(run) = &ctx.run {
-        ctx.deadline = run.offer_deadline(ctx.deadline);
-    }
     let target = settings.target.as_deref();
     ctx.report.update(|r| {
         if r.target.is_empty() {
             r.target = target.unwrap_or_else(|| request.uri().path()).to_owned();
         }
     });
-    request.extensions_mut().insert(ctx.clone());
     ctx
 }
 
