@@ -7,7 +7,7 @@
 //!
 //! # Layout
 //! - `chat` — the model side: [`ChatRequest`] and the other `/chat/completions` bodies (unknown fields pass
-//!   through untouched).
+//!   through untouched); [`ProviderError`], what an upstream's error answer means.
 //! - `clock` — the only reader of time (tokio's, so paused time works) and of HTTP-date `Retry-After`.
 //! - `context` — [`CallContext`]: what every layer knows about a call (request extensions), and the task-local
 //!   deadline scope.
@@ -49,6 +49,7 @@ pub use breaker::{BreakerLayer, BreakerService};
 pub use chat::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
 };
+pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};

@@ -3,8 +3,13 @@
 //!
 //! - `types` — [`ChatRequest`], [`Message`], [`ChatResponse`], [`ChatChunk`], [`Usage`]: typed where Ballast
 //!   reads a field, every other key passed through untouched both ways.
+//! - `provider` — [`ProviderError`]: an upstream's error answer classified (context length, quota, rate limit,
+//!   overload, ...) from its structured code first, then the per-provider context-length wordings.
 
+mod provider;
 mod types;
+
+pub use provider::{ContextTokens, ProviderError, ProviderErrorKind};
 
 pub use types::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
