@@ -6,6 +6,9 @@
 //! `ToolClient` that puts them together for an agent's tool calls.
 //!
 //! # Layout
+//! - `chat` — the model side: [`ChatRequest`] and the other `/chat/completions` bodies (unknown fields pass
+//!   through untouched); [`ProviderError`], what an upstream's error answer means; [`truncate`], whole older
+//!   turns dropped to fit a context window.
 //! - `clock` — the only reader of time (tokio's, so paused time works) and of HTTP-date `Retry-After`.
 //! - `context` — [`CallContext`]: what every layer knows about a call (request extensions), and the task-local
 //!   deadline scope.
@@ -29,6 +32,7 @@
 mod admission;
 mod attempt;
 mod breaker;
+mod chat;
 pub mod clock;
 mod context;
 mod deadline;
@@ -43,6 +47,11 @@ mod transport;
 pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
+pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
+pub use chat::{
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
+};
+pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
