@@ -6,6 +6,8 @@
 //! `ToolClient` that puts them together for an agent's tool calls.
 //!
 //! # Layout
+//! - `chat` — the model side: [`ChatRequest`] and the other `/chat/completions` bodies (unknown fields pass
+//!   through untouched).
 //! - `clock` — the only reader of time (tokio's, so paused time works) and of HTTP-date `Retry-After`.
 //! - `context` — [`CallContext`]: what every layer knows about a call (request extensions), and the task-local
 //!   deadline scope.
@@ -29,6 +31,7 @@
 mod admission;
 mod attempt;
 mod breaker;
+mod chat;
 pub mod clock;
 mod context;
 mod deadline;
@@ -43,6 +46,9 @@ mod transport;
 pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
+pub use chat::{
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
+};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
