@@ -122,7 +122,10 @@ impl DeploymentClient {
         handoff: Option<&StreamHandoff>,
     ) -> Result<Response<Bytes>, Error> {
         let mut request = Request::post(self.uri.clone())
-            .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
             .body(body)
             .map_err(|e| Error::transport(false, e))?;
         if let Some(authorization) = &self.authorization {
@@ -131,9 +134,10 @@ impl DeploymentClient {
                 .insert(http::header::AUTHORIZATION, authorization.clone());
         }
         if let Some(handoff) = handoff {
-            request
-                .headers_mut()
-                .insert(http::header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+            request.headers_mut().insert(
+                http::header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
             request.extensions_mut().insert(handoff.clone());
         }
         request.extensions_mut().insert(ctx.clone());
@@ -143,7 +147,12 @@ impl DeploymentClient {
 }
 
 /// `Bearer <key>`, marked sensitive (never logged), from the variable `var` of `env`.
-fn authorization(route: &ModelRoute, index: usize, var: &str, env: &dyn Env) -> Result<HeaderValue, MissingSecret> {
+fn authorization(
+    route: &ModelRoute,
+    index: usize,
+    var: &str,
+    env: &dyn Env,
+) -> Result<HeaderValue, MissingSecret> {
     let path = format!("models.{}.deployments[{index}].api_key_env", route.name);
     let missing = |problem| MissingSecret {
         path: path.clone(),
@@ -154,8 +163,8 @@ fn authorization(route: &ModelRoute, index: usize, var: &str, env: &dyn Env) -> 
     if key.is_empty() {
         return Err(missing(SecretProblem::Empty));
     }
-    let mut value =
-        HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| missing(SecretProblem::NotHeaderValue))?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
+        .map_err(|_| missing(SecretProblem::NotHeaderValue))?;
     value.set_sensitive(true);
     Ok(value)
 }

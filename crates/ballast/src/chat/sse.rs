@@ -8,7 +8,7 @@
 //! without data is no event. A lone `\r` as a line end (allowed by the spec, sent by no provider we know) is not
 //! supported: it stays part of the line.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use serde_json::{Value, json};
 
 /// The data of OpenAI's last event: the stream ended as it should.
@@ -26,11 +26,6 @@ impl SseDecoder {
     /// Adds bytes read from the stream.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.buffer.extend_from_slice(bytes);
-    }
-
-    /// Bytes held that are not yet part of a whole event.
-    pub(crate) fn buffered(&self) -> usize {
-        self.buffer.len() + self.data.as_ref().map_or(0, String::len)
     }
 
     /// The data of the next whole event, if the bytes pushed so far hold one.
@@ -64,11 +59,6 @@ impl SseDecoder {
             }
         }
         None
-    }
-
-    /// Whether the bytes left over hold nothing but whitespace (a clean end of the byte stream).
-    pub(crate) fn is_idle(&self) -> bool {
-        self.data.is_none() && self.buffer.chunk().iter().all(u8::is_ascii_whitespace)
     }
 }
 
@@ -124,11 +114,9 @@ mod tests {
         let mut decoder = SseDecoder::default();
         decoder.push(b"data: {\"a\"");
         assert_eq!(decoder.next_event(), None);
-        assert!(!decoder.is_idle());
-        assert!(decoder.buffered() > 0);
         decoder.push(b":1}\n\n\n");
         assert_eq!(decoder.next_event().as_deref(), Some("{\"a\":1}"));
-        assert!(decoder.is_idle());
+        assert_eq!(decoder.next_event(), None);
     }
 
     #[test]

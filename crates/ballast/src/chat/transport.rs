@@ -30,7 +30,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use tower::{Service, ServiceExt as _};
 
 use super::sse::SseDecoder;
-use crate::transport::{BodyError, read_limited, sort_error};
+use crate::transport::sort_error;
 use crate::{BoxError, Error, clock};
 
 /// A response body of any upstream, boxed.
@@ -94,7 +94,11 @@ impl ChatTransport {
     /// become ready is `{ sent: false }`, failing the call `{ sent: true }`.
     pub fn service<S, R>(service: S, body_limit: usize) -> Self
     where
-        S: Service<Request<http_body_util::Full<Bytes>>, Response = Response<R>> + Clone + Send + Sync + 'static,
+        S: Service<Request<http_body_util::Full<Bytes>>, Response = Response<R>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
         S::Future: Send + 'static,
         S::Error: Into<BoxError>,
         R: Body<Data = Bytes> + Send + 'static,
@@ -162,15 +166,29 @@ impl Service<Request<Bytes>> for ChatTransport {
             let (parts, body) = response.into_parts();
             let body = match handoff {
                 Some(handoff) if parts.status.is_success() => read_first_event(body, limit, &handoff).await?,
-                _ => match read_limited(body, limit).await {
-                    Ok(body) => body,
-                    Err(BodyError::TooLarge) => return Err(Error::BodyTooLarge { limit }),
-                    Err(BodyError::Failed(error)) => return Err(body_failed(error)),
-                },
+                _ => read_whole(body, limit).await?,
             };
             Ok(Response::from_parts(parts, body))
         })
     }
+}
+
+/// Reads all of `body`, refusing one longer than `limit` bytes — at once when its announced length says so.
+async fn read_whole(mut body: RawBody, limit: usize) -> Result<Bytes, Error> {
+    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
+        return Err(Error::BodyTooLarge { limit });
+    }
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(body_failed)?.into_data() else {
+            continue;
+        };
+        if read.len() + data.len() > limit {
+            return Err(Error::BodyTooLarge { limit });
+        }
+        read.extend_from_slice(&data);
+    }
+    Ok(read.freeze())
 }
 
 /// Reads `body` until its first whole event; puts the rest in `handoff`; returns the bytes read.
@@ -190,7 +208,10 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
         }
         if let Some(first) = decoder.next_event() {
             if is_error_event(&first) {
-                return Err(Error::transport(true, format!("the stream's first event is an error: {first}")));
+                return Err(Error::transport(
+                    true,
+                    format!("the stream's first event is an error: {first}"),
+                ));
             }
             handoff.put(Remainder { body });
             return Ok(read.freeze());
@@ -200,7 +221,8 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
 
 /// Whether an event's data is an error object rather than a chunk.
 pub(crate) fn is_error_event(data: &str) -> bool {
-    serde_json::from_str::<serde_json::Value>(data).is_ok_and(|v| v.get("error").is_some_and(|e| !e.is_null()))
+    serde_json::from_str::<serde_json::Value>(data)
+        .is_ok_and(|v| v.get("error").is_some_and(|e| !e.is_null()))
 }
 
 /// A body that failed midway: sent, and the upstream may have done the work.

@@ -39,7 +39,6 @@ mod body;
 mod http;
 mod service;
 
-pub(crate) use self::body::{BodyError, read_limited};
 pub use self::http::HttpTransport;
 pub(crate) use self::http::sort_error;
 pub use self::service::ServiceTransport;
