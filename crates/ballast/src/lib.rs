@@ -7,7 +7,8 @@
 //!
 //! # Layout
 //! - `chat` — the model side: [`ChatRequest`] and the other `/chat/completions` bodies (unknown fields pass
-//!   through untouched).
+//!   through untouched); [`ProviderError`], what an upstream's error answer means; [`truncate`], whole older
+//!   turns dropped to fit a context window.
 //! - `clock` — the only reader of time (tokio's, so paused time works) and of HTTP-date `Retry-After`.
 //! - `context` — [`CallContext`]: what every layer knows about a call (request extensions), and the task-local
 //!   deadline scope.
@@ -46,11 +47,13 @@ mod transport;
 pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
+pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{
     ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,
     ChatStream, ChatTransport, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError,
-    StreamErrorKind, ToolCallRef, Truncated, Usage,
+    StreamErrorKind, ToolCallRef, Usage,
 };
+pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};

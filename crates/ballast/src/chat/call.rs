@@ -5,7 +5,7 @@ use http::HeaderMap;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{ChatRequest, ChatResponse};
+use super::{ChatRequest, ChatResponse, Truncation};
 use crate::{Error, OutcomeReport};
 
 /// One model call: the request (every field the caller set goes upstream unchanged, but `model`, which each
@@ -50,16 +50,6 @@ impl ChatCall {
     }
 }
 
-/// What truncation dropped from the conversation before the answer (DESIGN.md, "Fallback and context"): the
-/// gateway says it in `ballast-truncated`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Truncated {
-    /// Messages dropped, over every round.
-    pub messages: usize,
-    /// Whole turns dropped, over every round.
-    pub turns: usize,
-}
-
 /// A model's answer (2xx, not streamed).
 #[derive(Clone, Debug)]
 pub struct ChatAnswer {
@@ -71,8 +61,9 @@ pub struct ChatAnswer {
     pub headers: HeaderMap,
     /// The deployment that answered (`route[index] model`).
     pub deployment: String,
-    /// What truncation dropped, when the route truncated the conversation to make it fit.
-    pub truncated: Option<Truncated>,
+    /// What truncation dropped (over every round), when the route truncated the conversation to make it fit:
+    /// the gateway says `ballast-truncated: <dropped_messages>`.
+    pub truncated: Option<Truncation>,
     /// What happened: the first deployment's report, each next deployment's nested in `fallback_report`.
     pub report: OutcomeReport,
 }

@@ -3,8 +3,16 @@
 //!
 //! - `types` — [`ChatRequest`], [`Message`], [`ChatResponse`], [`ChatChunk`], [`Usage`]: typed where Ballast
 //!   reads a field, every other key passed through untouched both ways.
+//! - `provider` — [`ProviderError`]: an upstream's error answer classified (context length, quota, rate limit,
+//!   overload, ...) from its structured code first, then the per-provider context-length wordings.
+//! - `truncate` — [`truncate`]: drop whole older turns to fit a context window, never splitting a tool group.
 
+mod provider;
+mod truncate;
 mod types;
+
+pub use provider::{ContextTokens, ProviderError, ProviderErrorKind};
+pub use truncate::{CannotTruncate, Truncation, TruncationGoal, truncate};
 
 mod call;
 mod client;
@@ -17,7 +25,7 @@ mod stream;
 mod transport;
 mod usage;
 
-pub use call::{ChatAnswer, ChatCall, ChatError, Truncated};
+pub use call::{ChatAnswer, ChatCall, ChatError};
 pub use client::ChatClient;
 pub use clients::ChatClients;
 pub use deployment::InvalidChatRoute;

@@ -24,12 +24,11 @@ use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused};
 use bytes::Bytes;
 use http::Response;
 
-use super::ChatRequest;
-use super::call::Truncated;
 use super::client::ChatClient;
-use super::context::{ContextVerdict, on_context_length};
+use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
 use super::transport::StreamHandoff;
+use super::{ChatRequest, ProviderErrorKind, Truncation};
 use crate::{AttemptResult, CallContext, Error, OutcomeReport, Report, clock};
 
 /// A 2xx answer of deployment `index`.
@@ -53,7 +52,7 @@ pub(super) enum Failure {
 #[derive(Debug, Default)]
 pub(super) struct Tried {
     pub(super) reports: Vec<Report>,
-    pub(super) truncated: Option<Truncated>,
+    pub(super) truncated: Option<Truncation>,
     pub(super) started: Option<Instant>,
 }
 
@@ -194,18 +193,24 @@ impl ChatClient {
     ) -> Verdict {
         let stop = ctx.report.read(|r| r.stop);
         if let Failure::Answer(response) = failure {
-            match on_context_length(&self.inner.route, response, stop, request) {
+            let error = classify(response);
+            match on_context_length(&self.inner.route, &error, request) {
                 ContextVerdict::NotContextLength => {}
                 ContextVerdict::Fallback => return Verdict::Next,
                 ContextVerdict::Answer => return Verdict::End,
                 ContextVerdict::Truncated(dropped) => {
-                    let total = tried.truncated.get_or_insert_with(Truncated::default);
-                    total.messages += dropped.messages;
-                    total.turns += dropped.turns;
+                    tried.truncated = Some(match tried.truncated {
+                        Some(before) => Truncation {
+                            dropped_messages: before.dropped_messages + dropped.dropped_messages,
+                            dropped_turns: before.dropped_turns + dropped.dropped_turns,
+                        },
+                        None => dropped,
+                    });
                     return Verdict::Resend;
                 }
             }
-            if super::context::is_insufficient_quota(response) {
+            // A spent quota, even when only the provider's own wording says so: no wait helps.
+            if error.kind == ProviderErrorKind::InsufficientQuota {
                 return Verdict::Next;
             }
         }

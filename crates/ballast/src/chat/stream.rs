@@ -31,13 +31,12 @@ use http::HeaderMap;
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 
-use super::call::Truncated;
 use super::client::ChatClient;
 use super::route::{Committed, Tried};
 use super::sse::{self, DONE, SseDecoder};
 use super::transport::{RawBody, is_error_event};
 use super::usage::record_tokens;
-use super::{ChatChunk, Usage};
+use super::{ChatChunk, Truncation, Usage};
 use crate::{CallContext, OutcomeReport, Report, clock};
 
 /// What went wrong after the commit point.
@@ -186,7 +185,7 @@ impl ChatStream {
     }
 
     /// What truncation dropped before the commit, if the route truncated the conversation.
-    pub fn truncated(&self) -> Option<Truncated> {
+    pub fn truncated(&self) -> Option<Truncation> {
         self.tried.truncated
     }
 
