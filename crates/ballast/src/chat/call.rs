@@ -81,8 +81,8 @@ pub enum ChatError {
         status: u16,
         /// The upstream's body (OpenAI's error envelope, usually; a JSON string when it is not JSON).
         body: Value,
-        /// What happened.
-        report: OutcomeReport,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
     },
     /// No upstream answer to return.
     #[error("{route}: {error}")]
@@ -91,8 +91,8 @@ pub enum ChatError {
         route: String,
         /// Why.
         error: Error,
-        /// What happened.
-        report: OutcomeReport,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
     },
     /// The upstream answered 2xx with a body that is not a chat completion.
     #[error("{route}: the upstream's answer is not a chat completion: {reason}")]
@@ -101,8 +101,8 @@ pub enum ChatError {
         route: String,
         /// What did not parse.
         reason: String,
-        /// What happened.
-        report: OutcomeReport,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
     },
     /// The route is not configured.
     #[error("no model route named {0:?}")]

@@ -15,11 +15,44 @@ use super::stream::ChatStream;
 use super::usage::{record_tokens, usage_of_body};
 use crate::{CallContext, Runs, clock, current_deadline};
 
-/// A client for one configured model route. Cheap to clone; clones share the deployments' breakers, budgets and
-/// the runs.
+/// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
+/// clone; clones share the deployments' breakers, budgets and the runs.
 ///
-/// Built by [`ChatClients::from_config`](super::ChatClients::from_config); see the [module docs](super) for
-/// what a call does.
+/// Each deployment has its own stack — deadline, retry (its own budget), breaker (its own), attempt — and a call
+/// goes through them in order: the next one is tried when a deployment's breaker is open, its retries or budget
+/// are spent, it asks for a `Retry-After` too long, or its quota is spent (`insufficient_quota`, at once). With
+/// more than one deployment the first may use at most `primary_share` of the time left. A context-length error
+/// is answered, moved to the next deployment, or truncated and resent, as the route's `context.on_overflow`
+/// says. Every field of the request but `model` goes upstream as the caller sent it; every field of the answer
+/// comes back as the upstream sent it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use ballast::{ChatCall, ChatClients, ChatRequest, ChatTransport};
+/// use ballast_config::Config;
+/// use serde_json::json;
+///
+/// let config = Config::from_toml_str(r#"
+///     version = 1
+///     [[models]]
+///     name = "agent"
+///     deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
+/// "#).unwrap();
+/// // In process, against the chaos model; in production, `ChatTransport::http` and the process environment.
+/// let transport = ChatTransport::service(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+/// let no_keys = |_: &str| None;
+/// let models = ChatClients::from_config(&config, &no_keys, transport).unwrap();
+/// let request: ChatRequest = serde_json::from_value(json!({
+///     "model": "agent",
+///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],
+///     "reasoning_effort": "low",
+/// })).unwrap();
+/// let answer = models.route("agent").unwrap().complete(ChatCall::new(request)).await.unwrap();
+/// let message = answer.response.choices[0].message.as_ref().unwrap();
+/// assert!(message.has_tool_calls());
+/// println!("{}", answer.report);
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct ChatClient {
     pub(super) inner: Arc<Inner>,
@@ -138,7 +171,7 @@ impl ChatClient {
                 Err(ChatError::Malformed {
                     route: self.name().to_owned(),
                     reason: error.to_string(),
-                    report: tried.report(),
+                    report: Box::new(tried.report()),
                 })
             }
         }
@@ -159,7 +192,7 @@ impl ChatClient {
                     route,
                     status: response.status().as_u16(),
                     body: json_body(response.body()),
-                    report: tried.report(),
+                    report: Box::new(tried.report()),
                 }
             }
             Failure::Error(error) => {
@@ -171,7 +204,7 @@ impl ChatClient {
                 ChatError::Failed {
                     route,
                     error,
-                    report: tried.report(),
+                    report: Box::new(tried.report()),
                 }
             }
         }
