@@ -11,7 +11,8 @@
 use std::time::Duration;
 
 use ballast::{
-    ChatCall, ChatClients, ChatRequest, ChatTransport, Message, Role, ServiceTransport, ToolCall, ToolClients,
+    ChatCall, ChatClients, ChatRequest, ChatTransport, Message, Role, ServiceTransport, ToolCall,
+    ToolCallRef, ToolClients,
 };
 use ballast::{clock, scope};
 use ballast_chaos::Profile;
@@ -108,32 +109,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 return;
             };
             for (ordinal, tool_call) in (0_u32..).zip(calls) {
-                let function = tool_call.extra.get("function").cloned().unwrap_or(Value::Null);
-                let name = function["name"].as_str().unwrap_or_default().to_owned();
-                let arguments = function["arguments"].as_str().and_then(|a| serde_json::from_str(a).ok());
-                let reply = match (tools.get(&name), arguments) {
-                    (Some(tool), Some(arguments)) => {
-                        let call = ToolCall::new(arguments).run(run).step(format!("step-{step}"), ordinal);
-                        match tool.call(call).await {
-                            Ok(answer) => {
-                                println!("step {step}, tool:\n{}\n", answer.report);
-                                answer.body
-                            }
-                            Err(error) => {
-                                println!("step {step}, tool:\n{}\n  -> {error}\n", error.report());
-                                json!({"error": error.to_string(), "outcome_unknown": error.outcome_unknown()})
-                            }
-                        }
-                    }
-                    _ => json!({"error": format!("no tool {name:?} with readable arguments")}),
-                };
-                messages.push(Message {
-                    role: Role::Tool,
-                    content: Some(Value::String(reply.to_string())),
-                    tool_calls: None,
-                    tool_call_id: tool_call.id.clone(),
-                    extra: Map::new(),
-                });
+                messages.push(call_tool(&tools, &tool_call, run, step, ordinal).await);
             }
         }
         println!("stopped after 5 steps");
@@ -144,4 +120,45 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         deadline.remaining(clock::now()).as_millis()
     );
     Ok(())
+}
+
+/// Runs one tool call the model asked for through its `ToolClient` (key derived from run, step and ordinal),
+/// prints its report, and returns the `tool` message that answers it.
+async fn call_tool(
+    tools: &ToolClients,
+    tool_call: &ToolCallRef,
+    run: &str,
+    step: u32,
+    ordinal: u32,
+) -> Message {
+    let function = tool_call.extra.get("function").cloned().unwrap_or(Value::Null);
+    let name = function["name"].as_str().unwrap_or_default().to_owned();
+    let arguments = function["arguments"]
+        .as_str()
+        .and_then(|a| serde_json::from_str(a).ok());
+    let reply = match (tools.get(&name), arguments) {
+        (Some(tool), Some(arguments)) => {
+            let call = ToolCall::new(arguments)
+                .run(run)
+                .step(format!("step-{step}"), ordinal);
+            match tool.call(call).await {
+                Ok(answer) => {
+                    println!("step {step}, tool:\n{}\n", answer.report);
+                    answer.body
+                }
+                Err(error) => {
+                    println!("step {step}, tool:\n{}\n  -> {error}\n", error.report());
+                    json!({"error": error.to_string(), "outcome_unknown": error.outcome_unknown()})
+                }
+            }
+        }
+        _ => json!({"error": format!("no tool {name:?} with readable arguments")}),
+    };
+    Message {
+        role: Role::Tool,
+        content: Some(Value::String(reply.to_string())),
+        tool_calls: None,
+        tool_call_id: tool_call.id.clone(),
+        extra: Map::new(),
+    }
 }

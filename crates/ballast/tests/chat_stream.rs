@@ -223,3 +223,20 @@ async fn tokens_of_a_stream_cut_after_its_usage_count_as_failed() {
     assert!(tokens.failed.total_tokens > 0);
     assert_eq!(tokens.answered.total_tokens, 0);
 }
+
+/// Before the commit a streamed call falls back like any other: a spent quota on the primary, the fallback
+/// streams.
+#[tokio::test(start_paused = true)]
+async fn a_stream_falls_back_before_its_first_chunk() {
+    let quota = "[endpoints.model]\ninsufficient_quota = 1.0";
+    let upstreams = Upstreams::new(&[("primary", profile(quota)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let stream = route.stream(call(&first_turn("op-s9"))).await.expect("the fallback commits");
+    assert_eq!(stream.deployment(), "agent[1] gpt-4.1");
+    let report = stream.report();
+    assert_eq!(report.attempts[0].result, ballast::AttemptResult::Status(429));
+    assert!(report.answered_by_fallback(), "{report}");
+    let (chunks, error) = drain(stream).await;
+    assert!(error.is_none(), "{error:?}");
+    assert!(chunks.iter().all(|c| c["model"] == "gpt-4.1"), "the fallback's model: {chunks:?}");
+}
