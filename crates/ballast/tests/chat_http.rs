@@ -26,7 +26,10 @@ fn route(base_url: &str) -> ballast::ChatClient {
 async fn a_stream_over_http_is_read_to_done() {
     let chaos = ballast_chaos::spawn(profile("")).await.expect("chaos listens");
     let route = route(&chaos.url("/v1"));
-    let answer = route.complete(call(&first_turn("op-h1"))).await.expect("answered");
+    let answer = route
+        .complete(call(&first_turn("op-h1")))
+        .await
+        .expect("answered");
     assert_eq!(answer.status, 200);
     let mut stream = route.stream(call(&first_turn("op-h1"))).await.expect("committed");
     let mut chunks = 0;

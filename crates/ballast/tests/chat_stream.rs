@@ -231,12 +231,18 @@ async fn a_stream_falls_back_before_its_first_chunk() {
     let quota = "[endpoints.model]\ninsufficient_quota = 1.0";
     let upstreams = Upstreams::new(&[("primary", profile(quota)), ("fallback", profile(""))]);
     let route = client(&config(""), &upstreams);
-    let stream = route.stream(call(&first_turn("op-s9"))).await.expect("the fallback commits");
+    let stream = route
+        .stream(call(&first_turn("op-s9")))
+        .await
+        .expect("the fallback commits");
     assert_eq!(stream.deployment(), "agent[1] gpt-4.1");
     let report = stream.report();
     assert_eq!(report.attempts[0].result, ballast::AttemptResult::Status(429));
     assert!(report.answered_by_fallback(), "{report}");
     let (chunks, error) = drain(stream).await;
     assert!(error.is_none(), "{error:?}");
-    assert!(chunks.iter().all(|c| c["model"] == "gpt-4.1"), "the fallback's model: {chunks:?}");
+    assert!(
+        chunks.iter().all(|c| c["model"] == "gpt-4.1"),
+        "the fallback's model: {chunks:?}"
+    );
 }
