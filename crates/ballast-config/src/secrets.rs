@@ -59,6 +59,9 @@ pub enum SecretProblem {
         "does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, rediss://, postgres://)"
     )]
     UnsupportedStoreUrl,
+    /// A value that cannot be sent in an HTTP header (an API key with a line break or a control character).
+    #[error("holds characters an HTTP header cannot carry")]
+    NotHeaderValue,
 }
 
 fn lookup(env: &dyn Env, path: String, var: &str) -> Result<String, MissingSecret> {

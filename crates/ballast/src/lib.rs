@@ -49,13 +49,15 @@ pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
 pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{
-    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
+    ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,
+    ChatStream, ChatTransport, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError,
+    StreamErrorKind, ToolCallRef, Usage,
 };
 pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
-pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
+pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report, TokenUsage, Tokens};
 pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
 pub use tool::{InvalidTool, ToolAnswer, ToolCall, ToolClient, ToolClients, ToolError};

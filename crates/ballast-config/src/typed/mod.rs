@@ -17,9 +17,9 @@ use ballast_core::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE
 
 pub use budget::BudgetConfig;
 pub use route::{
-    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
-    RetryConfig, ToolConfig, ToolFallback, Upstream,
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
+    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
+    ModelRoute, OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream,
 };
 
 /// A validated Ballast configuration.

@@ -68,7 +68,7 @@ impl Service<Request<Bytes>> for HttpTransport {
 }
 
 /// What a reqwest error says about the request (see [`HttpTransport`]).
-fn sort_error(error: reqwest::Error, start: Instant) -> Error {
+pub(crate) fn sort_error(error: reqwest::Error, start: Instant) -> Error {
     if error.is_connect() || error.is_builder() {
         Error::transport(false, error)
     } else if error.is_timeout() {

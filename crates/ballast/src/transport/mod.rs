@@ -40,4 +40,5 @@ mod http;
 mod service;
 
 pub use self::http::HttpTransport;
+pub(crate) use self::http::sort_error;
 pub use self::service::ServiceTransport;

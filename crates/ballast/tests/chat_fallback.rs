@@ -1,0 +1,196 @@
+//! ChatClient fallbacks under one deadline, against chaos upstreams in process (paused time): a hanging primary
+//! (its share of the deadline), an open breaker, `insufficient_quota` and a `Retry-After` that is waited for.
+
+mod support;
+
+use std::time::Duration;
+
+use ballast::{AttemptResult, ChatError, clock};
+use ballast_core::{BreakerState, ErrorCode};
+use support::chat::{PRIMARY_KEY, Upstreams, call, client, config, first_turn, profile};
+
+const HANG: &str = "[endpoints.model]\nhang = 1.0";
+
+/// Issue 6, test 1: every primary attempt hangs; the fallback answers at the primary's share of the deadline.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
+    let upstreams = Upstreams::new(&[("primary", profile(HANG)), ("fallback", profile(""))]);
+    // 10 s deadline, primary_share 0.6: the primary may use 6 s, in tries of 4 s.
+    let route = client(
+        &config("per_try_timeout = \"4s\"\nprimary_share = 0.6"),
+        &upstreams,
+    );
+    let started = clock::now();
+    let answer = route
+        .complete(call(&first_turn("op-1")))
+        .await
+        .expect("the fallback answers");
+    let took = clock::now().saturating_duration_since(started);
+
+    assert_eq!(
+        took,
+        Duration::from_secs(6),
+        "the fallback started at the primary's share and answered at once"
+    );
+    assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+    assert_eq!(answer.response.choices.len(), 1);
+    let primary = &answer.report;
+    assert_eq!(primary.target, "agent[0] mock");
+    assert_eq!(primary.code, Some(ErrorCode::DeadlineExceeded));
+    assert!(
+        primary.attempts.len() >= 2,
+        "a first try of 4 s, then a retry cut at 6 s: {primary}"
+    );
+    assert_eq!(primary.attempts[0].result, AttemptResult::Error("timeout".into()));
+    assert_eq!(primary.attempts[0].duration, Duration::from_secs(4));
+    let cut = primary.attempts.last().expect("an attempt");
+    assert!(
+        matches!(&cut.result, AttemptResult::Error(_)) && cut.sent,
+        "cut at the share: {primary}"
+    );
+    let fallback = primary.fallback_report.as_deref().expect("the fallback's report");
+    assert_eq!(primary.fallback.as_deref(), Some("agent[1] gpt-4.1"));
+    assert_eq!(fallback.attempts.len(), 1);
+    assert_eq!(fallback.attempts[0].result, AttemptResult::Status(200));
+    assert_eq!(fallback.code, None);
+    assert!(answer.report.answered_by_fallback());
+    // The fallback's attempt was told what was left of the one deadline, minus the reserve.
+    let to_fallback = upstreams
+        .seen()
+        .into_iter()
+        .find(|s| s.host == "fallback")
+        .expect("sent");
+    assert_eq!(to_fallback.headers["ballast-timeout-ms"], "3950");
+}
+
+/// With one deployment there is no share: the primary may use the whole deadline.
+#[tokio::test(start_paused = true)]
+async fn a_single_deployment_uses_the_whole_deadline() {
+    let upstreams = Upstreams::new(&[("primary", profile(HANG))]);
+    let config = ballast_config::Config::from_toml_str(&format!(
+        "version = 1\n[server]\ndefault_timeout = \"10s\"\n[[models]]\nname = \"agent\"\nper_try_timeout = \"20s\"\n\
+         deployments = [ {{ base_url = \"http://primary/v1\", api_key_env = \"{}\" }} ]",
+        PRIMARY_KEY.0
+    ))
+    .unwrap();
+    let route = client(&config, &upstreams);
+    let started = clock::now();
+    let error = route.complete(call(&first_turn("op-1"))).await.unwrap_err();
+    // One try of what the deadline held (10 s less the 50 ms reserve), nothing cut it short.
+    assert_eq!(
+        clock::now().saturating_duration_since(started),
+        Duration::from_millis(9_950)
+    );
+    assert_eq!(error.code(), ErrorCode::DeadlineExceeded, "{error}");
+}
+
+/// Issue 6, test 2: the primary's breaker is open; the fallback answers and the primary is never sent to.
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_goes_to_the_fallback_without_touching_the_primary() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let breaker = route.breaker(0).expect("the primary's breaker");
+    breaker.force_open(clock::now());
+    assert_eq!(breaker.state(clock::now()), BreakerState::Open);
+
+    let answer = route
+        .complete(call(&first_turn("op-2")))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+    assert_eq!(upstreams.count("primary"), 0);
+    assert_eq!(upstreams.count("fallback"), 1);
+    let primary = &answer.report;
+    assert_eq!(primary.code, Some(ErrorCode::CircuitOpen));
+    assert!(primary.attempts.iter().all(|a| !a.sent), "{primary}");
+}
+
+/// Issue 6, test 3a: a 429 `insufficient_quota` goes to the fallback at once, never waited for nor retried.
+#[tokio::test(start_paused = true)]
+async fn insufficient_quota_moves_to_the_fallback_at_once() {
+    let quota = "[endpoints.model]\ninsufficient_quota = 1.0\nretry_after = \"5s\"";
+    let upstreams = Upstreams::new(&[("primary", profile(quota)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let started = clock::now();
+    let answer = route
+        .complete(call(&first_turn("op-3")))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(
+        clock::now().saturating_duration_since(started),
+        Duration::ZERO,
+        "no wait"
+    );
+    assert_eq!(upstreams.count("primary"), 1, "not retried");
+    assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+    assert_eq!(answer.report.attempts[0].result, AttemptResult::Status(429));
+    // The primary was sent its key; the fallback, which has none configured, none.
+    let seen = upstreams.seen();
+    assert_eq!(
+        seen[0].headers["authorization"],
+        format!("Bearer {}", PRIMARY_KEY.1)
+    );
+    assert!(!seen[1].headers.contains_key("authorization"));
+    assert_eq!(seen[0].body["model"], "mock");
+    assert_eq!(seen[1].body["model"], "gpt-4.1");
+}
+
+/// Issue 6, test 3b: a 429 with `Retry-After: 1` (a rate limit) is waited for on the same deployment.
+#[tokio::test(start_paused = true)]
+async fn a_short_retry_after_is_waited_for_on_the_same_deployment() {
+    let limited = "[endpoints.model]\nretry_after = \"1s\"\n[[scripts]]\nendpoint = \"model\"\nop = \"op-4\"\n\
+                   steps = [\"429\", \"ok\"]";
+    let upstreams = Upstreams::new(&[("primary", profile(limited)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let started = clock::now();
+    let answer = route
+        .complete(call(&first_turn("op-4")))
+        .await
+        .expect("the primary answers");
+    let took = clock::now().saturating_duration_since(started);
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert_eq!(answer.deployment, "agent[0] mock");
+    assert_eq!(upstreams.count("primary"), 2);
+    assert_eq!(upstreams.count("fallback"), 0);
+    let results: Vec<_> = answer.report.attempts.iter().map(|a| a.result.clone()).collect();
+    assert_eq!(results, [AttemptResult::Status(429), AttemptResult::Status(200)]);
+}
+
+/// A `Retry-After` longer than `max_retry_after` moves on at once.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_too_long_moves_to_the_fallback() {
+    let limited = "[endpoints.model]\nerrors = { 503 = 1.0 }\nretry_after = \"120s\"";
+    let upstreams = Upstreams::new(&[("primary", profile(limited)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let started = clock::now();
+    let answer = route
+        .complete(call(&first_turn("op-5")))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(clock::now().saturating_duration_since(started), Duration::ZERO);
+    assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+    assert_eq!(upstreams.count("primary"), 1);
+}
+
+/// A 400 the next deployment would answer too is the caller's answer: no fallback.
+#[tokio::test(start_paused = true)]
+async fn a_bad_request_is_answered_without_a_fallback() {
+    let bad = "[endpoints.model]\nerrors = { 400 = 1.0 }";
+    let upstreams = Upstreams::new(&[("primary", profile(bad)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let error = route.complete(call(&first_turn("op-6"))).await.unwrap_err();
+    let ChatError::Upstream {
+        status, body, report, ..
+    } = &error
+    else {
+        panic!("{error}")
+    };
+    assert_eq!(*status, 400);
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert!(report.fallback.is_none());
+    assert_eq!(upstreams.count("fallback"), 0);
+    assert_eq!(error.code(), ErrorCode::UpstreamError);
+}
