@@ -21,16 +21,22 @@ fn server_url() -> String {
     )
 }
 
+/// The store on the test server, or `None` (skipped) when the server is unreachable.
+async fn open_server(options: StoreOptions) -> Option<PostgresStore> {
+    let url = server_url();
+    match PostgresStore::open(&url, options).await {
+        Ok(store) => Some(store),
+        Err(StoreError::Unavailable(error)) => {
+            service_unavailable(&format!("PostgreSQL at {}", without_password(&url)), error)
+        }
+        Err(other) => panic!("opening the PostgreSQL store failed: {other}"),
+    }
+}
+
 fn postgres(options: StoreOptions) -> Opening {
     Box::pin(async move {
-        let url = server_url();
-        match PostgresStore::open(&url, options).await {
-            Ok(store) => Some(Arc::new(store) as Arc<dyn IdempotencyStore>),
-            Err(StoreError::Unavailable(error)) => {
-                service_unavailable(&format!("PostgreSQL at {}", without_password(&url)), error)
-            }
-            Err(other) => panic!("opening the PostgreSQL store failed: {other}"),
-        }
+        let store = open_server(options).await?;
+        Some(Arc::new(store) as Arc<dyn IdempotencyStore>)
     })
 }
 
@@ -194,5 +200,60 @@ async fn open_dispatches_postgres_urls_here() {
             service_unavailable::<()>("PostgreSQL", error);
         }
         Err(other) => panic!("{other}"),
+    }
+}
+
+/// Waits (bounded) until the lease on `scope` has run out on the server's clock.
+async fn until_lease_expired(store: &PostgresStore, scope: &Scope) {
+    let give_up = crate::clock::monotonic_after(Duration::from_secs(10));
+    while !store.lookup(scope).await.unwrap().unwrap().lease_left.is_zero() {
+        assert!(!crate::clock::passed(give_up), "the lease never ran out");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// 32 racers on one expired lease, through the read-then-compare-and-set path: exactly one takes the record
+/// over (or, for an expired dispatch the upstream cannot deduplicate, it becomes `outcome_unknown` for all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_claims_on_an_expired_lease_have_one_winner() {
+    let Some(store) = open_server(StoreOptions::default()).await.map(Arc::new) else {
+        return;
+    };
+    for (dispatched, expired_dispatch) in [
+        (false, crate::ExpiredDispatch::OutcomeUnknown),
+        (true, crate::ExpiredDispatch::TakeOver),
+        (true, crate::ExpiredDispatch::OutcomeUnknown),
+    ] {
+        let scope = Arc::new(fresh_scope());
+        let holder = request("{}", Duration::from_millis(200));
+        acquire(&*store, &scope, &holder).await;
+        if dispatched {
+            store.mark_dispatched(&scope, holder.owner).await.unwrap();
+        }
+        until_lease_expired(&store, &scope).await;
+        let mut racers = tokio::task::JoinSet::new();
+        for _ in 0..32 {
+            let (store, scope) = (Arc::clone(&store), Arc::clone(&scope));
+            let claim = crate::ClaimRequest {
+                expired_dispatch,
+                ..request("{}", Duration::from_secs(60))
+            };
+            racers.spawn(async move { store.claim(&scope, &claim).await.unwrap() });
+        }
+        let (mut took_over, mut unknown) = (0, 0);
+        while let Some(outcome) = racers.join_next().await {
+            match outcome.unwrap() {
+                ClaimOutcome::TookOver { .. } => took_over += 1,
+                ClaimOutcome::OutcomeUnknown => unknown += 1,
+                ClaimOutcome::InProgress { .. } => {}
+                other => panic!("a racer got {other:?}"),
+            }
+        }
+        let case = (dispatched, expired_dispatch);
+        if dispatched && expired_dispatch == crate::ExpiredDispatch::OutcomeUnknown {
+            assert_eq!((took_over, unknown), (0, 32), "{case:?}");
+        } else {
+            assert_eq!((took_over, unknown), (1, 0), "{case:?}");
+        }
     }
 }
