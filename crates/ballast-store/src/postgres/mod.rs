@@ -2,13 +2,15 @@
 //! payments and other side effects that must happen once across instances.
 //!
 //! Why it is safe with many processes:
-//! - **Atomicity in single statements.** A first claim is one `INSERT ... ON CONFLICT DO UPDATE ... WHERE the
-//!   old record is past its retention`: of any number of racers, the unique primary key lets exactly one row
-//!   change, and the others see a live record. When a live record is found, the claim reads it and applies the
-//!   shared decision ([`decide`](crate::decide)); a take-over or an expired dispatch is then written by
-//!   compare-and-set — one `UPDATE` whose `WHERE` names the old owner token, the state it read and "the lease
-//!   has run out". If that changes no row, someone else moved the record first and the claim reads it again.
-//!   No transaction stays open between round trips, so no lock is held while the client waits on the network.
+//! - **Atomicity in single statements.** A claim is one statement: `INSERT ... ON CONFLICT DO NOTHING`, and the
+//!   record that was there if the insert did nothing. Of any number of racers the unique primary key lets one
+//!   insert; the others get the record and apply the shared decision ([`decide`](crate::decide)) to it. A
+//!   replay is therefore one read-only round trip. The rare writes the decision asks for — replacing a record
+//!   past its retention, taking over an expired lease, an expired dispatch becoming `outcome_unknown` — are
+//!   compare-and-set: one `UPDATE` whose `WHERE` repeats what the decision read (the old owner token, its state,
+//!   "the lease has run out"). If it changes no row, someone else moved the record first and the claim starts
+//!   over. No transaction stays open between round trips, so no lock is held while a client waits on the
+//!   network.
 //! - **Every state change checks ownership in the same statement**: `UPDATE ... WHERE owner = $4 AND state IN
 //!   (...) AND expires_at > now`, so a displaced holder's late write changes nothing ([`StoreError::NotHeld`]).
 //! - **One clock: the server's.** Leases and retention are `clock_timestamp()` plus a duration, compared with
@@ -146,6 +148,8 @@ impl PostgresStore {
         .await
     }
 
+    /// One claim attempt: `None` when the record moved between this attempt's read and its compare-and-set (or
+    /// is not yet visible to it), so the caller tries again.
     async fn claim_once(
         &self,
         client: &Object,
@@ -156,21 +160,23 @@ impl PostgresStore {
         let owner = sql::uuid(claim.owner);
         let (lease, retention) = (millis(claim.lease), self.retention_ms);
         let fingerprint = &claim.fingerprint.as_bytes()[..];
-        let fresh = client
-            .prepare_cached(sql::CLAIM_FRESH)
-            .await
-            .map_err(unavailable)?;
-        let params: [Param<'_>; 7] = [&p, &r, &k, &fingerprint, &owner, &lease, &retention];
-        if client.execute(&fresh, &params).await.map_err(unavailable)? == 1 {
-            return Ok(Some(ClaimOutcome::Acquired));
-        }
-        let existing = read(client, scope).await?;
+        let fresh: [Param<'_>; 7] = [&p, &r, &k, &fingerprint, &owner, &lease, &retention];
+        let prepared = client.prepare_cached(sql::CLAIM).await.map_err(unavailable)?;
+        let row = client.query_opt(&prepared, &fresh).await.map_err(unavailable)?;
+        let existing = match row {
+            Some(row) if row.try_get::<_, bool>(8).map_err(unavailable)? => {
+                return Ok(Some(ClaimOutcome::Acquired));
+            }
+            Some(row) => Some(sql::stored(&row, scope)?),
+            None => None,
+        };
         // Declared here so the parameters can borrow them past the match.
         let (old, from): (uuid::Uuid, &str);
         let (statement, params, outcome) = match claim_step(existing.as_ref(), claim, 0) {
-            // The live record went (released or reaped) or expired since the insert: insert again.
-            ClaimStep::Insert => return Ok(None),
             ClaimStep::Answer(outcome) => return Ok(Some(outcome)),
+            // Committed by a concurrent claim after this statement's snapshot: read again.
+            ClaimStep::Insert if existing.is_none() => return Ok(None),
+            ClaimStep::Insert => (sql::REPLACE_EXPIRED, fresh.to_vec(), ClaimOutcome::Acquired),
             ClaimStep::TakeOver { old: holder, was } => {
                 (old, from) = (sql::uuid(holder), state_name(&in_flight_state(was)));
                 let params: Vec<Param<'_>> = vec![&p, &r, &k, &old, &owner, &lease, &retention, &from];

@@ -37,18 +37,40 @@ pub(super) const READ: &str = concat!(
     pk!()
 );
 
-/// A new `claimed` record, or one replacing a record past its retention (which counts as absent); no row
-/// changes when a live record holds the key. `$4` fingerprint, `$5` owner, `$6` lease ms, `$7` retention ms.
-pub(super) const CLAIM_FRESH: &str = concat!(
-    "INSERT INTO ballast_idempotency AS r ",
+/// The claim's first and usually only round trip: a new `claimed` record if no record holds the key, else the
+/// record as [`READ`] returns it. `ON CONFLICT DO NOTHING` writes nothing when a record exists, so a replay is a
+/// read (no row lock, no transaction id, no WAL flush). The read sees the statement's snapshot: a record that a
+/// concurrent claim committed while this one waited on it is not in it (no row comes back; the claim reads
+/// again). `$4` fingerprint, `$5` owner, `$6` lease ms, `$7` retention ms; the last column says "inserted".
+pub(super) const CLAIM: &str = concat!(
+    "WITH c AS (SELECT clock_timestamp() AS now), inserted AS (",
+    "INSERT INTO ballast_idempotency ",
     "(principal, route, key, state, fingerprint, owner, lease_until, expires_at) ",
     "SELECT $1, $2, $3, 'claimed', $4, $5, c.now + $6::bigint * interval '1 millisecond', ",
-    "c.now + ($6::bigint + $7::bigint) * interval '1 millisecond' FROM ",
+    "c.now + ($6::bigint + $7::bigint) * interval '1 millisecond' FROM c ",
+    "ON CONFLICT (principal, route, key) DO NOTHING RETURNING 1) ",
+    "SELECT NULL::text, NULL::bytea, NULL::uuid, NULL::bigint, NULL::bigint, NULL::integer, NULL::bytea, ",
+    "NULL::bytea, true FROM inserted UNION ALL ",
+    "SELECT state, fingerprint, owner, ",
+    "ceil(extract(epoch FROM lease_until - c.now) * 1000)::bigint, ",
+    "ceil(extract(epoch FROM expires_at - c.now) * 1000)::bigint, ",
+    "status, headers, body, false FROM ballast_idempotency, c WHERE ",
+    pk!(),
+    " AND NOT EXISTS (SELECT FROM inserted)"
+);
+
+/// A new `claimed` record in place of one past its retention (which counts as absent). Of racers that all saw
+/// it expired, the first changes it and the others, re-checking the `WHERE` on the changed row, change nothing.
+/// Parameters as [`CLAIM`]'s.
+pub(super) const REPLACE_EXPIRED: &str = concat!(
+    "UPDATE ballast_idempotency SET state = 'claimed', fingerprint = $4, owner = $5, ",
+    "lease_until = c.now + $6::bigint * interval '1 millisecond', ",
+    "expires_at = c.now + ($6::bigint + $7::bigint) * interval '1 millisecond', ",
+    "status = NULL, headers = NULL, body = NULL FROM ",
     now!(),
-    " ON CONFLICT (principal, route, key) DO UPDATE SET state = 'claimed', ",
-    "fingerprint = EXCLUDED.fingerprint, owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until, ",
-    "expires_at = EXCLUDED.expires_at, status = NULL, headers = NULL, body = NULL ",
-    "WHERE r.expires_at <= clock_timestamp()"
+    " WHERE ",
+    pk!(),
+    " AND expires_at <= c.now"
 );
 
 /// Takes over a live record whose lease ran out, if it still carries the old owner `$4` in state `$8`.
@@ -131,7 +153,7 @@ pub(super) fn uuid(owner: OwnerToken) -> Uuid {
     Uuid::from_bytes(*owner.as_bytes())
 }
 
-/// A row of [`READ`] as the shared claim decision sees it, with the server's clock at 0.
+/// A row of [`READ`] (or [`CLAIM`]) as the shared claim decision sees it, with the server's clock at 0.
 pub(super) fn stored(row: &Row, scope: &Scope) -> Result<Stored, StoreError> {
     let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of {:?}", scope.storage_key()));
     let column = |error: tokio_postgres::Error| {
