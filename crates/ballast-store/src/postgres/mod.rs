@@ -44,9 +44,11 @@ use crate::{
     StoredResponse, encode_headers,
 };
 
-/// Connections per store: enough for a gateway's concurrent claims on a small server, far below PostgreSQL's
-/// default `max_connections` (100) even with a few instances.
-const POOL_SIZE: usize = 16;
+/// Connections per store. Every state change waits for its commit's WAL flush, and commits waiting at once
+/// share one flush (group commit), so more connections carry more claims per second: 32 against 16 took
+/// claim + dispatch + complete at 32 callers from about 1.5k to 2.2k/s on a 2-core test machine. Three instances
+/// stay within PostgreSQL's default `max_connections` (100); raise it, or put PgBouncer in front, for more.
+const POOL_SIZE: usize = 32;
 /// How long connecting may take when the URL sets no `connect_timeout`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest any operation (waiting for a connection included) may take before it fails as unavailable: a
