@@ -43,7 +43,7 @@ pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
 pub use open::open;
 #[cfg(feature = "postgres")]
-pub use postgres::{OPERATION_TIMEOUT as POSTGRES_OPERATION_TIMEOUT, PostgresStore};
+pub use postgres::PostgresStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{

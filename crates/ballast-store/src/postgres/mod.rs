@@ -24,7 +24,7 @@
 //! The URL is tokio-postgres's (`postgres://user:password@host:port/db?options=...`); tables go to the
 //! connection's `search_path` (`?options=-c%20search_path%3Dballast` picks a schema). Connections are pooled
 //! (deadpool-postgres); TLS is not compiled in (`sslmode=require` fails to connect). Every operation is bounded
-//! by [`OPERATION_TIMEOUT`] and fails as [`StoreError::Unavailable`] past it.
+//! (10 s, waiting for a connection included) and fails as [`StoreError::Unavailable`] past it.
 
 mod schema;
 mod sql;
@@ -53,7 +53,7 @@ const POOL_SIZE: usize = 32;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest any operation (waiting for a connection included) may take before it fails as unavailable: a
 /// hung server must fail a request closed, not hold it.
-pub const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How many times a claim reads and retries when another request moved the record between its read and its
 /// compare-and-set. Each retry means someone else made progress; this many in a row does not happen in practice.
 const CLAIM_ROUNDS: usize = 8;
@@ -64,6 +64,7 @@ pub struct PostgresStore {
     pool: Pool,
     retention_ms: i64,
     target: Arc<str>,
+    timeout: Duration,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -86,6 +87,11 @@ impl PostgresStore {
     /// start at once). A URL tokio-postgres cannot parse is [`StoreError::UnsupportedUrl`]; a server that cannot
     /// be reached is [`StoreError::Unavailable`]; a schema newer than this build is [`StoreError::Corrupt`].
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        Self::open_bounded(url, options, OPERATION_TIMEOUT).await
+    }
+
+    /// [`open`](Self::open) with every operation bounded by `timeout`.
+    async fn open_bounded(url: &str, options: StoreOptions, timeout: Duration) -> Result<Self, StoreError> {
         let target: Arc<str> = without_password(url).into();
         let mut config: tokio_postgres::Config = url.parse().map_err(|_| StoreError::UnsupportedUrl {
             url: target.to_string(),
@@ -103,14 +109,15 @@ impl PostgresStore {
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(OPERATION_TIMEOUT))
-            .create_timeout(Some(OPERATION_TIMEOUT))
+            .wait_timeout(Some(timeout))
+            .create_timeout(Some(timeout))
             .build()
             .map_err(unavailable)?;
         let store = PostgresStore {
             pool,
             retention_ms: millis(options.retention),
             target,
+            timeout,
         };
         store
             .bounded(async {
@@ -125,14 +132,14 @@ impl PostgresStore {
         self.pool.get().await.map_err(unavailable)
     }
 
-    /// `work`, failing as unavailable past [`OPERATION_TIMEOUT`].
+    /// `work`, failing as unavailable past the store's timeout.
     async fn bounded<T>(&self, work: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
-        tokio::time::timeout(OPERATION_TIMEOUT, work)
+        tokio::time::timeout(self.timeout, work)
             .await
             .unwrap_or_else(|_| {
                 Err(unavailable(format!(
-                    "PostgreSQL at {} did not answer within {OPERATION_TIMEOUT:?}",
-                    self.target
+                    "PostgreSQL at {} did not answer within {:?}",
+                    self.target, self.timeout
                 )))
             })
     }

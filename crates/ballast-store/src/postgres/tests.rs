@@ -180,6 +180,29 @@ async fn an_unreachable_server_is_unavailable() {
     assert!(matches!(error, Err(StoreError::Unavailable(_))), "{error:?}");
 }
 
+/// A server that accepts the connection and never answers (hung, or a black hole) fails the operation as
+/// unavailable within the store's timeout instead of holding the request.
+#[tokio::test]
+async fn a_server_that_never_answers_is_unavailable_within_the_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            held.push(listener.accept().await.unwrap().0);
+        }
+    });
+    let url = format!("postgres://postgres@127.0.0.1:{port}/test");
+    let timeout = Duration::from_millis(300);
+    let opening = PostgresStore::open_bounded(&url, StoreOptions::default(), timeout);
+    // The store's own bound must fire; this outer one only keeps a broken bound from hanging the test.
+    let error = tokio::time::timeout(Duration::from_secs(5), opening)
+        .await
+        .expect("the store's timeout did not fire");
+    assert!(matches!(error, Err(StoreError::Unavailable(_))), "{error:?}");
+    silent.abort();
+}
+
 #[tokio::test]
 async fn a_malformed_url_is_refused_without_its_password() {
     let error = PostgresStore::open("postgres://u:secret@h:notaport/db", StoreOptions::default())
