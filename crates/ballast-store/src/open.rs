@@ -46,8 +46,7 @@ async fn open_sqlite(_: &str, _: StoreOptions) -> Result<Arc<dyn IdempotencyStor
 
 #[cfg(feature = "postgres")]
 async fn open_postgres(url: &str, options: StoreOptions) -> Result<Arc<dyn IdempotencyStore>, StoreError> {
-    let _ = (url, options);
-    Err(StoreError::BackendDisabled { backend: "postgres" })
+    Ok(Arc::new(crate::PostgresStore::open(url, options).await?))
 }
 
 #[cfg(not(feature = "postgres"))]
