@@ -20,6 +20,8 @@
 //! - `decide` — what a claim does to the record it finds (shared by the SQL backends).
 //! - `open` — [`open`]: a store from its URL (`sqlite://`, `sqlite::memory:`, `postgres://`, `redis://`).
 //! - `sqlite`, `postgres`, `redis` — the backends, each behind the cargo feature of its name (all on by default).
+//! - `redis` — [`RedisStore`]: one hash per record, every operation one Lua script on the server's clock, Redis
+//!   key expiry at the retention end; a failover can lose a claim (see its docs).
 //! - `conformance` — the one suite every backend runs (public with the `conformance` feature).
 
 mod clock;
@@ -29,6 +31,8 @@ pub mod conformance;
 mod decide;
 mod error;
 mod open;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
@@ -38,6 +42,8 @@ use std::fmt::Debug;
 pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
 pub use open::open;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{
