@@ -91,6 +91,13 @@ pub trait IdempotencyStore: Send + Sync + Debug {
     /// Deletes every record past its retention; returns how many went.
     async fn reap(&self) -> Result<u64, StoreError>;
 
+    /// Whether the backend deletes records at their retention end by itself (Redis key expiry), so that
+    /// [`reap`](IdempotencyStore::reap) finds only stragglers and usually returns 0. Default: no — the store
+    /// keeps expired records (hidden from reads) until `reap` deletes them.
+    fn expires_records_itself(&self) -> bool {
+        false
+    }
+
     /// The backend's name, for logs and metrics: `sqlite`, `postgres`, `redis`.
     fn backend(&self) -> &'static str;
 }

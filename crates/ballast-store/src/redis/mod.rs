@@ -16,8 +16,11 @@
 //! the same script), so Redis deletes finished records itself and [`reap`](IdempotencyStore::reap) has nothing
 //! to do in normal operation. `reap` scans the prefix (`SCAN`, in batches) for stragglers — records past their
 //! retention that lost their expiry (an operator's `PERSIST`, a restore without TTLs) — deletes them and returns
-//! how many; it is usually 0, and a records Redis expired itself is not counted (it was not reaped). Reads check
-//! the retention themselves, so a record between its retention end and Redis's deletion counts as absent.
+//! how many. That is usually 0: a record Redis expired itself is not counted, since `reap` did not delete it
+//! ([`expires_records_itself`](IdempotencyStore::expires_records_itself) is `true`, so a caller can reap
+//! rarely). Reads check the retention themselves, so a record between its retention end and Redis's deletion
+//! counts as absent. The scan walks every key under the prefix: cheap in batches, but not free on a large
+//! database.
 //!
 //! Durability — read before using Redis for payments: Redis acknowledges a write before it reaches a replica
 //! (replication is asynchronous), so a **failover can lose a claim** that was already answered: the promoted
@@ -283,6 +286,10 @@ impl IdempotencyStore for RedisStore {
 
     fn backend(&self) -> &'static str {
         "redis"
+    }
+
+    fn expires_records_itself(&self) -> bool {
+        true
     }
 }
 
