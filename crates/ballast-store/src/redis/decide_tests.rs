@@ -107,7 +107,10 @@ async fn the_claim_script_decides_as_decide_rs_does() {
                         let after = state_after(&step, &stored);
                         let want = expected_outcome(step);
                         let got = store.claim(&scope, &claim).await.unwrap();
-                        assert!(same_outcome(&got, &want), "{case}: got {got:?}, decide.rs says {want:?}");
+                        assert!(
+                            same_outcome(&got, &want),
+                            "{case}: got {got:?}, decide.rs says {want:?}"
+                        );
                         let record = store.lookup(&scope).await.unwrap().expect("a live record");
                         assert_eq!(record.state, after, "{case}: state after the claim");
                         if matches!(got, ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) {

@@ -6,7 +6,8 @@
 //! `decide.rs` (the SQL backends' `claim_step`) line by line; a test checks it gives the same answers.
 //!
 //! Why the server's clock: each script reads `TIME` on the Redis server, so leases and retention are counted on
-//! one clock, whatever the skew between gateways.
+//! one clock, whatever the skew between gateways. (Redis 5 or later: a script that reads `TIME` and then writes
+//! must replicate its effects, the default since 5.)
 //!
 //! Layout: one hash per record, keyed `ballast:idem:` + [`Scope::storage_key`] (principal, route and key kept
 //! apart by their lengths), fields `state`, `fp` (fingerprint bytes), `owner` (hex), `lease` and `exp` (Unix ms

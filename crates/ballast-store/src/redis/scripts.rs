@@ -6,7 +6,9 @@ use redis::{Script, Value};
 
 use crate::clock::from_millis;
 use crate::decide::{Stored, visible};
-use crate::{ClaimOutcome, InFlight, OwnerToken, Record, RecordState, StoreError, StoredResponse, decode_headers};
+use crate::{
+    ClaimOutcome, InFlight, OwnerToken, Record, RecordState, StoreError, StoredResponse, decode_headers,
+};
 
 /// The scripts, hashed once (`EVALSHA`; the driver loads a script the server does not know yet).
 #[derive(Clone)]
@@ -125,7 +127,12 @@ pub(super) fn claim_outcome(value: Value) -> Result<ClaimOutcome, StoreError> {
                 String::from_utf8_lossy(&what)
             )));
         }
-        other => return Err(corrupt(&format!("claim tag {:?}", String::from_utf8_lossy(other)))),
+        other => {
+            return Err(corrupt(&format!(
+                "claim tag {:?}",
+                String::from_utf8_lossy(other)
+            )));
+        }
     })
 }
 
@@ -146,7 +153,9 @@ pub(super) fn record(value: Value, storage_key: &str) -> Result<Option<Record>, 
         b"claimed" => RecordState::Claimed,
         b"dispatched" => RecordState::Dispatched,
         b"outcome_unknown" => RecordState::OutcomeUnknown,
-        b"completed" => RecordState::Completed(response(next(), next(), next()).map_err(|_| bad("response"))?),
+        b"completed" => {
+            RecordState::Completed(response(next(), next(), next()).map_err(|_| bad("response"))?)
+        }
         _ => return Err(bad("state")),
     };
     let stored = Stored {

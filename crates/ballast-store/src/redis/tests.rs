@@ -7,12 +7,12 @@ use std::time::Duration;
 use redis::AsyncCommands;
 
 use super::*;
+use crate::RecordState;
 use crate::conformance::{
     Opener, Opening, acquire_for_tests as acquire, fresh_scope, print, request, service_unavailable,
     service_url,
 };
 use crate::decide::{ClaimStep, Stored, claim_step};
-use crate::RecordState;
 
 fn redis_url() -> String {
     service_url("BALLAST_TEST_REDIS_URL", "redis://127.0.0.1:6379")
@@ -69,7 +69,10 @@ async fn an_unreachable_server_is_unavailable_and_quickly() {
 
 #[tokio::test]
 async fn bad_urls_are_refused_without_their_password() {
-    for url in ["redis://u:secret@host:notaport", "rediss://u:secret@127.0.0.1:6379"] {
+    for url in [
+        "redis://u:secret@host:notaport",
+        "rediss://u:secret@127.0.0.1:6379",
+    ] {
         let error = RedisStore::open(url, StoreOptions::default()).await.unwrap_err();
         assert!(
             matches!(error, StoreError::UnsupportedUrl { ref url } if url.contains("u:***@")),
@@ -103,7 +106,11 @@ async fn the_key_expires_at_the_records_retention_end() {
         let (key, mut raw) = (key.clone(), raw.clone());
         async move {
             let exp: i64 = raw.hget(&key, "exp").await.unwrap();
-            let expire_time: i64 = redis::cmd("PEXPIRETIME").arg(&key).query_async(&mut raw).await.unwrap();
+            let expire_time: i64 = redis::cmd("PEXPIRETIME")
+                .arg(&key)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
             assert_eq!(expire_time, exp, "after {when}");
             exp
         }
@@ -111,13 +118,20 @@ async fn the_key_expires_at_the_records_retention_end() {
     acquire(&store, &scope, &claim).await;
     let claimed = expiry_matches("claim").await;
     store.mark_dispatched(&scope, claim.owner).await.unwrap();
-    assert_eq!(expiry_matches("dispatch").await, claimed, "dispatch keeps the expiry");
+    assert_eq!(
+        expiry_matches("dispatch").await,
+        claimed,
+        "dispatch keeps the expiry"
+    );
     store
         .complete(&scope, claim.owner, &crate::conformance::response(200, b"ok"))
         .await
         .unwrap();
     let completed = expiry_matches("complete").await;
-    assert!(completed < claimed, "completion counts the retention from now, not from the lease's end");
+    assert!(
+        completed < claimed,
+        "completion counts the retention from now, not from the lease's end"
+    );
     let ttl: i64 = raw.pttl(&key).await.unwrap();
     assert!(ttl > 0 && ttl <= millis(DEFAULT_RETENTION_FOR_TEST), "pttl {ttl}");
 }
@@ -155,9 +169,18 @@ async fn reap_deletes_stragglers_that_lost_their_expiry() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(store.reap().await.unwrap(), 1);
-    assert!(!raw.exists::<_, bool>(store.key(&straggler)).await.unwrap(), "deleted");
-    assert!(raw.exists::<_, bool>(long.key(&live)).await.unwrap(), "a live record stays");
-    assert!(raw.exists::<_, bool>(&other_type).await.unwrap(), "other keys stay");
+    assert!(
+        !raw.exists::<_, bool>(store.key(&straggler)).await.unwrap(),
+        "deleted"
+    );
+    assert!(
+        raw.exists::<_, bool>(long.key(&live)).await.unwrap(),
+        "a live record stays"
+    );
+    assert!(
+        raw.exists::<_, bool>(&other_type).await.unwrap(),
+        "other keys stay"
+    );
     assert_eq!(store.reap().await.unwrap(), 0, "nothing left to reap");
     let _: () = raw.del(&[&other_type, &long.key(&live)]).await.unwrap();
 }
@@ -184,13 +207,22 @@ async fn unreadable_records_are_corrupt() {
     let _: bool = raw.expire(store.key(&bad_state), 60).await.unwrap();
     for scope in [&string_key, &bad_state] {
         let claimed = store.claim(scope, &request("{}", LONG)).await;
-        assert!(matches!(claimed, Err(StoreError::Corrupt(_))), "claim: {claimed:?}");
+        assert!(
+            matches!(claimed, Err(StoreError::Corrupt(_))),
+            "claim: {claimed:?}"
+        );
         let looked_up = store.lookup(scope).await;
-        assert!(matches!(looked_up, Err(StoreError::Corrupt(_))), "lookup: {looked_up:?}");
+        assert!(
+            matches!(looked_up, Err(StoreError::Corrupt(_))),
+            "lookup: {looked_up:?}"
+        );
     }
     let kept: String = raw.get(store.key(&string_key)).await.unwrap();
     assert_eq!(kept, "x");
-    let _: () = raw.del(&[store.key(&string_key), store.key(&bad_state)]).await.unwrap();
+    let _: () = raw
+        .del(&[store.key(&string_key), store.key(&bad_state)])
+        .await
+        .unwrap();
 }
 
 /// A lease or retention too large for Redis's Lua numbers is capped, not rejected or garbled.
@@ -205,7 +237,11 @@ async fn huge_leases_and_retentions_are_capped() {
     let scope = fresh_scope();
     acquire(&store, &scope, &request("{}", Duration::MAX)).await;
     let record = store.lookup(&scope).await.unwrap().unwrap();
-    assert!(record.lease_left > Duration::from_secs(1_000_000_000), "{:?}", record.lease_left);
+    assert!(
+        record.lease_left > Duration::from_secs(1_000_000_000),
+        "{:?}",
+        record.lease_left
+    );
     let _: () = raw(&store).await.del(store.key(&scope)).await.unwrap();
 }
 
