@@ -26,7 +26,7 @@ pub enum StoreError {
     Corrupt(String),
     /// The URL names no backend this build supports.
     #[error(
-        "{url:?} is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://HOST, rediss://HOST or postgres://...)"
+        "{url:?} is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://HOST or postgres://...; TLS to Redis, rediss://, is not built yet)"
     )]
     UnsupportedUrl {
         /// The URL as given, with any password removed.

@@ -22,6 +22,8 @@
 //! - `sqlite`, `postgres`, `redis` — the backends, each behind the cargo feature of its name (all on by default).
 //! - `postgres` — [`PostgresStore`]: single-statement claims and compare-and-set transitions on the server's
 //!   clock, a pool, the schema migrated under an advisory lock.
+//! - `redis` — [`RedisStore`]: one hash per record, every operation one Lua script on the server's clock, Redis
+//!   key expiry at the retention end; a failover can lose a claim (see its docs).
 //! - `conformance` — the one suite every backend runs (public with the `conformance` feature).
 
 mod clock;
@@ -33,6 +35,8 @@ mod error;
 mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
@@ -44,6 +48,8 @@ pub use error::{BoxError, StoreError};
 pub use open::open;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{
@@ -90,6 +96,13 @@ pub trait IdempotencyStore: Send + Sync + Debug {
 
     /// Deletes every record past its retention; returns how many went.
     async fn reap(&self) -> Result<u64, StoreError>;
+
+    /// Whether the backend deletes records at their retention end by itself (Redis key expiry), so that
+    /// [`reap`](IdempotencyStore::reap) finds only stragglers and usually returns 0. Default: no — the store
+    /// keeps expired records (hidden from reads) until `reap` deletes them.
+    fn expires_records_itself(&self) -> bool {
+        false
+    }
 
     /// The backend's name, for logs and metrics: `sqlite`, `postgres`, `redis`.
     fn backend(&self) -> &'static str;

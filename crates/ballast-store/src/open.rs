@@ -56,8 +56,7 @@ async fn open_postgres(_: &str, _: StoreOptions) -> Result<Arc<dyn IdempotencySt
 
 #[cfg(feature = "redis")]
 async fn open_redis(url: &str, options: StoreOptions) -> Result<Arc<dyn IdempotencyStore>, StoreError> {
-    let _ = (url, options);
-    Err(StoreError::BackendDisabled { backend: "redis" })
+    Ok(Arc::new(crate::RedisStore::open(url, options).await?))
 }
 
 #[cfg(not(feature = "redis"))]

@@ -197,8 +197,10 @@ pub async fn reap_deletes_expired_records(opener: Opener) {
     }
     wait_until_absent(&*short, &expiring).await;
     let reaped = short.reap().await.unwrap();
+    // A backend that expires records itself (Redis) has most likely deleted this one already: reap may find
+    // nothing to delete.
     assert!(
-        reaped >= 1,
+        reaped >= 1 || short.expires_records_itself(),
         "the expired record must be reaped, reap returned {reaped}"
     );
     assert!(
