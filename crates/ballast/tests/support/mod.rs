@@ -4,6 +4,7 @@
 // Each test file uses its own subset of the fixtures.
 #![allow(dead_code)]
 
+pub(crate) mod idempotency;
 pub(crate) mod tools;
 
 use std::time::Duration;
