@@ -115,67 +115,59 @@ pub(super) fn claim(
     now: i64,
     retention: i64,
 ) -> Result<ClaimOutcome, StoreError> {
+    let lease_until = now.saturating_add(crate::clock::millis(claim.lease));
+    let expires_at = lease_until.saturating_add(retention);
+    let (p, r, k) = (scope.principal(), scope.route(), scope.key().as_str());
+    let (fingerprint, owner) = (&claim.fingerprint.as_bytes()[..], &claim.owner.as_bytes()[..]);
+    // The common case, a key nobody holds, is one statement; only a key with a record takes the transaction.
+    let insert = "INSERT INTO ballast_idempotency \
+        (principal, route, key, state, fingerprint, owner, lease_until, expires_at) \
+        VALUES (?1, ?2, ?3, 'claimed', ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING";
+    if run(
+        connection,
+        insert,
+        params![p, r, k, fingerprint, owner, lease_until, expires_at],
+    )? == 1
+    {
+        return Ok(ClaimOutcome::Acquired);
+    }
     let transaction = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)?;
     let existing = read(&transaction, scope)?;
-    let lease_until = now.saturating_add(crate::clock::millis(claim.lease));
-    let expires_at = lease_until.saturating_add(retention);
-    let (p, r, k) = (scope.principal(), scope.route(), scope.key().as_str());
     let outcome = match claim_step(existing.as_ref(), claim, now) {
         ClaimStep::Insert => {
-            let sql = "INSERT OR REPLACE INTO ballast_idempotency \
-                (principal, route, key, state, fingerprint, owner, lease_until, expires_at) \
-                VALUES (?1, ?2, ?3, 'claimed', ?4, ?5, ?6, ?7)";
-            let row = params![
-                p,
-                r,
-                k,
-                &claim.fingerprint.as_bytes()[..],
-                &claim.owner.as_bytes()[..],
-                lease_until,
-                expires_at
-            ];
-            transaction
-                .prepare_cached(sql)
-                .map_err(unavailable)?
-                .execute(row)
-                .map_err(unavailable)?;
+            // The record expired (retention): a new claim replaces it.
+            let replace = insert
+                .replace("INSERT INTO", "INSERT OR REPLACE INTO")
+                .replace(" ON CONFLICT DO NOTHING", "");
+            run(
+                &transaction,
+                &replace,
+                params![p, r, k, fingerprint, owner, lease_until, expires_at],
+            )?;
             ClaimOutcome::Acquired
         }
         ClaimStep::TakeOver { old, was } => {
             let sql = format!(
-                "UPDATE ballast_idempotency SET state = 'claimed', owner = ?5, lease_until = ?6, expires_at = ?7 \
-                 WHERE {PK} AND owner = ?4"
+                "UPDATE ballast_idempotency SET state = 'claimed', owner = ?5, lease_until = ?6, \
+                 expires_at = ?7 WHERE {PK} AND owner = ?4"
             );
-            let row = params![
-                p,
-                r,
-                k,
-                &old.as_bytes()[..],
-                &claim.owner.as_bytes()[..],
-                lease_until,
-                expires_at
-            ];
-            changed(
-                transaction
-                    .prepare_cached(&sql)
-                    .map_err(unavailable)?
-                    .execute(row),
-            )?;
+            let old = &old.as_bytes()[..];
+            changed(run(
+                &transaction,
+                &sql,
+                params![p, r, k, old, owner, lease_until, expires_at],
+            ))?;
             ClaimOutcome::TookOver { was }
         }
         ClaimStep::MarkUnknown { old } => {
             let sql = format!(
-                "UPDATE ballast_idempotency SET state = 'outcome_unknown', expires_at = ?5 WHERE {PK} AND owner = ?4"
+                "UPDATE ballast_idempotency SET state = 'outcome_unknown', expires_at = ?5 \
+                 WHERE {PK} AND owner = ?4"
             );
-            let row = params![p, r, k, &old.as_bytes()[..], now.saturating_add(retention)];
-            changed(
-                transaction
-                    .prepare_cached(&sql)
-                    .map_err(unavailable)?
-                    .execute(row),
-            )?;
+            let (old, until) = (&old.as_bytes()[..], now.saturating_add(retention));
+            changed(run(&transaction, &sql, params![p, r, k, old, until]))?;
             ClaimOutcome::OutcomeUnknown
         }
         ClaimStep::Answer(outcome) => outcome,
@@ -184,9 +176,18 @@ pub(super) fn claim(
     Ok(outcome)
 }
 
+/// Runs one statement (cached), returning the number of rows it changed.
+fn run(connection: &Connection, sql: &str, row: &[&dyn rusqlite::ToSql]) -> Result<usize, StoreError> {
+    connection
+        .prepare_cached(sql)
+        .map_err(unavailable)?
+        .execute(row)
+        .map_err(unavailable)
+}
+
 /// One row changed, or the caller does not hold the record.
-fn changed(result: rusqlite::Result<usize>) -> Result<(), StoreError> {
-    match result.map_err(unavailable)? {
+fn changed(result: Result<usize, StoreError>) -> Result<(), StoreError> {
+    match result? {
         0 => Err(StoreError::NotHeld),
         _ => Ok(()),
     }
@@ -218,12 +219,7 @@ fn transition(
     );
     let mut row: Vec<&dyn rusqlite::ToSql> = vec![&principal, &route, &key, &owner, &now];
     row.extend_from_slice(values);
-    changed(
-        connection
-            .prepare_cached(&sql)
-            .map_err(unavailable)?
-            .execute(row.as_slice()),
-    )
+    changed(run(connection, &sql, &row))
 }
 
 pub(super) fn mark_dispatched(
@@ -303,7 +299,7 @@ pub(super) fn release(
         &owner.as_bytes()[..],
         now
     ];
-    changed(connection.prepare_cached(&sql).map_err(unavailable)?.execute(row))
+    changed(run(connection, &sql, row))
 }
 
 pub(super) fn lookup(
@@ -315,10 +311,10 @@ pub(super) fn lookup(
 }
 
 pub(super) fn reap(connection: &mut Connection, now: i64) -> Result<u64, StoreError> {
-    let deleted = connection
-        .prepare_cached("DELETE FROM ballast_idempotency WHERE expires_at <= ?1")
-        .map_err(unavailable)?
-        .execute([now])
-        .map_err(unavailable)?;
+    let deleted = run(
+        connection,
+        "DELETE FROM ballast_idempotency WHERE expires_at <= ?1",
+        params![now],
+    )?;
     Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
 }
