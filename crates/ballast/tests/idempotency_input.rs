@@ -68,20 +68,39 @@ async fn without_a_required_key_requests_pass_through_untouched() {
     assert_eq!(handlers.runs(), 2, "no key, no deduplication");
     // A key is still honoured.
     send(&app, post_json("/refunds", Some("k1"), "{}")).await;
-    assert!(send(&app, post_json("/refunds", Some("k1"), "{}")).await.replayed());
+    assert!(
+        send(&app, post_json("/refunds", Some("k1"), "{}"))
+            .await
+            .replayed()
+    );
     assert_eq!(handlers.runs(), 3);
 }
 
 #[tokio::test]
 async fn reordered_json_keys_replay_and_changed_json_is_422() {
     let (app, handlers) = fixture().await;
-    let first = send(&app, post_json("/refunds", Some("k1"), r#"{"order": 7, "amount": 1.0}"#)).await;
+    let first = send(
+        &app,
+        post_json("/refunds", Some("k1"), r#"{"order": 7, "amount": 1.0}"#),
+    )
+    .await;
     assert_eq!(first.status(), 201);
-    let same = send(&app, post_json("/refunds", Some("k1"), r#"{ "amount":1, "order":7 }"#)).await;
+    let same = send(
+        &app,
+        post_json("/refunds", Some("k1"), r#"{ "amount":1, "order":7 }"#),
+    )
+    .await;
     assert_eq!(same.status(), 201);
-    assert!(same.replayed(), "the same JSON with keys reordered is the same request");
+    assert!(
+        same.replayed(),
+        "the same JSON with keys reordered is the same request"
+    );
     assert_eq!(same.body, first.body, "the first body replayed");
-    let changed = send(&app, post_json("/refunds", Some("k1"), r#"{"order": 8, "amount": 1}"#)).await;
+    let changed = send(
+        &app,
+        post_json("/refunds", Some("k1"), r#"{"order": 8, "amount": 1}"#),
+    )
+    .await;
     assert_eq!(changed.status(), 422);
     assert_eq!(changed.problem_type(), "urn:ballast:idempotency-key-reused");
     assert_eq!(handlers.runs(), 1);
@@ -105,9 +124,18 @@ async fn non_json_bodies_are_fingerprinted_byte_for_byte() {
 #[tokio::test]
 async fn a_key_reused_on_another_path_of_the_same_route_is_422() {
     let (app, handlers) = fixture().await;
-    assert_eq!(send(&app, post_json("/refunds/1", Some("k1"), "{}")).await.status(), 201);
+    assert_eq!(
+        send(&app, post_json("/refunds/1", Some("k1"), "{}"))
+            .await
+            .status(),
+        201
+    );
     let other = send(&app, post_json("/refunds/2", Some("k1"), "{}")).await;
-    assert_eq!(other.status(), 422, "same pattern and key, another path: never the first's replay");
+    assert_eq!(
+        other.status(),
+        422,
+        "same pattern and key, another path: never the first's replay"
+    );
     assert_eq!(handlers.runs(), 1);
 }
 
@@ -120,11 +148,18 @@ async fn bodies_over_the_limit_are_413_and_nothing_runs() {
         .build()
         .unwrap();
     let app = app(layer, &handlers, store);
-    let answer = send(&app, post_json("/refunds", Some("k1"), &format!("\"{}\"", "x".repeat(20)))).await;
+    let answer = send(
+        &app,
+        post_json("/refunds", Some("k1"), &format!("\"{}\"", "x".repeat(20))),
+    )
+    .await;
     assert_eq!(answer.status(), 413);
     assert_eq!(answer.problem_type(), "urn:ballast:body-too-large");
     assert_eq!(handlers.runs(), 0);
-    assert_eq!(send(&app, post_json("/refunds", Some("k1"), "{}")).await.status(), 201);
+    assert_eq!(
+        send(&app, post_json("/refunds", Some("k1"), "{}")).await.status(),
+        201
+    );
 }
 
 #[tokio::test]
@@ -155,7 +190,11 @@ async fn the_lease_is_the_deadline_header_plus_the_grace_and_a_bad_header_is_400
     handlers.started(1).await;
     let scope = Scope::new("anonymous", "POST /refunds", IdempotencyKey::parse("k1").unwrap());
     let record = store.lookup(&scope).await.unwrap().expect("the claim");
-    assert_eq!(record.state, RecordState::Dispatched, "marked before the handler ran");
+    assert_eq!(
+        record.state,
+        RecordState::Dispatched,
+        "marked before the handler ran"
+    );
     assert!(
         record.lease_left <= Duration::from_millis(2000) && record.lease_left > Duration::from_millis(1000),
         "lease {:?}: 1.5 s deadline + 0.5 s grace",

@@ -86,7 +86,9 @@ impl Handlers {
     /// Waits until `n` handlers have started (bounded by [`PATIENCE`]).
     pub(crate) async fn started(&self, n: u32) {
         let mut started = self.started.subscribe();
-        within(started.wait_for(|&count| count >= n)).await.expect("sender alive");
+        within(started.wait_for(|&count| count >= n))
+            .await
+            .expect("sender alive");
     }
 
     /// Lets every waiting handler (and every later one) answer.
@@ -190,14 +192,17 @@ pub(crate) fn post_json(path: &str, key: Option<&str>, body: &str) -> http::Requ
 }
 
 /// `POST path` with `key` (if any), `content_type` and `body`.
-pub(crate) fn post_with(path: &str, key: Option<&str>, content_type: &str, body: &[u8]) -> http::Request<Body> {
+pub(crate) fn post_with(
+    path: &str,
+    key: Option<&str>,
+    content_type: &str,
+    body: &[u8],
+) -> http::Request<Body> {
     let mut request = http::Request::post(path).header("content-type", content_type);
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
-    request
-        .body(Body::from(body.to_vec()))
-        .expect("a valid request")
+    request.body(Body::from(body.to_vec())).expect("a valid request")
 }
 
 /// Sends `request` through `app`; the status, headers and body.
@@ -317,7 +322,12 @@ impl IdempotencyStore for FlakyStore {
         self.inner.mark_dispatched(scope, owner).await
     }
 
-    async fn complete(&self, scope: &Scope, owner: OwnerToken, response: &StoredResponse) -> Result<(), StoreError> {
+    async fn complete(
+        &self,
+        scope: &Scope,
+        owner: OwnerToken,
+        response: &StoredResponse,
+    ) -> Result<(), StoreError> {
         if let Err(error) = Self::down(&self.completes_fail) {
             self.failed_completes.fetch_add(1, Ordering::SeqCst);
             return Err(error);
