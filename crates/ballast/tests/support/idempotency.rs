@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::routing::post;
 use ballast::{IdempotencyLayer, NotStored, OutcomeUnknown, Principal, operations_route};
@@ -110,67 +110,51 @@ impl Handlers {
 /// `/panic` (panics) — every handler counted and held at the gate — behind `layer`, behind a middleware that
 /// turns an `x-test-principal` header into a [`Principal`]; and `GET /operations/{key}`.
 pub(crate) fn app(layer: IdempotencyLayer, handlers: &Handlers, store: Arc<dyn IdempotencyStore>) -> Router {
-    let h = handlers.clone();
-    let refund = move |body: Bytes| {
-        let h = h.clone();
-        async move {
-            h.run().await;
-            Response::builder()
-                .status(StatusCode::CREATED)
-                .header("content-type", "application/json")
-                .header("location", "/refunds/1")
-                .header("x-per-exchange", "not replayed")
-                .body(Body::from(body))
-                .expect("a valid response")
-        }
-    };
-    let h = handlers.clone();
-    let marked = move |request: Request| {
-        let h = h.clone();
-        async move {
-            h.run().await;
-            let mut response = Response::new(Body::from("marked"));
-            if request.uri().path() == "/reject" {
-                *response.status_mut() = StatusCode::BAD_REQUEST;
-                response.extensions_mut().insert(NotStored);
-            } else {
-                *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
-                response.extensions_mut().insert(OutcomeUnknown);
-            }
-            response
-        }
-    };
-    let h = handlers.clone();
-    let big = move || {
-        let h = h.clone();
-        async move {
-            h.run().await;
-            vec![b'x'; 64]
-        }
-    };
-    let h = handlers.clone();
-    let panics = move || {
-        let h = h.clone();
-        async move {
-            h.run().await;
-            fail_after_acting()
-        }
-    };
     let routes = ROUTES.iter().map(|r| (*r).to_owned()).collect();
     Router::new()
-        .route("/refunds", post(refund.clone()))
+        .route("/refunds", post(refund))
         .route("/refunds/{id}", post(refund))
-        .route("/reject", post(marked.clone()))
+        .route("/reject", post(marked))
         .route("/lost", post(marked))
         .route("/big", post(big))
         .route("/panic", post(panics))
         .layer(layer)
         .route("/operations/{key}", operations_route(store, routes))
         .layer(middleware::from_fn(principal_from_header))
+        .with_state(handlers.clone())
 }
 
-/// The `/panic` handler's answer: a panic, after it acted.
-fn fail_after_acting() -> &'static str {
+async fn refund(State(handlers): State<Handlers>, body: Bytes) -> Response<Body> {
+    handlers.run().await;
+    Response::builder()
+        .status(StatusCode::CREATED)
+        .header("content-type", "application/json")
+        .header("location", "/refunds/1")
+        .header("x-per-exchange", "not replayed")
+        .body(Body::from(body))
+        .expect("a valid response")
+}
+
+async fn marked(State(handlers): State<Handlers>, request: Request) -> Response<Body> {
+    handlers.run().await;
+    let mut response = Response::new(Body::from("marked"));
+    if request.uri().path() == "/reject" {
+        *response.status_mut() = StatusCode::BAD_REQUEST;
+        response.extensions_mut().insert(NotStored);
+    } else {
+        *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+        response.extensions_mut().insert(OutcomeUnknown);
+    }
+    response
+}
+
+async fn big(State(handlers): State<Handlers>) -> Vec<u8> {
+    handlers.run().await;
+    vec![b'x'; 64]
+}
+
+async fn panics(State(handlers): State<Handlers>) -> &'static str {
+    handlers.run().await;
     panic!("the handler fails after acting")
 }
 
