@@ -1,5 +1,10 @@
 //! A caller that goes away after dispatch (issue 5, "disconnect"): the handler runs in a task of its own, so it
 //! completes once and its answer is stored; a retry with the same key gets the stored response.
+//!
+//! The first test drops the layer's future itself — what any server does when it cancels a request — and fails
+//! if the handler runs inside that future. The second closes a real TCP connection through `axum::serve`; hyper's
+//! HTTP/1 server does not cancel a pending handler when the client goes away (it notices on write), so that test
+//! pins the end-to-end behaviour rather than the cancellation itself.
 
 mod support;
 
