@@ -28,6 +28,9 @@
 //! - `breaker` — [`BreakerLayer`]: each attempt asks the upstream's circuit breaker and tells it the outcome.
 //! - `admission` — [`AdmissionLayer`]: per-upstream concurrency limit and priority queue; sheds, evicts,
 //!   bounds waiting by the deadline.
+//! - `idempotency` — [`IdempotencyLayer`]: the server side, axum middleware in front of a handler with a side
+//!   effect: claims the key, replays the stored answer, survives disconnects and store failures;
+//!   [`operation_status`] and [`operations_route`] for status polling.
 
 mod admission;
 mod attempt;
@@ -38,6 +41,7 @@ mod context;
 mod deadline;
 mod error;
 mod headers;
+mod idempotency;
 mod report;
 mod retry;
 mod run;
@@ -57,6 +61,11 @@ pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
+pub use idempotency::{
+    DEFAULT_BODY_LIMIT, DEFAULT_GRACE, DEFAULT_MAX_TIMEOUT, DEFAULT_PRINCIPAL, DEFAULT_STORED_HEADERS,
+    DEFAULT_TIMEOUT, IdempotencyLayer, IdempotencyLayerBuilder, IdempotencyService, InvalidIdempotencyLayer,
+    NotStored, OperationStatus, OutcomeUnknown, Principal, operation_status, operations_route, spawn_reaper,
+};
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report, TokenUsage, Tokens};
 pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};

@@ -133,7 +133,9 @@ pub(crate) async fn open(opener: Opener, options: StoreOptions) -> Option<Arc<dy
     opener(options).await
 }
 
-/// Claims `scope` with `request`, which must be acquired.
+/// Claims `scope` with `request`, which must be acquired (for the backends' own tests; unused when the suite is
+/// built only for the `conformance` feature).
+#[cfg(test)]
 pub(crate) use acquire as acquire_for_tests;
 
 /// Claims `scope` with `request`, which must be acquired.

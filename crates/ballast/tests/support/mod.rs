@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod chat;
+pub(crate) mod idempotency;
 pub(crate) mod tools;
 
 use std::time::Duration;
