@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::{IdempotencyStore, StoreError, StoreOptions};
 
 /// Opens the store `url` names, creating or migrating its schema: `sqlite://PATH` (a file, WAL) or
-/// `sqlite::memory:` (the embedded default), `postgres://...` / `postgresql://...`, `redis://...` /
-/// `rediss://...`.
+/// `sqlite::memory:` (the embedded default), `postgres://...` / `postgresql://...`, `redis://...` (TLS to Redis,
+/// `rediss://`, is refused with a message until it is built).
 ///
 /// ```
 /// # tokio_test_block_on(async {

@@ -176,7 +176,7 @@ pub enum StoreLocation {
 pub enum StoreKind {
     /// `sqlite://PATH` or `sqlite::memory:` — the embedded default.
     Sqlite,
-    /// `redis://` or `rediss://`.
+    /// `redis://` (TLS, `rediss://`, is not built yet).
     Redis,
     /// `postgres://` or `postgresql://`.
     Postgres,
@@ -184,11 +184,10 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// The accepted URL prefixes, each with its backend.
-    pub const PREFIXES: [(&'static str, StoreKind); 6] = [
+    pub const PREFIXES: [(&'static str, StoreKind); 5] = [
         ("sqlite::memory:", StoreKind::Sqlite),
         ("sqlite://", StoreKind::Sqlite),
         ("redis://", StoreKind::Redis),
-        ("rediss://", StoreKind::Redis),
         ("postgres://", StoreKind::Postgres),
         ("postgresql://", StoreKind::Postgres),
     ];
