@@ -45,12 +45,20 @@ async fn a_holder_gone_before_dispatch_is_taken_over_and_runs_once() {
     let handlers = Handlers::new(true);
     let app = app(IdempotencyLayer::new(store.clone()), &handlers, store.clone());
     let (scope, old_owner) = vanished_holder(&*store, false).await;
-    assert_eq!(
-        send(&app, refund()).await.status(),
-        409,
-        "its lease is still live"
-    );
-    let answer = poll_until(&app, refund, |a| a.status() != 409).await;
+    let claimed = ballast::clock::now();
+    let first = send(&app, refund()).await;
+    let answer = if first.status() == 409 {
+        poll_until(&app, refund, |a| a.status() != 409).await
+    } else {
+        // A loaded machine may stall past the short lease before this first retry: then, and only then, the
+        // first retry already takes over.
+        let age = ballast::clock::now().saturating_duration_since(claimed);
+        assert!(
+            age >= LEASE,
+            "taken over {age:?} into a {LEASE:?} lease: {first:?}"
+        );
+        first
+    };
     assert_eq!(answer.status(), 201);
     assert!(!answer.replayed(), "taken over and run");
     assert_eq!(handlers.runs(), 1);

@@ -112,3 +112,54 @@ async fn operation_status_reads_the_store_by_principal_routes_and_key() {
         "not on the routes asked about"
     );
 }
+
+/// Regression: a holder that vanished (its lease ran out) must not read as `in_progress` for the rest of the
+/// retention — a client polling the status, as the 409 invites it to, would poll forever. Vanished after
+/// dispatch: `outcome_unknown` (what the next claim makes it, and what DESIGN.md has the operations endpoint
+/// report). Vanished before dispatch: nothing was sent and a retry runs, so `not_found`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vanished_holder_is_not_in_progress_forever() {
+    use std::time::Duration;
+
+    use ballast_core::fingerprint;
+    use ballast_store::{ClaimOutcome, ClaimRequest, ExpiredDispatch, OwnerToken, Scope};
+    use support::idempotency::within;
+
+    let store = sqlite().await;
+    let handlers = Handlers::new(true);
+    let app = app(IdempotencyLayer::new(store.clone()), &handlers, store.clone());
+    let lease = Duration::from_millis(200);
+    for (key, dispatched) in [("gone-after", true), ("gone-before", false)] {
+        let scope = Scope::new("alice", "POST /refunds", IdempotencyKey::parse(key).unwrap());
+        let claim = ClaimRequest {
+            fingerprint: fingerprint("POST", "/refunds", Some("application/json"), b"{}"),
+            owner: OwnerToken::random(),
+            lease,
+            expired_dispatch: ExpiredDispatch::OutcomeUnknown,
+        };
+        assert_eq!(store.claim(&scope, &claim).await.unwrap(), ClaimOutcome::Acquired);
+        if dispatched {
+            store.mark_dispatched(&scope, claim.owner).await.unwrap();
+        }
+        // Nobody sends the key again; only the status is polled.
+        within(async {
+            while !store.lookup(&scope).await.unwrap().unwrap().lease_left.is_zero() {
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        })
+        .await;
+        let answer = send(&app, status_request(key, "alice")).await;
+        let expected = if dispatched {
+            (200, "outcome_unknown")
+        } else {
+            (404, "not_found")
+        };
+        assert_eq!(
+            (answer.status(), answer.json()["status"].as_str().unwrap()),
+            expected,
+            "{key}: {:?}",
+            answer.json()
+        );
+    }
+    assert_eq!(handlers.runs(), 0);
+}

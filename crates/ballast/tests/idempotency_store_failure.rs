@@ -61,6 +61,21 @@ async fn a_failed_dispatch_mark_runs_nothing_and_gives_the_key_back() {
     assert_eq!(handlers.runs(), 1);
 }
 
+/// Regression: a claim taken over before it was marked dispatched (its lease ran out, another request holds the
+/// key now) was answered 500 `store-failed`, "report this to the operators", `x-should-retry: false` — though
+/// nothing is wrong with the store and the key is simply in progress elsewhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_taken_over_before_dispatch_is_in_progress_not_a_store_failure() {
+    let (app, handlers, flaky) = fixture().await;
+    flaky.dispatch_not_held.store(true, Ordering::SeqCst);
+    let answer = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
+    assert_eq!(answer.status(), 409, "{:?}", answer.body);
+    assert_eq!(answer.problem_type(), "urn:ballast:idempotency-in-progress");
+    assert_eq!(answer.header("x-should-retry"), Some("true"));
+    assert!(answer.header("retry-after").is_some());
+    assert_eq!(handlers.runs(), 0, "nothing ran");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_completion_write_still_answers_and_lands_in_the_background() {
     let (app, handlers, flaky) = fixture().await;

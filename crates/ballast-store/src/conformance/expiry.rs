@@ -160,6 +160,8 @@ pub async fn finished_records_expire_after_the_retention(opener: Opener) {
         let first = request("{}", LONG);
         acquire(&*store, &scope, &first).await;
         store.mark_dispatched(&scope, first.owner).await.unwrap();
+        // Taken before the write: a lookup within the retention of this instant must still find the record.
+        let within_retention = crate::clock::monotonic_after(SHORT - std::time::Duration::from_millis(5));
         if unknown {
             store.mark_outcome_unknown(&scope, first.owner).await.unwrap();
         } else {
@@ -168,8 +170,10 @@ pub async fn finished_records_expire_after_the_retention(opener: Opener) {
                 .await
                 .unwrap();
         }
+        let kept = store.lookup(&scope).await.unwrap().is_some();
+        // On a loaded machine the lookup may come after the short retention: only then may it find nothing.
         assert!(
-            store.lookup(&scope).await.unwrap().is_some(),
+            kept || crate::clock::passed(within_retention),
             "kept right after finishing"
         );
         wait_until_absent(&*store, &scope).await;

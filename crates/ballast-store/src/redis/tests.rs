@@ -154,13 +154,26 @@ async fn reap_deletes_stragglers_that_lost_their_expiry() {
     };
     let mut raw = raw(&store).await;
     let (straggler, live) = (fresh_scope(), fresh_scope());
-    for (store, scope) in [(&store, &straggler), (&long, &live)] {
+    for scope in [&straggler, &live] {
         let claim = request("{}", LONG);
-        acquire(store, scope, &claim).await;
-        store.mark_dispatched(scope, claim.owner).await.unwrap();
-        store.mark_outcome_unknown(scope, claim.owner).await.unwrap();
-        let _: bool = raw.persist(store.key(scope)).await.unwrap();
+        acquire(&long, scope, &claim).await;
+        long.mark_dispatched(scope, claim.owner).await.unwrap();
+        long.mark_outcome_unknown(scope, claim.owner).await.unwrap();
     }
+    // Both lose their expiry; the straggler's retention end then passes. Written with a long retention and moved
+    // into the past in one atomic step, so no real-time window lets Redis delete it first (a short retention
+    // could run out between the write and a separate PERSIST on a stalled machine).
+    let _: bool = raw.persist(long.key(&live)).await.unwrap();
+    let _: () = redis::pipe()
+        .atomic()
+        .persist(store.key(&straggler))
+        .ignore()
+        .hset(store.key(&straggler), "exp", 1)
+        .ignore()
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(raw.exists::<_, bool>(store.key(&straggler)).await.unwrap());
     let other_type = format!("{prefix}not-a-record");
     let _: () = raw.set(&other_type, "x").await.unwrap();
     let give_up = crate::clock::monotonic_after(Duration::from_secs(10));

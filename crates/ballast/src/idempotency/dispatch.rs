@@ -50,6 +50,10 @@ where
         tracing::warn!(scope = ?claim.scope, %error, "could not mark the request dispatched; not running it");
         let problem = match error {
             StoreError::Unavailable(_) => Problem::StoreUnavailable,
+            // The lease ran out before dispatch and another request took the key over: it is in progress there.
+            StoreError::NotHeld => Problem::InProgress {
+                retry_after: settings.max_retry_after,
+            },
             _ => Problem::StoreFailed,
         };
         return Ok(problem.into_response());

@@ -37,13 +37,15 @@ pub enum OperationStatus {
         /// The stored response.
         response: StoredResponse,
     },
-    /// Sent, and nobody knows whether it acted: it will not run again with this key.
+    /// Sent, and nobody knows whether it acted: it will not run again with this key. Also a request whose
+    /// holder vanished after sending it (its lease ran out while `dispatched`); if the layer is configured with
+    /// [`ExpiredDispatch::TakeOver`](ballast_store::ExpiredDispatch::TakeOver), a retry with the key re-sends it.
     OutcomeUnknown {
         /// The route the key was used on.
         route: String,
     },
-    /// No live record of this key for this principal on these routes (never used, released, or past its
-    /// retention).
+    /// No live record of this key for this principal on these routes (never used, released, past its
+    /// retention, or claimed by a holder that vanished before sending anything): a retry with the key runs.
     NotFound,
 }
 
@@ -62,7 +64,13 @@ pub async fn operation_status(
             continue;
         };
         let route = route.clone();
+        // A record in flight whose lease ran out has lost its holder: no answer will ever be stored, so it is
+        // not in progress (a poller would wait for the whole retention). Lost before dispatch, nothing was
+        // sent and a retry runs: as if absent. Lost after dispatch: what the next claim makes it.
+        let abandoned = record.lease_left.is_zero();
         return Ok(match record.state {
+            RecordState::Claimed if abandoned => continue,
+            RecordState::Dispatched if abandoned => OperationStatus::OutcomeUnknown { route },
             RecordState::Claimed | RecordState::Dispatched => OperationStatus::InProgress {
                 route,
                 state: if record.state == RecordState::Claimed {

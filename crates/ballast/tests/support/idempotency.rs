@@ -265,6 +265,8 @@ pub(crate) struct FlakyStore {
     pub(crate) claims_fail: AtomicBool,
     /// `mark_dispatched` fails.
     pub(crate) dispatch_fails: AtomicBool,
+    /// `mark_dispatched` finds the claim taken over (`NotHeld`), as when the lease ran out before dispatch.
+    pub(crate) dispatch_not_held: AtomicBool,
     /// `complete` fails.
     pub(crate) completes_fail: AtomicBool,
     /// Failed `complete` calls so far.
@@ -280,6 +282,7 @@ impl FlakyStore {
             inner,
             claims_fail: AtomicBool::new(false),
             dispatch_fails: AtomicBool::new(false),
+            dispatch_not_held: AtomicBool::new(false),
             completes_fail: AtomicBool::new(false),
             failed_completes: AtomicU32::new(0),
             reaps: AtomicU32::new(0),
@@ -303,6 +306,9 @@ impl IdempotencyStore for FlakyStore {
 
     async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
         Self::down(&self.dispatch_fails)?;
+        if self.dispatch_not_held.load(Ordering::SeqCst) {
+            return Err(StoreError::NotHeld);
+        }
         self.inner.mark_dispatched(scope, owner).await
     }
 
