@@ -163,3 +163,39 @@ async fn a_vanished_holder_is_not_in_progress_forever() {
     }
     assert_eq!(handlers.runs(), 0);
 }
+
+/// Regression: `operations_route` looked keys up under `anonymous` whatever the layer's default principal, so a
+/// layer built with `.default_principal("svc")` answered `not_found` for every key it stored. The layer's own
+/// route uses its default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_layers_status_route_uses_its_default_principal() {
+    use axum::routing::post;
+    let store = sqlite().await;
+    let layer = IdempotencyLayer::builder(store.clone())
+        .default_principal("svc")
+        .build()
+        .unwrap();
+    let routes = vec!["POST /refunds".to_owned()];
+    let app = axum::Router::new()
+        .route(
+            "/refunds",
+            post(|| async { (http::StatusCode::CREATED, "refunded") }),
+        )
+        .layer(layer.clone())
+        .route("/operations/{key}", layer.operations_route(routes.clone()))
+        .route("/anonymous/{key}", ballast::operations_route(store, routes));
+    assert_eq!(
+        send(&app, post_json("/refunds", Some("k-svc"), "{}"))
+            .await
+            .status(),
+        201
+    );
+    let get = |path: &str| http::Request::get(path).body(axum::body::Body::empty()).unwrap();
+    let answer = send(&app, get("/operations/k-svc")).await;
+    assert_eq!(
+        (answer.status(), answer.json()["status"].clone()),
+        (200, json!("completed"))
+    );
+    let answer = send(&app, get("/anonymous/k-svc")).await;
+    assert_eq!(answer.status(), 404, "the free function keeps `anonymous`");
+}

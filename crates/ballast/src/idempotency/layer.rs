@@ -181,6 +181,17 @@ impl IdempotencyLayer {
     pub fn builder(store: Arc<dyn IdempotencyStore>) -> IdempotencyLayerBuilder {
         IdempotencyLayerBuilder::new(store)
     }
+
+    /// The operation-status route of this layer's keys (see [`operations_route`](super::operations_route)):
+    /// its store, and its default principal for requests that carry no [`Principal`](super::Principal).
+    /// `routes` are the routes the layer protects, as it scopes them (`"POST /refunds"`).
+    pub fn operations_route<S>(&self, routes: Vec<String>) -> axum::routing::MethodRouter<S>
+    where
+        S: Clone + Send + Sync + 'static,
+    {
+        let principal = self.settings.default_principal.as_str().into();
+        super::status::operations_route_for(Arc::clone(&self.settings.store), routes, principal)
+    }
 }
 
 impl<S> Layer<S> for IdempotencyLayer {

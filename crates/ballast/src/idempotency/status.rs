@@ -94,14 +94,30 @@ pub async fn operation_status(
 /// Answers 200 `{"key", "status": "in_progress" | "completed" | "outcome_unknown", "route", ...}` with, when
 /// completed, `"result": {"status", "headers", "body"}` (the body as JSON when it was stored as JSON, else as
 /// text); 404 `{"key", "status": "not_found"}`; 400 for a malformed key; 503 when the store is unreachable.
+///
+/// A layer built with another default principal serves its status with
+/// [`IdempotencyLayer::operations_route`](super::IdempotencyLayer::operations_route), which uses the layer's own.
 pub fn operations_route<S>(store: Arc<dyn IdempotencyStore>, routes: Vec<String>) -> MethodRouter<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    operations_route_for(store, routes, DEFAULT_PRINCIPAL.into())
+}
+
+/// [`operations_route`] with `default_principal` for requests that carry no [`Principal`].
+pub(crate) fn operations_route_for<S>(
+    store: Arc<dyn IdempotencyStore>,
+    routes: Vec<String>,
+    default_principal: Arc<str>,
+) -> MethodRouter<S>
 where
     S: Clone + Send + Sync + 'static,
 {
     let routes = Arc::new(routes);
     get(move |Path(key): Path<String>, extensions: Extensions| {
         let (store, routes) = (Arc::clone(&store), Arc::clone(&routes));
-        async move { status_answer(&*store, &routes, &key, &extensions).await }
+        let default_principal = Arc::clone(&default_principal);
+        async move { status_answer(&*store, &routes, &key, &extensions, &default_principal).await }
     })
 }
 
@@ -110,6 +126,7 @@ async fn status_answer(
     routes: &[String],
     key: &str,
     extensions: &Extensions,
+    default_principal: &str,
 ) -> Response {
     let key = match IdempotencyKey::parse(key) {
         Ok(key) => key,
@@ -117,7 +134,7 @@ async fn status_answer(
     };
     let principal = extensions
         .get::<Principal>()
-        .map_or(DEFAULT_PRINCIPAL, Principal::name);
+        .map_or(default_principal, Principal::name);
     match operation_status(store, principal, routes, &key).await {
         Ok(OperationStatus::NotFound) => {
             let body = json!({"key": key.as_str(), "status": "not_found"});
