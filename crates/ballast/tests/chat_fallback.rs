@@ -103,6 +103,13 @@ async fn an_open_breaker_goes_to_the_fallback_without_touching_the_primary() {
     let primary = &answer.report;
     assert_eq!(primary.code, Some(ErrorCode::CircuitOpen));
     assert!(primary.attempts.iter().all(|a| !a.sent), "{primary}");
+    // Worded for a model deployment, not a tool.
+    let text = primary.to_string();
+    assert!(
+        text.starts_with("agent[0] mock: answered by fallback agent[1] gpt-4.1 (failed here: circuit_open)"),
+        "{text}"
+    );
+    assert!(!text.contains("tool"), "{text}");
 }
 
 /// Issue 6, test 3a: a 429 `insufficient_quota` goes to the fallback at once, never waited for nor retried.

@@ -348,7 +348,7 @@ async fn a_side_effect_falls_back_only_when_nothing_was_sent_and_the_report_keep
     let text = report.to_string();
     assert!(
         text.starts_with(
-            "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
+            "create_refund: answered by fallback process_payment (failed here: circuit_open)"
         ),
         "{text}"
     );
