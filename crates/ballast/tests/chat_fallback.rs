@@ -3,19 +3,21 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{AttemptResult, ChatError, clock};
-use ballast_core::{BreakerState, ErrorCode};
-use support::chat::{PRIMARY_KEY, Upstreams, call, client, config, first_turn, profile};
+use ballast::{AttemptResult, ChatError, Runs, clock};
+use ballast_core::{BreakerState, Deadline, ErrorCode};
+use support::chat::{PRIMARY_KEY, Upstreams, call, client, client_with_runs, config, first_turn, profile};
 
 const HANG: &str = "[endpoints.model]\nhang = 1.0";
 
-/// Issue 6, test 1: every primary attempt hangs; the fallback answers at the primary's share of the deadline.
+/// Issue 6, test 1: every primary attempt hangs; the fallback answers at the primary's share of the deadline,
+/// and the primary's attempts were told (and cut at) what the share left them, not the whole call's time.
 #[tokio::test(start_paused = true)]
 async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
     let upstreams = Upstreams::new(&[("primary", profile(HANG)), ("fallback", profile(""))]);
-    // 10 s deadline, primary_share 0.6: the primary may use 6 s, in tries of 4 s.
+    // 10 s deadline, primary_share 0.6: the primary may use 6 s (less the 50 ms reserve), in tries of 4 s.
     let route = client(
         &config("per_try_timeout = \"4s\"\nprimary_share = 0.6"),
         &upstreams,
@@ -29,8 +31,8 @@ async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
 
     assert_eq!(
         took,
-        Duration::from_secs(6),
-        "the fallback started at the primary's share and answered at once"
+        Duration::from_millis(5_950),
+        "the fallback started when the primary's share (less the reserve) was spent, and answered at once"
     );
     assert_eq!(answer.deployment, "agent[1] gpt-4.1");
     assert_eq!(answer.response.choices.len(), 1);
@@ -39,7 +41,7 @@ async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
     assert_eq!(primary.code, Some(ErrorCode::DeadlineExceeded));
     assert!(
         primary.attempts.len() >= 2,
-        "a first try of 4 s, then a retry cut at 6 s: {primary}"
+        "a first try of 4 s, then a retry cut at the share: {primary}"
     );
     assert_eq!(primary.attempts[0].result, AttemptResult::Error("timeout".into()));
     assert_eq!(primary.attempts[0].duration, Duration::from_secs(4));
@@ -47,6 +49,22 @@ async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
     assert!(
         matches!(&cut.result, AttemptResult::Error(_)) && cut.sent,
         "cut at the share: {primary}"
+    );
+    // Each primary attempt was told its own timeout: the first its 4 s per try, the last what the share left.
+    let told: Vec<u128> = upstreams
+        .seen()
+        .iter()
+        .filter(|s| s.host == "primary")
+        .map(|s| s.headers["ballast-timeout-ms"].to_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(told.len(), primary.attempts.len());
+    assert_eq!(told[0], 4_000);
+    let last = *told.last().expect("sent");
+    assert!(last < 2_000, "the share's remainder, not the call's: {told:?}");
+    assert_eq!(
+        last,
+        cut.duration.as_millis(),
+        "the last attempt ran exactly the time it was told: {primary}"
     );
     let fallback = primary.fallback_report.as_deref().expect("the fallback's report");
     assert_eq!(primary.fallback.as_deref(), Some("agent[1] gpt-4.1"));
@@ -60,7 +78,24 @@ async fn a_hanging_primary_leaves_the_fallback_its_share_of_the_deadline() {
         .into_iter()
         .find(|s| s.host == "fallback")
         .expect("sent");
-    assert_eq!(to_fallback.headers["ballast-timeout-ms"], "3950");
+    assert_eq!(to_fallback.headers["ballast-timeout-ms"], "4000");
+}
+
+/// The primary's share bounds the primary's trip only: the run the call belongs to keeps the call's whole
+/// deadline for its later calls.
+#[tokio::test(start_paused = true)]
+async fn the_primarys_share_is_not_the_runs_deadline() {
+    let upstreams = Upstreams::new(&[("primary", profile(HANG)), ("fallback", profile(""))]);
+    let config = config("per_try_timeout = \"4s\"\nprimary_share = 0.6");
+    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    let route = client_with_runs(&config, &upstreams, Arc::clone(&runs));
+    let deadline = Deadline::after(clock::now(), Duration::from_secs(10));
+    route
+        .complete(call(&first_turn("op-1")).run("run-1").deadline(deadline))
+        .await
+        .expect("the fallback answers");
+    let kept = runs.get("run-1", clock::now()).deadline().expect("the run's deadline");
+    assert_eq!(kept.instant(), deadline.instant(), "the call's 10 s, not the share's 6 s");
 }
 
 /// With one deployment there is no share: the primary may use the whole deadline.
