@@ -217,6 +217,28 @@ async fn a_retry_after_too_long_moves_to_the_fallback() {
     assert_eq!(upstreams.count("primary"), 1);
 }
 
+/// A `Retry-After` the call's deadline could wait out but the primary's share cannot is not waited for: the
+/// fallback is asked at once, not after a wait cut short at the share.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_past_the_primarys_share_moves_to_the_fallback_at_once() {
+    let limited = "[endpoints.model]\nerrors = { 503 = 1.0 }\nretry_after = \"7s\"";
+    let upstreams = Upstreams::new(&[("primary", profile(limited)), ("fallback", profile(""))]);
+    // 10 s deadline, the primary's share 6 s: a 7 s wait fits the call, not the share.
+    let route = client(&config("primary_share = 0.6"), &upstreams);
+    let started = clock::now();
+    let answer = route
+        .complete(call(&first_turn("op-7")))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(clock::now().saturating_duration_since(started), Duration::ZERO);
+    assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+    assert_eq!(upstreams.count("primary"), 1);
+    assert_eq!(
+        upstreams.seen()[1].headers["ballast-timeout-ms"], "9950",
+        "the fallback has the whole call's time"
+    );
+}
+
 /// A 400 the next deployment would answer too is the caller's answer: no fallback.
 #[tokio::test(start_paused = true)]
 async fn a_bad_request_is_answered_without_a_fallback() {
