@@ -74,12 +74,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     // No deployment names an API key variable: the environment is not read.
     let no_env = |_: &str| None;
-    let models = ChatClients::from_config_with_runs(
-        &config,
-        &no_env,
-        ChatTransport::service(chaos, 1 << 20),
-        runs,
-    )?;
+    let models =
+        ChatClients::from_config_with_runs(&config, &no_env, ChatTransport::service(chaos, 1 << 20), runs)?;
     let model = models.route("agent")?;
 
     println!("flash-sale faults, seed {seed}; one 30 s deadline for the whole agent request\n");

@@ -94,8 +94,15 @@ async fn the_primarys_share_is_not_the_runs_deadline() {
         .complete(call(&first_turn("op-1")).run("run-1").deadline(deadline))
         .await
         .expect("the fallback answers");
-    let kept = runs.get("run-1", clock::now()).deadline().expect("the run's deadline");
-    assert_eq!(kept.instant(), deadline.instant(), "the call's 10 s, not the share's 6 s");
+    let kept = runs
+        .get("run-1", clock::now())
+        .deadline()
+        .expect("the run's deadline");
+    assert_eq!(
+        kept.instant(),
+        deadline.instant(),
+        "the call's 10 s, not the share's 6 s"
+    );
 }
 
 /// With one deployment there is no share: the primary may use the whole deadline.
@@ -234,7 +241,8 @@ async fn a_retry_after_past_the_primarys_share_moves_to_the_fallback_at_once() {
     assert_eq!(answer.deployment, "agent[1] gpt-4.1");
     assert_eq!(upstreams.count("primary"), 1);
     assert_eq!(
-        upstreams.seen()[1].headers["ballast-timeout-ms"], "9950",
+        upstreams.seen()[1].headers["ballast-timeout-ms"],
+        "9950",
         "the fallback has the whole call's time"
     );
 }
@@ -257,4 +265,30 @@ async fn a_bad_request_is_answered_without_a_fallback() {
     assert!(report.fallback.is_none());
     assert_eq!(upstreams.count("fallback"), 0);
     assert_eq!(error.code(), ErrorCode::UpstreamError);
+}
+
+/// The deployment's API key goes upstream in `authorization` and nowhere else: not in the client's debug output,
+/// the error, nor the report (which the gateway logs and exports).
+#[tokio::test(start_paused = true)]
+async fn the_api_key_appears_in_no_debug_output_error_or_report() {
+    let hang = "[endpoints.model]\nreset = 1.0";
+    let upstreams = Upstreams::new(&[("primary", profile(hang)), ("fallback", profile(hang))]);
+    let route = client(&config(""), &upstreams);
+    let error = route.complete(call(&first_turn("op-8"))).await.unwrap_err();
+    let report = error.report().expect("a report");
+    let json = serde_json::to_string(report).unwrap();
+    let key = PRIMARY_KEY.1;
+    for text in [
+        format!("{route:?}"),
+        format!("{error}"),
+        format!("{error:?}"),
+        report.to_string(),
+        json,
+    ] {
+        assert!(!text.contains(key), "{text}");
+    }
+    assert_eq!(
+        upstreams.seen()[0].headers["authorization"],
+        format!("Bearer {key}")
+    );
 }

@@ -42,8 +42,9 @@ fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ChatClient, 
     )
     .expect("the tools build");
     let no_env = |_: &str| None;
-    let models = ChatClients::from_config_with_runs(&config, &no_env, upstreams.transport(), Arc::clone(&runs))
-        .expect("the route builds");
+    let models =
+        ChatClients::from_config_with_runs(&config, &no_env, upstreams.transport(), Arc::clone(&runs))
+            .expect("the route builds");
     let model = models.get("agent").expect("the agent route").clone();
     (tools, model, runs)
 }
@@ -58,9 +59,16 @@ async fn retries_spent_by_a_runs_tool_calls_are_not_given_again_to_its_model_cal
     let (tools, model, runs) = agent("[endpoints.lookup_order]\nerrors = { 503 = 1.0 }", &upstreams);
     let tool = tools.get("lookup_order").expect("the tool");
 
-    let error = tool.call(lookup().run("run-1")).await.expect_err("the tool fails");
+    let error = tool
+        .call(lookup().run("run-1"))
+        .await
+        .expect_err("the tool fails");
     let report = error.report();
-    assert_eq!(report.attempts.len(), 3, "two retries, the run's whole allowance: {report}");
+    assert_eq!(
+        report.attempts.len(),
+        3,
+        "two retries, the run's whole allowance: {report}"
+    );
     assert_eq!(report.run_allowance_left, Some(0));
     assert_eq!(runs.get("run-1", clock::now()).allowance().left(), 0);
 

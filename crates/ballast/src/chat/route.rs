@@ -239,7 +239,8 @@ fn ended_on_deadline(result: &Result<Response<Bytes>, Error>, report: &Report) -
         Err(Error::DeadlineExceeded(_) | Error::Stopped(StopReason::Deadline(_))) => true,
         Err(_) => false,
         Ok(response) => {
-            !response.status().is_success() && report.read(|r| matches!(r.stop, Some(StopReason::Deadline(_))))
+            !response.status().is_success()
+                && report.read(|r| matches!(r.stop, Some(StopReason::Deadline(_))))
         }
     }
 }

@@ -209,7 +209,10 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
         if let Some(first) = decoder.next_event() {
             if first.trim() == DONE {
                 // No chunk at all: committing would give the caller an empty answer that ends as if it went well.
-                return Err(Error::transport(true, "the stream ended ([DONE]) before its first chunk"));
+                return Err(Error::transport(
+                    true,
+                    "the stream ended ([DONE]) before its first chunk",
+                ));
             }
             if is_error_event(&first) {
                 return Err(Error::transport(
@@ -252,9 +255,13 @@ mod tests {
     #[tokio::test]
     async fn the_first_chunk_commits_and_leaves_the_rest_for_the_stream() {
         let handoff = StreamHandoff::default();
-        let read = read_first_event(body(b"data: {\"choices\":[]}\n\ndata: [DONE]\n\n"), 1 << 10, &handoff)
-            .await
-            .expect("a first chunk");
+        let read = read_first_event(
+            body(b"data: {\"choices\":[]}\n\ndata: [DONE]\n\n"),
+            1 << 10,
+            &handoff,
+        )
+        .await
+        .expect("a first chunk");
         assert!(read.starts_with(b"data: {\"choices\":[]}\n\n"));
         assert!(handoff.take().is_some());
     }

@@ -58,7 +58,11 @@ impl ToolClients {
     /// [`ChatClients`](crate::ChatClients) (built with
     /// [`ChatClients::from_config_with_runs`](crate::ChatClients::from_config_with_runs)) so a run's deadline and
     /// retry allowance hold across its model and tool calls alike.
-    pub fn from_config_with_runs<T>(config: &Config, transport: T, runs: Arc<Runs>) -> Result<Self, InvalidTool>
+    pub fn from_config_with_runs<T>(
+        config: &Config,
+        transport: T,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidTool>
     where
         T: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
