@@ -109,7 +109,8 @@ pub struct OutcomeReport {
     pub code: Option<ErrorCode>,
     /// A side effect may or may not have happened (here or in the fallback): check before doing it again.
     pub outcome_unknown: bool,
-    /// The fallback the call went to after failing (`static response` or a tool's name), if it did.
+    /// The fallback the call went to after failing (`static response` or a tool's name; for a model call, the
+    /// next deployment's name), if it did.
     pub fallback: Option<String>,
     /// What the fallback tool did, when the call went to one (a static response has no report); for a model
     /// call, what the next deployment did.
@@ -195,7 +196,7 @@ fn verdict(report: &OutcomeReport) -> String {
     match (&report.fallback, report.code) {
         _ if report.outcome_unknown => "OUTCOME UNKNOWN".to_owned(),
         (Some(fallback), code) if report.answered_by_fallback() => match code {
-            Some(code) => format!("answered by fallback {fallback} (the tool failed: {code})"),
+            Some(code) => format!("answered by fallback {fallback} (failed here: {code})"),
             None => format!("answered by fallback {fallback}"),
         },
         (Some(fallback), Some(code)) => format!("failed ({code}); fallback {fallback} failed too"),
@@ -357,7 +358,7 @@ mod tests {
         let text = report.to_string();
         assert!(
             text.starts_with(
-                "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
+                "create_refund: answered by fallback process_payment (failed here: circuit_open)"
             ),
             "{text}"
         );

@@ -12,7 +12,8 @@ use super::deployment::{DeploymentClient, InvalidChatRoute};
 use super::transport::ChatTransport;
 use crate::Runs;
 
-/// The clients of every model route of a configuration, sharing one transport and one registry of runs.
+/// The clients of every model route of a configuration, sharing one transport and one registry of runs (which
+/// may be shared with the tools' clients too).
 #[derive(Clone, Debug)]
 pub struct ChatClients {
     clients: HashMap<String, ChatClient>,
@@ -21,13 +22,28 @@ pub struct ChatClients {
 impl ChatClients {
     /// A client per configured model route, each deployment with its own breaker and budget, all sending through
     /// `transport`. API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
-    /// not at the first call.
+    /// not at the first call. The clients keep their own registry of runs; an agent that also calls tools builds
+    /// both on one with [`ChatClients::from_config_with_runs`].
     pub fn from_config(
         config: &Config,
         env: &dyn Env,
         transport: ChatTransport,
     ) -> Result<Self, InvalidChatRoute> {
         let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        Self::from_config_with_runs(config, env, transport, runs)
+    }
+
+    /// [`ChatClients::from_config`] over the registry of runs `runs`: give the agent's
+    /// [`ToolClients`](crate::ToolClients) the same one
+    /// ([`ToolClients::from_config_with_runs`](crate::ToolClients::from_config_with_runs)) and a run's deadline
+    /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
+    /// request, not three for its model calls and three more for its tools.
+    pub fn from_config_with_runs(
+        config: &Config,
+        env: &dyn Env,
+        transport: ChatTransport,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidChatRoute> {
         let mut clients = HashMap::new();
         for route in &config.models {
             let deployments = (0..route.deployments.len())

@@ -11,16 +11,18 @@
 //! - **the end** — anything else: a 4xx the next deployment would answer too, a deadline that cannot hold another
 //!   attempt, a cancelled call. A context-length error moves on only with `on_overflow = "fallback"`.
 //!
-//! **The primary's share.** With more than one deployment, the first one's trip is cut at `primary_share` of the
-//! time that remained when the call started, so a primary that hangs on every attempt still leaves the fallbacks
-//! the rest. The cut is a timer around the trip, not a shorter deadline in the call's context: a context's
-//! deadline is offered to the call's run, which keeps the earliest it is given, and the share must not become
-//! the deadline of the run's later calls. So the primary's attempts are told (in `ballast-timeout-ms`) the time
-//! the whole call has, and are cut at the share.
+//! **The primary's share.** With more than one deployment, the first one's trip runs under a deadline
+//! [`scope`](crate::scope) ending at `primary_share` of the time that remained when the call started, so a
+//! primary that hangs on every attempt still leaves the fallbacks the rest. The layers fold the scope into the
+//! effective deadline, so the primary's attempts are told (in `ballast-timeout-ms`) and cut at what the share
+//! leaves them, and its retries stop when the share cannot hold another attempt; the scope is not the call's
+//! deadline, so it is never offered to the call's run (whose later calls keep the whole deadline). A trip that
+//! ended on the share's deadline moves on to the next deployment when the call's own deadline still holds an
+//! attempt.
 
 use std::time::Duration;
 
-use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused};
+use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused, StopReason};
 use bytes::Bytes;
 use http::Response;
 
@@ -29,7 +31,7 @@ use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
 use super::transport::StreamHandoff;
 use super::{ChatRequest, ProviderErrorKind, Truncation};
-use crate::{AttemptResult, CallContext, Error, OutcomeReport, Report, clock};
+use crate::{AttemptResult, CallContext, Error, OutcomeReport, Report, clock, scope};
 
 /// A 2xx answer of deployment `index`.
 #[derive(Debug)]
@@ -136,7 +138,7 @@ impl ChatClient {
         Err(failure)
     }
 
-    /// One trip through `deployment`'s stack, cut at `cut` (the primary's share).
+    /// One trip through `deployment`'s stack, under the primary's share when `cut` is set (module docs).
     async fn trip(
         &self,
         deployment: &DeploymentClient,
@@ -151,21 +153,26 @@ impl ChatClient {
         let trip = deployment.send(body, ctx, before, handoff);
         let Some(cut) = cut else { return trip.await };
         let started = clock::now();
-        match tokio::time::timeout_at(clock::to_tokio(cut), trip).await {
-            Ok(result) => result,
-            Err(_share_spent) => {
-                let now = clock::now();
-                record_share_spent(&ctx.report, now.saturating_duration_since(started));
-                // What the call's deadline has left: enough for an attempt, the judge moves on.
-                let deadline = ctx.effective_deadline();
-                Err(Error::DeadlineExceeded(DeadlineExceeded {
-                    remaining: deadline.remaining(now),
-                    reserve: deadline.reserve(),
-                    min_attempt: deadline.min_attempt(),
-                    refused: Refused::Attempt,
-                }))
-            }
+        let share = ctx.effective_deadline().shorten_to(cut);
+        let result = scope(share, trip).await;
+        if !ended_on_deadline(&result, &ctx.report) {
+            return result;
         }
+        let now = clock::now();
+        // The call's own deadline (outside the share's scope).
+        let deadline = ctx.effective_deadline();
+        if deadline.attempt_timeout(Duration::MAX, now).is_err() {
+            // Spent too: the trip's ending is the call's.
+            return result;
+        }
+        record_share_spent(&ctx.report, now.saturating_duration_since(started));
+        // What the call's deadline has left: enough for an attempt, the judge moves on.
+        Err(Error::DeadlineExceeded(DeadlineExceeded {
+            remaining: deadline.remaining(now),
+            reserve: deadline.reserve(),
+            min_attempt: deadline.min_attempt(),
+            refused: Refused::Attempt,
+        }))
     }
 
     /// The request as `deployment` gets it: its model name, every other field as the caller sent it. Refused
@@ -218,11 +225,23 @@ impl ChatClient {
             Failure::Answer(_) => stop.is_some_and(|s| s.moves_to_fallback()),
             Failure::Error(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
             Failure::Error(Error::Stopped(reason)) => reason.moves_to_fallback(),
-            // The primary's share spent while the call's deadline still holds an attempt.
+            // The primary's share spent while the call's deadline still holds an attempt (`trip`).
             Failure::Error(Error::DeadlineExceeded(exceeded)) => exceeded.attempt_fits(),
             Failure::Error(_) => false,
         };
         if moves_on { Verdict::Next } else { Verdict::End }
+    }
+}
+
+/// Whether a trip ended on its deadline: refused or dropped by it, or its retries stopped by it.
+fn ended_on_deadline(result: &Result<Response<Bytes>, Error>, report: &Report) -> bool {
+    match result {
+        Err(Error::DeadlineExceeded(_) | Error::Stopped(StopReason::Deadline(_))) => true,
+        Err(_) => false,
+        Ok(response) => {
+            !response.status().is_success()
+                && report.read(|r| matches!(r.stop, Some(StopReason::Deadline(_))))
+        }
     }
 }
 

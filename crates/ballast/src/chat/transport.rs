@@ -12,7 +12,7 @@
 //!
 //! A first event that is an error object (`data: {"error": ...}`, sent by some providers inside a 200 stream) is
 //! no first chunk: the attempt fails as a transport error after sending, retried like a reset. A stream that
-//! ends before any event is the same.
+//! ends before any event, or whose first event is `[DONE]` (no chunk at all), is the same.
 //!
 //! Failures are sorted as the other transports sort them (see [`HttpTransport`](crate::HttpTransport)): a
 //! connection never made is `{ sent: false }`, anything after is `{ sent: true }` or a timeout.
@@ -29,7 +29,7 @@ use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
 use tower::{Service, ServiceExt as _};
 
-use super::sse::SseDecoder;
+use super::sse::{DONE, SseDecoder};
 use crate::transport::sort_error;
 use crate::{BoxError, Error, clock};
 
@@ -207,6 +207,13 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
             return Err(Error::BodyTooLarge { limit });
         }
         if let Some(first) = decoder.next_event() {
+            if first.trim() == DONE {
+                // No chunk at all: committing would give the caller an empty answer that ends as if it went well.
+                return Err(Error::transport(
+                    true,
+                    "the stream ended ([DONE]) before its first chunk",
+                ));
+            }
             if is_error_event(&first) {
                 return Err(Error::transport(
                     true,
@@ -230,5 +237,44 @@ fn body_failed(error: BoxError) -> Error {
     match error.downcast::<Error>() {
         Ok(error) => *error,
         Err(other) => Error::transport(true, other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body_util::Full;
+
+    use super::*;
+
+    fn body(bytes: &'static [u8]) -> RawBody {
+        Full::new(Bytes::from_static(bytes))
+            .map_err(|never| match never {})
+            .boxed_unsync()
+    }
+
+    #[tokio::test]
+    async fn the_first_chunk_commits_and_leaves_the_rest_for_the_stream() {
+        let handoff = StreamHandoff::default();
+        let read = read_first_event(
+            body(b"data: {\"choices\":[]}\n\ndata: [DONE]\n\n"),
+            1 << 10,
+            &handoff,
+        )
+        .await
+        .expect("a first chunk");
+        assert!(read.starts_with(b"data: {\"choices\":[]}\n\n"));
+        assert!(handoff.take().is_some());
+    }
+
+    /// A stream that says `[DONE]` before any chunk has no answer in it: committing it would hand the caller an
+    /// empty answer that ends as if it went well. It fails before the commit point, so it is retried.
+    #[tokio::test]
+    async fn a_stream_done_before_its_first_chunk_is_a_failed_attempt_not_a_commit() {
+        let handoff = StreamHandoff::default();
+        let error = read_first_event(body(b": keep-alive\n\ndata: [DONE]\n\n"), 1 << 10, &handoff)
+            .await
+            .expect_err("no chunk, no commit");
+        assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+        assert!(handoff.take().is_none());
     }
 }

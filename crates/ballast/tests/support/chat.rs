@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use ballast::{ChatCall, ChatClient, ChatClients, ChatRequest, ChatTransport};
+use ballast::{ChatCall, ChatClient, ChatClients, ChatRequest, ChatTransport, Runs};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;
@@ -116,8 +116,15 @@ deployments = [
 
 /// The `agent` route's client over `upstreams`.
 pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ChatClient {
+    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    client_with_runs(config, upstreams, runs)
+}
+
+/// The `agent` route's client over `upstreams`, its runs kept in `runs`.
+pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ChatClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
-    let clients = ChatClients::from_config(config, &env, upstreams.transport()).expect("the route builds");
+    let clients = ChatClients::from_config_with_runs(config, &env, upstreams.transport(), runs)
+        .expect("the route builds");
     clients.get("agent").expect("the agent route").clone()
 }
 

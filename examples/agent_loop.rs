@@ -1,6 +1,7 @@
 //! A full agent step against the chaos upstream in process: the model asks for tool calls, the tools run
-//! through `ToolClient`, their answers go back to the model — every call of the step under ONE deadline — and
-//! each call's outcome report is printed, model and tool alike.
+//! through `ToolClient`, their answers go back to the model — every call of the step under ONE deadline and ONE
+//! run (one retry allowance for the model's and the tools' calls together) — and each call's outcome report is
+//! printed, model and tool alike.
 //!
 //! Run: `cargo run --example agent_loop` (optionally `-- SEED` to meet other faults of the flash-sale preset).
 //!
@@ -8,10 +9,11 @@
 //! deployment within what is left of the deadline; the refund carries one idempotency key derived from the run
 //! and the step, so a retried step never refunds twice; the model reports say how many tokens the step cost.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ChatCall, ChatClients, ChatRequest, ChatTransport, Message, Role, ServiceTransport, ToolCall,
+    ChatCall, ChatClients, ChatRequest, ChatTransport, Message, Role, Runs, ServiceTransport, ToolCall,
     ToolCallRef, ToolClients,
 };
 use ballast::{clock, scope};
@@ -62,10 +64,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(7);
     let chaos = ballast_chaos::router(Profile::preset("flash-sale", seed)?);
     let config = Config::from_toml_str(CONFIG)?;
-    let tools = ToolClients::from_config(&config, ServiceTransport::new(chaos.clone(), 1 << 20))?;
+    // One registry of runs for the model and the tools: the run's deadline and its retry allowance (3 retries
+    // for the whole agent request) hold across every call of the request, model and tool alike.
+    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    let tools = ToolClients::from_config_with_runs(
+        &config,
+        ServiceTransport::new(chaos.clone(), 1 << 20),
+        Arc::clone(&runs),
+    )?;
     // No deployment names an API key variable: the environment is not read.
     let no_env = |_: &str| None;
-    let models = ChatClients::from_config(&config, &no_env, ChatTransport::service(chaos, 1 << 20))?;
+    let models =
+        ChatClients::from_config_with_runs(&config, &no_env, ChatTransport::service(chaos, 1 << 20), runs)?;
     let model = models.route("agent")?;
 
     println!("flash-sale faults, seed {seed}; one 30 s deadline for the whole agent request\n");
