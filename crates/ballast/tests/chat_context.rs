@@ -177,3 +177,20 @@ async fn unknown_fields_pass_through_both_ways() {
     assert!(tokens.answered.total_tokens > 0);
     assert_eq!(tokens.failed.total_tokens, 0);
 }
+
+/// Regression: `complete` turned a streamed request into a plain one but kept its `stream_options`, which OpenAI
+/// refuses with a 400 when `stream` is off. Both go; everything else stays.
+#[tokio::test(start_paused = true)]
+async fn a_completion_sends_no_stream_options() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let mut sent = first_turn("op-so");
+    sent["stream"] = json!(true);
+    sent["stream_options"] = json!({"include_usage": true});
+    sent["metadata"] = json!({"kept": true});
+    route.complete(call(&sent)).await.expect("answered");
+    let received = &upstreams.seen()[0].body;
+    assert_eq!(received.get("stream"), None);
+    assert_eq!(received.get("stream_options"), None);
+    assert_eq!(received["metadata"], json!({"kept": true}));
+}

@@ -87,7 +87,7 @@ impl ChatClient {
         self.inner.deployments.get(index).map(|d| &d.budget)
     }
 
-    /// Asks the route for a completion (not streamed: a request's `stream: true` is dropped; use
+    /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
     /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
     /// the last deployment's error, carries the report of every deployment tried.
     pub async fn complete(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
@@ -95,6 +95,8 @@ impl ChatClient {
         if call.request.stream == Some(true) {
             call.request.stream = None;
         }
+        // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
+        call.request.extra.remove("stream_options");
         let (ctx, mut tried) = self.start(&call);
         let sent = self.through_route(call.request, &ctx, false, &mut tried).await;
         match sent {
