@@ -91,3 +91,40 @@ async fn a_closed_connection_does_not_cancel_the_handler() {
     assert_eq!((handlers.runs(), handlers.finished()), (1, 1));
     server.abort();
 }
+
+/// Regression: a caller that went away between the claim and the dispatch dropped the layer's future with the
+/// claim in it; nobody held the key, and every retry got 409 until the lease ran out (40 s by default). The
+/// request now runs on in a task of its own from the claim on: it is dispatched and run once, and the retry gets
+/// its stored answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_gone_between_claim_and_dispatch_leaves_no_orphaned_claim() {
+    use std::sync::atomic::Ordering;
+    let store = support::idempotency::FlakyStore::new(sqlite().await);
+    store.hold_dispatch.store(true, Ordering::SeqCst);
+    let handlers = Handlers::new(true);
+    let app = app(IdempotencyLayer::new(store.clone()), &handlers, store.clone());
+    let call = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, post_json("/refunds", Some("k3"), BODY)).await }
+    });
+    within(store.dispatch_entered.notified()).await;
+    call.abort();
+    assert!(
+        call.await.unwrap_err().is_cancelled(),
+        "the caller left while the claim was held"
+    );
+    store.hold_dispatch.store(false, Ordering::SeqCst);
+    store.dispatch_open.notify_one();
+    let retry = poll_until(
+        &app,
+        || post_json("/refunds", Some("k3"), BODY),
+        |a| a.status() != 409,
+    )
+    .await;
+    assert_eq!(retry.status(), 201);
+    assert!(
+        retry.replayed(),
+        "the abandoned request ran on and its answer was stored"
+    );
+    assert_eq!(handlers.runs(), 1);
+}

@@ -106,6 +106,32 @@ where
         Ok(incoming) => incoming,
         Err(problem) => return Ok(problem.into_response()),
     };
+    // From the claim on, the request runs in a task of its own: a caller that disconnects between the claim and
+    // the dispatch must not leave a claim that nobody holds (every retry would get 409 until the lease ran out).
+    // The request goes on, once, and its answer is stored for the retry.
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = answer_tx.send(claim_and_run(inner, settings, incoming).await);
+    });
+    // The task always answers (the handler's panics are caught); a closed channel means the runtime stops.
+    answer_rx
+        .await
+        .unwrap_or_else(|_| Ok(Problem::HandlerPanicked.into_response()))
+}
+
+/// Claims the request's key and runs it, or answers what the record says.
+async fn claim_and_run<S, RB>(
+    inner: S,
+    settings: Arc<Settings>,
+    incoming: request::Incoming,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
     let problem = match settings.store.claim(&incoming.scope, &incoming.claim).await {
         Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
             let claim = HeldClaim {

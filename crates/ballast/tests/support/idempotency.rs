@@ -273,6 +273,13 @@ pub(crate) struct FlakyStore {
     pub(crate) failed_completes: AtomicU32,
     /// `reap` calls so far.
     pub(crate) reaps: AtomicU32,
+    /// `mark_dispatched` waits at a gate: it signals [`dispatch_entered`](FlakyStore::dispatch_entered) and
+    /// goes on at [`dispatch_open`](FlakyStore::dispatch_open).
+    pub(crate) hold_dispatch: AtomicBool,
+    /// Signalled when a held `mark_dispatched` starts waiting.
+    pub(crate) dispatch_entered: tokio::sync::Notify,
+    /// Lets a held `mark_dispatched` go on.
+    pub(crate) dispatch_open: tokio::sync::Notify,
 }
 
 impl FlakyStore {
@@ -286,6 +293,9 @@ impl FlakyStore {
             completes_fail: AtomicBool::new(false),
             failed_completes: AtomicU32::new(0),
             reaps: AtomicU32::new(0),
+            hold_dispatch: AtomicBool::new(false),
+            dispatch_entered: tokio::sync::Notify::new(),
+            dispatch_open: tokio::sync::Notify::new(),
         })
     }
 
@@ -308,6 +318,10 @@ impl IdempotencyStore for FlakyStore {
         Self::down(&self.dispatch_fails)?;
         if self.dispatch_not_held.load(Ordering::SeqCst) {
             return Err(StoreError::NotHeld);
+        }
+        if self.hold_dispatch.load(Ordering::SeqCst) {
+            self.dispatch_entered.notify_one();
+            self.dispatch_open.notified().await;
         }
         self.inner.mark_dispatched(scope, owner).await
     }
