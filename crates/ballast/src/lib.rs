@@ -62,9 +62,8 @@ pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
 pub use idempotency::{
-    DEFAULT_BODY_LIMIT, DEFAULT_GRACE, DEFAULT_MAX_TIMEOUT, DEFAULT_PRINCIPAL, DEFAULT_STORED_HEADERS,
-    DEFAULT_TIMEOUT, IdempotencyLayer, IdempotencyLayerBuilder, IdempotencyService, InvalidIdempotencyLayer,
-    NotStored, OperationStatus, OutcomeUnknown, Principal, operation_status, operations_route, spawn_reaper,
+    IdempotencyLayer, IdempotencyLayerBuilder, IdempotencyService, InvalidIdempotencyLayer, NotStored,
+    OperationStatus, OutcomeUnknown, Principal, operation_status, operations_route, spawn_reaper,
 };
 pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report, TokenUsage, Tokens};
 pub use retry::{Retry, RetryLayer, classify_response};

@@ -10,29 +10,6 @@ use tower::Layer;
 
 use super::IdempotencyService;
 
-/// Default limit on a request body the layer buffers (DESIGN.md's `body_limit`): 8 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
-/// Default request timeout when the caller sends no deadline header (DESIGN.md's `default_timeout`): 30 s.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default cap on a caller's deadline (DESIGN.md's `max_timeout`): 300 s.
-pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
-/// Default time a claim outlives the request's deadline before another request may take it over: 10 s.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
-/// The principal of requests without a [`Principal`](crate::Principal) extension, unless configured.
-pub const DEFAULT_PRINCIPAL: &str = "anonymous";
-
-/// Response headers stored and replayed by default: those that describe the representation or where it lives.
-/// Anything per-exchange (dates, request ids, cookies, hop-by-hop headers) is left out: replaying it would lie.
-pub const DEFAULT_STORED_HEADERS: [HeaderName; 7] = [
-    http::header::CONTENT_TYPE,
-    http::header::CONTENT_LANGUAGE,
-    http::header::CONTENT_LOCATION,
-    http::header::LOCATION,
-    http::header::ETAG,
-    http::header::LAST_MODIFIED,
-    http::header::CACHE_CONTROL,
-];
-
 /// A setting the builder refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -169,6 +146,29 @@ pub struct IdempotencyLayer {
 }
 
 impl IdempotencyLayer {
+    /// Default limit on a request body the layer buffers (DESIGN.md's `body_limit`): 8 MiB.
+    pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
+    /// Default request timeout when the caller sends no deadline header (DESIGN.md's `default_timeout`): 30 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Default cap on a caller's deadline (DESIGN.md's `max_timeout`): 300 s.
+    pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
+    /// Default time a claim outlives the request's deadline before another request may take it over: 10 s.
+    pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+    /// The principal of requests without a [`Principal`](crate::Principal) extension, unless configured.
+    pub const DEFAULT_PRINCIPAL: &str = "anonymous";
+
+    /// Response headers stored and replayed by default: those that describe the representation or where it lives.
+    /// Anything per-exchange (dates, request ids, cookies, hop-by-hop headers) is left out: replaying it would lie.
+    pub const DEFAULT_STORED_HEADERS: [HeaderName; 7] = [
+        http::header::CONTENT_TYPE,
+        http::header::CONTENT_LANGUAGE,
+        http::header::CONTENT_LOCATION,
+        http::header::LOCATION,
+        http::header::ETAG,
+        http::header::LAST_MODIFIED,
+        http::header::CACHE_CONTROL,
+    ];
+
     /// A layer over `store` with every default: a key required, 8 MiB limits, 30 s default timeout capped at
     /// 300 s, 10 s grace, an expired dispatch becomes `outcome_unknown`, principal `anonymous`.
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
@@ -214,14 +214,14 @@ impl IdempotencyLayerBuilder {
             settings: Settings {
                 store,
                 require_key: true,
-                body_limit: DEFAULT_BODY_LIMIT,
-                response_limit: DEFAULT_BODY_LIMIT,
-                default_timeout: DEFAULT_TIMEOUT,
-                max_timeout: DEFAULT_MAX_TIMEOUT,
-                grace: DEFAULT_GRACE,
+                body_limit: IdempotencyLayer::DEFAULT_BODY_LIMIT,
+                response_limit: IdempotencyLayer::DEFAULT_BODY_LIMIT,
+                default_timeout: IdempotencyLayer::DEFAULT_TIMEOUT,
+                max_timeout: IdempotencyLayer::DEFAULT_MAX_TIMEOUT,
+                grace: IdempotencyLayer::DEFAULT_GRACE,
                 expired_dispatch: ExpiredDispatch::OutcomeUnknown,
-                default_principal: DEFAULT_PRINCIPAL.to_owned(),
-                stored_headers: DEFAULT_STORED_HEADERS.to_vec(),
+                default_principal: IdempotencyLayer::DEFAULT_PRINCIPAL.to_owned(),
+                stored_headers: IdempotencyLayer::DEFAULT_STORED_HEADERS.to_vec(),
                 max_retry_after: Duration::from_secs(1),
                 first_write_wait: Duration::from_secs(2),
                 write_backoff: Backoff::full_jitter(Duration::from_millis(100), Duration::from_secs(5))
@@ -283,7 +283,7 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// Another response header to store and replay, besides [`DEFAULT_STORED_HEADERS`].
+    /// Another response header to store and replay, besides [`IdempotencyLayer::DEFAULT_STORED_HEADERS`].
     pub fn store_header(mut self, name: HeaderName) -> Self {
         if !self.settings.stored_headers.contains(&name) {
             self.settings.stored_headers.push(name);

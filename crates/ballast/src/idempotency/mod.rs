@@ -28,10 +28,7 @@ use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
 use tower::{Service, ServiceExt as _};
 
-pub use layer::{
-    DEFAULT_BODY_LIMIT, DEFAULT_GRACE, DEFAULT_MAX_TIMEOUT, DEFAULT_PRINCIPAL, DEFAULT_STORED_HEADERS,
-    DEFAULT_TIMEOUT, IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer,
-};
+pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer};
 pub use markers::{NotStored, OutcomeUnknown, Principal};
 pub use reaper::spawn_reaper;
 pub use status::{OperationStatus, operation_status, operations_route};
