@@ -10,7 +10,9 @@
 //!   do not count as chunks: a model that only keeps the connection alive is stalled);
 //! - the call's deadline passes ([`StreamErrorKind::Deadline`]);
 //! - the upstream sends an error event (`data: {"error": ...}`) ([`StreamErrorKind::Upstream`]), or a chunk that
-//!   is not a chunk ([`StreamErrorKind::Malformed`]).
+//!   is not a chunk ([`StreamErrorKind::Malformed`]);
+//! - an event outgrows the transport's body limit without ending ([`StreamErrorKind::EventTooLarge`]): the
+//!   stream is not buffered without bound.
 //!
 //! Tokens: a chunk's `usage` (sent when the request asks `stream_options.include_usage`) is recorded in the
 //! report as the answer's when the stream ends with `[DONE]`, as a failed attempt's when it fails after.
@@ -53,6 +55,11 @@ pub enum StreamErrorKind {
     Upstream(Value),
     /// The upstream sent an event that is not a chunk.
     Malformed(String),
+    /// The upstream sent an event (or a line) longer than the transport's body limit without ending it.
+    EventTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 /// The failure that ends a stream after its commit point, with the report as it stood.
@@ -89,6 +96,10 @@ fn describe(kind: &StreamErrorKind) -> String {
         StreamErrorKind::Malformed(reason) => {
             format!("the upstream sent an event that is not a chunk: {reason}")
         }
+        StreamErrorKind::EventTooLarge { limit } => format!(
+            "the upstream sent an event of over {limit} bytes (the transport's body limit) and the stream was \
+             stopped; the answer is incomplete"
+        ),
     }
 }
 
@@ -137,14 +148,17 @@ impl ChatStream {
             handoff,
         } = committed;
         let (parts, first) = response.into_parts();
-        let mut decoder = SseDecoder::default();
+        let remainder = handoff.and_then(|h| h.take());
+        // Without a remainder every byte is in `first`, which the transport bounded already.
+        let event_limit = remainder.as_ref().map_or(first.len(), |r| r.event_limit);
+        let mut decoder = SseDecoder::new(event_limit);
         decoder.push(&first);
         let report = tried.reports[index].clone();
         let tried = std::sync::Arc::new(tried);
         let reader = Reader {
             route: client.name().to_owned(),
             decoder,
-            body: handoff.and_then(|h| h.take()).map(|r| r.body),
+            body: remainder.map(|r| r.body),
             idle: client.inner.route.stream_idle_timeout,
             deadline: ctx.effective_deadline(),
             last_chunk: clock::now(),
@@ -228,8 +242,15 @@ impl Reader {
     /// The next chunk, the end (`None`, only after `[DONE]`), or the failure.
     async fn next_item(&mut self) -> Option<Result<ChatChunk, StreamError>> {
         loop {
-            if let Some(event) = self.decoder.next_event() {
-                return self.on_event(&event);
+            match self.decoder.next_event() {
+                Ok(Some(event)) => return self.on_event(&event),
+                Ok(None) => {}
+                Err(too_large) => {
+                    let kind = StreamErrorKind::EventTooLarge {
+                        limit: too_large.limit,
+                    };
+                    return Some(Err(self.fail(kind)));
+                }
             }
             let Some(body) = self.body.as_mut() else {
                 return Some(Err(self.fail(StreamErrorKind::Cut)));
@@ -292,3 +313,6 @@ impl Reader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

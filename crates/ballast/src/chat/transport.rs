@@ -65,7 +65,7 @@ impl fmt::Debug for ChatTransport {
 
 impl ChatTransport {
     /// Sends with `client` (the URL is the request's absolute URI) and reads answers of at most `body_limit`
-    /// bytes (a stream's limit is on what is read before its first event).
+    /// bytes (a stream's limit is on what is read before its first event, then on each event).
     pub fn http(client: reqwest::Client, body_limit: usize) -> Self {
         let send = move |request: Request<Bytes>| -> BoxFuture<'static, Result<Response<RawBody>, Error>> {
             let client = client.clone();
@@ -129,6 +129,8 @@ pub(crate) struct StreamHandoff(Arc<Mutex<Option<Remainder>>>);
 /// The unread part of a streamed answer.
 pub(crate) struct Remainder {
     pub(crate) body: RawBody,
+    /// The most bytes one event of it may hold: the transport's body limit.
+    pub(crate) event_limit: usize,
 }
 
 impl fmt::Debug for Remainder {
@@ -194,7 +196,7 @@ async fn read_whole(mut body: RawBody, limit: usize) -> Result<Bytes, Error> {
 /// Reads `body` until its first whole event; puts the rest in `handoff`; returns the bytes read.
 async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHandoff) -> Result<Bytes, Error> {
     let mut read = BytesMut::new();
-    let mut decoder = SseDecoder::default();
+    let mut decoder = SseDecoder::new(limit);
     loop {
         let Some(frame) = body.frame().await else {
             return Err(Error::transport(true, "the stream ended before its first event"));
@@ -206,7 +208,8 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
         if read.len() > limit {
             return Err(Error::BodyTooLarge { limit });
         }
-        if let Some(first) = decoder.next_event() {
+        let first = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })?;
+        if let Some(first) = first {
             if first.trim() == DONE {
                 // No chunk at all: committing would give the caller an empty answer that ends as if it went well.
                 return Err(Error::transport(
@@ -220,7 +223,10 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
                     format!("the stream's first event is an error: {first}"),
                 ));
             }
-            handoff.put(Remainder { body });
+            handoff.put(Remainder {
+                body,
+                event_limit: limit,
+            });
             return Ok(read.freeze());
         }
     }
