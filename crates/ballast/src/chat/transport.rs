@@ -12,7 +12,8 @@
 //!
 //! A first event that is an error object (`data: {"error": ...}`, sent by some providers inside a 200 stream) is
 //! no first chunk: the attempt fails as a transport error after sending, retried like a reset. A stream that
-//! ends before any event, or whose first event is `[DONE]` (no chunk at all), is the same.
+//! ends before any event, whose first event is `[DONE]` (no chunk at all), or whose first event is not a chunk
+//! (not JSON, no `choices`: a proxy's page, a truncated event), is the same.
 //!
 //! Failures are sorted as the other transports sort them (see [`HttpTransport`](crate::HttpTransport)): a
 //! connection never made is `{ sent: false }`, anything after is `{ sent: true }` or a timeout.
@@ -29,6 +30,7 @@ use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
 use tower::{Service, ServiceExt as _};
 
+use super::ChatChunk;
 use super::sse::{DONE, SseDecoder};
 use crate::transport::sort_error;
 use crate::{BoxError, Error, clock};
@@ -223,6 +225,13 @@ async fn read_first_event(mut body: RawBody, limit: usize, handoff: &StreamHando
                     format!("the stream's first event is an error: {first}"),
                 ));
             }
+            if let Err(error) = serde_json::from_str::<ChatChunk>(&first) {
+                // Not a chunk: nothing the caller could be handed yet, so no commit — retried like a reset.
+                return Err(Error::transport(
+                    true,
+                    format!("the stream's first event is not a chunk ({error}): {first}"),
+                ));
+            }
             handoff.put(Remainder {
                 body,
                 event_limit: limit,
@@ -282,5 +291,23 @@ mod tests {
             .expect_err("no chunk, no commit");
         assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
         assert!(handoff.take().is_none());
+    }
+
+    /// Regression: a first event that is not a chunk (a proxy's text, JSON without `choices`) was committed, so
+    /// the stream failed at once as `Malformed` with no retry and no fallback — although nothing had reached the
+    /// caller yet. It is a failed attempt before the commit point, retried like a reset.
+    #[tokio::test]
+    async fn a_first_event_that_is_not_a_chunk_is_a_failed_attempt_not_a_commit() {
+        for first in [
+            &b"data: upstream busy, try later\n\ndata: [DONE]\n\n"[..],
+            &b"data: {\"object\": \"chat.completion.chunk\"}\n\ndata: [DONE]\n\n"[..],
+        ] {
+            let handoff = StreamHandoff::default();
+            let error = read_first_event(body(first), 1 << 10, &handoff)
+                .await
+                .expect_err("no chunk, no commit");
+            assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+            assert!(handoff.take().is_none());
+        }
     }
 }
