@@ -145,6 +145,24 @@ async fn by_default_a_context_length_error_is_answered() {
     assert_eq!(upstreams.count("fallback"), 0);
 }
 
+/// Regression: the error of a context-length answer said only `agent: the upstream answered 400` — neither that
+/// the request did not fit the context window nor what to do. It now carries the upstream's message and why the
+/// route stopped, with what the caller can do.
+#[tokio::test(start_paused = true)]
+async fn an_upstream_error_says_what_happened_and_what_to_do() {
+    let upstreams = Upstreams::new(&[("primary", context_of(1_000)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let error = route.complete(call(&long_conversation())).await.unwrap_err();
+    let ChatError::Upstream { body, report, .. } = &error else {
+        panic!("{error}")
+    };
+    let text = error.to_string();
+    let upstream_message = body["error"]["message"].as_str().expect("the upstream's message");
+    assert!(text.contains(upstream_message), "{text}");
+    let stop = report.stop.expect("why the route stopped");
+    assert!(text.contains(&stop.to_string()), "{text}");
+}
+
 /// Issue 6, test 5: unknown request fields reach the upstream unchanged, unknown response fields reach the
 /// caller unchanged; the answer's tokens are in the report.
 #[tokio::test(start_paused = true)]

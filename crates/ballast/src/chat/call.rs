@@ -72,8 +72,9 @@ pub struct ChatAnswer {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ChatError {
-    /// The last deployment tried answered with an error, which was not retried (further).
-    #[error("{route}: the upstream answered {status}")]
+    /// The last deployment tried answered with an error, which was not retried (further). The message carries
+    /// the upstream's own message and why Ballast stopped there (what the caller can do).
+    #[error("{route}: the upstream answered {status}{}", upstream_detail(body, report))]
     Upstream {
         /// The route.
         route: String,
@@ -129,6 +130,20 @@ impl ChatError {
             ChatError::Malformed { .. } | ChatError::UnknownRoute(_) => ErrorCode::UpstreamError,
         }
     }
+}
+
+/// What the upstream said (`error.message`, or Ollama's `error` string) and why the last deployment stopped.
+fn upstream_detail(body: &Value, report: &OutcomeReport) -> String {
+    let error = body.get("error");
+    let message = error
+        .and_then(|e| e.get("message"))
+        .or(error)
+        .and_then(Value::as_str);
+    let mut detail = message.map(|m| format!(": {m}")).unwrap_or_default();
+    if let Some(stop) = &last(report).stop {
+        detail.push_str(&format!(" ({stop})"));
+    }
+    detail
 }
 
 /// The report of the last deployment tried.
