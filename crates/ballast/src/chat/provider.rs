@@ -33,6 +33,7 @@ use ballast_core::ProblemKind;
 use serde_json::{Map, Value};
 
 mod context;
+mod quota;
 #[cfg(test)]
 mod tests;
 
@@ -120,9 +121,12 @@ impl ProviderError {
             }
             _ => None,
         };
+        let spent =
+            structured.is_none() && status >= 400 && fields.message.as_deref().is_some_and(quota::recognise);
         let kind = match (structured, overflow) {
             (Some(kind), _) => kind,
             (None, Some(_)) => ProviderErrorKind::ContextLength,
+            (None, None) if spent => ProviderErrorKind::InsufficientQuota,
             (None, None) => kind_of_status(status),
         };
         let tokens = match kind {

@@ -27,7 +27,7 @@ type Case = (
 /// be classified as.
 #[test]
 fn captured_bodies_are_classified_as_expected() {
-    let cases: [Case; 13] = [
+    let cases: [Case; 14] = [
         (
             "openai context_length_exceeded",
             400,
@@ -39,6 +39,13 @@ fn captured_bodies_are_classified_as_expected() {
             "openai insufficient_quota",
             429,
             include_bytes!("fixtures/openai_insufficient_quota.json"),
+            InsufficientQuota,
+            None,
+        ),
+        (
+            "anthropic credit balance too low",
+            400,
+            include_bytes!("fixtures/anthropic_credit_balance_too_low.json"),
             InsufficientQuota,
             None,
         ),
