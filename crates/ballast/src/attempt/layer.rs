@@ -5,6 +5,7 @@ use std::time::Duration;
 use tower::Layer;
 
 use super::AttemptService;
+use super::headers::PerTry;
 
 /// Bounds, labels and records each attempt: the innermost layer before the transport.
 ///
@@ -39,7 +40,7 @@ impl<S> Layer<S> for AttemptLayer {
     fn layer(&self, inner: S) -> Self::Service {
         AttemptService {
             inner,
-            per_try: self.per_try,
+            per_try: PerTry::new(self.per_try),
         }
     }
 }

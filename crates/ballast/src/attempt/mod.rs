@@ -68,7 +68,7 @@ use tower::{Service, ServiceExt as _};
 pub use layer::AttemptLayer;
 
 use self::background::{Detached, run_detached};
-use self::headers::set_attempt_headers;
+use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
 use crate::deadline::kind_for_method;
 use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
@@ -80,7 +80,7 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 #[derive(Clone, Debug)]
 pub struct AttemptService<S> {
     inner: S,
-    per_try: Duration,
+    per_try: PerTry,
 }
 
 impl<S> Service<Request<Bytes>> for AttemptService<S>
@@ -98,7 +98,7 @@ where
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        Box::pin(attempt(self.inner.clone(), self.per_try, request))
+        Box::pin(attempt(self.inner.clone(), self.per_try.clone(), request))
     }
 }
 
@@ -136,7 +136,7 @@ impl Call {
 /// One attempt: refused, or labelled, started, bounded and recorded.
 async fn attempt<S>(
     inner: S,
-    per_try: Duration,
+    per_try: PerTry,
     mut request: Request<Bytes>,
 ) -> Result<Response<Bytes>, Error>
 where
@@ -149,11 +149,11 @@ where
     }
     let now = clock::now();
     let timeout = match call.deadline {
-        Some(deadline) => deadline.attempt_timeout(per_try, now)?,
-        None => per_try,
+        Some(deadline) => deadline.attempt_timeout(per_try.timeout, now)?,
+        None => per_try.timeout,
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
-    set_attempt_headers(request.headers_mut(), timeout, number, call.hop);
+    set_attempt_headers(request.headers_mut(), &per_try, timeout, number, call.hop);
     // Only a side-effecting attempt may outlive its caller and log its key.
     let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
         .then(|| request.headers().get(IDEMPOTENCY_KEY))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision};
 use bytes::Bytes;
 use futures::future::poll_fn;
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
@@ -160,13 +160,22 @@ async fn back_off(cancel: &CancellationToken, after: Duration) -> Result<(), Err
     }
 }
 
+/// Headers an attempt layer below adds to each attempt (`ballast-timeout-ms`, `x-envoy-expected-rq-timeout-ms`,
+/// `ballast-attempt`, `ballast-hop`): the copy has room for them, so adding them never grows it.
+const ATTEMPT_HEADERS: usize = 4;
+
 /// A copy of `request` for attempt `number`: the same method, URI, version, headers, extensions and body.
 fn attempt_request(request: &Request<Bytes>, number: u32) -> Request<Bytes> {
     let mut copy = Request::new(request.body().clone());
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = request.uri().clone();
     *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
+    // Built with room to spare rather than cloned: a clone is full, and the attempt's headers would grow it twice.
+    let mut headers = HeaderMap::with_capacity(request.headers().len() + ATTEMPT_HEADERS);
+    for (name, value) in request.headers() {
+        headers.append(name.clone(), value.clone());
+    }
+    *copy.headers_mut() = headers;
     *copy.extensions_mut() = request.extensions().clone();
     copy.extensions_mut().insert(AttemptNumber(number));
     copy
