@@ -104,7 +104,13 @@ mod tests {
     #[test]
     fn a_timeout_under_a_millisecond_is_never_zero() {
         let mut headers = HeaderMap::new();
-        set_attempt_headers(&mut headers, &PerTry::new(Duration::from_secs(2)), Duration::from_micros(300), 1, 0);
+        set_attempt_headers(
+            &mut headers,
+            &PerTry::new(Duration::from_secs(2)),
+            Duration::from_micros(300),
+            1,
+            0,
+        );
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "1");
         assert_eq!(headers[BALLAST_HOP], "1");
     }

@@ -134,11 +134,7 @@ impl Call {
 }
 
 /// One attempt: refused, or labelled, started, bounded and recorded.
-async fn attempt<S>(
-    inner: S,
-    per_try: PerTry,
-    mut request: Request<Bytes>,
-) -> Result<Response<Bytes>, Error>
+async fn attempt<S>(inner: S, per_try: PerTry, mut request: Request<Bytes>) -> Result<Response<Bytes>, Error>
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,

@@ -90,7 +90,22 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        self.call_shared(request)
+    }
+}
+
+impl<S> DeadlineService<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    /// [`Service::call`] through a shared reference: the service is always ready and keeps nothing per call, so
+    /// a `ToolClient` calls one stack for all its calls instead of cloning and boxing it for each.
+    pub(crate) fn call_shared(
+        &self,
+        mut request: Request<Bytes>,
+    ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
         let inner = self.inner.clone();
         let settings = self.settings.clone();
         Box::pin(async move {

@@ -7,7 +7,6 @@ use ballast_config::{Config, ToolConfig, ToolFallback};
 use ballast_core::{AdmissionConfig, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{Request, Response};
-use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceBuilder};
 
 use super::ToolClient;
@@ -125,7 +124,7 @@ where
     })?;
     let breaker = Arc::new(CircuitBreaker::seeded(tool.breaker, None));
     let budget = tool.budget.build();
-    let stack: Stack = BoxCloneSyncService::new(
+    let stack: Stack = Arc::new(
         ServiceBuilder::new()
             .layer(DeadlineLayer::new(server.default_timeout))
             .layer(admission)

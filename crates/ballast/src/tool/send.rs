@@ -1,4 +1,4 @@
-//! The call through the stack: the request (built once, refused when too large) and the 409 "in progress" wait.
+//! The call through the stack: the request (refused when too large) and the 409 "in progress" wait.
 //!
 //! Why the client polls and not the retry layer: a 409 in progress is an answer to wait on for as long as the
 //! deadline allows, not a failure to retry a few times. Each poll is a trip through the whole stack (deadline,
@@ -9,7 +9,6 @@
 use ballast_core::{ProblemKind, ResponseInfo, StopReason};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use tower::ServiceExt as _;
 
 use super::poll::PollWaits;
 use super::{ToolCall, ToolClient};
@@ -22,12 +21,20 @@ impl ToolClient {
     /// `poll.rs`) and asks again, until another answer, the deadline or cancellation.
     pub(super) async fn send_until_settled(
         &self,
-        template: &Request<Bytes>,
+        first: Request<Bytes>,
+        call: &ToolCall,
         ctx: &CallContext,
     ) -> Result<Response<Bytes>, Error> {
         let mut waits: Option<PollWaits> = None;
+        let mut request = Some(first);
         loop {
-            let response = self.send(template, ctx).await?;
+            // A poll sends the same request again, built anew: cheaper for the common call, which never polls,
+            // than a copy of the first kept in case.
+            let request = match request.take() {
+                Some(request) => request,
+                None => self.request(call, ctx)?,
+            };
+            let response = self.send(request, ctx).await?;
             let Some(info) = in_progress(&response) else {
                 return Ok(response);
             };
@@ -56,17 +63,16 @@ impl ToolClient {
         }
     }
 
-    /// One trip through the stack: a copy of `template` carrying the call's context and the poll marker.
-    async fn send(&self, template: &Request<Bytes>, ctx: &CallContext) -> Result<Response<Bytes>, Error> {
-        let mut request = template.clone();
+    /// One trip through the stack: `request` carrying the call's context and the poll marker.
+    async fn send(&self, mut request: Request<Bytes>, ctx: &CallContext) -> Result<Response<Bytes>, Error> {
         request.extensions_mut().insert(ctx.clone());
         request.extensions_mut().insert(Polling {
             attempts_before: attempts_so_far(&ctx.report),
         });
-        self.inner.stack.clone().oneshot(request).await
+        self.inner.stack.call(request).await
     }
 
-    /// The call's request, without its context: built once for every poll. Arguments whose JSON is over the
+    /// The call's request, without its context (built again for each poll). Arguments whose JSON is over the
     /// server's `body_limit` are refused here, before anything is sent.
     pub(super) fn request(&self, call: &ToolCall, ctx: &CallContext) -> Result<Request<Bytes>, Error> {
         let upstream = &self.inner.tool.upstream;
