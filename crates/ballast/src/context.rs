@@ -82,6 +82,16 @@ pub async fn scope<F: Future>(deadline: Deadline, future: F) -> F::Output {
     DEADLINE.scope(deadline, future).await
 }
 
+/// [`scope`] as a named future, the deadline in scope read now: what a layer returns from `call` (one future
+/// fewer to nest and move than the `async fn`).
+pub(crate) fn scoped<F: Future>(
+    deadline: Deadline,
+    future: F,
+) -> tokio::task::futures::TaskLocalFuture<Deadline, F> {
+    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
+    DEADLINE.scope(deadline, future)
+}
+
 /// The deadline of the enclosing [`scope`], if any.
 pub fn current_deadline() -> Option<Deadline> {
     DEADLINE.try_with(|d| *d).ok()

@@ -41,7 +41,7 @@ fn timeout_value(timeout: Duration) -> HeaderValue {
 
 /// The values of the numbers an attempt almost always carries (attempt numbers and hops are small): static,
 /// so a header costs no allocation.
-const SMALL_NUMBERS: [HeaderValue; 10] = [
+static SMALL_NUMBERS: [HeaderValue; 10] = [
     HeaderValue::from_static("0"),
     HeaderValue::from_static("1"),
     HeaderValue::from_static("2"),

@@ -102,19 +102,36 @@ where
 {
     /// [`Service::call`] through a shared reference: the service is always ready and keeps nothing per call, so
     /// a `ToolClient` calls one stack for all its calls instead of cloning and boxing it for each.
+    ///
+    /// The call enters the layer here, when it is called (as tower's own `Timeout` starts its timer in `call`):
+    /// its context is settled and its deadline checked now; the future holds the rest of it.
     pub(crate) fn call_shared(
         &self,
         mut request: Request<Bytes>,
     ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
-        let inner = self.inner.clone();
-        let settings = self.settings.clone();
-        Box::pin(async move {
-            let start = clock::now();
-            let ctx = settle_context(&settings, &mut request, start);
-            let result = bounded(inner, request, &ctx, start).await;
+        let start = clock::now();
+        let ctx = settle_context(&self.settings, &mut request, start);
+        let deadline = ctx.deadline;
+        if let Err(refused) = deadline.attempt_timeout(Duration::MAX, start) {
+            let result = Err(refused.into());
+            record(&ctx, start, &result);
+            return Box::pin(std::future::ready(result));
+        }
+        let mut inner = self.inner.clone();
+        let expiry = clock::to_tokio(deadline.instant());
+        // One future, built in place: the inner call runs in the deadline's scope, dropped at the deadline or on
+        // cancellation.
+        Box::pin(context::scoped(deadline, async move {
+            let result = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => Err(Error::Cancelled),
+                outcome = tokio::time::timeout_at(expiry, async move { inner.ready().await?.call(request).await }) => {
+                    outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
+                }
+            };
             record(&ctx, start, &result);
             result
-        })
+        }))
     }
 }
 
@@ -149,33 +166,6 @@ fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: I
         }
     });
     ctx
-}
-
-/// Runs the inner call in the deadline's scope, refused at once when the deadline cannot hold an attempt, and
-/// dropped at the deadline or on cancellation.
-async fn bounded<S>(
-    mut inner: S,
-    request: Request<Bytes>,
-    ctx: &CallContext,
-    now: Instant,
-) -> Result<Response<Bytes>, Error>
-where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
-{
-    let deadline = ctx.deadline;
-    deadline.attempt_timeout(Duration::MAX, now)?;
-    let call = async move { inner.ready().await?.call(request).await };
-    let expiry = clock::to_tokio(deadline.instant());
-    context::scope(deadline, async {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(Error::Cancelled),
-            outcome = tokio::time::timeout_at(expiry, call) => {
-                outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
-            }
-        }
-    })
-    .await
 }
 
 /// The error of a call dropped at its deadline: nothing left, and what an attempt would have needed.
