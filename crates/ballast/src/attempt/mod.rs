@@ -60,6 +60,7 @@ use std::time::Duration;
 
 use ballast_core::{CallKind, Deadline};
 use bytes::Bytes;
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
@@ -98,7 +99,7 @@ where
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        Box::pin(attempt(self.inner.clone(), self.per_try.clone(), request))
+        attempt(self.inner.clone(), &self.per_try, request)
     }
 }
 
@@ -134,22 +135,33 @@ impl Call {
 }
 
 /// One attempt: refused, or labelled, started, bounded and recorded.
-async fn attempt<S>(inner: S, per_try: PerTry, mut request: Request<Bytes>) -> Result<Response<Bytes>, Error>
+///
+/// The attempt starts when it is called (as tower's own `Timeout` starts its timer in `call`): it is refused,
+/// labelled and its report line started now, and the future only sends it and waits for the answer — a smaller
+/// future, with the request in it once.
+fn attempt<S>(
+    inner: S,
+    per_try: &PerTry,
+    mut request: Request<Bytes>,
+) -> BoxFuture<'static, Result<Response<Bytes>, Error>>
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
 {
     let call = Call::of(&request);
     if call.cancel.is_cancelled() {
-        return Err(Error::Cancelled);
+        return Box::pin(std::future::ready(Err(Error::Cancelled)));
     }
     let now = clock::now();
     let timeout = match call.deadline {
-        Some(deadline) => deadline.attempt_timeout(per_try.timeout, now)?,
+        Some(deadline) => match deadline.attempt_timeout(per_try.timeout, now) {
+            Ok(timeout) => timeout,
+            Err(refused) => return Box::pin(std::future::ready(Err(refused.into()))),
+        },
         None => per_try.timeout,
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
-    set_attempt_headers(request.headers_mut(), &per_try, timeout, number, call.hop);
+    set_attempt_headers(request.headers_mut(), per_try, timeout, number, call.hop);
     // Only a side-effecting attempt may outlive its caller and log its key.
     let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
         .then(|| request.headers().get(IDEMPOTENCY_KEY))
@@ -158,6 +170,7 @@ where
         .map(str::to_owned);
     let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);
     let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
+    let cancel = call.cancel;
     match call.kind {
         CallKind::SideEffectingTool(_) => {
             let detached = Detached {
@@ -166,32 +179,31 @@ where
                 idempotency_key,
                 deadline: call.deadline,
             };
-            run_detached(sending, detached, &call.cancel).await
+            Box::pin(async move { run_detached(sending, detached, &cancel).await })
         }
-        CallKind::Model | CallKind::ReadOnlyTool => {
+        CallKind::Model | CallKind::ReadOnlyTool => Box::pin(async move {
             let outcome = tokio::select! {
                 biased;
-                () = call.cancel.cancelled() => Err(Error::Cancelled),
+                () = cancel.cancelled() => Err(Error::Cancelled),
                 outcome = sending => outcome,
             };
             recorder.finish(&outcome);
             outcome
-        }
+        }),
     }
 }
 
 /// Sends `request` and waits for the answer until `expiry` ([`Error::Timeout`] after `timeout`).
-async fn send<S>(
+fn send<S>(
     mut inner: S,
     request: Request<Bytes>,
     expiry: tokio::time::Instant,
     timeout: Duration,
-) -> Result<Response<Bytes>, Error>
+) -> impl Future<Output = Result<Response<Bytes>, Error>> + Send + 'static
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
+    S::Future: Send + 'static,
 {
     let exchange = async move { inner.ready().await?.call(request).await };
-    tokio::time::timeout_at(expiry, exchange)
-        .await
-        .unwrap_or(Err(Error::Timeout { after: timeout }))
+    tokio::time::timeout_at(expiry, exchange).map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
 }
