@@ -205,5 +205,6 @@ where
     S::Future: Send + 'static,
 {
     let exchange = async move { inner.ready().await?.call(request).await };
-    tokio::time::timeout_at(expiry, exchange).map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
+    tokio::time::timeout_at(expiry, exchange)
+        .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
 }

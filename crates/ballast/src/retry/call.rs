@@ -137,11 +137,11 @@ async fn attempt<S>(
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
 {
-    let copy = attempt_request(request, number);
     let recorded_before = recorded(report);
     let started = clock::now();
+    // The copy is made once the service below is ready, straight into its call: never held across a wait.
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
-        Ok(()) => inner.call(copy).await,
+        Ok(()) => inner.call(attempt_request(request, number)).await,
         Err(error) => Err(error),
     };
     let ended = clock::now();
