@@ -119,7 +119,10 @@ impl ToolClient {
         let started = clock::now();
         let ctx = self.context(&call, report, started);
         let result = match self.request(&call, &ctx) {
-            Ok(request) => self.send_until_settled(request, &call, &ctx).await,
+            Ok(request) => {
+                let first = self.send(request, &ctx);
+                self.send_until_settled(first, &call, &ctx).await
+            }
             Err(refused) => Err(refused),
         };
         // Each trip through the stack wrote its own total; the call's runs from its start, fallback included.

@@ -8,6 +8,7 @@
 
 use ballast_core::{ProblemKind, ResponseInfo, StopReason};
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http::{HeaderValue, Request, Response, StatusCode};
 
 use super::poll::PollWaits;
@@ -19,22 +20,19 @@ use crate::{CallContext, Error, Report, classify_response, clock};
 impl ToolClient {
     /// Sends the call through the stack; while the upstream answers 409 "in progress" for this key, waits (see
     /// `poll.rs`) and asks again, until another answer, the deadline or cancellation.
+    ///
+    /// `first` is the call's first trip, already under way ([`ToolClient::send`]): the request itself is never
+    /// held here, where every poll would carry it.
     pub(super) async fn send_until_settled(
         &self,
-        first: Request<Bytes>,
+        first: BoxFuture<'static, Result<Response<Bytes>, Error>>,
         call: &ToolCall,
         ctx: &CallContext,
     ) -> Result<Response<Bytes>, Error> {
         let mut waits: Option<PollWaits> = None;
-        let mut request = Some(first);
+        let mut trip = first;
         loop {
-            // A poll sends the same request again, built anew: cheaper for the common call, which never polls,
-            // than a copy of the first kept in case.
-            let request = match request.take() {
-                Some(request) => request,
-                None => self.request(call, ctx)?,
-            };
-            let response = self.send(request, ctx).await?;
+            let response = trip.await?;
             let Some(info) = in_progress(&response) else {
                 return Ok(response);
             };
@@ -60,16 +58,23 @@ impl ToolClient {
                 () = ctx.cancel.cancelled() => return Err(Error::Cancelled),
                 () = clock::sleep_until(now + wait) => {}
             }
+            // A poll sends the same request again, built anew: cheaper for the common call, which never polls,
+            // than a copy of the first kept in case.
+            trip = self.send(self.request(call, ctx)?, ctx);
         }
     }
 
     /// One trip through the stack: `request` carrying the call's context and the poll marker.
-    async fn send(&self, mut request: Request<Bytes>, ctx: &CallContext) -> Result<Response<Bytes>, Error> {
+    pub(super) fn send(
+        &self,
+        mut request: Request<Bytes>,
+        ctx: &CallContext,
+    ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
         request.extensions_mut().insert(ctx.clone());
         request.extensions_mut().insert(Polling {
             attempts_before: attempts_so_far(&ctx.report),
         });
-        self.inner.stack.call(request).await
+        self.inner.stack.call(request)
     }
 
     /// The call's request, without its context (built again for each poll). Arguments whose JSON is over the
