@@ -24,13 +24,28 @@ use super::headers::PerTry;
 #[derive(Clone, Copy, Debug)]
 pub struct AttemptLayer {
     per_try: Duration,
+    /// The call's `cancel` token is watched by a layer above that drops the attempt when it fires (a
+    /// `ToolClient`'s stack, under its `DeadlineLayer`): a read-only attempt need not watch it too.
+    cancel_watched_above: bool,
 }
 
 impl AttemptLayer {
     /// A layer giving each attempt at most `per_try`, and never more than the call's deadline leaves after its
     /// reserve.
     pub fn new(per_try: Duration) -> Self {
-        AttemptLayer { per_try }
+        AttemptLayer {
+            per_try,
+            cancel_watched_above: false,
+        }
+    }
+
+    /// The same layer under a layer that watches each call's `cancel` token and drops the call (and so the
+    /// attempt) the moment it fires, first — a [`DeadlineLayer`](crate::DeadlineLayer), whose biased `select`
+    /// polls the token before the call. A read-only attempt then does not watch the token itself: one watch
+    /// per call instead of two, the same outcome (the attempt is dropped and its recorder records it cancelled).
+    pub(crate) fn cancel_watched_above(mut self) -> Self {
+        self.cancel_watched_above = true;
+        self
     }
 }
 
@@ -41,6 +56,7 @@ impl<S> Layer<S> for AttemptLayer {
         AttemptService {
             inner,
             per_try: PerTry::new(self.per_try),
+            cancel_watched_above: self.cancel_watched_above,
         }
     }
 }

@@ -82,6 +82,7 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub struct AttemptService<S> {
     inner: S,
     per_try: PerTry,
+    cancel_watched_above: bool,
 }
 
 impl<S> Service<Request<Bytes>> for AttemptService<S>
@@ -99,7 +100,12 @@ where
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        attempt(self.inner.clone(), &self.per_try, request)
+        attempt(
+            self.inner.clone(),
+            &self.per_try,
+            self.cancel_watched_above,
+            request,
+        )
     }
 }
 
@@ -142,6 +148,7 @@ impl Call {
 fn attempt<S>(
     inner: S,
     per_try: &PerTry,
+    cancel_watched_above: bool,
     mut request: Request<Bytes>,
 ) -> BoxFuture<'static, Result<Response<Bytes>, Error>>
 where
@@ -181,6 +188,13 @@ where
             };
             Box::pin(async move { run_detached(sending, detached, &cancel).await })
         }
+        // Dropped with the call when the token fires (see `AttemptLayer::cancel_watched_above`): the recorder's
+        // drop records it cancelled, as the watch below would.
+        CallKind::Model | CallKind::ReadOnlyTool if cancel_watched_above => Box::pin(async move {
+            let outcome = sending.await;
+            recorder.finish(&outcome);
+            outcome
+        }),
         CallKind::Model | CallKind::ReadOnlyTool => Box::pin(async move {
             let outcome = tokio::select! {
                 biased;

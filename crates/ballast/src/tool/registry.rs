@@ -130,7 +130,8 @@ where
             .layer(admission)
             .layer(RetryLayer::new(policy, Arc::clone(&budget)))
             .layer(BreakerLayer::new(Arc::clone(&breaker)))
-            .layer(AttemptLayer::new(tool.per_try_timeout))
+            // The deadline layer above watches the call's token: the attempt need not (one watch per call).
+            .layer(AttemptLayer::new(tool.per_try_timeout).cancel_watched_above())
             .service(transport),
     );
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
