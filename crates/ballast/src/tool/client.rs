@@ -8,7 +8,7 @@ use ballast_config::{ServerConfig, ToolConfig};
 use ballast_core::{CallKind, CircuitBreaker, Deadline, IdempotencyKey, Instant, RetryBudget};
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
@@ -117,10 +117,10 @@ impl ToolClient {
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
-        let ctx = self.context(&call, report, started);
-        let result = match self.request(&call, &ctx) {
+        let (ctx, first) = self.context(&call, report, started);
+        let result = match self.request(&call, first.key) {
             Ok(request) => {
-                let first = self.send(request, &ctx);
+                let first = self.send(request, &ctx, first.attempts_before);
                 self.send_until_settled(first, &call, &ctx).await
             }
             Err(refused) => Err(refused),
@@ -143,8 +143,8 @@ impl ToolClient {
     }
 
     /// The call's context: deadline (the earliest of the call's, the scope's and the run's), run, priority,
-    /// kind, cancellation and the key recorded in the report.
-    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> CallContext {
+    /// kind, cancellation and the key recorded in the report; and what its first trip needs.
+    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> (CallContext, FirstTrip) {
         let server = &self.inner.server;
         let mut deadline = call
             .deadline
@@ -175,11 +175,21 @@ impl ToolClient {
             cancel: Arc::new(cancel),
         };
         let key = tool.side_effects.then(|| self.key_for(call));
+        let key_header = key.as_ref().and_then(|k| HeaderValue::from_str(k.as_str()).ok());
+        // One look at the report for all the call needs from it at the start.
+        let mut attempts_before = 0;
         ctx.report.update(|r| {
             r.target = tool.name.clone();
             r.idempotency_key = key.map(|k| k.as_str().to_owned());
+            attempts_before = super::send::attempts_in(r);
         });
-        ctx
+        (
+            ctx,
+            FirstTrip {
+                key: key_header,
+                attempts_before,
+            },
+        )
     }
 
     /// The operation's key: the caller's, else derived from (run, step, tool, ordinal), else a fresh UUIDv4
@@ -197,6 +207,14 @@ impl ToolClient {
             }
         }
     }
+}
+
+/// What the first trip through the stack needs, read when the context is made.
+struct FirstTrip {
+    /// The `Idempotency-Key` header, for side-effecting calls.
+    key: Option<HeaderValue>,
+    /// Attempts of the operation already in the report (none, unless the caller's report has some).
+    attempts_before: u32,
 }
 
 /// The call's total time, from its start to now (the fallback included).

@@ -15,7 +15,7 @@ use super::poll::PollWaits;
 use super::{ToolCall, ToolClient};
 use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
 use crate::retry::Polling;
-use crate::{CallContext, Error, Report, classify_response, clock};
+use crate::{CallContext, Error, OutcomeReport, Report, classify_response, clock};
 
 impl ToolClient {
     /// Sends the call through the stack; while the upstream answers 409 "in progress" for this key, waits (see
@@ -60,26 +60,31 @@ impl ToolClient {
             }
             // A poll sends the same request again, built anew: cheaper for the common call, which never polls,
             // than a copy of the first kept in case.
-            trip = self.send(self.request(call, ctx)?, ctx);
+            let key = ctx.report.read(|r| {
+                r.idempotency_key
+                    .as_deref()
+                    .and_then(|k| HeaderValue::from_str(k).ok())
+            });
+            trip = self.send(self.request(call, key)?, ctx, attempts_so_far(&ctx.report));
         }
     }
 
-    /// One trip through the stack: `request` carrying the call's context and the poll marker.
+    /// One trip through the stack: `request` carrying the call's context and the poll marker (`attempts_before`:
+    /// the operation's attempts so far).
     pub(super) fn send(
         &self,
         mut request: Request<Bytes>,
         ctx: &CallContext,
+        attempts_before: u32,
     ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
         request.extensions_mut().insert(ctx.clone());
-        request.extensions_mut().insert(Polling {
-            attempts_before: attempts_so_far(&ctx.report),
-        });
+        request.extensions_mut().insert(Polling { attempts_before });
         self.inner.stack.call(request)
     }
 
-    /// The call's request, without its context (built again for each poll). Arguments whose JSON is over the
-    /// server's `body_limit` are refused here, before anything is sent.
-    pub(super) fn request(&self, call: &ToolCall, ctx: &CallContext) -> Result<Request<Bytes>, Error> {
+    /// The call's request with its `Idempotency-Key` (`key`), without its context (built again for each poll).
+    /// Arguments whose JSON is over the server's `body_limit` are refused here, before anything is sent.
+    pub(super) fn request(&self, call: &ToolCall, key: Option<HeaderValue>) -> Result<Request<Bytes>, Error> {
         let upstream = &self.inner.tool.upstream;
         let body = serde_json::to_vec(&call.arguments).map_err(|e| Error::transport(false, e))?;
         let limit = self.inner.server.body_limit;
@@ -102,11 +107,6 @@ impl ToolClient {
             .body(Bytes::from(body))
             .map_err(|e| Error::transport(false, e))?;
         let headers = request.headers_mut();
-        let key = ctx.report.read(|r| {
-            r.idempotency_key
-                .as_deref()
-                .and_then(|k| HeaderValue::from_str(k).ok())
-        });
         if let Some(key) = key {
             headers.insert(IDEMPOTENCY_KEY, key);
         }
@@ -133,5 +133,10 @@ pub(super) fn in_progress(response: &Response<Bytes>) -> Option<ResponseInfo> {
 
 /// The highest attempt number the report holds: the operation's attempts so far.
 fn attempts_so_far(report: &Report) -> u32 {
-    report.read(|r| r.attempts.iter().map(|a| a.number).max().unwrap_or(0))
+    report.read(attempts_in)
+}
+
+/// The highest attempt number in `report`.
+pub(super) fn attempts_in(report: &OutcomeReport) -> u32 {
+    report.attempts.iter().map(|a| a.number).max().unwrap_or(0)
 }
