@@ -38,6 +38,7 @@
 mod body;
 mod http;
 mod service;
+mod urls;
 
 pub use self::http::HttpTransport;
 pub use self::service::ServiceTransport;
