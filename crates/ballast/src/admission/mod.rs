@@ -9,6 +9,7 @@ mod wait;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -17,6 +18,7 @@ use futures::future::BoxFuture;
 use tower::Service;
 
 use crate::Error;
+use crate::transport::{CallNow, call_now};
 use call::Call;
 use slot::{Shared, Slot};
 use wait::Admit;
@@ -67,7 +69,15 @@ where
         let call = Call::of(&request);
         let inner = self.inner.clone();
         match wait::offer(&self.shared, &call) {
-            Admit::Run(slot) => Box::pin(run(slot, inner, request)),
+            // The layers below are always ready: called now, the future holds their future, not the request.
+            Admit::Run(slot) => {
+                let mut inner = inner;
+                match call_now(&mut inner, request) {
+                    CallNow::Called(call) => Box::pin(release_after(slot, call)),
+                    CallNow::Failed(error) => Box::pin(std::future::ready(Err(error))),
+                    CallNow::NotReady(request) => Box::pin(run(slot, inner, request)),
+                }
+            }
             Admit::Refused(refused) => {
                 call.record(&refused);
                 Box::pin(std::future::ready(Err(refused)))
@@ -87,7 +97,7 @@ where
 
 /// Runs `request` through `inner` holding `slot` until the answer (or the drop).
 async fn run<S>(
-    mut slot: Slot,
+    slot: Slot,
     mut inner: S,
     request: http::Request<Bytes>,
 ) -> Result<http::Response<Bytes>, Error>
@@ -95,7 +105,15 @@ where
     S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>,
 {
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-    let result = inner.call(request).await;
+    release_after(slot, inner.call(request)).await
+}
+
+/// Awaits `call`, holding `slot` until its answer (or the drop).
+async fn release_after<F>(mut slot: Slot, call: F) -> Result<http::Response<Bytes>, Error>
+where
+    F: Future<Output = Result<http::Response<Bytes>, Error>>,
+{
+    let result = call.await;
     if reached_upstream(&result) {
         slot.report_latency();
     }

@@ -61,7 +61,7 @@ use std::time::Duration;
 use ballast_core::{CallKind, Deadline};
 use bytes::Bytes;
 use futures::FutureExt as _;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt as _};
@@ -72,6 +72,7 @@ use self::background::{Detached, run_detached};
 use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
 use crate::deadline::kind_for_method;
+use crate::transport::{CallNow, call_now};
 use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
 
 /// The header that names a side-effecting operation, logged when its attempt finishes after the caller left.
@@ -176,7 +177,9 @@ where
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
     let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);
-    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
+    // Called now only where nothing can tell (see `send`): a read-only attempt whose call is watched above.
+    let call_now = cancel_watched_above && !matches!(call.kind, CallKind::SideEffectingTool(_));
+    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout, call_now);
     let cancel = call.cancel;
     match call.kind {
         CallKind::SideEffectingTool(_) => {
@@ -190,11 +193,12 @@ where
         }
         // Dropped with the call when the token fires (see `AttemptLayer::cancel_watched_above`): the recorder's
         // drop records it cancelled, as the watch below would.
-        CallKind::Model | CallKind::ReadOnlyTool if cancel_watched_above => Box::pin(async move {
-            let outcome = sending.await;
-            recorder.finish(&outcome);
-            outcome
-        }),
+        CallKind::Model | CallKind::ReadOnlyTool if cancel_watched_above => {
+            Box::pin(sending.map(move |outcome| {
+                recorder.finish(&outcome);
+                outcome
+            }))
+        }
         CallKind::Model | CallKind::ReadOnlyTool => Box::pin(async move {
             let outcome = tokio::select! {
                 biased;
@@ -208,17 +212,43 @@ where
 }
 
 /// Sends `request` and waits for the answer until `expiry` ([`Error::Timeout`] after `timeout`).
+///
+/// With `now`, the transport is called here when it is ready (the future then holds its future, not the
+/// request): only where no one can tell the difference — a read-only attempt under a layer that watches the
+/// call's token (a transport that cancels the token in its `call` is still seen to answer first, as that layer
+/// polls the attempt inside its own watch). Otherwise, as always, on the future's first poll: a side-effecting
+/// attempt is sent from its own task, and an attempt that watches the token itself sees a cancellation made by
+/// the transport's `call` only after the transport answered.
 fn send<S>(
     mut inner: S,
     request: Request<Bytes>,
     expiry: tokio::time::Instant,
     timeout: Duration,
+    now: bool,
 ) -> impl Future<Output = Result<Response<Bytes>, Error>> + Send + 'static
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
 {
-    let exchange = async move { inner.ready().await?.call(request).await };
-    tokio::time::timeout_at(expiry, exchange)
-        .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
+    if !now {
+        let exchange = async move { inner.ready().await?.call(request).await };
+        return Either::Left(
+            tokio::time::timeout_at(expiry, exchange)
+                .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
+        );
+    }
+    // The transport is usually ready: called now, the attempt holds its future and not the request.
+    let exchange = match call_now(&mut inner, request) {
+        CallNow::Called(call) => Either::Left(call),
+        CallNow::Failed(error) => Either::Right(Either::Left(std::future::ready(Err(error)))),
+        CallNow::NotReady(request) => {
+            Either::Right(Either::Right(
+                async move { inner.ready().await?.call(request).await },
+            ))
+        }
+    };
+    Either::Right(
+        tokio::time::timeout_at(expiry, exchange)
+            .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
+    )
 }

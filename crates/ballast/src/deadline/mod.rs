@@ -59,7 +59,7 @@ use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Refused, StopReason};
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, Either};
 use http::{Request, Response};
 use tower::{Service, ServiceExt as _};
 
@@ -67,6 +67,7 @@ pub(crate) use kind::kind_for_method;
 pub use layer::DeadlineLayer;
 
 use crate::retry::outcome_unknown;
+use crate::transport::{CallNow, call_now};
 use crate::{CallContext, Error, clock, context, current_deadline};
 
 /// The service of [`DeadlineLayer`]: gives each call its context and holds it to its deadline.
@@ -119,13 +120,24 @@ where
         }
         let mut inner = self.inner.clone();
         let expiry = clock::to_tokio(deadline.instant());
-        // One future, built in place: the inner call runs in the deadline's scope, dropped at the deadline or on
-        // cancellation.
+        // The layers below are always ready: called now, the future holds their future and not the request.
+        let call = match call_now(&mut inner, request) {
+            CallNow::Called(call) => Either::Left(call),
+            CallNow::Failed(error) => {
+                let result = Err(error);
+                record(&ctx, start, &result);
+                return Box::pin(std::future::ready(result));
+            }
+            CallNow::NotReady(request) => {
+                Either::Right(Box::pin(async move { inner.ready().await?.call(request).await }))
+            }
+        };
+        // The inner call runs in the deadline's scope, dropped at the deadline or on cancellation.
         Box::pin(context::scoped(deadline, async move {
             let result = tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => Err(Error::Cancelled),
-                outcome = tokio::time::timeout_at(expiry, async move { inner.ready().await?.call(request).await }) => {
+                outcome = tokio::time::timeout_at(expiry, call) => {
                     outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
                 }
             };

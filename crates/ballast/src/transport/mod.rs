@@ -37,8 +37,10 @@
 
 mod body;
 mod http;
+mod ready;
 mod service;
 mod urls;
 
 pub use self::http::HttpTransport;
+pub(crate) use self::ready::{CallNow, call_now};
 pub use self::service::ServiceTransport;
