@@ -93,19 +93,24 @@ impl ToolClient {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             });
         }
-        let builder = match &self.inner.target {
-            Some((method, uri)) => Request::builder().method(method.clone()).uri(uri.clone()),
+        let mut request = match &self.inner.target {
+            // Parsed once: the request is put together in place (no builder moving it at every step).
+            Some((method, uri)) => {
+                let mut request = Request::new(Bytes::from(body));
+                *request.method_mut() = method.clone();
+                *request.uri_mut() = uri.clone();
+                request
+            }
             None => Request::builder()
                 .method(upstream.method.as_str())
-                .uri(&upstream.url),
+                .uri(&upstream.url)
+                .body(Bytes::from(body))
+                .map_err(|e| Error::transport(false, e))?,
         };
-        let mut request = builder
-            .header(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )
-            .body(Bytes::from(body))
-            .map_err(|e| Error::transport(false, e))?;
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         let headers = request.headers_mut();
         if let Some(key) = key {
             headers.insert(IDEMPOTENCY_KEY, key);
