@@ -1,5 +1,6 @@
 //! [`AttemptLayer`]: the per-try timeout of each attempt.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower::Layer;
@@ -55,7 +56,7 @@ impl<S> Layer<S> for AttemptLayer {
     fn layer(&self, inner: S) -> Self::Service {
         AttemptService {
             inner,
-            per_try: PerTry::new(self.per_try),
+            per_try: Arc::new(PerTry::new(self.per_try)),
             cancel_watched_above: self.cancel_watched_above,
         }
     }

@@ -82,7 +82,8 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 #[derive(Clone, Debug)]
 pub struct AttemptService<S> {
     inner: S,
-    per_try: PerTry,
+    /// Shared: a pointer in every future that holds this service, not the value.
+    per_try: Arc<PerTry>,
     cancel_watched_above: bool,
 }
 
@@ -241,11 +242,10 @@ where
     let exchange = match call_now(&mut inner, request) {
         CallNow::Called(call) => Either::Left(call),
         CallNow::Failed(error) => Either::Right(Either::Left(std::future::ready(Err(error)))),
-        CallNow::NotReady(request) => {
-            Either::Right(Either::Right(
-                async move { inner.ready().await?.call(request).await },
-            ))
-        }
+        // Boxed: the rare wait for readiness would otherwise size the attempt's future.
+        CallNow::NotReady(request) => Either::Right(Either::Right(Box::pin(async move {
+            inner.ready().await?.call(request).await
+        }))),
     };
     Either::Right(
         tokio::time::timeout_at(expiry, exchange)

@@ -79,7 +79,8 @@ where
                 // The failed answer's buffered body is freed now, not after the sleep.
                 drop(result);
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
-                if let Err(cancelled) = back_off(&ctx.cancel, after).await {
+                // Boxed: the rare wait would otherwise size every call's future.
+                if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {
                     drop(paid.take());
                     return finish(&shared, &ctx, End::Rejected(cancelled), clock::now());
                 }
