@@ -31,6 +31,9 @@ pub struct DeadlineLayer {
     pub(super) kind: Option<CallKind>,
     pub(super) priority: Priority,
     pub(super) target: Option<Arc<str>>,
+    /// Every wait below ends before the deadline on its own timer (a `ToolClient`'s stack): see
+    /// [`DeadlineLayer::bounded_below`].
+    pub(super) bounded_below: bool,
 }
 
 impl DeadlineLayer {
@@ -42,6 +45,7 @@ impl DeadlineLayer {
             kind: None,
             priority: Priority::default(),
             target: None,
+            bounded_below: false,
         }
     }
 
@@ -57,6 +61,17 @@ impl DeadlineLayer {
     /// The admission class of the calls that arrive without a context (default: `critical`).
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// The same layer over a stack in which every wait ends before the deadline on a timer of its own — a
+    /// `ToolClient`'s: the queue gives up when the deadline can no longer hold an attempt, a backoff is granted
+    /// only when it fits, each attempt (the transport's readiness included) times out at the latest at the
+    /// deadline minus its reserve, and the other services are always ready. The call's own timer could then
+    /// never fire first: it is not armed (one timer fewer to register and cancel per call that waits on I/O).
+    /// The deadline still refuses a call that cannot hold an attempt, scopes it and records it.
+    pub(crate) fn bounded_below(mut self) -> Self {
+        self.bounded_below = true;
         self
     }
 

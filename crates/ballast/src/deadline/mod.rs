@@ -59,6 +59,7 @@ use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Refused, StopReason};
 use bytes::Bytes;
+use futures::FutureExt as _;
 use futures::future::{BoxFuture, Either};
 use http::{Request, Response};
 use tower::{Service, ServiceExt as _};
@@ -132,14 +133,21 @@ where
                 Either::Right(Box::pin(async move { inner.ready().await?.call(request).await }))
             }
         };
+        // Without a timer of its own when every wait below has one that ends first (`bounded_below`).
+        let bounded = if self.settings.bounded_below {
+            Either::Left(call)
+        } else {
+            Either::Right(
+                tokio::time::timeout_at(expiry, call)
+                    .map(move |outcome| outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))),
+            )
+        };
         // The inner call runs in the deadline's scope, dropped at the deadline or on cancellation.
         Box::pin(context::scoped(deadline, async move {
             let result = tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => Err(Error::Cancelled),
-                outcome = tokio::time::timeout_at(expiry, call) => {
-                    outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
-                }
+                outcome = bounded => outcome,
             };
             record(&ctx, start, &result);
             result

@@ -126,7 +126,8 @@ where
     let budget = tool.budget.build();
     let stack: Stack = Arc::new(
         ServiceBuilder::new()
-            .layer(DeadlineLayer::new(server.default_timeout))
+            // Every wait below ends before the deadline on its own timer: the deadline needs none.
+            .layer(DeadlineLayer::new(server.default_timeout).bounded_below())
             .layer(admission)
             .layer(RetryLayer::new(policy, Arc::clone(&budget)))
             .layer(BreakerLayer::new(Arc::clone(&breaker)))
