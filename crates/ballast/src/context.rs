@@ -92,6 +92,13 @@ pub(crate) fn scoped<F: Future>(
     DEADLINE.scope(deadline, future)
 }
 
+/// Runs `f` with `deadline` in scope, as [`scope`] runs a future: for the synchronous part of a call (a service's
+/// `call`) made on the deadline's behalf.
+pub(crate) fn sync_scoped<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
+    DEADLINE.sync_scope(deadline, f)
+}
+
 /// The deadline of the enclosing [`scope`], if any.
 pub fn current_deadline() -> Option<Deadline> {
     DEADLINE.try_with(|d| *d).ok()

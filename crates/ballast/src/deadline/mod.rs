@@ -122,7 +122,9 @@ where
         let mut inner = self.inner.clone();
         let expiry = clock::to_tokio(deadline.instant());
         // The layers below are always ready: called now, the future holds their future and not the request.
-        let call = match call_now(&mut inner, request) {
+        // Called in the deadline's scope, as the call's future runs: a service below that reads the deadline
+        // in its `call` sees it.
+        let call = match context::sync_scoped(deadline, || call_now(&mut inner, request)) {
             CallNow::Called(call) => Either::Left(call),
             CallNow::Failed(error) => {
                 let result = Err(error);
