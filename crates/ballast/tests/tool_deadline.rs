@@ -1,5 +1,5 @@
 //! A ToolClient's stack holds every wait to the call's deadline with a timer of its own below the deadline layer
-//! (which therefore arms none, see `DeadlineLayer::bounded_below`): a hung attempt and a queued call both end by
+//! (which therefore arms none, see `DeadlineLayer::over_tool_stack`): a hung attempt and a queued call both end by
 //! the deadline, never later.
 
 mod support;

@@ -123,8 +123,13 @@ where
         let expiry = clock::to_tokio(deadline.instant());
         // The layers below are always ready: called now, the future holds their future and not the request.
         // Called in the deadline's scope, as the call's future runs: a service below that reads the deadline
-        // in its `call` sees it.
-        let call = match context::sync_scoped(deadline, || call_now(&mut inner, request)) {
+        // in its `call` sees it (a ToolClient's stack reads its context instead: see `over_tool_stack`).
+        let called = if self.settings.over_tool_stack {
+            call_now(&mut inner, request)
+        } else {
+            context::sync_scoped(deadline, || call_now(&mut inner, request))
+        };
+        let call = match called {
             CallNow::Called(call) => Either::Left(call),
             CallNow::Failed(error) => {
                 let result = Err(error);
@@ -135,8 +140,8 @@ where
                 Either::Right(Box::pin(async move { inner.ready().await?.call(request).await }))
             }
         };
-        // Without a timer of its own when every wait below has one that ends first (`bounded_below`).
-        let bounded = if self.settings.bounded_below {
+        // Without a timer of its own when every wait below has one that ends first (`over_tool_stack`).
+        let bounded = if self.settings.over_tool_stack {
             Either::Left(call)
         } else {
             Either::Right(

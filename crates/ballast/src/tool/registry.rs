@@ -126,8 +126,8 @@ where
     let budget = tool.budget.build();
     let stack: Stack = Arc::new(
         ServiceBuilder::new()
-            // Every wait below ends before the deadline on its own timer: the deadline needs none.
-            .layer(DeadlineLayer::new(server.default_timeout).bounded_below())
+            // Over the stack below, which needs less of it (no timer, no scope for the admission's call).
+            .layer(DeadlineLayer::new(server.default_timeout).over_tool_stack())
             .layer(admission)
             .layer(RetryLayer::new(policy, Arc::clone(&budget)))
             .layer(BreakerLayer::new(Arc::clone(&breaker)))
