@@ -235,7 +235,7 @@ pub enum Problem {
     },
     /// A store URL with an unsupported scheme.
     #[error(
-        "{value:?} is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, rediss://, \
+        "{value:?} is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, \
          postgres:// or postgresql://)"
     )]
     UnsupportedStore {

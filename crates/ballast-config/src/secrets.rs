@@ -55,10 +55,11 @@ pub enum SecretProblem {
     #[error("does not hold a SHA-256 hash (64 hex digits)")]
     NotSha256Hex,
     /// A `store.url_env` value with an unsupported scheme.
-    #[error(
-        "does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, rediss://, postgres://)"
-    )]
+    #[error("does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, postgres://)")]
     UnsupportedStoreUrl,
+    /// A value that cannot be sent in an HTTP header (an API key with a line break or a control character).
+    #[error("holds characters an HTTP header cannot carry")]
+    NotHeaderValue,
 }
 
 fn lookup(env: &dyn Env, path: String, var: &str) -> Result<String, MissingSecret> {
@@ -210,7 +211,7 @@ deployments = [ { base_url = "https://a/v1", api_key_env = "A_KEY" }, { base_url
             lines,
             [
                 "principals[1].key_hash_env: environment variable KEY_OPS_SHA256 does not hold a SHA-256 hash (64 hex digits)",
-                "store.url_env: environment variable STORE_URL does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, rediss://, postgres://)",
+                "store.url_env: environment variable STORE_URL does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, postgres://)",
             ]
         );
         assert!(

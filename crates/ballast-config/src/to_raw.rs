@@ -76,6 +76,7 @@ fn raw_model(m: &ModelRoute) -> RawModel {
             .collect(),
         per_try_timeout: duration(m.per_try_timeout),
         primary_share: Some(m.primary_share),
+        stream_idle_timeout: duration(m.stream_idle_timeout),
         retry: Some(raw_retry(&m.retry)),
         budget: Some(raw_budget(&m.budget)),
         breaker: Some(raw_breaker(&m.breaker)),

@@ -6,6 +6,9 @@
 //! `ToolClient` that puts them together for an agent's tool calls.
 //!
 //! # Layout
+//! - `chat` — the model side: [`ChatRequest`] and the other `/chat/completions` bodies (unknown fields pass
+//!   through untouched); [`ProviderError`], what an upstream's error answer means; [`truncate`], whole older
+//!   turns dropped to fit a context window.
 //! - `clock` — the only reader of time (tokio's, so paused time works) and of HTTP-date `Retry-After`.
 //! - `context` — [`CallContext`]: what every layer knows about a call (request extensions), and the task-local
 //!   deadline scope.
@@ -25,15 +28,20 @@
 //! - `breaker` — [`BreakerLayer`]: each attempt asks the upstream's circuit breaker and tells it the outcome.
 //! - `admission` — [`AdmissionLayer`]: per-upstream concurrency limit and priority queue; sheds, evicts,
 //!   bounds waiting by the deadline.
+//! - `idempotency` — [`IdempotencyLayer`]: the server side, axum middleware in front of a handler with a side
+//!   effect: claims the key, replays the stored answer, survives disconnects and store failures;
+//!   [`operation_status`] and [`operations_route`] for status polling.
 
 mod admission;
 mod attempt;
 mod breaker;
+mod chat;
 pub mod clock;
 mod context;
 mod deadline;
 mod error;
 mod headers;
+mod idempotency;
 mod report;
 mod retry;
 mod run;
@@ -43,10 +51,21 @@ mod transport;
 pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use breaker::{BreakerLayer, BreakerService};
+pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
+pub use chat::{
+    ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,
+    ChatStream, ChatTransport, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError,
+    StreamErrorKind, ToolCallRef, Usage,
+};
+pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use context::{AttemptNumber, CallContext, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
-pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report};
+pub use idempotency::{
+    IdempotencyLayer, IdempotencyLayerBuilder, IdempotencyService, InvalidIdempotencyLayer, NotStored,
+    OperationStatus, OutcomeUnknown, Principal, operation_status, operations_route, spawn_reaper,
+};
+pub use report::{AttemptRecord, AttemptResult, OutcomeReport, Report, TokenUsage, Tokens};
 pub use retry::{Retry, RetryLayer, classify_response};
 pub use run::{Run, Runs};
 pub use tool::{InvalidTool, ToolAnswer, ToolCall, ToolClient, ToolClients, ToolError};

@@ -46,6 +46,39 @@ pub struct AttemptRecord {
     pub background: bool,
 }
 
+/// Tokens a model upstream reported in `usage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens of the answer.
+    pub completion_tokens: u64,
+    /// All tokens (as the upstream reported them, else the sum).
+    pub total_tokens: u64,
+}
+
+impl TokenUsage {
+    /// The sum of two usages.
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: self.prompt_tokens.saturating_add(other.prompt_tokens),
+            completion_tokens: self.completion_tokens.saturating_add(other.completion_tokens),
+            total_tokens: self.total_tokens.saturating_add(other.total_tokens),
+        }
+    }
+}
+
+/// The tokens of a model call, by what became of them: spent on the answer the caller got, or on attempts that
+/// failed after the upstream reported them (a stream cut after its usage chunk) — those are paid for too
+/// (reference/002), and `ballast_tokens_total{outcome}` counts both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    /// Tokens of the answer the caller got.
+    pub answered: TokenUsage,
+    /// Tokens of attempts that failed after the upstream reported their usage.
+    pub failed: TokenUsage,
+}
+
 /// What happened to one call.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct OutcomeReport {
@@ -76,10 +109,14 @@ pub struct OutcomeReport {
     pub code: Option<ErrorCode>,
     /// A side effect may or may not have happened (here or in the fallback): check before doing it again.
     pub outcome_unknown: bool,
-    /// The fallback the call went to after failing (`static response` or a tool's name), if it did.
+    /// The fallback the call went to after failing (`static response` or a tool's name; for a model call, the
+    /// next deployment's name), if it did.
     pub fallback: Option<String>,
-    /// What the fallback tool did, when the call went to one (a static response has no report).
+    /// What the fallback tool did, when the call went to one (a static response has no report); for a model
+    /// call, what the next deployment did.
     pub fallback_report: Option<Box<OutcomeReport>>,
+    /// Tokens the upstream reported for this call's attempts (model calls; `None` when it reported none).
+    pub tokens: Option<Tokens>,
 }
 
 impl OutcomeReport {
@@ -167,7 +204,7 @@ fn verdict(report: &OutcomeReport) -> String {
     match (&report.fallback, report.code) {
         _ if report.outcome_unknown => "OUTCOME UNKNOWN".to_owned(),
         (Some(fallback), code) if report.answered_by_fallback() => match code {
-            Some(code) => format!("answered by fallback {fallback} (the tool failed: {code})"),
+            Some(code) => format!("answered by fallback {fallback} (failed here: {code})"),
             None => format!("answered by fallback {fallback}"),
         },
         (Some(fallback), Some(code)) => format!("failed ({code}); fallback {fallback} failed too"),
@@ -222,6 +259,14 @@ fn write_report(f: &mut fmt::Formatter<'_>, report: &OutcomeReport, indent: &str
     }
     if let Some(left) = report.run_allowance_left {
         write!(f, "\n{indent}  run retries left: {left}")?;
+    }
+    if let Some(tokens) = &report.tokens {
+        let a = tokens.answered;
+        write!(
+            f,
+            "\n{indent}  tokens: {} answered ({} prompt + {} completion), {} on failed attempts",
+            a.total_tokens, a.prompt_tokens, a.completion_tokens, tokens.failed.total_tokens
+        )?;
     }
     if let Some(fallback) = &report.fallback_report {
         write!(f, "\n{indent}  fallback ")?;
@@ -321,7 +366,7 @@ mod tests {
         let text = report.to_string();
         assert!(
             text.starts_with(
-                "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
+                "create_refund: answered by fallback process_payment (failed here: circuit_open)"
             ),
             "{text}"
         );

@@ -347,9 +347,7 @@ async fn a_side_effect_falls_back_only_when_nothing_was_sent_and_the_report_keep
     assert_eq!(fallback.attempts[0].result, AttemptResult::Status(200));
     let text = report.to_string();
     assert!(
-        text.starts_with(
-            "create_refund: answered by fallback process_payment (the tool failed: circuit_open)"
-        ),
+        text.starts_with("create_refund: answered by fallback process_payment (failed here: circuit_open)"),
         "{text}"
     );
     assert!(text.contains("\n  fallback process_payment: ok in"), "{text}");

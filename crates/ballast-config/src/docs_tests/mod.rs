@@ -113,6 +113,7 @@ fn fully_populated() -> RawConfig {
                 ],
                 per_try_timeout: text("12s"),
                 primary_share: Some(0.7),
+                stream_idle_timeout: text("15s"),
                 retry: retry(),
                 budget: Some(RawBudget::Ratio {
                     ratio: Some(0.1),

@@ -148,6 +148,9 @@ pub struct RawModel {
     /// Share of the time left the first deployment may use (`0.6`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub primary_share: Option<f64>,
+    /// Longest gap between two chunks of a streamed answer (`"30s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_idle_timeout: Option<HumanValue>,
     /// Retries per deployment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<RawRetry>,

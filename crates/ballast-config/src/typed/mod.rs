@@ -17,9 +17,9 @@ use ballast_core::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE
 
 pub use budget::BudgetConfig;
 pub use route::{
-    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
-    RetryConfig, ToolConfig, ToolFallback, Upstream,
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
+    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
+    ModelRoute, OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream,
 };
 
 /// A validated Ballast configuration.
@@ -176,7 +176,7 @@ pub enum StoreLocation {
 pub enum StoreKind {
     /// `sqlite://PATH` or `sqlite::memory:` — the embedded default.
     Sqlite,
-    /// `redis://` or `rediss://`.
+    /// `redis://` (TLS, `rediss://`, is not built yet).
     Redis,
     /// `postgres://` or `postgresql://`.
     Postgres,
@@ -184,11 +184,10 @@ pub enum StoreKind {
 
 impl StoreKind {
     /// The accepted URL prefixes, each with its backend.
-    pub const PREFIXES: [(&'static str, StoreKind); 6] = [
+    pub const PREFIXES: [(&'static str, StoreKind); 5] = [
         ("sqlite::memory:", StoreKind::Sqlite),
         ("sqlite://", StoreKind::Sqlite),
         ("redis://", StoreKind::Redis),
-        ("rediss://", StoreKind::Redis),
         ("postgres://", StoreKind::Postgres),
         ("postgresql://", StoreKind::Postgres),
     ];

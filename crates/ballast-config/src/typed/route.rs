@@ -18,6 +18,8 @@ use super::BudgetConfig;
 pub const DEFAULT_MODEL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(20);
 /// Default `per_try_timeout` of a tool: 10 s.
 pub const DEFAULT_TOOL_PER_TRY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default `stream_idle_timeout` of a model route: 30 s between two chunks of a streamed answer.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default share of the remaining time a model route's first deployment may use when it has fallbacks: 0.6.
 pub const DEFAULT_PRIMARY_SHARE: f64 = 0.6;
 /// Default concurrency limit of a tool: 64 calls in flight.
@@ -36,6 +38,9 @@ pub struct ModelRoute {
     pub per_try_timeout: Duration,
     /// With fallbacks, the share of the remaining time the first deployment may use, in (0, 1] (default 0.6).
     pub primary_share: f64,
+    /// Longest gap between two chunks of a streamed answer, once the first has arrived (default 30 s); the
+    /// time to the first chunk is bounded by `per_try_timeout`.
+    pub stream_idle_timeout: Duration,
     /// Retries on each deployment.
     pub retry: RetryConfig,
     /// The retry budget; each deployment gets its own.

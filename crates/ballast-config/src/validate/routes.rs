@@ -10,9 +10,9 @@ use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
 use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
-    ToolConfig, ToolFallback, Upstream,
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
+    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
+    ModelRoute, OnOverflow, ToolConfig, ToolFallback, Upstream,
 };
 
 const DEPLOYMENT_CREDENTIALS: &str =
@@ -72,6 +72,14 @@ impl Checker {
             |x| x > 0.0 && x <= 1.0,
             "more than 0 and at most 1",
         );
+        let stream_idle_timeout = self
+            .duration(
+                &join(path, "stream_idle_timeout"),
+                raw.stream_idle_timeout.as_ref(),
+                DEFAULT_STREAM_IDLE_TIMEOUT,
+                DurationRule::Positive,
+            )
+            .unwrap_or(DEFAULT_STREAM_IDLE_TIMEOUT);
         let overflow_path = join(&join(path, "context"), "on_overflow");
         let on_overflow = raw.context.as_ref().and_then(|c| c.on_overflow.as_ref());
         let on_overflow = self
@@ -85,6 +93,7 @@ impl Checker {
             deployments,
             per_try_timeout: per_try,
             primary_share: primary_share.unwrap_or(DEFAULT_PRIMARY_SHARE),
+            stream_idle_timeout,
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
             budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
             breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),

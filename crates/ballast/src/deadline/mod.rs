@@ -9,9 +9,9 @@
 //!   [`scope`](crate::scope)'s ([`current_deadline`]) or, with none, `default_timeout` from now; its kind and
 //!   priority are the layer's ([`DeadlineLayer::kind`], [`DeadlineLayer::priority`]; unset, the kind is read
 //!   from the method: `GET`/`HEAD`/`OPTIONS` read-only, anything else side-effecting with an upstream that does
-//!   not deduplicate). A request that carries a context keeps it, its deadline shortened by the enclosing scope
-//!   and by its run's; the run is offered the call's deadline and keeps the earliest (a later call of the run
-//!   cannot outlive an earlier one's deadline).
+//!   not deduplicate). A request that carries a context keeps it, its deadline shortened by its run's and by the
+//!   enclosing scope; the run is offered the call's own deadline (not the scope's) and keeps the earliest (a
+//!   later call of the run cannot outlive an earlier one's deadline).
 //! - **Refusal at once.** When what is left, minus the reserve, cannot hold the least attempt worth starting,
 //!   the call fails with [`Error::DeadlineExceeded`] before anything below runs — the third step of a request
 //!   whose second step hung is never started.
@@ -169,11 +169,13 @@ fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: I
     // Settled in place: the request keeps its context, the layer a copy.
     let ctx = match request.extensions_mut().get_mut::<CallContext>() {
         Some(ctx) => {
-            if let Some(scoped) = scoped {
-                ctx.deadline = ctx.deadline.earliest(&scoped);
-            }
+            // The run is offered the call's own deadline, not the scope's: a scope may be a part of the call's
+            // time (a model route's primary share) that must not become the deadline of the run's later calls.
             if let Some(run) = &ctx.run {
                 ctx.deadline = run.offer_deadline(ctx.deadline);
+            }
+            if let Some(scoped) = scoped {
+                ctx.deadline = ctx.deadline.earliest(&scoped);
             }
             ctx.clone()
         }

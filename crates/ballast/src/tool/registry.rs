@@ -50,6 +50,22 @@ impl ToolClients {
         T::Future: Send + 'static,
     {
         let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        Self::from_config_with_runs(config, transport, runs)
+    }
+
+    /// [`ToolClients::from_config`] over the registry of runs `runs`, shared with the agent's
+    /// [`ChatClients`](crate::ChatClients) (built with
+    /// [`ChatClients::from_config_with_runs`](crate::ChatClients::from_config_with_runs)) so a run's deadline and
+    /// retry allowance hold across its model and tool calls alike.
+    pub fn from_config_with_runs<T>(
+        config: &Config,
+        transport: T,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidTool>
+    where
+        T: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+    {
         let mut clients = HashMap::new();
         // Validation guarantees fallback chains end; build each tool after the tool it falls back to.
         let mut pending: Vec<&ToolConfig> = config.tools.iter().collect();

@@ -8,7 +8,7 @@ use crate::BoxError;
 
 /// Why a body could not be read whole.
 #[derive(Debug)]
-pub(super) enum BodyError {
+pub(crate) enum BodyError {
     /// It is longer than the limit.
     TooLarge,
     /// It failed midway (a reset, a closed connection, a failing stream).
@@ -16,7 +16,7 @@ pub(super) enum BodyError {
 }
 
 /// Reads all of `body`, refusing one longer than `limit` bytes — at once when its announced length says so.
-pub(super) async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+pub(crate) async fn read_limited<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
 where
     B: Body,
     B::Error: Into<BoxError>,

@@ -92,7 +92,7 @@ fn to_reqwest(request: Request<Bytes>, urls: &Urls) -> Result<reqwest::Request, 
 }
 
 /// What a reqwest error says about the request (see [`HttpTransport`]).
-fn sort_error(error: reqwest::Error, start: Instant) -> Error {
+pub(crate) fn sort_error(error: reqwest::Error, start: Instant) -> Error {
     if error.is_connect() || error.is_builder() {
         Error::transport(false, error)
     } else if error.is_timeout() {

@@ -42,5 +42,6 @@ mod service;
 mod urls;
 
 pub use self::http::HttpTransport;
+pub(crate) use self::http::sort_error;
 pub(crate) use self::ready::{CallNow, call_now};
 pub use self::service::ServiceTransport;

@@ -4,6 +4,8 @@
 // Each test file uses its own subset of the fixtures.
 #![allow(dead_code)]
 
+pub(crate) mod chat;
+pub(crate) mod idempotency;
 pub(crate) mod tools;
 
 use std::time::Duration;

@@ -278,7 +278,6 @@ fn every_store_url_form_is_accepted() {
         ("sqlite://ballast.db", StoreKind::Sqlite),
         ("sqlite::memory:", StoreKind::Sqlite),
         ("redis://127.0.0.1:6379", StoreKind::Redis),
-        ("rediss://cache:6380/0", StoreKind::Redis),
         ("postgres://ballast@db/ballast", StoreKind::Postgres),
         ("postgresql://db/ballast", StoreKind::Postgres),
     ];

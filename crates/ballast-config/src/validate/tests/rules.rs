@@ -42,9 +42,9 @@ fn every_rule_has_its_message() {
          r#"principals[1].key_hash_env: "K" is already used by principals[0].key_env"#),
         // [store]
         ("[store]\nurl = \"mysql://db/x\"".into(),
-         r#"store.url: "mysql://db/x" is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, rediss://, postgres:// or postgresql://)"#),
+         r#"store.url: "mysql://db/x" is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, postgres:// or postgresql://)"#),
         ("[store]\nurl = \"sqlite://\"".into(),
-         r#"store.url: "sqlite://" is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, rediss://, postgres:// or postgresql://)"#),
+         r#"store.url: "sqlite://" is not a supported store URL (use sqlite://PATH, sqlite::memory:, redis://, postgres:// or postgresql://)"#),
         ("[store]\nurl = \"redis://:hunter2@cache:6379\"".into(),
          r#"store.url: "redis://***@cache:6379" contains credentials, which must not be in the config file: put the whole URL in an environment variable and name it in store.url_env"#),
         ("[store]\nurl = \"sqlite://x.db\"\nurl_env = \"U\"".into(), "store.url_env: cannot be set together with store.url"),

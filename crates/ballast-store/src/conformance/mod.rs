@@ -1,0 +1,176 @@
+//! The one conformance suite: every backend runs every test here, one per row of DESIGN.md's table and per state
+//! transition, so the backends cannot drift apart.
+//!
+//! A backend's tests call [`conformance_tests!`](crate::conformance_tests) with an [`Opener`]; each suite
+//! function becomes a `#[tokio::test]` of that backend. The tests use real time with short leases and bounded
+//! polling (STYLE.md: a store is another process, where paused time fires spurious timeouts), and each test
+//! works in scopes of its own (a random principal), so they run in parallel against one shared server.
+//!
+//! [`service_url`] and [`service_unavailable`] are the shared rule for servers that may be missing: skip with a
+//! printed reason on a laptop, fail where `BALLAST_REQUIRE_SERVICES=1` (CI).
+
+mod cases;
+mod expiry;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_core::{Fingerprint, IdempotencyKey, fingerprint};
+use bytes::Bytes;
+
+pub use cases::*;
+pub use expiry::*;
+
+use crate::{ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Scope, StoreOptions};
+
+/// Opens a fresh handle on the backend under test with these options, or `None` when its server is missing
+/// and the run allows skipping (see [`service_unavailable`]).
+pub type Opener = fn(StoreOptions) -> Opening;
+
+/// What an [`Opener`] returns: the store, once open.
+pub type Opening = Pin<Box<dyn Future<Output = Option<Arc<dyn IdempotencyStore>>> + Send>>;
+
+/// The suite as `#[tokio::test]`s of the calling module, each opening its store with `$opener`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($opener:expr) => {
+        $crate::conformance_tests!(@tests $opener;
+            claim_acquires_a_new_key,
+            lookup_of_an_unknown_key_is_none,
+            same_key_while_claimed_is_in_progress,
+            same_key_while_dispatched_is_in_progress,
+            another_fingerprint_is_a_mismatch_in_every_state,
+            completed_responses_replay_exactly,
+            released_claims_leave_nothing_behind,
+            outcome_unknown_is_final,
+            writes_by_another_owner_are_rejected,
+            transitions_out_of_order_are_rejected,
+            principals_are_isolated,
+            routes_are_isolated,
+            concurrent_claims_have_one_winner,
+            an_expired_claim_is_taken_over,
+            a_displaced_owner_cannot_write,
+            an_expired_dispatch_becomes_outcome_unknown,
+            an_expired_dispatch_is_taken_over_when_the_upstream_deduplicates,
+            finished_records_expire_after_the_retention,
+            reap_deletes_expired_records,
+        );
+    };
+    (@tests $opener:expr; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $crate::conformance::$name($opener).await;
+            }
+        )+
+    };
+}
+
+/// The server URL for tests: the environment variable `var` if set, else `default`.
+pub fn service_url(var: &str, default: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| default.to_owned())
+}
+
+/// Whether missing services fail the run (`BALLAST_REQUIRE_SERVICES=1`, set by CI) instead of skipping.
+pub fn services_required() -> bool {
+    std::env::var("BALLAST_REQUIRE_SERVICES").is_ok_and(|v| v == "1")
+}
+
+/// A test's server is unreachable: panics where services are required, else prints why the test is skipped
+/// and returns `None`.
+pub fn service_unavailable<T>(what: &str, error: impl Display) -> Option<T> {
+    assert!(
+        !services_required(),
+        "{what} is required (BALLAST_REQUIRE_SERVICES=1) but unreachable: {error}"
+    );
+    eprintln!("skipped: {what} is unreachable ({error}); start it or set BALLAST_REQUIRE_SERVICES=1 to fail");
+    None
+}
+
+/// A long lease: nothing in a test outlives it.
+pub(crate) const LONG: Duration = Duration::from_secs(60);
+/// A short lease: tests that need a lease to run out wait about this long.
+pub(crate) const SHORT: Duration = Duration::from_millis(300);
+/// Longest wait for something the store's clock decides (a lease, a retention), so a broken store fails the
+/// test instead of hanging it.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A scope no other test uses: a random principal.
+pub(crate) fn fresh_scope() -> Scope {
+    Scope::new(
+        format!("p-{}", OwnerToken::random().to_hex()),
+        "POST /v1/tools/refund",
+        random_key(),
+    )
+}
+
+pub(crate) fn random_key() -> IdempotencyKey {
+    IdempotencyKey::parse(&OwnerToken::random().to_hex()).expect("32 hex digits are a valid key")
+}
+
+pub(crate) fn print(body: &str) -> Fingerprint {
+    fingerprint(
+        "POST",
+        "/v1/tools/refund",
+        Some("application/json"),
+        body.as_bytes(),
+    )
+}
+
+pub(crate) fn request(body: &str, lease: Duration) -> ClaimRequest {
+    ClaimRequest {
+        fingerprint: print(body),
+        owner: OwnerToken::random(),
+        lease,
+        expired_dispatch: ExpiredDispatch::OutcomeUnknown,
+    }
+}
+
+pub(crate) async fn open(opener: Opener, options: StoreOptions) -> Option<Arc<dyn IdempotencyStore>> {
+    opener(options).await
+}
+
+/// Claims `scope` with `request`, which must be acquired (for the backends' own tests; unused when the suite is
+/// built only for the `conformance` feature).
+#[cfg(test)]
+pub(crate) use acquire as acquire_for_tests;
+
+/// Claims `scope` with `request`, which must be acquired.
+pub(crate) async fn acquire(store: &dyn IdempotencyStore, scope: &Scope, request: &ClaimRequest) {
+    let outcome = store.claim(scope, request).await.expect("claim");
+    assert_eq!(outcome, ClaimOutcome::Acquired, "a fresh scope must be acquired");
+}
+
+pub(crate) fn response(status: u16, body: &'static [u8]) -> crate::StoredResponse {
+    crate::StoredResponse {
+        status,
+        headers: vec![
+            ("content-type".to_owned(), b"application/json".to_vec()),
+            ("x-request-id".to_owned(), vec![b'r', 0x80, b'1']),
+        ],
+        body: Bytes::from_static(body),
+    }
+}
+
+/// Claims with `request` until the answer is not `InProgress` (the lease ran out), within [`PATIENCE`].
+pub(crate) async fn claim_after_lease(
+    store: &dyn IdempotencyStore,
+    scope: &Scope,
+    request: &ClaimRequest,
+) -> ClaimOutcome {
+    let give_up = crate::clock::monotonic_after(PATIENCE);
+    loop {
+        let outcome = store.claim(scope, request).await.expect("claim");
+        if !matches!(outcome, ClaimOutcome::InProgress { .. }) {
+            return outcome;
+        }
+        assert!(
+            !crate::clock::passed(give_up),
+            "the lease never ran out: still {outcome:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}

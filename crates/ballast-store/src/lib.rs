@@ -1,0 +1,109 @@
+//! Ballast's server-side idempotency records (Stripe semantics; IETF draft-ietf-httpapi-idempotency-key-header).
+//!
+//! A request with an `Idempotency-Key` claims the key before anything runs; the claim moves through
+//! `claimed` (nothing sent yet) -> `dispatched` (sent upstream) -> `completed` (the upstream's answer, replayed
+//! to every retry) or `outcome_unknown` (sent, and nobody knows whether it acted); or `claimed` -> released (a
+//! local rejection: nothing is stored, a retry runs). DESIGN.md ("Idempotency, server side") has the table this
+//! crate implements; `IdempotencyLayer` in the `ballast` crate turns it into HTTP answers.
+//!
+//! Why a lease and an owner token: a holder can crash at any moment. Its claim runs out after the request's
+//! deadline plus a grace (on the store's clock), and the next request takes it over by compare-and-set on the
+//! owner token — so the crashed holder, if it was only slow, can no longer write. A holder that vanished after
+//! it sent the request leaves `outcome_unknown` behind, unless the upstream deduplicates by the key itself; then
+//! the taker re-sends the same key ([`ExpiredDispatch`]).
+//!
+//! # Layout
+//! - `types` — [`Scope`] (principal + route + key), [`OwnerToken`], [`ClaimRequest`], [`ClaimOutcome`],
+//!   [`Record`], [`StoredResponse`], [`StoreOptions`].
+//! - `error` — [`StoreError`].
+//! - `codec` — the one binary form of stored headers.
+//! - `decide` — what a claim does to the record it finds (shared by the SQL backends).
+//! - `open` — [`open`]: a store from its URL (`sqlite://`, `sqlite::memory:`, `postgres://`, `redis://`).
+//! - `sqlite`, `postgres`, `redis` — the backends, each behind the cargo feature of its name (all on by default).
+//! - `postgres` — [`PostgresStore`]: single-statement claims and compare-and-set transitions on the server's
+//!   clock, a pool, the schema migrated under an advisory lock.
+//! - `redis` — [`RedisStore`]: one hash per record, every operation one Lua script on the server's clock, Redis
+//!   key expiry at the retention end; a failover can lose a claim (see its docs).
+//! - `conformance` — the one suite every backend runs (public with the `conformance` feature).
+
+mod clock;
+mod codec;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+mod decide;
+mod error;
+mod open;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod types;
+
+use std::fmt::Debug;
+
+pub use codec::{decode_headers, encode_headers};
+pub use error::{BoxError, StoreError};
+pub use open::open;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use redis::RedisStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+pub use types::{
+    ClaimOutcome, ClaimRequest, DEFAULT_RETENTION, ExpiredDispatch, InFlight, OwnerToken, Record,
+    RecordState, Scope, StoreOptions, StoredResponse,
+};
+
+/// Where idempotency records live. One implementation per backend; all of them pass the [`conformance`] suite.
+///
+/// Every method is atomic on the store: two requests racing on one key see one winner, whatever the number of
+/// processes. Every state change names the [`OwnerToken`] of the claim and is applied only while the record
+/// still carries it; otherwise it fails with [`StoreError::NotHeld`] and changes nothing. Times (leases,
+/// retention) are counted on the store's own clock.
+#[async_trait::async_trait]
+pub trait IdempotencyStore: Send + Sync + Debug {
+    /// Claims `scope` for `claim.owner`, atomically. A live record with another fingerprint gives
+    /// [`ClaimOutcome::FingerprintMismatch`]. A live record in flight gives [`ClaimOutcome::InProgress`]; a
+    /// finished one its outcome. A record whose lease ran out is taken over ([`ClaimOutcome::TookOver`]) — or, if
+    /// it was dispatched and `claim.expired_dispatch` says so, it becomes `outcome_unknown` and that is the
+    /// answer. A record past its retention counts as absent.
+    async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError>;
+
+    /// `claimed` -> `dispatched`: the request is about to leave for the upstream. Call it before sending.
+    async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
+
+    /// `claimed` | `dispatched` -> `completed` with the upstream's response, kept for the retention.
+    async fn complete(
+        &self,
+        scope: &Scope,
+        owner: OwnerToken,
+        response: &StoredResponse,
+    ) -> Result<(), StoreError>;
+
+    /// `dispatched` -> `outcome_unknown`: the request was sent and its answer never came (kept for the
+    /// retention, never run again automatically).
+    async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
+
+    /// `claimed` | `dispatched` -> deleted: the request was refused before the upstream could act (auth,
+    /// validation, shed, breaker open, never sent), so a retry with the same key runs.
+    async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
+
+    /// The record of `scope`, if one is live (past-retention records count as absent).
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, StoreError>;
+
+    /// Deletes every record past its retention; returns how many went.
+    async fn reap(&self) -> Result<u64, StoreError>;
+
+    /// Whether the backend deletes records at their retention end by itself (Redis key expiry), so that
+    /// [`reap`](IdempotencyStore::reap) finds only stragglers and usually returns 0. Default: no — the store
+    /// keeps expired records (hidden from reads) until `reap` deletes them.
+    fn expires_records_itself(&self) -> bool {
+        false
+    }
+
+    /// The backend's name, for logs and metrics: `sqlite`, `postgres`, `redis`.
+    fn backend(&self) -> &'static str;
+}

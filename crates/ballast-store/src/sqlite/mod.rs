@@ -1,0 +1,179 @@
+//! The embedded default: SQLite, compiled in (`rusqlite`, bundled), in a file or in memory.
+//!
+//! Why these settings: WAL lets readers run beside the one writer, and `synchronous = NORMAL` in WAL mode makes
+//! a commit durable against a crash of this process (what a gateway restart or an OOM kill is) without an fsync
+//! per commit; a power loss can lose the last commits before a checkpoint. A deployment that must survive power
+//! loss on one machine sets `?synchronous=full` on the URL, or uses PostgreSQL. Every operation is one
+//! transaction on one connection, run off the async runtime (`spawn_blocking`), so SQLite's blocking I/O never
+//! stalls other requests; `BEGIN IMMEDIATE` and a busy timeout make two processes on one file take turns.
+//! Times are this process's wall clock in Unix milliseconds (the store's clock: one machine owns the file).
+
+mod sql;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use crate::clock::{millis, unix_millis};
+use crate::{
+    ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,
+    StoredResponse,
+};
+
+/// How long an operation waits for another process's write lock on the file before it fails as unavailable.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The SQLite idempotency store (`sqlite://PATH`, `sqlite::memory:`).
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+    retention_ms: i64,
+    location: Arc<str>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("location", &self.location)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a `sqlite:` URL points.
+#[derive(Debug, PartialEq, Eq)]
+enum Location {
+    Memory,
+    File { path: PathBuf, synchronous_full: bool },
+}
+
+fn parse_url(url: &str) -> Result<Location, StoreError> {
+    if url == "sqlite::memory:" {
+        return Ok(Location::Memory);
+    }
+    let unsupported = || StoreError::UnsupportedUrl { url: url.to_owned() };
+    let rest = url.strip_prefix("sqlite://").ok_or_else(unsupported)?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let synchronous_full = match query {
+        "" | "synchronous=normal" => false,
+        "synchronous=full" => true,
+        _ => return Err(unsupported()),
+    };
+    if path.is_empty() {
+        return Err(unsupported());
+    }
+    Ok(Location::File {
+        path: PathBuf::from(path),
+        synchronous_full,
+    })
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database `url` names and migrates its schema. `sqlite://ballast.db` is
+    /// relative to the working directory, `sqlite:///var/lib/ballast.db` absolute; `?synchronous=full` fsyncs
+    /// every commit. The file's directory must exist.
+    pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let location = parse_url(url)?;
+        let connection = tokio::task::spawn_blocking(move || connect(&location))
+            .await
+            .map_err(StoreError::unavailable)??;
+        Ok(SqliteStore {
+            connection: Arc::new(Mutex::new(connection)),
+            retention_ms: millis(options.retention),
+            location: url.into(),
+        })
+    }
+
+    /// Runs `work` on the connection, off the async runtime.
+    async fn with<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection, i64) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let connection = Arc::clone(&self.connection);
+        tokio::task::spawn_blocking(move || {
+            let mut connection = connection
+                .lock()
+                .map_err(|_| StoreError::unavailable("the SQLite connection was poisoned by a panic"))?;
+            work(&mut connection, unix_millis())
+        })
+        .await
+        .map_err(StoreError::unavailable)?
+    }
+}
+
+fn connect(location: &Location) -> Result<Connection, StoreError> {
+    let connection = match location {
+        Location::Memory => Connection::open_in_memory(),
+        Location::File { path, .. } => Connection::open(path),
+    }
+    .map_err(StoreError::unavailable)?;
+    connection
+        .busy_timeout(BUSY_TIMEOUT)
+        .map_err(StoreError::unavailable)?;
+    if let Location::File { synchronous_full, .. } = location {
+        let synchronous = if *synchronous_full { "FULL" } else { "NORMAL" };
+        connection
+            .execute_batch(&format!(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+            ))
+            .map_err(StoreError::unavailable)?;
+    }
+    sql::migrate(&connection)?;
+    Ok(connection)
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for SqliteStore {
+    async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
+        let (scope, claim, retention) = (scope.clone(), claim.clone(), self.retention_ms);
+        self.with(move |connection, now| sql::claim(connection, &scope, &claim, now, retention))
+            .await
+    }
+
+    async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let scope = scope.clone();
+        self.with(move |connection, now| sql::mark_dispatched(connection, &scope, owner, now))
+            .await
+    }
+
+    async fn complete(
+        &self,
+        scope: &Scope,
+        owner: OwnerToken,
+        response: &StoredResponse,
+    ) -> Result<(), StoreError> {
+        let (scope, response, retention) = (scope.clone(), response.clone(), self.retention_ms);
+        self.with(move |connection, now| sql::complete(connection, &scope, owner, &response, now, retention))
+            .await
+    }
+
+    async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let (scope, retention) = (scope.clone(), self.retention_ms);
+        self.with(move |connection, now| sql::mark_outcome_unknown(connection, &scope, owner, now, retention))
+            .await
+    }
+
+    async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let scope = scope.clone();
+        self.with(move |connection, now| sql::release(connection, &scope, owner, now))
+            .await
+    }
+
+    async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, StoreError> {
+        let scope = scope.clone();
+        self.with(move |connection, now| sql::lookup(connection, &scope, now))
+            .await
+    }
+
+    async fn reap(&self) -> Result<u64, StoreError> {
+        self.with(sql::reap).await
+    }
+
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+#[cfg(test)]
+mod tests;

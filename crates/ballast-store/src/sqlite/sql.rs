@@ -1,0 +1,320 @@
+//! The SQLite schema and statements. Every state change names the owner token and the states it applies to in
+//! its `WHERE`, so a displaced owner's write changes no row and reports `NotHeld`.
+
+use ballast_core::Fingerprint;
+use bytes::Bytes;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::decide::{ClaimStep, Stored, claim_step, state_name, visible};
+use crate::{
+    ClaimOutcome, ClaimRequest, OwnerToken, Record, RecordState, Scope, StoreError, StoredResponse,
+    decode_headers, encode_headers,
+};
+
+/// The schema version this build writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ballast_idempotency (
+    principal   TEXT    NOT NULL,
+    route       TEXT    NOT NULL,
+    key         TEXT    NOT NULL,
+    state       TEXT    NOT NULL CHECK (state IN ('claimed', 'dispatched', 'completed', 'outcome_unknown')),
+    fingerprint BLOB    NOT NULL,
+    owner       BLOB    NOT NULL,
+    lease_until INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL,
+    status      INTEGER,
+    headers     BLOB,
+    body        BLOB,
+    PRIMARY KEY (principal, route, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ballast_idempotency_expires ON ballast_idempotency (expires_at);
+";
+
+fn unavailable(error: rusqlite::Error) -> StoreError {
+    StoreError::unavailable(error)
+}
+
+/// Creates the schema on a new database; refuses one written by a newer version.
+pub(super) fn migrate(connection: &Connection) -> Result<(), StoreError> {
+    let version: i64 = connection
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(unavailable)?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::Corrupt(format!(
+            "the database has schema version {version}; this build knows up to {SCHEMA_VERSION} (upgrade Ballast)"
+        )));
+    }
+    if version < SCHEMA_VERSION {
+        connection
+            .execute_batch(&format!(
+                "BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            ))
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+const PK: &str = "principal = ?1 AND route = ?2 AND key = ?3";
+
+fn read(connection: &Connection, scope: &Scope) -> Result<Option<Stored>, StoreError> {
+    let sql = format!(
+        "SELECT state, fingerprint, owner, lease_until, expires_at, status, headers, body \
+         FROM ballast_idempotency WHERE {PK}"
+    );
+    let mut statement = connection.prepare_cached(&sql).map_err(unavailable)?;
+    let row = statement
+        .query_row(
+            params![scope.principal(), scope.route(), scope.key().as_str()],
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, Vec<u8>>(1)?,
+                    row.get::<_, Vec<u8>>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, i64>(4)?,
+                    row.get::<_, Option<i64>>(5)?,
+                    row.get::<_, Option<Vec<u8>>>(6)?,
+                    row.get::<_, Option<Vec<u8>>>(7)?,
+                ))
+            },
+        )
+        .optional()
+        .map_err(unavailable)?;
+    let Some((state, fingerprint, owner, lease_until, expires_at, status, headers, body)) = row else {
+        return Ok(None);
+    };
+    let corrupt = |what: &str| StoreError::Corrupt(format!("{what} of {:?}", scope.storage_key()));
+    let state = match state.as_str() {
+        "claimed" => RecordState::Claimed,
+        "dispatched" => RecordState::Dispatched,
+        "outcome_unknown" => RecordState::OutcomeUnknown,
+        "completed" => RecordState::Completed(StoredResponse {
+            status: status
+                .and_then(|s| u16::try_from(s).ok())
+                .ok_or_else(|| corrupt("status"))?,
+            headers: decode_headers(&headers.unwrap_or_default())?,
+            body: Bytes::from(body.unwrap_or_default()),
+        }),
+        _ => return Err(corrupt("state")),
+    };
+    Ok(Some(Stored {
+        state,
+        fingerprint: Fingerprint::from_bytes(fingerprint.try_into().map_err(|_| corrupt("fingerprint"))?),
+        owner: OwnerToken::from_bytes(owner.try_into().map_err(|_| corrupt("owner"))?),
+        lease_until,
+        expires_at,
+    }))
+}
+
+pub(super) fn claim(
+    connection: &mut Connection,
+    scope: &Scope,
+    claim: &ClaimRequest,
+    now: i64,
+    retention: i64,
+) -> Result<ClaimOutcome, StoreError> {
+    let lease_until = now.saturating_add(crate::clock::millis(claim.lease));
+    let expires_at = lease_until.saturating_add(retention);
+    let (p, r, k) = (scope.principal(), scope.route(), scope.key().as_str());
+    let (fingerprint, owner) = (&claim.fingerprint.as_bytes()[..], &claim.owner.as_bytes()[..]);
+    // The common case, a key nobody holds, is one statement; only a key with a record takes the transaction.
+    let insert = "INSERT INTO ballast_idempotency \
+        (principal, route, key, state, fingerprint, owner, lease_until, expires_at) \
+        VALUES (?1, ?2, ?3, 'claimed', ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING";
+    if run(
+        connection,
+        insert,
+        params![p, r, k, fingerprint, owner, lease_until, expires_at],
+    )? == 1
+    {
+        return Ok(ClaimOutcome::Acquired);
+    }
+    let transaction = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)?;
+    let existing = read(&transaction, scope)?;
+    let outcome = match claim_step(existing.as_ref(), claim, now) {
+        ClaimStep::Insert => {
+            // The record expired (retention): a new claim replaces it.
+            let replace = insert
+                .replace("INSERT INTO", "INSERT OR REPLACE INTO")
+                .replace(" ON CONFLICT DO NOTHING", "");
+            run(
+                &transaction,
+                &replace,
+                params![p, r, k, fingerprint, owner, lease_until, expires_at],
+            )?;
+            ClaimOutcome::Acquired
+        }
+        ClaimStep::TakeOver { old, was } => {
+            let sql = format!(
+                "UPDATE ballast_idempotency SET state = 'claimed', owner = ?5, lease_until = ?6, \
+                 expires_at = ?7 WHERE {PK} AND owner = ?4"
+            );
+            let old = &old.as_bytes()[..];
+            changed(run(
+                &transaction,
+                &sql,
+                params![p, r, k, old, owner, lease_until, expires_at],
+            ))?;
+            ClaimOutcome::TookOver { was }
+        }
+        ClaimStep::MarkUnknown { old } => {
+            let sql = format!(
+                "UPDATE ballast_idempotency SET state = 'outcome_unknown', expires_at = ?5 \
+                 WHERE {PK} AND owner = ?4"
+            );
+            let (old, until) = (&old.as_bytes()[..], now.saturating_add(retention));
+            changed(run(&transaction, &sql, params![p, r, k, old, until]))?;
+            ClaimOutcome::OutcomeUnknown
+        }
+        ClaimStep::Answer(outcome) => outcome,
+    };
+    transaction.commit().map_err(unavailable)?;
+    Ok(outcome)
+}
+
+/// Runs one statement (cached), returning the number of rows it changed.
+fn run(connection: &Connection, sql: &str, row: &[&dyn rusqlite::ToSql]) -> Result<usize, StoreError> {
+    connection
+        .prepare_cached(sql)
+        .map_err(unavailable)?
+        .execute(row)
+        .map_err(unavailable)
+}
+
+/// One row changed, or the caller does not hold the record.
+fn changed(result: Result<usize, StoreError>) -> Result<(), StoreError> {
+    match result? {
+        0 => Err(StoreError::NotHeld),
+        _ => Ok(()),
+    }
+}
+
+/// A state change of the holder's record, applied only in `from` states while the record is live.
+fn transition(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+    from: &[&RecordState],
+    set: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> Result<(), StoreError> {
+    let states: Vec<String> = from
+        .iter()
+        .map(|state| format!("'{}'", state_name(state)))
+        .collect();
+    let sql = format!(
+        "UPDATE ballast_idempotency SET {set} WHERE {PK} AND owner = ?4 AND expires_at > ?5 AND state IN ({})",
+        states.join(", ")
+    );
+    let (principal, route, key, owner) = (
+        scope.principal(),
+        scope.route(),
+        scope.key().as_str(),
+        &owner.as_bytes()[..],
+    );
+    let mut row: Vec<&dyn rusqlite::ToSql> = vec![&principal, &route, &key, &owner, &now];
+    row.extend_from_slice(values);
+    changed(run(connection, &sql, &row))
+}
+
+pub(super) fn mark_dispatched(
+    connection: &mut Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+) -> Result<(), StoreError> {
+    transition(
+        connection,
+        scope,
+        owner,
+        now,
+        &[&RecordState::Claimed],
+        "state = 'dispatched'",
+        &[],
+    )
+}
+
+pub(super) fn complete(
+    connection: &mut Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    response: &StoredResponse,
+    now: i64,
+    retention: i64,
+) -> Result<(), StoreError> {
+    let set = "state = 'completed', status = ?6, headers = ?7, body = ?8, lease_until = ?5, expires_at = ?9";
+    let (status, headers) = (i64::from(response.status), encode_headers(&response.headers));
+    let (body, expires_at) = (&response.body[..], now.saturating_add(retention));
+    let from = [&RecordState::Claimed, &RecordState::Dispatched];
+    transition(
+        connection,
+        scope,
+        owner,
+        now,
+        &from,
+        set,
+        &[&status, &headers, &body, &expires_at],
+    )
+}
+
+pub(super) fn mark_outcome_unknown(
+    connection: &mut Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+    retention: i64,
+) -> Result<(), StoreError> {
+    let set = "state = 'outcome_unknown', lease_until = ?5, expires_at = ?6";
+    let expires_at = now.saturating_add(retention);
+    transition(
+        connection,
+        scope,
+        owner,
+        now,
+        &[&RecordState::Dispatched],
+        set,
+        &[&expires_at],
+    )
+}
+
+pub(super) fn release(
+    connection: &mut Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+) -> Result<(), StoreError> {
+    let sql = format!(
+        "DELETE FROM ballast_idempotency WHERE {PK} AND owner = ?4 AND expires_at > ?5 \
+         AND state IN ('claimed', 'dispatched')"
+    );
+    let row = params![
+        scope.principal(),
+        scope.route(),
+        scope.key().as_str(),
+        &owner.as_bytes()[..],
+        now
+    ];
+    changed(run(connection, &sql, row))
+}
+
+pub(super) fn lookup(
+    connection: &mut Connection,
+    scope: &Scope,
+    now: i64,
+) -> Result<Option<Record>, StoreError> {
+    Ok(read(connection, scope)?.and_then(|stored| visible(stored, now)))
+}
+
+pub(super) fn reap(connection: &mut Connection, now: i64) -> Result<u64, StoreError> {
+    let deleted = run(
+        connection,
+        "DELETE FROM ballast_idempotency WHERE expires_at <= ?1",
+        params![now],
+    )?;
+    Ok(u64::try_from(deleted).unwrap_or(u64::MAX))
+}

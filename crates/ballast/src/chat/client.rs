@@ -1,0 +1,219 @@
+//! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
+//! answer, the stream, or the error — each with the report of everything tried.
+
+use std::sync::Arc;
+
+use ballast_config::{ModelRoute, ServerConfig};
+use ballast_core::{CallKind, Deadline, Instant};
+use serde_json::Value;
+
+use super::ChatResponse;
+use super::call::{ChatAnswer, ChatCall, ChatError};
+use super::deployment::DeploymentClient;
+use super::route::{Committed, Failure, Tried};
+use super::stream::ChatStream;
+use super::usage::{record_tokens, usage_of_body};
+use crate::{CallContext, Runs, clock, current_deadline};
+
+/// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
+/// clone; clones share the deployments' breakers, budgets and the runs.
+///
+/// Each deployment has its own stack — deadline, retry (its own budget), breaker (its own), attempt — and a call
+/// goes through them in order: the next one is tried when a deployment's breaker is open, its retries or budget
+/// are spent, it asks for a `Retry-After` too long, or its quota is spent (`insufficient_quota`, at once). With
+/// more than one deployment the first may use at most `primary_share` of the time left. A context-length error
+/// is answered, moved to the next deployment, or truncated and resent, as the route's `context.on_overflow`
+/// says. Every field of the request but `model` goes upstream as the caller sent it; every field of the answer
+/// comes back as the upstream sent it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use ballast::{ChatCall, ChatClients, ChatRequest, ChatTransport};
+/// use ballast_config::Config;
+/// use serde_json::json;
+///
+/// let config = Config::from_toml_str(r#"
+///     version = 1
+///     [[models]]
+///     name = "agent"
+///     deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
+/// "#).unwrap();
+/// // In process, against the chaos model; in production, `ChatTransport::http` and the process environment.
+/// let transport = ChatTransport::service(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+/// let no_keys = |_: &str| None;
+/// let models = ChatClients::from_config(&config, &no_keys, transport).unwrap();
+/// let request: ChatRequest = serde_json::from_value(json!({
+///     "model": "agent",
+///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],
+///     "reasoning_effort": "low",
+/// })).unwrap();
+/// let answer = models.route("agent").unwrap().complete(ChatCall::new(request)).await.unwrap();
+/// let message = answer.response.choices[0].message.as_ref().unwrap();
+/// assert!(message.has_tool_calls());
+/// println!("{}", answer.report);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ChatClient {
+    pub(super) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) route: ModelRoute,
+    pub(super) server: ServerConfig,
+    pub(super) deployments: Vec<DeploymentClient>,
+    pub(super) runs: Arc<Runs>,
+}
+
+impl ChatClient {
+    /// The route's name (what callers put in `model`).
+    pub fn name(&self) -> &str {
+        &self.inner.route.name
+    }
+
+    /// The route's configuration.
+    pub fn config(&self) -> &ModelRoute {
+        &self.inner.route
+    }
+
+    /// The circuit breaker of deployment `index` (for `/status` and tests).
+    pub fn breaker(&self, index: usize) -> Option<&Arc<ballast_core::CircuitBreaker>> {
+        self.inner.deployments.get(index).map(|d| &d.breaker)
+    }
+
+    /// The retry budget of deployment `index`.
+    pub fn budget(&self, index: usize) -> Option<&Arc<dyn ballast_core::RetryBudget>> {
+        self.inner.deployments.get(index).map(|d| &d.budget)
+    }
+
+    /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
+    /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
+    /// the last deployment's error, carries the report of every deployment tried.
+    pub async fn complete(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
+        let mut call = call;
+        if call.request.stream == Some(true) {
+            call.request.stream = None;
+        }
+        // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
+        call.request.extra.remove("stream_options");
+        let (ctx, mut tried) = self.start(&call);
+        let sent = self.through_route(call.request, &ctx, false, &mut tried).await;
+        match sent {
+            Ok(committed) => self.answer(committed, &tried),
+            Err(failure) => Err(self.failed(failure, &tried)),
+        }
+    }
+
+    /// Asks the route for a streamed completion (`stream: true` is set). Until the first event of an upstream's
+    /// stream, a failure is retried and falls back like any other; the first event is the commit point, after
+    /// which nothing is retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit
+    /// (a cut, a stall longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a
+    /// clean end.
+    pub async fn stream(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
+        let mut call = call;
+        call.request.stream = Some(true);
+        let (ctx, mut tried) = self.start(&call);
+        let sent = self.through_route(call.request, &ctx, true, &mut tried).await;
+        match sent {
+            Ok(committed) => Ok(ChatStream::start(self, committed, tried, &ctx)),
+            Err(failure) => Err(self.failed(failure, &tried)),
+        }
+    }
+
+    /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation) and the
+    /// record of what it tries.
+    fn start(&self, call: &ChatCall) -> (CallContext, Tried) {
+        let now = clock::now();
+        (self.context(call, now), Tried::default())
+    }
+
+    fn context(&self, call: &ChatCall, now: Instant) -> CallContext {
+        let server = &self.inner.server;
+        let mut deadline = call
+            .deadline
+            .unwrap_or_else(|| Deadline::after(now, server.default_timeout))
+            .with_reserve(server.reserve)
+            .with_min_attempt(server.min_attempt);
+        if let Some(scoped) = current_deadline() {
+            deadline = deadline.earliest(&scoped);
+        }
+        let mut ctx = CallContext::new(CallKind::Model, deadline);
+        ctx.run = call.run_id.as_deref().map(|id| self.inner.runs.get(id, now));
+        if let Some(run) = &ctx.run {
+            ctx.deadline = run.offer_deadline(deadline);
+        }
+        if let Some(token) = &call.cancel {
+            ctx.cancel = Arc::new(token.child_token());
+        }
+        ctx
+    }
+
+    /// A 2xx answer read as a completion, its tokens recorded as the answer's.
+    fn answer(&self, committed: Committed, tried: &Tried) -> Result<ChatAnswer, ChatError> {
+        let Committed { index, response, .. } = committed;
+        let report = &tried.reports[index];
+        let (parts, body) = response.into_parts();
+        match serde_json::from_slice::<ChatResponse>(&body) {
+            Ok(parsed) => {
+                record_tokens(report, parsed.usage.as_ref(), true);
+                Ok(ChatAnswer {
+                    response: parsed,
+                    status: parts.status.as_u16(),
+                    headers: parts.headers,
+                    deployment: self.inner.deployments[index].name.clone(),
+                    truncated: tried.truncated,
+                    report: tried.report(),
+                })
+            }
+            Err(error) => {
+                // Tokens the upstream reported are spent, whatever became of the answer.
+                record_tokens(report, usage_of_body(&body).as_ref(), false);
+                report.update(|r| r.code = Some(ballast_core::ErrorCode::UpstreamError));
+                Err(ChatError::Malformed {
+                    route: self.name().to_owned(),
+                    reason: error.to_string(),
+                    report: Box::new(tried.report()),
+                })
+            }
+        }
+    }
+
+    /// The last failure as the caller's error.
+    pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> ChatError {
+        let route = self.name().to_owned();
+        match failure {
+            Failure::Answer(response) => {
+                if let Some(last) = tried.reports.last() {
+                    record_tokens(last, usage_of_body(response.body()).as_ref(), false);
+                    last.update(|r| {
+                        r.code.get_or_insert(ballast_core::ErrorCode::UpstreamError);
+                    });
+                }
+                ChatError::Upstream {
+                    route,
+                    status: response.status().as_u16(),
+                    body: json_body(response.body()),
+                    report: Box::new(tried.report()),
+                }
+            }
+            Failure::Error(error) => {
+                if let Some(last) = tried.reports.last() {
+                    last.update(|r| {
+                        r.code.get_or_insert(error.code());
+                    });
+                }
+                ChatError::Failed {
+                    route,
+                    error,
+                    report: Box::new(tried.report()),
+                }
+            }
+        }
+    }
+}
+
+/// The body as JSON; a JSON string when it is not JSON.
+fn json_body(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
+}

@@ -1,0 +1,36 @@
+//! The model side of an agent step: OpenAI-compatible `/chat/completions` bodies, what an upstream's error
+//! answer means, and how a conversation is cut to fit a context window.
+//!
+//! - `types` — [`ChatRequest`], [`Message`], [`ChatResponse`], [`ChatChunk`], [`Usage`]: typed where Ballast
+//!   reads a field, every other key passed through untouched both ways.
+//! - `provider` — [`ProviderError`]: an upstream's error answer classified (context length, quota, rate limit,
+//!   overload, ...) from its structured code first, then the per-provider context-length wordings.
+//! - `truncate` — [`truncate`]: drop whole older turns to fit a context window, never splitting a tool group.
+
+mod provider;
+mod truncate;
+mod types;
+
+pub use provider::{ContextTokens, ProviderError, ProviderErrorKind};
+pub use truncate::{CannotTruncate, Truncation, TruncationGoal, truncate};
+
+mod call;
+mod client;
+mod clients;
+mod context;
+mod deployment;
+mod route;
+mod sse;
+mod stream;
+mod transport;
+mod usage;
+
+pub use call::{ChatAnswer, ChatCall, ChatError};
+pub use client::ChatClient;
+pub use clients::ChatClients;
+pub use deployment::InvalidChatRoute;
+pub use stream::{ChatStream, StreamError, StreamErrorKind};
+pub use transport::ChatTransport;
+pub use types::{
+    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
+};

@@ -1,0 +1,60 @@
+//! The reader of a committed stream, over hand-made bodies: what no chaos profile sends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ballast_core::Deadline;
+use bytes::Bytes;
+use http_body::Frame;
+use http_body_util::{BodyExt as _, StreamBody};
+
+use super::*;
+use crate::BoxError;
+
+/// A reader of `frames` (after a commit), counting the frames it pulls, with events of at most `limit` bytes.
+fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader {
+    let pulled = Arc::clone(pulled);
+    let frames = futures::stream::iter(frames).map(move |bytes| {
+        pulled.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, BoxError>(Frame::data(bytes))
+    });
+    let now = clock::now();
+    Reader {
+        route: "agent".into(),
+        decoder: SseDecoder::new(limit),
+        body: Some(StreamBody::new(frames).boxed_unsync()),
+        idle: Duration::from_secs(30),
+        deadline: Deadline::after(now, Duration::from_secs(60)),
+        last_chunk: now,
+        report: Report::default(),
+        tried: Arc::new(Tried::default()),
+        usage: None,
+    }
+}
+
+/// Regression: after the commit the reader buffered whatever the upstream sent, without bound — a line that
+/// never ends (a broken proxy, a hostile upstream) grew the buffer until memory ran out, and ended at most as a
+/// cut. It must stop reading once an unfinished event is over the limit.
+#[tokio::test(start_paused = true)]
+async fn an_event_over_the_limit_ends_the_stream_without_reading_on() {
+    let mut frames = vec![Bytes::from_static(b"data: {\"choices\":[]}\n\ndata: \"")];
+    frames.extend(std::iter::repeat_n(Bytes::from(vec![b'a'; 1024]), 64));
+    let pulled = Arc::new(AtomicUsize::new(0));
+    let mut reader = reader(frames, 4096, &pulled);
+    let first = reader.next_item().await.expect("an item");
+    assert!(first.is_ok(), "the first chunk: {first:?}");
+    let error = reader
+        .next_item()
+        .await
+        .expect("an item")
+        .expect_err("an event over the limit is an error");
+    assert_eq!(error.kind, StreamErrorKind::EventTooLarge { limit: 4096 });
+    assert_eq!(error.code(), ErrorCode::UpstreamError);
+    assert!(
+        pulled.load(Ordering::SeqCst) <= 6,
+        "stopped reading at the limit, pulled {} frames",
+        pulled.load(Ordering::SeqCst)
+    );
+    assert!(reader.next_item().await.is_some_and(|item| item.is_err()));
+}

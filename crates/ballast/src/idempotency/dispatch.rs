@@ -1,0 +1,178 @@
+//! A claimed request from `dispatched` to its end: the handler runs in a task of its own, its answer is stored
+//! (or the claim released, or marked `outcome_unknown`), and the caller gets the answer.
+//!
+//! Why a task of its own: a caller that disconnects drops the layer's future; if the handler ran inside it, the
+//! side effect could stop half-way and its outcome would never be recorded. In its own task the handler runs to
+//! the end and its answer is stored for the retry that will come.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use axum::body::Body;
+use ballast_store::StoreError;
+use bytes::{Bytes, BytesMut};
+use futures::{FutureExt as _, StreamExt as _};
+use http::{Request, Response};
+use http_body::Body as HttpBody;
+use http_body_util::BodyExt as _;
+use tokio::sync::oneshot;
+use tower::{Service, ServiceExt as _};
+
+use super::layer::Settings;
+use super::problem::Problem;
+use super::replay::to_stored;
+use super::settle::{HeldClaim, Settlement, Written};
+use super::{NotStored, OutcomeUnknown};
+use crate::BoxError;
+
+/// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
+type Answer<E> = Result<Response<Body>, E>;
+
+/// Marks the claim dispatched, runs `request` through `inner` in its own task, and answers with what it said.
+pub(crate) async fn dispatch<S, B>(
+    inner: S,
+    settings: Arc<Settings>,
+    claim: HeldClaim,
+    request: Request<Body>,
+) -> Answer<S::Error>
+where
+    S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let marked = claim.store.mark_dispatched(&claim.scope, claim.owner).await;
+    if let Err(error) = marked {
+        // Nothing ran: give the key back (best effort; if this fails too, the lease runs out while `claimed`
+        // and the next request takes it over).
+        let _ = claim.store.release(&claim.scope, claim.owner).await;
+        tracing::warn!(scope = ?claim.scope, %error, "could not mark the request dispatched; not running it");
+        let problem = match error {
+            StoreError::Unavailable(_) => Problem::StoreUnavailable,
+            // The lease ran out before dispatch and another request took the key over: it is in progress there.
+            StoreError::NotHeld => Problem::InProgress {
+                retry_after: settings.max_retry_after,
+            },
+            _ => Problem::StoreFailed,
+        };
+        return Ok(problem.into_response());
+    }
+    let (answer_tx, answer_rx) = oneshot::channel();
+    tokio::spawn(run_and_settle(inner, settings, claim, request, answer_tx));
+    // The task always answers (panics are caught); a closed channel means the runtime is shutting down.
+    answer_rx
+        .await
+        .unwrap_or_else(|_| Ok(Problem::HandlerPanicked.into_response()))
+}
+
+/// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.
+async fn run_and_settle<S, B>(
+    inner: S,
+    settings: Arc<Settings>,
+    claim: HeldClaim,
+    request: Request<Body>,
+    answer_tx: oneshot::Sender<Answer<S::Error>>,
+) where
+    S: Service<Request<Body>, Response = Response<B>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let ran = AssertUnwindSafe(inner.oneshot(request)).catch_unwind().await;
+    let (answer, settlement) = match ran {
+        Err(_panic) => {
+            tracing::error!(scope = ?claim.scope, "handler panicked after dispatch; outcome unknown");
+            (
+                Ok(Problem::HandlerPanicked.into_response()),
+                Settlement::OutcomeUnknown,
+            )
+        }
+        Ok(Err(error)) => (Err(error), Settlement::OutcomeUnknown),
+        Ok(Ok(response)) => read_response(response, &settings).await,
+    };
+    // The first write before the answer: a caller that retries right after its answer finds the record final.
+    let written = claim.settle_once(&settlement, settings.first_write_wait).await;
+    let _ = answer_tx.send(answer);
+    if written == Written::Again {
+        claim
+            .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
+            .await;
+    }
+}
+
+/// The caller's answer and the record's end, from the handler's response.
+async fn read_response<B, E>(response: Response<B>, settings: &Settings) -> (Answer<E>, Settlement)
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    if parts.extensions.get::<NotStored>().is_some() {
+        return (
+            Ok(Response::from_parts(parts, Body::new(body))),
+            Settlement::Release,
+        );
+    }
+    if parts.extensions.get::<OutcomeUnknown>().is_some() {
+        return (
+            Ok(Response::from_parts(parts, Body::new(body))),
+            Settlement::OutcomeUnknown,
+        );
+    }
+    match buffer(body, settings.response_limit).await {
+        Buffered::Whole(bytes) => {
+            let stored = to_stored(&parts, bytes.clone(), &settings.stored_headers);
+            (
+                Ok(Response::from_parts(parts, Body::from(bytes))),
+                Settlement::Complete(stored),
+            )
+        }
+        Buffered::Over { read, rest } => {
+            // Too large to replay: the caller still gets all of it; retries learn the outcome is not kept.
+            let whole = futures::stream::once(async move { Ok(read) }).chain(rest.into_data_stream());
+            (
+                Ok(Response::from_parts(parts, Body::from_stream(whole))),
+                Settlement::OutcomeUnknown,
+            )
+        }
+        Buffered::Failed => (
+            Ok(Problem::OutcomeUnknown.into_response()),
+            Settlement::OutcomeUnknown,
+        ),
+    }
+}
+
+/// A response body read under a limit.
+enum Buffered<B> {
+    Whole(Bytes),
+    /// Over the limit: what was read, and the body to read on from.
+    Over {
+        read: Bytes,
+        rest: B,
+    },
+    /// The body failed before its end.
+    Failed,
+}
+
+async fn buffer<B>(body: B, limit: usize) -> Buffered<std::pin::Pin<Box<B>>>
+where
+    B: HttpBody<Data = Bytes>,
+{
+    let mut body = Box::pin(body);
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else {
+            return Buffered::Failed;
+        };
+        if let Ok(data) = frame.into_data() {
+            read.extend_from_slice(&data);
+            if read.len() > limit {
+                return Buffered::Over {
+                    read: read.freeze(),
+                    rest: body,
+                };
+            }
+        }
+    }
+    Buffered::Whole(read.freeze())
+}

@@ -1,0 +1,175 @@
+//! The server side of idempotency (DESIGN.md, "Idempotency, server side"): [`IdempotencyLayer`], axum/tower
+//! middleware in front of a handler with a side effect. Its docs hold the behaviour; here, where each part lives:
+//!
+//! - `layer` — the layer, its builder and defaults; `request` — reading a keyed request (key, scope, lease,
+//!   fingerprint, body limit); `dispatch` — the handler in a task of its own and the record's end; `settle` —
+//!   the last write and its background retries; `replay` — stored responses in and out; `problem` — every answer
+//!   of the layer's own (problem+json); `status` — the operation status lookup; `markers` — the extension types;
+//!   `reaper` — reaping on a timer.
+
+mod dispatch;
+mod layer;
+mod markers;
+mod problem;
+mod reaper;
+mod replay;
+mod request;
+mod settle;
+mod status;
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use ballast_store::{ClaimOutcome, StoreError};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Method, Request, Response};
+use http_body::Body as HttpBody;
+use tower::{Service, ServiceExt as _};
+
+pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer};
+pub use markers::{NotStored, OutcomeUnknown, Principal};
+pub use reaper::spawn_reaper;
+pub use status::{OperationStatus, operation_status, operations_route};
+
+use self::layer::Settings;
+use self::problem::Problem;
+use self::settle::HeldClaim;
+use crate::BoxError;
+
+/// The service of [`IdempotencyLayer`]: see its docs for what it does.
+#[derive(Clone, Debug)]
+pub struct IdempotencyService<S> {
+    inner: S,
+    settings: Arc<Settings>,
+}
+
+impl<S> IdempotencyService<S> {
+    pub(crate) fn new(inner: S, settings: Arc<Settings>) -> Self {
+        IdempotencyService { inner, settings }
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for IdempotencyService<S>
+where
+    S: Service<Request<Body>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Each request drives its own clone of the inner service to readiness (it may run in a task of its own).
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        Box::pin(handle(self.inner.clone(), Arc::clone(&self.settings), request))
+    }
+}
+
+/// One request through the table of the module docs.
+async fn handle<S, B, RB>(
+    inner: S,
+    settings: Arc<Settings>,
+    request: Request<B>,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    if is_safe(request.method()) {
+        return pass_through(inner, request).await;
+    }
+    let key = match request::read_key(request.headers()) {
+        Ok(Some(key)) => key,
+        Ok(None) if !settings.require_key => return pass_through(inner, request).await,
+        Ok(None) => return Ok(Problem::KeyMissing.into_response()),
+        Err(problem) => return Ok(problem.into_response()),
+    };
+    let incoming = match request::read(request, key, &settings).await {
+        Ok(incoming) => incoming,
+        Err(problem) => return Ok(problem.into_response()),
+    };
+    // From the claim on, the request runs in a task of its own: a caller that disconnects between the claim and
+    // the dispatch must not leave a claim that nobody holds (every retry would get 409 until the lease ran out).
+    // The request goes on, once, and its answer is stored for the retry.
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _ = answer_tx.send(claim_and_run(inner, settings, incoming).await);
+    });
+    // The task always answers (the handler's panics are caught); a closed channel means the runtime stops.
+    answer_rx
+        .await
+        .unwrap_or_else(|_| Ok(Problem::HandlerPanicked.into_response()))
+}
+
+/// Claims the request's key and runs it, or answers what the record says.
+async fn claim_and_run<S, RB>(
+    inner: S,
+    settings: Arc<Settings>,
+    incoming: request::Incoming,
+) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<RB>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    let problem = match settings.store.claim(&incoming.scope, &incoming.claim).await {
+        Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
+            let claim = HeldClaim {
+                store: Arc::clone(&settings.store),
+                scope: incoming.scope,
+                owner: incoming.claim.owner,
+            };
+            return dispatch::dispatch(inner, settings, claim, incoming.request).await;
+        }
+        Ok(ClaimOutcome::Completed(stored)) => return Ok(replay::replay(stored)),
+        Ok(ClaimOutcome::InProgress { lease_left, .. }) => Problem::InProgress {
+            retry_after: lease_left.min(settings.max_retry_after),
+        },
+        Ok(ClaimOutcome::OutcomeUnknown) => Problem::OutcomeUnknown,
+        Ok(ClaimOutcome::FingerprintMismatch) => Problem::KeyReused,
+        Ok(_) => Problem::StoreFailed,
+        Err(StoreError::Unavailable(error)) => {
+            tracing::warn!(scope = ?incoming.scope, %error, "idempotency store unavailable; not running the request");
+            Problem::StoreUnavailable
+        }
+        Err(error) => {
+            tracing::error!(scope = ?incoming.scope, %error, "idempotency claim failed");
+            Problem::StoreFailed
+        }
+    };
+    Ok(problem.into_response())
+}
+
+/// RFC 9110's safe methods: they promise no side effect, so they carry no key and are never deduplicated.
+fn is_safe(method: &Method) -> bool {
+    [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE].contains(method)
+}
+
+async fn pass_through<S, B, RB>(inner: S, request: Request<B>) -> Result<Response<Body>, S::Error>
+where
+    S: Service<Request<Body>, Response = Response<RB>>,
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+    RB: HttpBody<Data = Bytes> + Send + 'static,
+    RB::Error: Into<BoxError>,
+{
+    let response = inner.oneshot(request.map(Body::new)).await?;
+    Ok(response.map(Body::new))
+}

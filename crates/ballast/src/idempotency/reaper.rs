@@ -1,0 +1,31 @@
+//! [`spawn_reaper`]: deletes expired records on a timer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_store::IdempotencyStore;
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+/// Calls [`reap`](IdempotencyStore::reap) on `store` every `every` (at least 1 ms) until the returned task is
+/// aborted.
+///
+/// Expired records are already invisible (stores check retention on every read); reaping only keeps the store
+/// from growing. A failed reap is logged and tried again at the next tick.
+pub fn spawn_reaper(store: Arc<dyn IdempotencyStore>, every: Duration) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(every.max(Duration::from_millis(1)));
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            match store.reap().await {
+                Ok(reaped) => {
+                    tracing::debug!(reaped, backend = store.backend(), "reaped idempotency records")
+                }
+                Err(error) => {
+                    tracing::warn!(%error, backend = store.backend(), "reaping idempotency records failed")
+                }
+            }
+        }
+    })
+}
