@@ -82,6 +82,23 @@ pub async fn scope<F: Future>(deadline: Deadline, future: F) -> F::Output {
     DEADLINE.scope(deadline, future).await
 }
 
+/// [`scope`] as a named future, the deadline in scope read now: what a layer returns from `call` (one future
+/// fewer to nest and move than the `async fn`).
+pub(crate) fn scoped<F: Future>(
+    deadline: Deadline,
+    future: F,
+) -> tokio::task::futures::TaskLocalFuture<Deadline, F> {
+    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
+    DEADLINE.scope(deadline, future)
+}
+
+/// Runs `f` with `deadline` in scope, as [`scope`] runs a future: for the synchronous part of a call (a service's
+/// `call`) made on the deadline's behalf.
+pub(crate) fn sync_scoped<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
+    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
+    DEADLINE.sync_scope(deadline, f)
+}
+
 /// The deadline of the enclosing [`scope`], if any.
 pub fn current_deadline() -> Option<Deadline> {
     DEADLINE.try_with(|d| *d).ok()

@@ -179,6 +179,14 @@ impl Report {
         read(&self.0.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// The report as it is now, taken rather than copied when no one else holds it (else a copy).
+    pub(crate) fn into_snapshot(self) -> OutcomeReport {
+        match Arc::try_unwrap(self.0) {
+            Ok(report) => report.into_inner().unwrap_or_else(PoisonError::into_inner),
+            Err(shared) => Report(shared).snapshot(),
+        }
+    }
+
     /// A copy of the report as it is now.
     pub fn snapshot(&self) -> OutcomeReport {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()

@@ -255,3 +255,21 @@ async fn cancelling_the_token_ends_the_call_at_once() {
     assert!(matches!(error, Error::Cancelled), "{error}");
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// A service below the deadline layer that reads the deadline in its `call` itself (not in its future) sees it:
+/// the layer calls it in the deadline's scope, whether it calls it at once or once it is ready.
+#[tokio::test(start_paused = true)]
+async fn a_service_reading_the_deadline_in_its_call_sees_it() {
+    let seen: Arc<Mutex<Option<Deadline>>> = Arc::default();
+    let record = Arc::clone(&seen);
+    let service = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(2 * SECOND))
+        .service(service_fn(move |_request: http::Request<Bytes>| {
+            *record.lock().unwrap() = current_deadline();
+            std::future::ready(Ok::<_, Error>(http::Response::new(Bytes::new())))
+        }));
+    let started = clock::now();
+    service.oneshot(http::Request::new(Bytes::new())).await.unwrap();
+    let deadline = seen.lock().unwrap().expect("the deadline in scope");
+    assert_eq!(deadline.remaining(started), 2 * SECOND);
+}

@@ -153,3 +153,49 @@ async fn a_call_with_a_cancelled_token_sends_nothing() {
     assert!(is_cancelled(&result), "{result:?}");
     assert_eq!(requests(&router, "create_refund").await, 0);
 }
+
+/// Cancelled while a read-only attempt waits on a hung upstream: the call ends at once with `Cancelled` (the
+/// deadline layer's watch drops it; the attempt does not watch the token a second time), and the attempt is
+/// recorded as cancelled, sent, and not left pending.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_read_only_attempt_ends_at_once_and_is_recorded_cancelled() {
+    let hung = tower::service_fn(|_request: http::Request<bytes::Bytes>| {
+        std::future::pending::<Result<http::Response<bytes::Bytes>, Error>>()
+    });
+    let tools = clients_over(
+        r#"
+        version = 1
+        [[tools]]
+        name = "lookup_order"
+        upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+        per_try_timeout = "5s"
+        "#,
+        hung,
+    );
+    let tool = tools.get("lookup_order").unwrap().clone();
+    let token = CancellationToken::new();
+    let report = Report::default();
+    let kept = report.clone();
+    let call = ToolCall::new(json!({"order_id": "1", "op": "op-r"})).cancel_token(token.clone());
+    let call = tokio::spawn(async move { tool.call_with_report(call, kept).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cancelled_at = ballast::clock::now();
+    token.cancel();
+    let result = call.await.expect("the call's task");
+    assert!(is_cancelled(&result), "{result:?}");
+    assert_eq!(
+        ballast::clock::now(),
+        cancelled_at,
+        "ended at once, not at the 5 s attempt timeout"
+    );
+    let snapshot = report.snapshot();
+    assert_eq!(snapshot.attempts.len(), 1, "{snapshot}");
+    let attempt = &snapshot.attempts[0];
+    assert_eq!(
+        attempt.result,
+        AttemptResult::Error("cancelled".into()),
+        "{snapshot}"
+    );
+    assert!(attempt.sent && !attempt.background, "{snapshot}");
+    assert_eq!(attempt.duration, Duration::from_millis(100), "{snapshot}");
+}

@@ -9,6 +9,7 @@ mod wait;
 #[cfg(test)]
 mod tests;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -17,8 +18,10 @@ use futures::future::BoxFuture;
 use tower::Service;
 
 use crate::Error;
+use crate::transport::{CallNow, call_now};
 use call::Call;
-use slot::Shared;
+use slot::{Shared, Slot};
+use wait::Admit;
 
 pub use layer::AdmissionLayer;
 
@@ -60,30 +63,57 @@ where
         Poll::Ready(Ok(()))
     }
 
+    /// The call asks for its slot when it is called (as tower's `ConcurrencyLimit` takes its permit before the
+    /// call): a call that gets one at once, the common case, runs in a small future with no queue in it.
     fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
-        Box::pin(admitted(Arc::clone(&self.shared), self.inner.clone(), request))
+        let call = Call::of(&request);
+        let inner = self.inner.clone();
+        match wait::offer(&self.shared, &call) {
+            // The layers below are always ready: called now, the future holds their future, not the request.
+            Admit::Run(slot) => {
+                let mut inner = inner;
+                match call_now(&mut inner, request) {
+                    CallNow::Called(call) => Box::pin(release_after(slot, call)),
+                    CallNow::Failed(error) => Box::pin(std::future::ready(Err(error))),
+                    CallNow::NotReady(request) => Box::pin(run(slot, inner, request)),
+                }
+            }
+            Admit::Refused(refused) => {
+                call.record(&refused);
+                Box::pin(std::future::ready(Err(refused)))
+            }
+            Admit::Queued(waiting) => Box::pin(async move {
+                match waiting.until_woken(&call).await {
+                    Ok(slot) => run(slot, inner, request).await,
+                    Err(refused) => {
+                        call.record(&refused);
+                        Err(refused)
+                    }
+                }
+            }),
+        }
     }
 }
 
-/// Runs `request` through `inner` once admitted, holding the slot until the answer (or the drop).
-async fn admitted<S>(
-    shared: Arc<Shared>,
+/// Runs `request` through `inner` holding `slot` until the answer (or the drop).
+async fn run<S>(
+    slot: Slot,
     mut inner: S,
     request: http::Request<Bytes>,
 ) -> Result<http::Response<Bytes>, Error>
 where
     S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>,
 {
-    let call = Call::of(&request);
-    let mut slot = match wait::admit(&shared, &call).await {
-        Ok(slot) => slot,
-        Err(refused) => {
-            call.record(&refused);
-            return Err(refused);
-        }
-    };
     std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-    let result = inner.call(request).await;
+    release_after(slot, inner.call(request)).await
+}
+
+/// Awaits `call`, holding `slot` until its answer (or the drop).
+async fn release_after<F>(mut slot: Slot, call: F) -> Result<http::Response<Bytes>, Error>
+where
+    F: Future<Output = Result<http::Response<Bytes>, Error>>,
+{
+    let result = call.await;
     if reached_upstream(&result) {
         slot.report_latency();
     }

@@ -9,10 +9,20 @@ use super::call::Call;
 use super::slot::{Shared, Slot, Wake, answer_sheds};
 use crate::{Error, clock};
 
-/// A slot for `call`: at once when one is free, else after waiting in the queue; or the call's refusal.
-pub(super) async fn admit(shared: &Arc<Shared>, call: &Call) -> Result<Slot, Error> {
+/// The admission's first answer to `call`: a slot, a refusal, or a place in the queue to wait in.
+pub(super) enum Admit {
+    /// A slot was free: run now.
+    Run(Slot),
+    /// Cancelled, shed, or its deadline already past.
+    Refused(Error),
+    /// Queued: wait for a slot ([`Waiting::until_woken`]).
+    Queued(Waiting),
+}
+
+/// Asks for a slot for `call`, now: the decision needs no waiting, only the wait for a queued call does.
+pub(super) fn offer(shared: &Arc<Shared>, call: &Call) -> Admit {
     if call.is_cancelled() {
-        return Err(Error::Cancelled);
+        return Admit::Refused(Error::Cancelled);
     }
     let now = clock::now();
     let (waiter, wake) = oneshot::channel();
@@ -20,8 +30,8 @@ pub(super) async fn admit(shared: &Arc<Shared>, call: &Call) -> Result<Slot, Err
         .lock()
         .offer(call.priority, call.deadline_instant(), waiter, now);
     match offer {
-        Offer::Run(_unused) => Ok(Slot::new(Arc::clone(shared), now)),
-        Offer::Shed(shed) => Err(call.refusal(shed.reason, shed.retry_after, now)),
+        Offer::Run(_unused) => Admit::Run(Slot::new(Arc::clone(shared), now)),
+        Offer::Shed(shed) => Admit::Refused(call.refusal(shed.reason, shed.retry_after, now)),
         Offer::Queued { ticket, evicted } => {
             let waiting = Waiting {
                 shared: Arc::clone(shared),
@@ -29,7 +39,7 @@ pub(super) async fn admit(shared: &Arc<Shared>, call: &Call) -> Result<Slot, Err
                 wake,
             };
             answer_sheds(evicted.into_iter().collect());
-            waiting.until_woken(call).await
+            Admit::Queued(waiting)
         }
     }
 }
@@ -37,7 +47,7 @@ pub(super) async fn admit(shared: &Arc<Shared>, call: &Call) -> Result<Slot, Err
 /// A call parked in the queue. Dropping it (the call gave up, or its future was dropped) takes its ticket out
 /// of the queue, so no waiter is ever left behind; a slot handed to it in the meantime is dropped with its
 /// receiver and so handed on.
-struct Waiting {
+pub(super) struct Waiting {
     shared: Arc<Shared>,
     ticket: Ticket,
     wake: oneshot::Receiver<Wake>,
@@ -46,7 +56,7 @@ struct Waiting {
 impl Waiting {
     /// Waits for a slot, bounded by the deadline (until it can no longer hold an attempt) and by the caller's
     /// cancellation.
-    async fn until_woken(mut self, call: &Call) -> Result<Slot, Error> {
+    pub(super) async fn until_woken(mut self, call: &Call) -> Result<Slot, Error> {
         let give_up = async {
             match call.give_up_at() {
                 Some(at) => clock::sleep_until(at).await,

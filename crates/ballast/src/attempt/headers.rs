@@ -7,20 +7,79 @@ use ballast_core::format_timeout_ms;
 use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS};
 use http::{HeaderMap, HeaderValue};
 
+/// The per-try timeout and its header value, formatted once: most attempts get exactly `per_try` (the deadline
+/// leaves more), and a cloned value is a reference count where a formatted one is two allocations.
+#[derive(Clone, Debug)]
+pub(super) struct PerTry {
+    pub(super) timeout: Duration,
+    value: HeaderValue,
+}
+
+impl PerTry {
+    pub(super) fn new(timeout: Duration) -> Self {
+        PerTry {
+            timeout,
+            value: timeout_value(timeout),
+        }
+    }
+
+    /// The header value of an attempt's `timeout`: the one formatted once when it is `per_try`.
+    fn value_for(&self, timeout: Duration) -> HeaderValue {
+        if timeout == self.timeout {
+            self.value.clone()
+        } else {
+            timeout_value(timeout)
+        }
+    }
+}
+
+/// `timeout` as `ballast-timeout-ms` writes it.
+fn timeout_value(timeout: Duration) -> HeaderValue {
+    HeaderValue::try_from(format_timeout_ms(timeout))
+        .unwrap_or_else(|_digits_are_always_valid| HeaderValue::from_static("0"))
+}
+
+/// The values of the numbers an attempt almost always carries (attempt numbers and hops are small): static,
+/// so a header costs no allocation.
+static SMALL_NUMBERS: [HeaderValue; 10] = [
+    HeaderValue::from_static("0"),
+    HeaderValue::from_static("1"),
+    HeaderValue::from_static("2"),
+    HeaderValue::from_static("3"),
+    HeaderValue::from_static("4"),
+    HeaderValue::from_static("5"),
+    HeaderValue::from_static("6"),
+    HeaderValue::from_static("7"),
+    HeaderValue::from_static("8"),
+    HeaderValue::from_static("9"),
+];
+
+/// `number` as a header value.
+fn number_value(number: u32) -> HeaderValue {
+    usize::try_from(number)
+        .ok()
+        .and_then(|n| SMALL_NUMBERS.get(n).cloned())
+        .unwrap_or_else(|| HeaderValue::from(number))
+}
+
 /// Sets (replacing any value already there) `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` to the
 /// attempt's `timeout`, `ballast-attempt` to its `number` and `ballast-hop` to `hop + 1`.
 ///
 /// The timeout travels as a duration, never a timestamp (clock skew), and it is **this attempt's**: the upstream
 /// can stop working on a request its caller has already given up on.
-pub(super) fn set_attempt_headers(headers: &mut HeaderMap, timeout: Duration, number: u32, hop: u32) {
-    let timeout = HeaderValue::try_from(format_timeout_ms(timeout))
-        .unwrap_or_else(|_digits_are_always_valid| HeaderValue::from_static("0"));
-    // Room for the four at once (a copied map has none to spare): one growth, not one per insert.
+pub(super) fn set_attempt_headers(
+    headers: &mut HeaderMap,
+    per_try: &PerTry,
+    timeout: Duration,
+    number: u32,
+    hop: u32,
+) {
+    let timeout = per_try.value_for(timeout);
     headers.reserve(4);
     headers.insert(BALLAST_TIMEOUT_MS, timeout.clone());
     headers.insert(ENVOY_EXPECTED_RQ_TIMEOUT_MS, timeout);
-    headers.insert(BALLAST_ATTEMPT, HeaderValue::from(number));
-    headers.insert(BALLAST_HOP, HeaderValue::from(hop.saturating_add(1)));
+    headers.insert(BALLAST_ATTEMPT, number_value(number));
+    headers.insert(BALLAST_HOP, number_value(hop.saturating_add(1)));
 }
 
 #[cfg(test)]
@@ -33,7 +92,8 @@ mod tests {
         headers.insert(BALLAST_TIMEOUT_MS, HeaderValue::from_static("99999"));
         headers.append(BALLAST_HOP, HeaderValue::from_static("7"));
         headers.append(BALLAST_HOP, HeaderValue::from_static("8"));
-        set_attempt_headers(&mut headers, Duration::from_micros(1_200_700), 2, 3);
+        let per_try = PerTry::new(Duration::from_secs(2));
+        set_attempt_headers(&mut headers, &per_try, Duration::from_micros(1_200_700), 2, 3);
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "1200");
         assert_eq!(headers[ENVOY_EXPECTED_RQ_TIMEOUT_MS], "1200");
         assert_eq!(headers[BALLAST_ATTEMPT], "2");
@@ -44,8 +104,29 @@ mod tests {
     #[test]
     fn a_timeout_under_a_millisecond_is_never_zero() {
         let mut headers = HeaderMap::new();
-        set_attempt_headers(&mut headers, Duration::from_micros(300), 1, 0);
+        set_attempt_headers(
+            &mut headers,
+            &PerTry::new(Duration::from_secs(2)),
+            Duration::from_micros(300),
+            1,
+            0,
+        );
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "1");
         assert_eq!(headers[BALLAST_HOP], "1");
+    }
+
+    #[test]
+    fn the_per_try_value_and_numbers_past_nine_read_as_formatted() {
+        let per_try = PerTry::new(Duration::from_millis(2_500));
+        let mut headers = HeaderMap::new();
+        set_attempt_headers(&mut headers, &per_try, Duration::from_millis(2_500), 12, 41);
+        assert_eq!(headers[BALLAST_TIMEOUT_MS], "2500");
+        assert_eq!(headers[ENVOY_EXPECTED_RQ_TIMEOUT_MS], "2500");
+        assert_eq!(headers[BALLAST_ATTEMPT], "12");
+        assert_eq!(headers[BALLAST_HOP], "42");
+        for number in 0..=10 {
+            assert_eq!(number_value(number), number.to_string().as_str());
+        }
+        assert_eq!(number_value(u32::MAX), u32::MAX.to_string().as_str());
     }
 }

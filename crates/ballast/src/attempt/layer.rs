@@ -1,10 +1,12 @@
 //! [`AttemptLayer`]: the per-try timeout of each attempt.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tower::Layer;
 
 use super::AttemptService;
+use super::headers::PerTry;
 
 /// Bounds, labels and records each attempt: the innermost layer before the transport.
 ///
@@ -23,13 +25,28 @@ use super::AttemptService;
 #[derive(Clone, Copy, Debug)]
 pub struct AttemptLayer {
     per_try: Duration,
+    /// The call's `cancel` token is watched by a layer above that drops the attempt when it fires (a
+    /// `ToolClient`'s stack, under its `DeadlineLayer`): a read-only attempt need not watch it too.
+    cancel_watched_above: bool,
 }
 
 impl AttemptLayer {
     /// A layer giving each attempt at most `per_try`, and never more than the call's deadline leaves after its
     /// reserve.
     pub fn new(per_try: Duration) -> Self {
-        AttemptLayer { per_try }
+        AttemptLayer {
+            per_try,
+            cancel_watched_above: false,
+        }
+    }
+
+    /// The same layer under a layer that watches each call's `cancel` token and drops the call (and so the
+    /// attempt) the moment it fires, first — a [`DeadlineLayer`](crate::DeadlineLayer), whose biased `select`
+    /// polls the token before the call. A read-only attempt then does not watch the token itself: one watch
+    /// per call instead of two, the same outcome (the attempt is dropped and its recorder records it cancelled).
+    pub(crate) fn cancel_watched_above(mut self) -> Self {
+        self.cancel_watched_above = true;
+        self
     }
 }
 
@@ -39,7 +56,8 @@ impl<S> Layer<S> for AttemptLayer {
     fn layer(&self, inner: S) -> Self::Service {
         AttemptService {
             inner,
-            per_try: self.per_try,
+            per_try: Arc::new(PerTry::new(self.per_try)),
+            cancel_watched_above: self.cancel_watched_above,
         }
     }
 }

@@ -60,7 +60,8 @@ use std::time::Duration;
 
 use ballast_core::{CallKind, Deadline};
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Either};
 use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt as _};
@@ -68,9 +69,10 @@ use tower::{Service, ServiceExt as _};
 pub use layer::AttemptLayer;
 
 use self::background::{Detached, run_detached};
-use self::headers::set_attempt_headers;
+use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
 use crate::deadline::kind_for_method;
+use crate::transport::{CallNow, call_now};
 use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
 
 /// The header that names a side-effecting operation, logged when its attempt finishes after the caller left.
@@ -80,7 +82,9 @@ const IDEMPOTENCY_KEY: &str = "idempotency-key";
 #[derive(Clone, Debug)]
 pub struct AttemptService<S> {
     inner: S,
-    per_try: Duration,
+    /// Shared: a pointer in every future that holds this service, not the value.
+    per_try: Arc<PerTry>,
+    cancel_watched_above: bool,
 }
 
 impl<S> Service<Request<Bytes>> for AttemptService<S>
@@ -98,7 +102,12 @@ where
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        Box::pin(attempt(self.inner.clone(), self.per_try, request))
+        attempt(
+            self.inner.clone(),
+            &self.per_try,
+            self.cancel_watched_above,
+            request,
+        )
     }
 }
 
@@ -134,26 +143,34 @@ impl Call {
 }
 
 /// One attempt: refused, or labelled, started, bounded and recorded.
-async fn attempt<S>(
+///
+/// The attempt starts when it is called (as tower's own `Timeout` starts its timer in `call`): it is refused,
+/// labelled and its report line started now, and the future only sends it and waits for the answer — a smaller
+/// future, with the request in it once.
+fn attempt<S>(
     inner: S,
-    per_try: Duration,
+    per_try: &PerTry,
+    cancel_watched_above: bool,
     mut request: Request<Bytes>,
-) -> Result<Response<Bytes>, Error>
+) -> BoxFuture<'static, Result<Response<Bytes>, Error>>
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
 {
     let call = Call::of(&request);
     if call.cancel.is_cancelled() {
-        return Err(Error::Cancelled);
+        return Box::pin(std::future::ready(Err(Error::Cancelled)));
     }
     let now = clock::now();
     let timeout = match call.deadline {
-        Some(deadline) => deadline.attempt_timeout(per_try, now)?,
-        None => per_try,
+        Some(deadline) => match deadline.attempt_timeout(per_try.timeout, now) {
+            Ok(timeout) => timeout,
+            Err(refused) => return Box::pin(std::future::ready(Err(refused.into()))),
+        },
+        None => per_try.timeout,
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
-    set_attempt_headers(request.headers_mut(), timeout, number, call.hop);
+    set_attempt_headers(request.headers_mut(), per_try, timeout, number, call.hop);
     // Only a side-effecting attempt may outlive its caller and log its key.
     let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
         .then(|| request.headers().get(IDEMPOTENCY_KEY))
@@ -161,7 +178,10 @@ where
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
     let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);
-    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
+    // Called now only where nothing can tell (see `send`): a read-only attempt whose call is watched above.
+    let call_now = cancel_watched_above && !matches!(call.kind, CallKind::SideEffectingTool(_));
+    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout, call_now);
+    let cancel = call.cancel;
     match call.kind {
         CallKind::SideEffectingTool(_) => {
             let detached = Detached {
@@ -170,32 +190,65 @@ where
                 idempotency_key,
                 deadline: call.deadline,
             };
-            run_detached(sending, detached, &call.cancel).await
+            Box::pin(async move { run_detached(sending, detached, &cancel).await })
         }
-        CallKind::Model | CallKind::ReadOnlyTool => {
+        // Dropped with the call when the token fires (see `AttemptLayer::cancel_watched_above`): the recorder's
+        // drop records it cancelled, as the watch below would.
+        CallKind::Model | CallKind::ReadOnlyTool if cancel_watched_above => {
+            Box::pin(sending.map(move |outcome| {
+                recorder.finish(&outcome);
+                outcome
+            }))
+        }
+        CallKind::Model | CallKind::ReadOnlyTool => Box::pin(async move {
             let outcome = tokio::select! {
                 biased;
-                () = call.cancel.cancelled() => Err(Error::Cancelled),
+                () = cancel.cancelled() => Err(Error::Cancelled),
                 outcome = sending => outcome,
             };
             recorder.finish(&outcome);
             outcome
-        }
+        }),
     }
 }
 
 /// Sends `request` and waits for the answer until `expiry` ([`Error::Timeout`] after `timeout`).
-async fn send<S>(
+///
+/// With `now`, the transport is called here when it is ready (the future then holds its future, not the
+/// request): only where no one can tell the difference — a read-only attempt under a layer that watches the
+/// call's token (a transport that cancels the token in its `call` is still seen to answer first, as that layer
+/// polls the attempt inside its own watch). Otherwise, as always, on the future's first poll: a side-effecting
+/// attempt is sent from its own task, and an attempt that watches the token itself sees a cancellation made by
+/// the transport's `call` only after the transport answered.
+fn send<S>(
     mut inner: S,
     request: Request<Bytes>,
     expiry: tokio::time::Instant,
     timeout: Duration,
-) -> Result<Response<Bytes>, Error>
+    now: bool,
+) -> impl Future<Output = Result<Response<Bytes>, Error>> + Send + 'static
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
+    S::Future: Send + 'static,
 {
-    let exchange = async move { inner.ready().await?.call(request).await };
-    tokio::time::timeout_at(expiry, exchange)
-        .await
-        .unwrap_or(Err(Error::Timeout { after: timeout }))
+    if !now {
+        let exchange = async move { inner.ready().await?.call(request).await };
+        return Either::Left(
+            tokio::time::timeout_at(expiry, exchange)
+                .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
+        );
+    }
+    // The transport is usually ready: called now, the attempt holds its future and not the request.
+    let exchange = match call_now(&mut inner, request) {
+        CallNow::Called(call) => Either::Left(call),
+        CallNow::Failed(error) => Either::Right(Either::Left(std::future::ready(Err(error)))),
+        // Boxed: the rare wait for readiness would otherwise size the attempt's future.
+        CallNow::NotReady(request) => Either::Right(Either::Right(Box::pin(async move {
+            inner.ready().await?.call(request).await
+        }))),
+    };
+    Either::Right(
+        tokio::time::timeout_at(expiry, exchange)
+            .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
+    )
 }

@@ -31,6 +31,8 @@ pub struct DeadlineLayer {
     pub(super) kind: Option<CallKind>,
     pub(super) priority: Priority,
     pub(super) target: Option<Arc<str>>,
+    /// Over a `ToolClient`'s own stack: see [`DeadlineLayer::over_tool_stack`].
+    pub(super) over_tool_stack: bool,
 }
 
 impl DeadlineLayer {
@@ -42,6 +44,7 @@ impl DeadlineLayer {
             kind: None,
             priority: Priority::default(),
             target: None,
+            over_tool_stack: false,
         }
     }
 
@@ -57,6 +60,23 @@ impl DeadlineLayer {
     /// The admission class of the calls that arrive without a context (default: `critical`).
     pub fn priority(mut self, priority: Priority) -> Self {
         self.priority = priority;
+        self
+    }
+
+    /// The same layer over the stack a `ToolClient` builds below it (admission, retry, breaker, attempt), which
+    /// needs less of it:
+    /// - every wait below ends before the deadline on a timer of its own — the queue gives up when the deadline
+    ///   can no longer hold an attempt, a backoff is granted only when it fits, each attempt (the transport's
+    ///   readiness included) times out at the latest at the deadline minus its reserve, and the other services
+    ///   are always ready — so the call's own timer could never fire first: it is not armed (one timer fewer to
+    ///   register and cancel per call that waits on I/O);
+    /// - the admission layer's `call`, run at once, reads the deadline from the call's context (already the
+    ///   earliest of its own, the run's and the enclosing scope's), never from the scope: it is not run inside
+    ///   the deadline's scope (its future is).
+    ///
+    /// The deadline still refuses a call that cannot hold an attempt, scopes it and records it.
+    pub(crate) fn over_tool_stack(mut self) -> Self {
+        self.over_tool_stack = true;
         self
     }
 

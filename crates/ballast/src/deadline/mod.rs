@@ -59,7 +59,8 @@ use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Refused, StopReason};
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use futures::future::{BoxFuture, Either};
 use http::{Request, Response};
 use tower::{Service, ServiceExt as _};
 
@@ -67,6 +68,7 @@ pub(crate) use kind::kind_for_method;
 pub use layer::DeadlineLayer;
 
 use crate::retry::outcome_unknown;
+use crate::transport::{CallNow, call_now};
 use crate::{CallContext, Error, clock, context, current_deadline};
 
 /// The service of [`DeadlineLayer`]: gives each call its context and holds it to its deadline.
@@ -90,16 +92,73 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
-        let inner = self.inner.clone();
-        let settings = self.settings.clone();
-        Box::pin(async move {
-            let start = clock::now();
-            let ctx = settle_context(&settings, &mut request, start);
-            let result = bounded(inner, request, &ctx, start).await;
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        self.call_shared(request)
+    }
+}
+
+impl<S> DeadlineService<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    /// [`Service::call`] through a shared reference: the service is always ready and keeps nothing per call, so
+    /// a `ToolClient` calls one stack for all its calls instead of cloning and boxing it for each.
+    ///
+    /// The call enters the layer here, when it is called (as tower's own `Timeout` starts its timer in `call`):
+    /// its context is settled and its deadline checked now; the future holds the rest of it.
+    pub(crate) fn call_shared(
+        &self,
+        mut request: Request<Bytes>,
+    ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
+        let start = clock::now();
+        let ctx = settle_context(&self.settings, &mut request, start);
+        let deadline = ctx.deadline;
+        if let Err(refused) = deadline.attempt_timeout(Duration::MAX, start) {
+            let result = Err(refused.into());
+            record(&ctx, start, &result);
+            return Box::pin(std::future::ready(result));
+        }
+        let mut inner = self.inner.clone();
+        let expiry = clock::to_tokio(deadline.instant());
+        // The layers below are always ready: called now, the future holds their future and not the request.
+        // Called in the deadline's scope, as the call's future runs: a service below that reads the deadline
+        // in its `call` sees it (a ToolClient's stack reads its context instead: see `over_tool_stack`).
+        let called = if self.settings.over_tool_stack {
+            call_now(&mut inner, request)
+        } else {
+            context::sync_scoped(deadline, || call_now(&mut inner, request))
+        };
+        let call = match called {
+            CallNow::Called(call) => Either::Left(call),
+            CallNow::Failed(error) => {
+                let result = Err(error);
+                record(&ctx, start, &result);
+                return Box::pin(std::future::ready(result));
+            }
+            CallNow::NotReady(request) => {
+                Either::Right(Box::pin(async move { inner.ready().await?.call(request).await }))
+            }
+        };
+        // Without a timer of its own when every wait below has one that ends first (`over_tool_stack`).
+        let bounded = if self.settings.over_tool_stack {
+            Either::Left(call)
+        } else {
+            Either::Right(
+                tokio::time::timeout_at(expiry, call)
+                    .map(move |outcome| outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))),
+            )
+        };
+        // The inner call runs in the deadline's scope, dropped at the deadline or on cancellation.
+        Box::pin(context::scoped(deadline, async move {
+            let result = tokio::select! {
+                biased;
+                () = ctx.cancel.cancelled() => Err(Error::Cancelled),
+                outcome = bounded => outcome,
+            };
             record(&ctx, start, &result);
             result
-        })
+        }))
     }
 }
 
@@ -136,33 +195,6 @@ fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: I
         }
     });
     ctx
-}
-
-/// Runs the inner call in the deadline's scope, refused at once when the deadline cannot hold an attempt, and
-/// dropped at the deadline or on cancellation.
-async fn bounded<S>(
-    mut inner: S,
-    request: Request<Bytes>,
-    ctx: &CallContext,
-    now: Instant,
-) -> Result<Response<Bytes>, Error>
-where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
-{
-    let deadline = ctx.deadline;
-    deadline.attempt_timeout(Duration::MAX, now)?;
-    let call = async move { inner.ready().await?.call(request).await };
-    let expiry = clock::to_tokio(deadline.instant());
-    context::scope(deadline, async {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(Error::Cancelled),
-            outcome = tokio::time::timeout_at(expiry, call) => {
-                outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))
-            }
-        }
-    })
-    .await
 }
 
 /// The error of a call dropped at its deadline: nothing left, and what an attempt would have needed.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision};
 use bytes::Bytes;
 use futures::future::poll_fn;
-use http::{Method, Request, Response};
+use http::{HeaderMap, Method, Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
@@ -79,7 +79,8 @@ where
                 // The failed answer's buffered body is freed now, not after the sleep.
                 drop(result);
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
-                if let Err(cancelled) = back_off(&ctx.cancel, after).await {
+                // Boxed: the rare wait would otherwise size every call's future.
+                if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {
                     drop(paid.take());
                     return finish(&shared, &ctx, End::Rejected(cancelled), clock::now());
                 }
@@ -137,11 +138,11 @@ async fn attempt<S>(
 where
     S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
 {
-    let copy = attempt_request(request, number);
     let recorded_before = recorded(report);
     let started = clock::now();
+    // The copy is made once the service below is ready, straight into its call: never held across a wait.
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
-        Ok(()) => inner.call(copy).await,
+        Ok(()) => inner.call(attempt_request(request, number)).await,
         Err(error) => Err(error),
     };
     let ended = clock::now();
@@ -160,13 +161,22 @@ async fn back_off(cancel: &CancellationToken, after: Duration) -> Result<(), Err
     }
 }
 
+/// Headers an attempt layer below adds to each attempt (`ballast-timeout-ms`, `x-envoy-expected-rq-timeout-ms`,
+/// `ballast-attempt`, `ballast-hop`): the copy has room for them, so adding them never grows it.
+const ATTEMPT_HEADERS: usize = 4;
+
 /// A copy of `request` for attempt `number`: the same method, URI, version, headers, extensions and body.
 fn attempt_request(request: &Request<Bytes>, number: u32) -> Request<Bytes> {
     let mut copy = Request::new(request.body().clone());
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = request.uri().clone();
     *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
+    // Built with room to spare rather than cloned: a clone is full, and the attempt's headers would grow it twice.
+    let mut headers = HeaderMap::with_capacity(request.headers().len() + ATTEMPT_HEADERS);
+    for (name, value) in request.headers() {
+        headers.append(name.clone(), value.clone());
+    }
+    *copy.headers_mut() = headers;
     *copy.extensions_mut() = request.extensions().clone();
     copy.extensions_mut().insert(AttemptNumber(number));
     copy

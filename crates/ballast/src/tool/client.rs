@@ -1,21 +1,48 @@
 //! One tool's client: the call's context and key, then the stack (send.rs), then the answer or the fallback
 //! (fallback.rs).
 
+use std::fmt;
 use std::sync::Arc;
 
 use ballast_config::{ServerConfig, ToolConfig};
 use ballast_core::{CallKind, CircuitBreaker, Deadline, IdempotencyKey, Instant, RetryBudget};
 use bytes::Bytes;
-use http::{Request, Response};
+use futures::future::BoxFuture;
+use http::{HeaderValue, Request, Response};
 use serde_json::Value;
-use tower::util::BoxCloneSyncService;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
 
 use super::ended::{Ended, Failure};
 use super::{ToolAnswer, ToolCall, ToolError};
-use crate::{CallContext, Error, Report, Runs, clock, current_deadline};
+use crate::{CallContext, DeadlineService, Error, Report, Runs, clock, current_deadline};
 
-/// The layer stack of one tool, boxed.
-pub(super) type Stack = BoxCloneSyncService<Request<Bytes>, Response<Bytes>, Error>;
+/// The layer stack of one tool, shared by every call: called through a shared reference, it is neither cloned
+/// nor boxed again per call (see [`DeadlineService::call_shared`]).
+pub(super) type Stack = Arc<dyn CallStack>;
+
+/// A stack a `ToolClient` calls through a shared reference.
+pub(super) trait CallStack: Send + Sync {
+    /// Sends `request` through the whole stack.
+    fn call(&self, request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Bytes>, Error>>;
+}
+
+impl fmt::Debug for dyn CallStack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The transport need not be `Debug`, as with tower's boxed services.
+        f.write_str("CallStack")
+    }
+}
+
+impl<S> CallStack for DeadlineService<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+{
+    fn call(&self, request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
+        self.call_shared(request)
+    }
+}
 
 /// What the tool falls back to when its upstream is failing.
 #[derive(Clone, Debug)]
@@ -90,9 +117,12 @@ impl ToolClient {
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
-        let ctx = self.context(&call, report, started);
-        let result = match self.request(&call, &ctx) {
-            Ok(template) => self.send_until_settled(&template, &ctx).await,
+        let (ctx, first) = self.context(&call, report, started);
+        let result = match self.request(&call, first.key) {
+            Ok(request) => {
+                let first = self.send(request, &ctx, first.attempts_before);
+                self.send_until_settled(first, &call, &ctx).await
+            }
             Err(refused) => Err(refused),
         };
         // Each trip through the stack wrote its own total; the call's runs from its start, fallback included.
@@ -108,12 +138,13 @@ impl ToolClient {
             }
         };
         set_total(&ctx.report, started);
-        ended.into_result(ctx.report.snapshot())
+        let CallContext { report, .. } = ctx;
+        ended.into_result(report.into_snapshot())
     }
 
     /// The call's context: deadline (the earliest of the call's, the scope's and the run's), run, priority,
-    /// kind, cancellation and the key recorded in the report.
-    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> CallContext {
+    /// kind, cancellation and the key recorded in the report; and what its first trip needs.
+    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> (CallContext, FirstTrip) {
         let server = &self.inner.server;
         let mut deadline = call
             .deadline
@@ -124,25 +155,41 @@ impl ToolClient {
             deadline = deadline.earliest(&scoped);
         }
         let tool = &self.inner.tool;
-        let mut ctx = CallContext::new(
-            CallKind::tool(tool.side_effects, tool.upstream_idempotency),
+        let run = call.run_id.as_deref().map(|id| self.inner.runs.get(id, now));
+        if let Some(run) = &run {
+            deadline = run.offer_deadline(deadline);
+        }
+        let cancel = match &call.cancel {
+            Some(token) => token.child_token(),
+            None => CancellationToken::new(),
+        };
+        // Built whole (not `CallContext::new` then changed): no default report or token made to be replaced.
+        let ctx = CallContext {
             deadline,
-        );
-        ctx.run = call.run_id.as_deref().map(|id| self.inner.runs.get(id, now));
-        if let Some(run) = &ctx.run {
-            ctx.deadline = run.offer_deadline(deadline);
-        }
-        ctx.priority = call.priority.map_or(tool.priority, |p| p.min(tool.priority));
-        if let Some(token) = &call.cancel {
-            ctx.cancel = Arc::new(token.child_token());
-        }
-        ctx.report = report;
+            run,
+            priority: call.priority.map_or(tool.priority, |p| p.min(tool.priority)),
+            hop: 0,
+            retries_here: true,
+            kind: CallKind::tool(tool.side_effects, tool.upstream_idempotency),
+            report,
+            cancel: Arc::new(cancel),
+        };
         let key = tool.side_effects.then(|| self.key_for(call));
+        let key_header = key.as_ref().and_then(|k| HeaderValue::from_str(k.as_str()).ok());
+        // One look at the report for all the call needs from it at the start.
+        let mut attempts_before = 0;
         ctx.report.update(|r| {
             r.target = tool.name.clone();
             r.idempotency_key = key.map(|k| k.as_str().to_owned());
+            attempts_before = super::send::attempts_in(r);
         });
-        ctx
+        (
+            ctx,
+            FirstTrip {
+                key: key_header,
+                attempts_before,
+            },
+        )
     }
 
     /// The operation's key: the caller's, else derived from (run, step, tool, ordinal), else a fresh UUIDv4
@@ -160,6 +207,14 @@ impl ToolClient {
             }
         }
     }
+}
+
+/// What the first trip through the stack needs, read when the context is made.
+struct FirstTrip {
+    /// The `Idempotency-Key` header, for side-effecting calls.
+    key: Option<HeaderValue>,
+    /// Attempts of the operation already in the report (none, unless the caller's report has some).
+    attempts_before: u32,
 }
 
 /// The call's total time, from its start to now (the fallback included).

@@ -7,7 +7,6 @@ use ballast_config::{Config, ToolConfig, ToolFallback};
 use ballast_core::{AdmissionConfig, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{Request, Response};
-use tower::util::BoxCloneSyncService;
 use tower::{Service, ServiceBuilder};
 
 use super::ToolClient;
@@ -141,13 +140,15 @@ where
     })?;
     let breaker = Arc::new(CircuitBreaker::seeded(tool.breaker, None));
     let budget = tool.budget.build();
-    let stack: Stack = BoxCloneSyncService::new(
+    let stack: Stack = Arc::new(
         ServiceBuilder::new()
-            .layer(DeadlineLayer::new(server.default_timeout))
+            // Over the stack below, which needs less of it (no timer, no scope for the admission's call).
+            .layer(DeadlineLayer::new(server.default_timeout).over_tool_stack())
             .layer(admission)
             .layer(RetryLayer::new(policy, Arc::clone(&budget)))
             .layer(BreakerLayer::new(Arc::clone(&breaker)))
-            .layer(AttemptLayer::new(tool.per_try_timeout))
+            // The deadline layer above watches the call's token: the attempt need not (one watch per call).
+            .layer(AttemptLayer::new(tool.per_try_timeout).cancel_watched_above())
             .service(transport),
     );
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())

@@ -1,4 +1,4 @@
-//! The call through the stack: the request (built once, refused when too large) and the 409 "in progress" wait.
+//! The call through the stack: the request (refused when too large) and the 409 "in progress" wait.
 //!
 //! Why the client polls and not the retry layer: a 409 in progress is an answer to wait on for as long as the
 //! deadline allows, not a failure to retry a few times. Each poll is a trip through the whole stack (deadline,
@@ -8,26 +8,31 @@
 
 use ballast_core::{ProblemKind, ResponseInfo, StopReason};
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http::{HeaderValue, Request, Response, StatusCode};
-use tower::ServiceExt as _;
 
 use super::poll::PollWaits;
 use super::{ToolCall, ToolClient};
 use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
 use crate::retry::Polling;
-use crate::{CallContext, Error, Report, classify_response, clock};
+use crate::{CallContext, Error, OutcomeReport, Report, classify_response, clock};
 
 impl ToolClient {
     /// Sends the call through the stack; while the upstream answers 409 "in progress" for this key, waits (see
     /// `poll.rs`) and asks again, until another answer, the deadline or cancellation.
+    ///
+    /// `first` is the call's first trip, already under way ([`ToolClient::send`]): the request itself is never
+    /// held here, where every poll would carry it.
     pub(super) async fn send_until_settled(
         &self,
-        template: &Request<Bytes>,
+        first: BoxFuture<'static, Result<Response<Bytes>, Error>>,
+        call: &ToolCall,
         ctx: &CallContext,
     ) -> Result<Response<Bytes>, Error> {
         let mut waits: Option<PollWaits> = None;
+        let mut trip = first;
         loop {
-            let response = self.send(template, ctx).await?;
+            let response = trip.await?;
             let Some(info) = in_progress(&response) else {
                 return Ok(response);
             };
@@ -53,22 +58,33 @@ impl ToolClient {
                 () = ctx.cancel.cancelled() => return Err(Error::Cancelled),
                 () = clock::sleep_until(now + wait) => {}
             }
+            // A poll sends the same request again, built anew: cheaper for the common call, which never polls,
+            // than a copy of the first kept in case.
+            let key = ctx.report.read(|r| {
+                r.idempotency_key
+                    .as_deref()
+                    .and_then(|k| HeaderValue::from_str(k).ok())
+            });
+            trip = self.send(self.request(call, key)?, ctx, attempts_so_far(&ctx.report));
         }
     }
 
-    /// One trip through the stack: a copy of `template` carrying the call's context and the poll marker.
-    async fn send(&self, template: &Request<Bytes>, ctx: &CallContext) -> Result<Response<Bytes>, Error> {
-        let mut request = template.clone();
+    /// One trip through the stack: `request` carrying the call's context and the poll marker (`attempts_before`:
+    /// the operation's attempts so far).
+    pub(super) fn send(
+        &self,
+        mut request: Request<Bytes>,
+        ctx: &CallContext,
+        attempts_before: u32,
+    ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
         request.extensions_mut().insert(ctx.clone());
-        request.extensions_mut().insert(Polling {
-            attempts_before: attempts_so_far(&ctx.report),
-        });
-        self.inner.stack.clone().oneshot(request).await
+        request.extensions_mut().insert(Polling { attempts_before });
+        self.inner.stack.call(request)
     }
 
-    /// The call's request, without its context: built once for every poll. Arguments whose JSON is over the
-    /// server's `body_limit` are refused here, before anything is sent.
-    pub(super) fn request(&self, call: &ToolCall, ctx: &CallContext) -> Result<Request<Bytes>, Error> {
+    /// The call's request with its `Idempotency-Key` (`key`), without its context (built again for each poll).
+    /// Arguments whose JSON is over the server's `body_limit` are refused here, before anything is sent.
+    pub(super) fn request(&self, call: &ToolCall, key: Option<HeaderValue>) -> Result<Request<Bytes>, Error> {
         let upstream = &self.inner.tool.upstream;
         let body = serde_json::to_vec(&call.arguments).map_err(|e| Error::transport(false, e))?;
         let limit = self.inner.server.body_limit;
@@ -77,25 +93,25 @@ impl ToolClient {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             });
         }
-        let builder = match &self.inner.target {
-            Some((method, uri)) => Request::builder().method(method.clone()).uri(uri.clone()),
+        let mut request = match &self.inner.target {
+            // Parsed once: the request is put together in place (no builder moving it at every step).
+            Some((method, uri)) => {
+                let mut request = Request::new(Bytes::from(body));
+                *request.method_mut() = method.clone();
+                *request.uri_mut() = uri.clone();
+                request
+            }
             None => Request::builder()
                 .method(upstream.method.as_str())
-                .uri(&upstream.url),
+                .uri(&upstream.url)
+                .body(Bytes::from(body))
+                .map_err(|e| Error::transport(false, e))?,
         };
-        let mut request = builder
-            .header(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )
-            .body(Bytes::from(body))
-            .map_err(|e| Error::transport(false, e))?;
+        request.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         let headers = request.headers_mut();
-        let key = ctx.report.read(|r| {
-            r.idempotency_key
-                .as_deref()
-                .and_then(|k| HeaderValue::from_str(k).ok())
-        });
         if let Some(key) = key {
             headers.insert(IDEMPOTENCY_KEY, key);
         }
@@ -122,5 +138,10 @@ pub(super) fn in_progress(response: &Response<Bytes>) -> Option<ResponseInfo> {
 
 /// The highest attempt number the report holds: the operation's attempts so far.
 fn attempts_so_far(report: &Report) -> u32 {
-    report.read(|r| r.attempts.iter().map(|a| a.number).max().unwrap_or(0))
+    report.read(attempts_in)
+}
+
+/// The highest attempt number in `report`.
+pub(super) fn attempts_in(report: &OutcomeReport) -> u32 {
+    report.attempts.iter().map(|a| a.number).max().unwrap_or(0)
 }

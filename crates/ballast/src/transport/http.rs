@@ -1,5 +1,6 @@
 //! [`HttpTransport`]: the attempt over the network, with reqwest.
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ballast_core::Instant;
@@ -9,6 +10,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::body::{BodyError, read_limited};
+use super::urls::Urls;
 use crate::{Error, clock};
 
 /// Sends each attempt with a [`reqwest::Client`] and reads the whole answer, at most `body_limit` bytes.
@@ -29,12 +31,18 @@ use crate::{Error, clock};
 pub struct HttpTransport {
     client: reqwest::Client,
     body_limit: usize,
+    /// Shared by clones, as the client is.
+    urls: Arc<Urls>,
 }
 
 impl HttpTransport {
     /// A transport sending with `client` and reading answers of at most `body_limit` bytes.
     pub fn new(client: reqwest::Client, body_limit: usize) -> Self {
-        HttpTransport { client, body_limit }
+        HttpTransport {
+            client,
+            body_limit,
+            urls: Arc::default(),
+        }
     }
 }
 
@@ -50,9 +58,10 @@ impl Service<Request<Bytes>> for HttpTransport {
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let client = self.client.clone();
         let limit = self.body_limit;
+        let request = to_reqwest(request, &self.urls);
         Box::pin(async move {
             let start = clock::now();
-            let request = reqwest::Request::try_from(request).map_err(|e| Error::transport(false, e))?;
+            let request = request.map_err(|e| Error::transport(false, e))?;
             let response = client.execute(request).await.map_err(|e| sort_error(e, start))?;
             let (parts, body) = Response::<reqwest::Body>::from(response).into_parts();
             match read_limited(body, limit).await {
@@ -65,6 +74,21 @@ impl Service<Request<Bytes>> for HttpTransport {
             }
         })
     }
+}
+
+/// `request` as reqwest's own conversion makes it (method, URL, headers, body, version), its URL parsed once per
+/// URI ([`Urls`]). The extensions stay behind: reqwest reads only its own there (types it does not export), and
+/// hands none to the connection. A URI that does not parse goes through reqwest's conversion, for its error.
+fn to_reqwest(request: Request<Bytes>, urls: &Urls) -> Result<reqwest::Request, reqwest::Error> {
+    let Some(url) = urls.url_for(request.uri()) else {
+        return reqwest::Request::try_from(request);
+    };
+    let (parts, body) = request.into_parts();
+    let mut converted = reqwest::Request::new(parts.method, url);
+    *converted.headers_mut() = parts.headers;
+    *converted.body_mut() = Some(body.into());
+    *converted.version_mut() = parts.version;
+    Ok(converted)
 }
 
 /// What a reqwest error says about the request (see [`HttpTransport`]).

@@ -37,8 +37,11 @@
 
 mod body;
 mod http;
+mod ready;
 mod service;
+mod urls;
 
 pub use self::http::HttpTransport;
 pub(crate) use self::http::sort_error;
+pub(crate) use self::ready::{CallNow, call_now};
 pub use self::service::ServiceTransport;

@@ -1,0 +1,99 @@
+//! Runs N calls of one variant of the stack bench, and nothing else: a fixed amount of work whose instruction
+//! count is repeatable on a busy machine, unlike criterion's wall-clock times.
+//!
+//! Variants: `in_memory` (a `ToolClient` over a transport that answers at once, the default), `tool` (a
+//! `ToolClient` over loopback to ballast-chaos, preset `none`) and `bare` (a bare reqwest call to the same
+//! endpoint). Per-call instructions: run a variant under callgrind with two counts and divide the difference:
+//! ```text
+//! cargo build --profile bench -p ballast-bench --example stack_calls
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.1000 target/release/examples/stack_calls tool 1000
+//! valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.6000 target/release/examples/stack_calls tool 6000
+//! ```
+//! (the second total minus the first, over 5,000). `callgrind_annotate` on either file shows where they go.
+
+use std::hint::black_box;
+
+use ballast::{HttpTransport, ToolCall, ToolClient, ToolClients};
+use ballast_chaos::Profile;
+use ballast_config::Config;
+use serde_json::{Value, json};
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let variant = args.next().unwrap_or_else(|| "in_memory".to_owned());
+    let calls: u64 = args
+        .next()
+        .map_or(Ok(10_000), |n| n.parse())
+        .expect("the number of calls");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let chaos = runtime
+        .block_on(ballast_chaos::spawn(Profile::preset("none", 0).expect("preset")))
+        .expect("chaos serves");
+    let url = chaos.url("/tools/lookup_order");
+    let client = reqwest::Client::new();
+    let config = config(&url);
+    let arguments = json!({"order_id": "1234", "op": "bench"});
+    match variant.as_str() {
+        "in_memory" => {
+            let tool = in_memory_tool(&config);
+            for _ in 0..calls {
+                runtime.block_on(async {
+                    black_box(tool.call(ToolCall::new(arguments.clone())).await.expect("answer"))
+                });
+            }
+        }
+        "tool" => {
+            let tools =
+                ToolClients::from_config(&config, HttpTransport::new(client, 1 << 20)).expect("tools");
+            let tool = tools.get("lookup_order").expect("configured").clone();
+            for _ in 0..calls {
+                runtime.block_on(async {
+                    black_box(tool.call(ToolCall::new(arguments.clone())).await.expect("answer"))
+                });
+            }
+        }
+        "bare" => {
+            for _ in 0..calls {
+                runtime.block_on(async {
+                    let response = client.post(&url).json(&arguments).send().await.expect("answer");
+                    black_box(response.json::<Value>().await.expect("a JSON body"))
+                });
+            }
+        }
+        other => panic!("unknown variant {other}: in_memory, tool or bare"),
+    }
+    runtime.block_on(chaos.shutdown()).expect("chaos stops cleanly");
+}
+
+/// The bench's tool, calling `url`.
+fn config(url: &str) -> Config {
+    Config::from_toml_str(&format!(
+        r#"
+        version = 1
+        [[tools]]
+        name = "lookup_order"
+        upstream = {{ method = "POST", url = "{url}" }}
+        per_try_timeout = "2s"
+        "#
+    ))
+    .expect("valid config")
+}
+
+/// The tool over the bench's in-memory transport: a canned answer, at once.
+fn in_memory_tool(config: &Config) -> ToolClient {
+    let canned = tower::service_fn(|_request: http::Request<bytes::Bytes>| {
+        let response = http::Response::builder()
+            .status(200)
+            .header("content-type", "application/json")
+            .body(bytes::Bytes::from_static(
+                br#"{"order_id":"1234","status":"shipped","amount":42.5}"#,
+            ))
+            .expect("a response");
+        std::future::ready(Ok::<_, ballast::Error>(response))
+    });
+    let tools = ToolClients::from_config(config, canned).expect("tools");
+    tools.get("lookup_order").expect("configured").clone()
+}

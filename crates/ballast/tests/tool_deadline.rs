@@ -1,0 +1,83 @@
+//! A ToolClient's stack holds every wait to the call's deadline with a timer of its own below the deadline layer
+//! (which therefore arms none, see `DeadlineLayer::over_tool_stack`): a hung attempt and a queued call both end by
+//! the deadline, never later.
+
+mod support;
+
+use std::time::Duration;
+
+use ballast::{Error, ToolCall, ToolError, clock};
+use ballast_core::Deadline;
+use serde_json::json;
+
+use support::tools::clients_over;
+
+/// An upstream that never answers.
+fn hung() -> impl tower::Service<
+    http::Request<bytes::Bytes>,
+    Response = http::Response<bytes::Bytes>,
+    Error = Error,
+    Future = impl Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|_request: http::Request<bytes::Bytes>| {
+        std::future::pending::<Result<http::Response<bytes::Bytes>, Error>>()
+    })
+}
+
+const TOOL: &str = r#"
+    version = 1
+    [[tools]]
+    name = "lookup_order"
+    upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+    per_try_timeout = "10s"
+    concurrency = 1
+    queue = 4
+    retry = { max_attempts = 1 }
+"#;
+
+fn lookup(deadline: Duration) -> ToolCall {
+    ToolCall::new(json!({"order_id": "1", "op": "op-d"})).deadline(Deadline::after(clock::now(), deadline))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hung_attempt_ends_at_the_deadline_minus_the_reserve() {
+    let tools = clients_over(TOOL, hung());
+    let tool = tools.get("lookup_order").unwrap();
+    let started = clock::now();
+    let error = tool.call(lookup(Duration::from_secs(3))).await.unwrap_err();
+    let took = clock::now().saturating_duration_since(started);
+    assert_eq!(took, Duration::from_millis(2_950), "{error}");
+    assert!(matches!(error, ToolError::Failed { .. }), "{error}");
+    let attempt = &error.report().attempts[0];
+    assert_eq!(
+        attempt.duration,
+        Duration::from_millis(2_950),
+        "{}",
+        error.report()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_call_ends_when_its_deadline_can_no_longer_hold_an_attempt() {
+    let tools = clients_over(TOOL, hung());
+    let tool = tools.get("lookup_order").unwrap().clone();
+    let busy = tool.clone();
+    let holder = tokio::spawn(async move { busy.call(lookup(Duration::from_secs(60))).await });
+    tokio::task::yield_now().await;
+    let started = clock::now();
+    let error = tool.call(lookup(Duration::from_secs(2))).await.unwrap_err();
+    let took = clock::now().saturating_duration_since(started);
+    assert!(
+        took <= Duration::from_secs(2),
+        "ended by its deadline, not later: {took:?} {error}"
+    );
+    assert!(
+        error.report().attempts.is_empty(),
+        "never ran: {}",
+        error.report()
+    );
+    holder.abort();
+}
