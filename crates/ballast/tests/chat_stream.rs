@@ -246,3 +246,28 @@ async fn a_stream_falls_back_before_its_first_chunk() {
         "the fallback's model: {chunks:?}"
     );
 }
+
+/// Regression: a streamed attempt told the upstream its first-chunk timeout in `ballast-timeout-ms`, so an
+/// upstream that honours the header (another Ballast) would cut a long stream at the per-try timeout. A stream
+/// runs until the call's deadline, and says so; a completion still announces its per-try timeout.
+#[tokio::test(start_paused = true)]
+async fn a_stream_announces_the_calls_remaining_time_not_its_first_chunk_timeout() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config("per_try_timeout = \"2s\""), &upstreams);
+    let stream = route.stream(call(&first_turn("op-s9"))).await.expect("committed");
+    drain(stream).await;
+    route
+        .complete(call(&first_turn("op-s10")))
+        .await
+        .expect("answered");
+    let told: Vec<_> = upstreams
+        .seen()
+        .iter()
+        .map(|s| s.headers["ballast-timeout-ms"].clone())
+        .collect();
+    assert_eq!(
+        told,
+        ["9950", "2000"],
+        "the stream: 10 s deadline less the 50 ms reserve; the completion: its per-try"
+    );
+}

@@ -9,7 +9,8 @@
 //!   effective deadline (its run's and the enclosing [`scope`](crate::scope)'s included) and `per_try`. When
 //!   what is left cannot hold the least attempt worth starting, nothing is sent: [`Error::DeadlineExceeded`].
 //!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent).
-//! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout),
+//! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout; for a
+//!   streamed answer, whose timeout bounds only the first byte, the time left to the call's deadline),
 //!   `ballast-attempt` (the [`AttemptNumber`] the retry layer set, 1 without one) and `ballast-hop` (the
 //!   context's hop + 1), replacing any value the request carried.
 //! - **The report.** Each attempt is a line of the call's report: its number, status or error, duration, and
@@ -67,6 +68,15 @@ use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt as _};
 
 pub use layer::AttemptLayer;
+
+/// Marks an attempt whose answer is a stream: its timeout bounds only the time to the first byte, and the stream
+/// then runs until the call's deadline (`until`). The upstream is told that — the call's remaining time — in
+/// `ballast-timeout-ms`, not the first-byte timeout, or an upstream that honours the header (another Ballast)
+/// would cut a long stream short.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamedAttempt {
+    pub(crate) until: Deadline,
+}
 
 use self::background::{Detached, run_detached};
 use self::headers::{PerTry, set_attempt_headers};
@@ -170,7 +180,14 @@ where
         None => per_try.timeout,
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
-    set_attempt_headers(request.headers_mut(), per_try, timeout, number, call.hop);
+    let announced = match request.extensions().get::<StreamedAttempt>() {
+        Some(streamed) => streamed
+            .until
+            .attempt_timeout(Duration::MAX, now)
+            .unwrap_or(timeout),
+        None => timeout,
+    };
+    set_attempt_headers(request.headers_mut(), per_try, announced, number, call.hop);
     // Only a side-effecting attempt may outlive its caller and log its key.
     let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
         .then(|| request.headers().get(IDEMPOTENCY_KEY))

@@ -18,6 +18,7 @@ use tower::util::BoxCloneSyncService;
 use tower::{ServiceBuilder, ServiceExt as _};
 
 use super::transport::{ChatTransport, StreamHandoff};
+use crate::attempt::StreamedAttempt;
 use crate::retry::Polling;
 use crate::{AttemptLayer, BreakerLayer, CallContext, DeadlineLayer, Error, RetryLayer};
 
@@ -139,6 +140,9 @@ impl DeploymentClient {
                 HeaderValue::from_static("text/event-stream"),
             );
             request.extensions_mut().insert(handoff.clone());
+            // The stream runs until the call's own deadline (not a primary's share: that bounds the first chunk).
+            let until = ctx.deadline;
+            request.extensions_mut().insert(StreamedAttempt { until });
         }
         request.extensions_mut().insert(ctx.clone());
         request.extensions_mut().insert(Polling { attempts_before });
