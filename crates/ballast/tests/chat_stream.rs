@@ -271,3 +271,31 @@ async fn a_stream_announces_the_calls_remaining_time_not_its_first_chunk_timeout
         "the stream: 10 s deadline less the 50 ms reserve; the completion: its per-try"
     );
 }
+
+/// Regression: a committed stream ignored the call's cancellation token (only dropping the stream stopped it),
+/// so a cancelled agent step kept reading a stalled upstream until the idle timeout. It now ends at once with a
+/// `Cancelled` error item — never a clean end.
+#[tokio::test(start_paused = true)]
+async fn cancelling_the_token_ends_a_committed_stream_at_once() {
+    let stall = "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 1, stall_for = \"60s\" }";
+    let upstreams = Upstreams::new(&[("primary", profile(stall)), ("fallback", profile(""))]);
+    let route = client(&config("stream_idle_timeout = \"30s\""), &upstreams);
+    let token = tokio_util::sync::CancellationToken::new();
+    let mut stream = route
+        .stream(call(&first_turn("op-s11")).cancel_token(token.clone()))
+        .await
+        .expect("committed");
+    assert!(stream.next().await.expect("first").is_ok());
+    let cancelled_at = clock::now();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        token.cancel();
+    });
+    let error = stream.next().await.expect("an item").expect_err("cancelled");
+    assert_eq!(error.kind, StreamErrorKind::Cancelled);
+    assert_eq!(
+        clock::now().saturating_duration_since(cancelled_at),
+        Duration::from_millis(200)
+    );
+    assert!(stream.next().await.is_none());
+}

@@ -43,7 +43,8 @@ impl ChatCall {
     }
 
     /// Cancels the call when `token` is cancelled: sleeps stop, no further attempt or deployment is tried
-    /// ([`Error::Cancelled`]). The call listens on a child of `token`.
+    /// ([`Error::Cancelled`]), and a committed stream ends at once with a `Cancelled` error item. The call
+    /// listens on a child of `token`.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
         self.cancel = Some(token);
         self

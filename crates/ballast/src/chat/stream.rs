@@ -55,6 +55,8 @@ pub enum StreamErrorKind {
     Upstream(Value),
     /// The upstream sent an event that is not a chunk.
     Malformed(String),
+    /// The call's cancellation token fired ([`ChatCall::cancel_token`](super::ChatCall::cancel_token)).
+    Cancelled,
     /// The upstream sent an event (or a line) longer than the transport's body limit without ending it.
     EventTooLarge {
         /// The limit, in bytes.
@@ -92,6 +94,7 @@ fn describe(kind: &StreamErrorKind) -> String {
             after.as_millis()
         ),
         StreamErrorKind::Deadline => "the deadline passed; the answer is incomplete".into(),
+        StreamErrorKind::Cancelled => "the call was cancelled; the answer is incomplete".into(),
         StreamErrorKind::Upstream(error) => format!("the upstream sent an error: {error}"),
         StreamErrorKind::Malformed(reason) => {
             format!("the upstream sent an event that is not a chunk: {reason}")
@@ -129,6 +132,7 @@ struct Reader {
     idle: Duration,
     deadline: Deadline,
     last_chunk: Instant,
+    cancel: std::sync::Arc<tokio_util::sync::CancellationToken>,
     report: Report,
     tried: std::sync::Arc<Tried>,
     usage: Option<Usage>,
@@ -162,6 +166,7 @@ impl ChatStream {
             idle: client.inner.route.stream_idle_timeout,
             deadline: ctx.effective_deadline(),
             last_chunk: clock::now(),
+            cancel: std::sync::Arc::clone(&ctx.cancel),
             report,
             tried: std::sync::Arc::clone(&tried),
             usage: None,
@@ -257,7 +262,15 @@ impl Reader {
             };
             let idle_until = self.last_chunk + self.idle;
             let until = idle_until.min(self.deadline.instant());
-            match tokio::time::timeout_at(clock::to_tokio(until), body.frame()).await {
+            let frame = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => None,
+                frame = tokio::time::timeout_at(clock::to_tokio(until), body.frame()) => Some(frame),
+            };
+            let Some(frame) = frame else {
+                return Some(Err(self.fail(StreamErrorKind::Cancelled)));
+            };
+            match frame {
                 Err(_silent) if until == self.deadline.instant() && until < idle_until => {
                     return Some(Err(self.fail(StreamErrorKind::Deadline)));
                 }
