@@ -12,7 +12,13 @@
 //! - the upstream sends an error event (`data: {"error": ...}`) ([`StreamErrorKind::Upstream`]), or a chunk that
 //!   is not a chunk ([`StreamErrorKind::Malformed`]);
 //! - an event outgrows the transport's body limit without ending ([`StreamErrorKind::EventTooLarge`]): the
-//!   stream is not buffered without bound.
+//!   stream is not buffered without bound;
+//! - the call's cancellation token fires ([`StreamErrorKind::Cancelled`]).
+//!
+//! The deployment's circuit breaker counts the attempt when its first chunk arrives (a success, with the time to
+//! first byte as its latency, as ballast-core's `Permit::record` suggests for streams). A failure after that point
+//! reaches the caller, not the breaker: a deployment whose streams always die after the first chunk does not
+//! open its breaker. Carrying the permit with the stream needs an owned permit in the core; not built yet.
 //!
 //! Tokens: a chunk's `usage` (sent when the request asks `stream_options.include_usage`) is recorded in the
 //! report as the answer's when the stream ends with `[DONE]`, as a failed attempt's when it fails after.
