@@ -113,7 +113,9 @@ fn describe(kind: &StreamErrorKind) -> String {
 }
 
 /// A streamed completion after its commit point: a [`Stream`] of chunks whose last item, when it fails, is an
-/// error (see the [module docs](self)).
+/// error — a [`StreamError`] whose [`StreamErrorKind`] says which: a cut, a stall past `stream_idle_timeout`,
+/// the deadline, cancellation, an upstream error event, a malformed or oversized event. It ends cleanly only
+/// after the upstream's `[DONE]`. The breaker counts the attempt at its first chunk.
 pub struct ChatStream {
     items: Pin<Box<dyn Stream<Item = Result<ChatChunk, StreamError>> + Send>>,
     tried: std::sync::Arc<Tried>,
