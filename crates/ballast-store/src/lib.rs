@@ -57,7 +57,8 @@ pub use types::{
     RecordState, Scope, StoreOptions, StoredResponse,
 };
 
-/// Where idempotency records live. One implementation per backend; all of them pass the [`conformance`] suite.
+/// Where idempotency records live. One implementation per backend; all of them pass the conformance suite (the
+/// `conformance` module, public with the `conformance` feature).
 ///
 /// Every method is atomic on the store: two requests racing on one key see one winner, whatever the number of
 /// processes. Every state change names the [`OwnerToken`] of the claim and is applied only while the record
