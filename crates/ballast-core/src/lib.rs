@@ -40,7 +40,7 @@ pub use backoff::{Backoff, DEFAULT_BASE, DEFAULT_CAP, DefaultRng, InvalidBackoff
 // breaker
 pub use breaker::{
     BreakerConfig, BreakerConfigBuilder, BreakerRejected, BreakerSnapshot, BreakerState, CallResult,
-    CircuitBreaker, InvalidBreaker, Permit, Transition, TransitionReason,
+    CircuitBreaker, InvalidBreaker, OwnedPermit, Permit, Transition, TransitionReason,
 };
 // budget
 pub use budget::{InvalidBudget, RatioBudget, RetryBudget, TokenBucket};

@@ -35,8 +35,11 @@
 //! # Threads and cost
 //! One [`CircuitBreaker`] per upstream, shared behind an [`Arc`](std::sync::Arc); a [`Permit`] borrows its
 //! breaker, so the task that sends the attempt holds the `Arc` and the permit together (an `async` block owns
-//! both). Borrowing instead of cloning the `Arc` keeps two contended reference-count updates off every call. The state is a small struct behind a
-//! `std` mutex held for a few dozen nanoseconds. A closed breaker grants permits without locking (one atomic
+//! both). Borrowing instead of cloning the `Arc` keeps two contended reference-count updates off every call.
+//! An attempt whose outcome is known only later — a streamed answer, judged when the stream ends — takes an
+//! [`OwnedPermit`] instead ([`CircuitBreaker::try_acquire_owned`]): it holds a clone of the `Arc`, and records
+//! and drops exactly like a [`Permit`]. The state is a small struct behind a `std` mutex held for a few dozen
+//! nanoseconds. A closed breaker grants permits without locking (one atomic
 //! load of the closed generation), and a closed-state permit dropped unrecorded does not lock either; only
 //! recording an outcome takes the lock.
 //! Time is always passed in (`now`), and the open-time jitter comes from the breaker's own seedable RNG.
@@ -45,6 +48,7 @@ mod call;
 mod config;
 mod error;
 mod machine;
+mod owned;
 mod state;
 mod window;
 
@@ -53,7 +57,7 @@ mod tests;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::Rng;
@@ -61,6 +65,7 @@ use rand::Rng;
 pub use call::CallResult;
 pub use config::{BreakerConfig, BreakerConfigBuilder};
 pub use error::{BreakerRejected, InvalidBreaker};
+pub use owned::OwnedPermit;
 pub use state::{BreakerSnapshot, BreakerState, Transition, TransitionReason};
 
 use machine::{Machine, NOT_CLOSED, Ticket};
@@ -138,20 +143,51 @@ impl<R> CircuitBreaker<R> {
     /// Record the attempt's outcome on the permit; dropping it unrecorded counts nothing (and frees a probe
     /// slot).
     pub fn try_acquire(&self, now: Instant) -> Result<Permit<'_, R>, BreakerRejected> {
-        let generation = self.closed_generation.load(Ordering::Acquire);
-        let ticket = if generation == NOT_CLOSED {
-            self.with_machine(|m| m.acquire(now))?
-        } else {
-            Ticket {
-                generation,
-                probe: false,
-            }
-        };
         Ok(Permit {
             breaker: self,
-            ticket,
+            ticket: self.ticket(now)?,
             done: false,
         })
+    }
+
+    /// [`try_acquire`](Self::try_acquire), for a permit that must outlive a borrow of the breaker: a streamed
+    /// answer, whose outcome is known only when the stream ends, long after the call that sent it returned.
+    /// The [`OwnedPermit`] holds a clone of the `Arc` (two reference-count updates, the price of not borrowing)
+    /// and behaves exactly like a [`Permit`].
+    ///
+    /// ```
+    /// use ballast_core::{BreakerConfig, CallResult, CircuitBreaker, Instant, OwnedPermit};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let config = BreakerConfig::builder().consecutive_failures(1).build().unwrap();
+    /// let breaker = Arc::new(CircuitBreaker::seeded(config, Some(1)));
+    /// let now = Instant::from_millis(0);
+    /// // Handed to whatever reads the stream; the breaker's `Arc` can go.
+    /// let permit: OwnedPermit = breaker.try_acquire_owned(now).unwrap();
+    /// let end = now + Duration::from_secs(5);
+    /// let opened = permit.record(CallResult::Failure, Duration::from_millis(80), end);
+    /// assert!(opened.is_some());
+    /// ```
+    pub fn try_acquire_owned(self: &Arc<Self>, now: Instant) -> Result<OwnedPermit<R>, BreakerRejected> {
+        Ok(OwnedPermit {
+            breaker: Arc::clone(self),
+            ticket: self.ticket(now)?,
+            done: false,
+        })
+    }
+
+    /// The ticket of a new permit at `now`: without the lock while closed (see `closed_generation`).
+    fn ticket(&self, now: Instant) -> Result<Ticket, BreakerRejected> {
+        let generation = self.closed_generation.load(Ordering::Acquire);
+        if generation == NOT_CLOSED {
+            self.with_machine(|m| m.acquire(now))
+        } else {
+            Ok(Ticket {
+                generation,
+                probe: false,
+            })
+        }
     }
 
     /// The state at `now`.

@@ -3,6 +3,7 @@
 
 mod closed;
 mod half_open;
+mod owned;
 mod props;
 mod threads;
 

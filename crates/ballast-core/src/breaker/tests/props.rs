@@ -1,4 +1,5 @@
-//! Property: for any sequence of acquire, record, drop and time passing, only legal transitions happen.
+//! Property: for any sequence of acquire, record, drop and time passing, only legal transitions happen — with
+//! borrowed and owned permits mixed, which must behave alike.
 
 use proptest::prelude::*;
 
@@ -6,7 +7,9 @@ use super::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Acquire,
+    Acquire {
+        owned: bool,
+    },
     Record {
         which: usize,
         result: CallResult,
@@ -27,7 +30,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(CallResult::Ignored)
     ];
     prop_oneof![
-        4 => Just(Op::Acquire),
+        4 => any::<bool>().prop_map(|owned| Op::Acquire { owned }),
         4 => (any::<usize>(), result, 0u64..200).prop_map(|(which, result, latency_ms)| Op::Record {
             which,
             result,
@@ -74,6 +77,35 @@ fn config() -> impl Strategy<Value = BreakerConfig> {
         )
 }
 
+/// A permit the test holds: borrowed or owned, the same rules.
+enum Held<'a> {
+    Borrowed(Permit<'a>),
+    Owned(OwnedPermit),
+}
+
+impl Held<'_> {
+    fn record(self, result: CallResult, latency: Duration, now: Instant) -> Option<Transition> {
+        match self {
+            Held::Borrowed(p) => p.record(result, latency, now),
+            Held::Owned(p) => p.record(result, latency, now),
+        }
+    }
+
+    fn is_probe(&self) -> bool {
+        match self {
+            Held::Borrowed(p) => p.is_probe(),
+            Held::Owned(p) => p.is_probe(),
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        match self {
+            Held::Borrowed(p) => p.generation(),
+            Held::Owned(p) => p.generation(),
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
@@ -83,12 +115,12 @@ proptest! {
         let m = config.half_open_probes();
         let (shortest, longest) = config.open_time_bounds();
         let mut now = at(1_000);
-        let mut held: Vec<Permit> = Vec::new();
+        let mut held: Vec<Held> = Vec::new();
         for op in ops {
             let before = b.snapshot(now);
             let mut reported = None;
             match op {
-                Op::Acquire => match b.try_acquire(now) {
+                Op::Acquire { owned } => match acquire(&b, owned, now) {
                     Ok(permit) => {
                         prop_assert_ne!(before.state, Open, "a permit while open");
                         held.push(permit);
@@ -139,5 +171,13 @@ proptest! {
                 prop_assert!(after.consecutive_failures < config.consecutive_failures());
             }
         }
+    }
+}
+
+fn acquire(b: &Arc<CircuitBreaker>, owned: bool, now: Instant) -> Result<Held<'_>, BreakerRejected> {
+    if owned {
+        b.try_acquire_owned(now).map(Held::Owned)
+    } else {
+        b.try_acquire(now).map(Held::Borrowed)
     }
 }

@@ -11,6 +11,7 @@ fn breakers_and_permits_can_cross_threads() {
     fn moved<T: Send + 'static>() {}
     shared::<CircuitBreaker>();
     moved::<Permit>();
+    moved::<OwnedPermit>();
 }
 
 #[test]
