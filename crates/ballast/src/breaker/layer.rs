@@ -31,6 +31,12 @@ use super::BreakerService;
 /// - Any other error (a local rejection below, a cancellation) and a future dropped mid-attempt: nothing. The
 ///   permit is dropped unrecorded, which frees a half-open probe slot — a probe the caller abandoned must not
 ///   keep the breaker from probing again.
+/// - A streamed model attempt (marked by the chat client) that answers 2xx: nothing yet. Its 2xx is only the
+///   first chunk; a deployment whose streams all die after it is failing all the same. The attempt takes an
+///   [`OwnedPermit`](ballast_core::OwnedPermit), which travels with the answer (a response extension) to the
+///   [`ChatStream`](crate::ChatStream) that records it when the stream ends, with the time to first byte as its
+///   latency — so a half-open probe stream holds its slot until then. Its error answers and errors before
+///   the first chunk are recorded here, as above.
 ///
 /// The latency given with the result (compared with the breaker's `slow_call`) is the time from the permit to
 /// the answer, on the [`clock`](crate::clock). After each attempt, refused or not, the breaker's state is

@@ -3,6 +3,7 @@
 
 mod attempt;
 mod layer;
+mod stream;
 
 #[cfg(test)]
 mod tests;
@@ -18,6 +19,7 @@ use tower::Service;
 use crate::{CallContext, Error};
 
 pub use layer::BreakerLayer;
+pub(crate) use stream::StreamPermit;
 
 /// A service whose attempts go through one upstream's circuit breaker; see [`BreakerLayer`].
 #[derive(Clone, Debug)]

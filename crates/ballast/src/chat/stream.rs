@@ -15,10 +15,20 @@
 //!   stream is not buffered without bound;
 //! - the call's cancellation token fires ([`StreamErrorKind::Cancelled`]).
 //!
-//! The deployment's circuit breaker counts the attempt when its first chunk arrives (a success, with the time to
-//! first byte as its latency, as ballast-core's `Permit::record` suggests for streams). A failure after that point
-//! reaches the caller, not the breaker: a deployment whose streams always die after the first chunk does not
-//! open its breaker. Carrying the permit with the stream needs an owned permit in the core; not built yet.
+//! The deployment's circuit breaker counts the attempt when the stream **ends**, not at its first chunk: a
+//! deployment whose streams always die after the first chunk is failing, and must open its breaker so that the
+//! next calls go to the fallback. The breaker layer hands the attempt's permit on with the committed answer;
+//! the stream records it, always with the time to first byte as the latency (compared with `slow_call`, as
+//! ballast-core's `Permit::record` suggests for streams):
+//! - a **success** at `[DONE]`;
+//! - a **failure** when the upstream ends it: [`Cut`](StreamErrorKind::Cut), [`Idle`](StreamErrorKind::Idle),
+//!   [`Upstream`](StreamErrorKind::Upstream), [`Malformed`](StreamErrorKind::Malformed),
+//!   [`EventTooLarge`](StreamErrorKind::EventTooLarge);
+//! - **nothing** when the caller's side ends it: [`Cancelled`](StreamErrorKind::Cancelled), the call's own
+//!   [`Deadline`](StreamErrorKind::Deadline), or the stream dropped before its end. The permit is dropped
+//!   unrecorded, which frees a half-open probe slot; until then a probe stream holds its slot.
+//!
+//! After recording, the breaker's state is written into the deployment's report (`breaker`).
 //!
 //! Tokens: a chunk's `usage` (sent when the request asks `stream_options.include_usage`) is recorded in the
 //! report as the answer's when the stream ends with `[DONE]`, as a failed attempt's when it fails after.
@@ -31,7 +41,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast_core::{Deadline, ErrorCode, Instant};
+use ballast_core::{CallResult, Deadline, ErrorCode, Instant};
 use bytes::Bytes;
 use futures::Stream;
 use futures::StreamExt as _;
@@ -45,6 +55,7 @@ use super::sse::{self, DONE, SseDecoder};
 use super::transport::{RawBody, is_error_event};
 use super::usage::record_tokens;
 use super::{ChatChunk, Truncation, Usage};
+use crate::breaker::StreamPermit;
 use crate::{CallContext, OutcomeReport, Report, clock};
 
 /// What went wrong after the commit point.
@@ -115,7 +126,8 @@ fn describe(kind: &StreamErrorKind) -> String {
 /// A streamed completion after its commit point: a [`Stream`] of chunks whose last item, when it fails, is an
 /// error — a [`StreamError`] whose [`StreamErrorKind`] says which: a cut, a stall past `stream_idle_timeout`,
 /// the deadline, cancellation, an upstream error event, a malformed or oversized event. It ends cleanly only
-/// after the upstream's `[DONE]`. The breaker counts the attempt at its first chunk.
+/// after the upstream's `[DONE]`. The deployment's breaker counts the attempt when the stream ends (module docs:
+/// what counts as what).
 pub struct ChatStream {
     items: Pin<Box<dyn Stream<Item = Result<ChatChunk, StreamError>> + Send>>,
     tried: std::sync::Arc<Tried>,
@@ -144,6 +156,8 @@ struct Reader {
     report: Report,
     tried: std::sync::Arc<Tried>,
     usage: Option<Usage>,
+    /// The attempt's breaker permit, recorded when the stream ends (`None` without a breaker layer).
+    permit: Option<StreamPermit>,
 }
 
 impl ChatStream {
@@ -159,7 +173,8 @@ impl ChatStream {
             response,
             handoff,
         } = committed;
-        let (parts, first) = response.into_parts();
+        let (mut parts, first) = response.into_parts();
+        let permit = parts.extensions.remove::<StreamPermit>();
         let remainder = handoff.and_then(|h| h.take());
         // Without a remainder every byte is in `first`, which the transport bounded already.
         let event_limit = remainder.as_ref().map_or(first.len(), |r| r.event_limit);
@@ -178,6 +193,7 @@ impl ChatStream {
             report,
             tried: std::sync::Arc::clone(&tried),
             usage: None,
+            permit,
         };
         let items = futures::stream::unfold(Some(reader), |reader| async move {
             let mut reader = reader?;
@@ -296,6 +312,7 @@ impl Reader {
     fn on_event(&mut self, event: &str) -> Option<Result<ChatChunk, StreamError>> {
         if event.trim() == DONE {
             record_tokens(&self.report, self.usage.take().as_ref(), true);
+            self.record_breaker(Some(CallResult::Success));
             self.body = None;
             return None;
         }
@@ -322,6 +339,7 @@ impl Reader {
     fn fail(&mut self, kind: StreamErrorKind) -> StreamError {
         self.body = None;
         record_tokens(&self.report, self.usage.take().as_ref(), false);
+        self.record_breaker(breaker_result(&kind));
         let code = match kind {
             StreamErrorKind::Deadline => ErrorCode::DeadlineExceeded,
             _ => ErrorCode::UpstreamError,
@@ -332,6 +350,29 @@ impl Reader {
             kind,
             report: self.tried.report(),
         }
+    }
+
+    /// Records the stream's outcome on its breaker permit, or (`None`) drops the permit unrecorded; writes the
+    /// breaker's state into the report.
+    fn record_breaker(&mut self, result: Option<CallResult>) {
+        let Some(permit) = self.permit.take() else { return };
+        let Some(result) = result else { return };
+        if let Some(state) = permit.record(result, clock::now()) {
+            self.report.update(|r| r.breaker = Some(state));
+        }
+    }
+}
+
+/// What a stream's failure tells its deployment's breaker (module docs); `None`: nothing, the caller's side
+/// ended it.
+fn breaker_result(kind: &StreamErrorKind) -> Option<CallResult> {
+    match kind {
+        StreamErrorKind::Cancelled | StreamErrorKind::Deadline => None,
+        StreamErrorKind::Cut
+        | StreamErrorKind::Idle(_)
+        | StreamErrorKind::Upstream(_)
+        | StreamErrorKind::Malformed(_)
+        | StreamErrorKind::EventTooLarge { .. } => Some(CallResult::Failure),
     }
 }
 

@@ -31,6 +31,7 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         report: Report::default(),
         tried: Arc::new(Tried::default()),
         usage: None,
+        permit: None,
     }
 }
 
