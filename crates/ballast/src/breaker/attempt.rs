@@ -66,7 +66,11 @@ enum Held<'a> {
 }
 
 impl<'a> Held<'a> {
-    fn acquire(breaker: &'a Arc<CircuitBreaker>, streamed: bool, now: Instant) -> Result<Self, BreakerRejected> {
+    fn acquire(
+        breaker: &'a Arc<CircuitBreaker>,
+        streamed: bool,
+        now: Instant,
+    ) -> Result<Self, BreakerRejected> {
         if streamed {
             breaker.try_acquire_owned(now).map(Held::Owned)
         } else {

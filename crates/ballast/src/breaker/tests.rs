@@ -8,8 +8,9 @@ use ballast_core::{BreakerConfig, BreakerState, CallKind, CallResult, CircuitBre
 use bytes::Bytes;
 use tower::{Layer, ServiceExt, service_fn};
 
-use super::BreakerLayer;
 use super::attempt::breaker_result;
+use super::{BreakerLayer, StreamPermit};
+use crate::attempt::StreamedAttempt;
 use crate::{CallContext, Error, clock};
 
 const OPEN_FOR: Duration = Duration::from_secs(30);
@@ -46,6 +47,25 @@ async fn call_once(
     result: impl Fn() -> Answer + Clone + Send + 'static,
     ctx: Option<&CallContext>,
 ) -> Answer {
+    call_marked(breaker, latency, result, ctx, false).await
+}
+
+/// [`call_once`] for a streamed attempt (the chat client's marker on the request).
+async fn call_streamed(
+    breaker: &Arc<CircuitBreaker>,
+    latency: Duration,
+    result: impl Fn() -> Answer + Clone + Send + 'static,
+) -> Answer {
+    call_marked(breaker, latency, result, None, true).await
+}
+
+async fn call_marked(
+    breaker: &Arc<CircuitBreaker>,
+    latency: Duration,
+    result: impl Fn() -> Answer + Clone + Send + 'static,
+    ctx: Option<&CallContext>,
+    streamed: bool,
+) -> Answer {
     let upstream = service_fn(move |_request: http::Request<Bytes>| {
         let result = result.clone();
         async move {
@@ -56,6 +76,10 @@ async fn call_once(
     let mut request = http::Request::new(Bytes::new());
     if let Some(ctx) = ctx {
         request.extensions_mut().insert(ctx.clone());
+    }
+    if streamed {
+        let until = Deadline::after(clock::now(), Duration::from_secs(600));
+        request.extensions_mut().insert(StreamedAttempt { until });
     }
     BreakerLayer::new(Arc::clone(breaker))
         .layer(upstream)
@@ -177,4 +201,105 @@ async fn the_report_says_the_state_after_each_attempt() {
     tokio::time::advance(OPEN_FOR).await;
     let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), Some(&ctx)).await;
     assert_eq!(ctx.report.snapshot().breaker, Some(BreakerState::Closed));
+}
+
+/// A streamed 2xx records nothing at once: its permit travels with the answer and counts when recorded, with
+/// the time to first byte as the latency.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_2xx_hands_its_permit_on_instead_of_recording() {
+    let breaker = breaker(2, Some(Duration::from_secs(1)));
+    let ok = || Ok(answer(200, false));
+    let mut permits = Vec::new();
+    for _ in 0..2 {
+        let answered = call_streamed(&breaker, Duration::from_millis(300), ok)
+            .await
+            .unwrap();
+        let permit = answered
+            .extensions()
+            .get::<StreamPermit>()
+            .expect("the permit travels")
+            .clone();
+        permits.push(permit);
+    }
+    let s = breaker.snapshot(clock::now());
+    assert_eq!(
+        (s.state, s.window_calls),
+        (BreakerState::Closed, 0),
+        "nothing counted yet"
+    );
+    // The streams die long after their first byte: failures.
+    tokio::time::advance(Duration::from_secs(20)).await;
+    assert_eq!(
+        permits[0].record(CallResult::Failure, clock::now()),
+        Some(BreakerState::Closed)
+    );
+    assert_eq!(
+        permits[0].record(CallResult::Success, clock::now()),
+        None,
+        "recorded once"
+    );
+    assert_eq!(
+        permits[1].record(CallResult::Failure, clock::now()),
+        Some(BreakerState::Open)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_success_is_slow_only_by_its_time_to_first_byte() {
+    let breaker = breaker(1, Some(Duration::from_secs(1)));
+    let ok = || Ok(answer(200, false));
+    let quick = call_streamed(&breaker, Duration::from_millis(900), ok)
+        .await
+        .unwrap();
+    tokio::time::advance(Duration::from_secs(30)).await;
+    let permit = quick.extensions().get::<StreamPermit>().unwrap();
+    assert_eq!(
+        permit.record(CallResult::Success, clock::now()),
+        Some(BreakerState::Closed),
+        "a 30 s stream whose first byte came in 900 ms is not slow"
+    );
+    let slow = call_streamed(&breaker, Duration::from_millis(1500), ok)
+        .await
+        .unwrap();
+    let permit = slow.extensions().get::<StreamPermit>().unwrap();
+    assert_eq!(
+        permit.record(CallResult::Success, clock::now()),
+        Some(BreakerState::Open),
+        "a first byte after 1.5 s is a slow call"
+    );
+}
+
+/// Error answers and errors before the first chunk of a stream count at once, as for any attempt.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_error_counts_at_once() {
+    let breaker = breaker(2, None);
+    let failed = call_streamed(&breaker, Duration::ZERO, || Ok(answer(503, false)))
+        .await
+        .unwrap();
+    assert!(failed.extensions().get::<StreamPermit>().is_none());
+    let reset = call_streamed(&breaker, Duration::ZERO, || Err(Error::transport(true, "reset"))).await;
+    assert!(reset.is_err());
+    assert_eq!(breaker.state(clock::now()), BreakerState::Open);
+}
+
+/// A half-open probe stream holds its slot while its permit lives; dropped unrecorded, it frees it and counts
+/// nothing.
+#[tokio::test(start_paused = true)]
+async fn a_streamed_probe_holds_its_slot_until_its_permit_goes() {
+    let breaker = breaker(1, None);
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(503, false)), None).await;
+    tokio::time::advance(OPEN_FOR).await;
+    let probe = call_streamed(&breaker, Duration::ZERO, || Ok(answer(200, false)))
+        .await
+        .unwrap();
+    let refused = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), None).await;
+    assert!(matches!(refused, Err(Error::CircuitOpen { .. })), "{refused:?}");
+    drop(probe);
+    let s = breaker.snapshot(clock::now());
+    assert_eq!(
+        (s.state, s.probes_in_flight, s.probe_successes),
+        (BreakerState::HalfOpen, 0, 0)
+    );
+    let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), None).await;
+    assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
 }
