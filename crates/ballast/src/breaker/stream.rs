@@ -23,7 +23,7 @@ struct Pending {
 }
 
 impl StreamPermit {
-    pub(super) fn new(permit: OwnedPermit, first_byte: Duration) -> Self {
+    pub(crate) fn new(permit: OwnedPermit, first_byte: Duration) -> Self {
         StreamPermit(Arc::new(Mutex::new(Some(Pending { permit, first_byte }))))
     }
 

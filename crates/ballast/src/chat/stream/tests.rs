@@ -60,3 +60,56 @@ async fn an_event_over_the_limit_ends_the_stream_without_reading_on() {
     );
     assert!(reader.next_item().await.is_some_and(|item| item.is_err()));
 }
+
+/// The ends no chaos profile sends (an error event, a malformed chunk, an oversized event) are the upstream's
+/// failures: the stream's breaker permit records a failure. `[DONE]` records a success.
+#[tokio::test(start_paused = true)]
+async fn the_breaker_learns_how_the_stream_ended() {
+    use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
+
+    use crate::breaker::StreamPermit;
+
+    type Kind = fn(&StreamErrorKind) -> bool;
+    let cases: [(&str, Option<Kind>); 4] = [
+        ("data: [DONE]\n\n", None),
+        (
+            "data: {\"error\": {\"message\": \"overloaded\"}}\n\n",
+            Some(|k| matches!(k, StreamErrorKind::Upstream(_))),
+        ),
+        (
+            "data: {\"choices\": 7}\n\n",
+            Some(|k| matches!(k, StreamErrorKind::Malformed(_))),
+        ),
+        (
+            "data: \"never ends",
+            Some(|k| *k == StreamErrorKind::EventTooLarge { limit: 64 }),
+        ),
+    ];
+    for (rest, failure) in cases {
+        let config = BreakerConfig::builder().consecutive_failures(1).build().unwrap();
+        let breaker = Arc::new(CircuitBreaker::seeded(config, Some(1)));
+        let permit = breaker.try_acquire_owned(clock::now()).unwrap();
+        let frames = vec![
+            Bytes::from_static(b"data: {\"choices\":[]}\n\n"),
+            Bytes::from(format!("{rest}{}", "a".repeat(100))),
+        ];
+        let mut reader = reader(frames, 64, &Arc::default());
+        reader.permit = Some(StreamPermit::new(permit, Duration::ZERO));
+        assert!(reader.next_item().await.expect("the first chunk").is_ok());
+        let end = reader.next_item().await;
+        let s = breaker.snapshot(clock::now());
+        match (end, failure) {
+            (None, None) => assert_eq!((s.state, s.window_calls), (BreakerState::Closed, 1), "a success"),
+            (Some(Err(error)), Some(kind)) => {
+                assert!(kind(&error.kind), "{rest}: {error:?}");
+                assert_eq!(s.state, BreakerState::Open, "{rest}: a failure");
+                assert_eq!(
+                    reader.report.snapshot().breaker,
+                    Some(BreakerState::Open),
+                    "the report says so"
+                );
+            }
+            (end, _) => panic!("{rest}: ended with {end:?}"),
+        }
+    }
+}
