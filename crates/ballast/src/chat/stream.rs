@@ -126,8 +126,10 @@ fn describe(kind: &StreamErrorKind) -> String {
 /// A streamed completion after its commit point: a [`Stream`] of chunks whose last item, when it fails, is an
 /// error — a [`StreamError`] whose [`StreamErrorKind`] says which: a cut, a stall past `stream_idle_timeout`,
 /// the deadline, cancellation, an upstream error event, a malformed or oversized event. It ends cleanly only
-/// after the upstream's `[DONE]`. The deployment's breaker counts the attempt when the stream ends (module docs:
-/// what counts as what).
+/// after the upstream's `[DONE]`. The deployment's circuit breaker counts the attempt when the stream ends: a
+/// success at `[DONE]`, a failure when the upstream ends it otherwise (cut, stall, error event, malformed or
+/// oversized event), nothing when the caller's side does (cancellation, the call's deadline, dropping the
+/// stream) — so a half-open probe stream holds its probe slot until then.
 pub struct ChatStream {
     items: Pin<Box<dyn Stream<Item = Result<ChatChunk, StreamError>> + Send>>,
     tried: std::sync::Arc<Tried>,
