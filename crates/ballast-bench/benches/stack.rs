@@ -8,8 +8,8 @@
 use std::hint::black_box;
 
 use ballast::{HttpTransport, ToolCall, ToolClients};
+use ballast_bench::stack::{in_memory_tool, lookup_config};
 use ballast_chaos::Profile;
-use ballast_config::Config;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tower::ServiceExt as _;
@@ -24,16 +24,7 @@ fn stack_vs_bare(c: &mut Criterion) {
         .expect("chaos serves");
     let url = chaos.url("/tools/lookup_order");
     let client = reqwest::Client::new();
-    let config = Config::from_toml_str(&format!(
-        r#"
-        version = 1
-        [[tools]]
-        name = "lookup_order"
-        upstream = {{ method = "POST", url = "{url}" }}
-        per_try_timeout = "2s"
-        "#
-    ))
-    .expect("valid config");
+    let config = lookup_config(&url);
     let tools =
         ToolClients::from_config(&config, HttpTransport::new(client.clone(), 1 << 20)).expect("tools");
     let tool = tools.get("lookup_order").expect("configured").clone();
@@ -73,18 +64,7 @@ fn stack_vs_bare(c: &mut Criterion) {
         })
     });
     // The whole ToolClient over a transport that answers at once in memory: the layers' own cost, no network.
-    let canned = tower::service_fn(|_request: http::Request<bytes::Bytes>| {
-        let response = http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(bytes::Bytes::from_static(
-                br#"{"order_id":"1234","status":"shipped","amount":42.5}"#,
-            ))
-            .expect("a response");
-        std::future::ready(Ok::<_, ballast::Error>(response))
-    });
-    let in_memory = ToolClients::from_config(&config, canned).expect("tools");
-    let in_memory = in_memory.get("lookup_order").expect("configured").clone();
+    let in_memory = in_memory_tool(&config);
     group.bench_function("ballast_tool_client_in_memory", |b| {
         b.iter(|| {
             runtime.block_on(async {

@@ -13,9 +13,9 @@
 
 use std::hint::black_box;
 
-use ballast::{HttpTransport, ToolCall, ToolClient, ToolClients};
+use ballast::{HttpTransport, ToolCall, ToolClients};
+use ballast_bench::stack::{in_memory_tool, lookup_config};
 use ballast_chaos::Profile;
-use ballast_config::Config;
 use serde_json::{Value, json};
 
 fn main() {
@@ -34,7 +34,7 @@ fn main() {
         .expect("chaos serves");
     let url = chaos.url("/tools/lookup_order");
     let client = reqwest::Client::new();
-    let config = config(&url);
+    let config = lookup_config(&url);
     let arguments = json!({"order_id": "1234", "op": "bench"});
     match variant.as_str() {
         "in_memory" => {
@@ -66,34 +66,4 @@ fn main() {
         other => panic!("unknown variant {other}: in_memory, tool or bare"),
     }
     runtime.block_on(chaos.shutdown()).expect("chaos stops cleanly");
-}
-
-/// The bench's tool, calling `url`.
-fn config(url: &str) -> Config {
-    Config::from_toml_str(&format!(
-        r#"
-        version = 1
-        [[tools]]
-        name = "lookup_order"
-        upstream = {{ method = "POST", url = "{url}" }}
-        per_try_timeout = "2s"
-        "#
-    ))
-    .expect("valid config")
-}
-
-/// The tool over the bench's in-memory transport: a canned answer, at once.
-fn in_memory_tool(config: &Config) -> ToolClient {
-    let canned = tower::service_fn(|_request: http::Request<bytes::Bytes>| {
-        let response = http::Response::builder()
-            .status(200)
-            .header("content-type", "application/json")
-            .body(bytes::Bytes::from_static(
-                br#"{"order_id":"1234","status":"shipped","amount":42.5}"#,
-            ))
-            .expect("a response");
-        std::future::ready(Ok::<_, ballast::Error>(response))
-    });
-    let tools = ToolClients::from_config(config, canned).expect("tools");
-    tools.get("lookup_order").expect("configured").clone()
 }
