@@ -1,9 +1,10 @@
-//! A claimed request from `dispatched` to its end: the handler runs in a task of its own, its answer is stored
-//! (or the claim released, or marked `outcome_unknown`), and the caller gets the answer.
+//! A claimed request from `dispatched` to its end: the handler runs, its answer is stored (or the claim
+//! released, or marked `outcome_unknown`), and the caller gets the answer.
 //!
-//! Why a task of its own: a caller that disconnects drops the layer's future; if the handler ran inside it, the
-//! side effect could stop half-way and its outcome would never be recorded. In its own task the handler runs to
-//! the end and its answer is stored for the retry that will come.
+//! All of it runs in the request's own task, spawned by the service from the claim on: a caller that disconnects
+//! drops only the layer's future, which waits on the answer. If the handler ran inside that future, the side
+//! effect could stop half-way and its outcome would never be recorded; in its own task it runs to the end and
+//! its answer is stored for the retry that will come.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -28,14 +29,16 @@ use crate::BoxError;
 /// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
 type Answer<E> = Result<Response<Body>, E>;
 
-/// Marks the claim dispatched, runs `request` through `inner` in its own task, and answers with what it said.
+/// Marks the claim dispatched, runs `request` through `inner`, and sends what it said on `answer` — then
+/// settles the record, whether or not the caller still waits. Runs in the request's own task (see `handle`),
+/// so a caller that disconnects cancels none of it.
 pub(crate) async fn dispatch<S, B>(
     inner: S,
     settings: Arc<Settings>,
     claim: HeldClaim,
     request: Request<Body>,
-) -> Answer<S::Error>
-where
+    answer: oneshot::Sender<Answer<S::Error>>,
+) where
     S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
@@ -56,14 +59,10 @@ where
             },
             _ => Problem::StoreFailed,
         };
-        return Ok(problem.into_response());
+        let _ = answer.send(Ok(problem.into_response()));
+        return;
     }
-    let (answer_tx, answer_rx) = oneshot::channel();
-    tokio::spawn(run_and_settle(inner, settings, claim, request, answer_tx));
-    // The task always answers (panics are caught); a closed channel means the runtime is shutting down.
-    answer_rx
-        .await
-        .unwrap_or_else(|_| Ok(Problem::HandlerPanicked.into_response()))
+    run_and_settle(inner, settings, claim, request, answer).await;
 }
 
 /// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.

@@ -26,6 +26,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Method, Request, Response};
 use http_body::Body as HttpBody;
+use tokio::sync::oneshot;
 use tower::{Service, ServiceExt as _};
 
 pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer};
@@ -107,22 +108,20 @@ where
     // the dispatch must not leave a claim that nobody holds (every retry would get 409 until the lease ran out).
     // The request goes on, once, and its answer is stored for the retry.
     let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(async move {
-        let _ = answer_tx.send(claim_and_run(inner, settings, incoming).await);
-    });
+    tokio::spawn(claim_and_run(inner, settings, incoming, answer_tx));
     // The task always answers (the handler's panics are caught); a closed channel means the runtime stops.
     answer_rx
         .await
         .unwrap_or_else(|_| Ok(Problem::HandlerPanicked.into_response()))
 }
 
-/// Claims the request's key and runs it, or answers what the record says.
+/// Claims the request's key and runs it, or answers what the record says, on `answer`.
 async fn claim_and_run<S, RB>(
     inner: S,
     settings: Arc<Settings>,
     incoming: request::Incoming,
-) -> Result<Response<Body>, S::Error>
-where
+    answer: oneshot::Sender<Result<Response<Body>, S::Error>>,
+) where
     S: Service<Request<Body>, Response = Response<RB>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
@@ -136,9 +135,12 @@ where
                 scope: incoming.scope,
                 owner: incoming.claim.owner,
             };
-            return dispatch::dispatch(inner, settings, claim, incoming.request).await;
+            return dispatch::dispatch(inner, settings, claim, incoming.request, answer).await;
         }
-        Ok(ClaimOutcome::Completed(stored)) => return Ok(replay::replay(stored)),
+        Ok(ClaimOutcome::Completed(stored)) => {
+            let _ = answer.send(Ok(replay::replay(stored)));
+            return;
+        }
         Ok(ClaimOutcome::InProgress { lease_left, .. }) => Problem::InProgress {
             retry_after: lease_left.min(settings.max_retry_after),
         },
@@ -154,7 +156,7 @@ where
             Problem::StoreFailed
         }
     };
-    Ok(problem.into_response())
+    let _ = answer.send(Ok(problem.into_response()));
 }
 
 /// RFC 9110's safe methods: they promise no side effect, so they carry no key and are never deduplicated.
