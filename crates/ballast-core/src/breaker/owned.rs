@@ -62,6 +62,29 @@ impl<R: Rng> OwnedPermit<R> {
     }
 }
 
+impl<'a, R> Permit<'a, R> {
+    /// The same permit, now owning a share of its breaker: for an attempt that learns only from its answer that
+    /// its outcome will be known later (a 2xx that is a stream). `breaker` is the `Arc` this permit's breaker
+    /// lives in.
+    ///
+    /// # Panics
+    /// When `breaker` is another breaker than the one that granted the permit (its ticket would be recorded on
+    /// the wrong upstream).
+    pub fn into_owned(mut self, breaker: &Arc<CircuitBreaker<R>>) -> OwnedPermit<R> {
+        assert!(
+            std::ptr::eq(self.breaker, Arc::as_ptr(breaker)),
+            "Permit::into_owned: the Arc of another breaker"
+        );
+        // The ticket moves to the owned permit: this one must not give it back when it drops.
+        self.done = true;
+        OwnedPermit {
+            breaker: Arc::clone(breaker),
+            ticket: self.ticket,
+            done: false,
+        }
+    }
+}
+
 impl<R> Drop for OwnedPermit<R> {
     fn drop(&mut self) {
         if !self.done {

@@ -103,3 +103,31 @@ fn late_owned_permits_count_nothing_and_free_nothing() {
     );
     drop(current);
 }
+
+/// A borrowed probe made owned keeps its slot (the borrow ends, the ticket does not), and counts when recorded.
+#[test]
+fn a_borrowed_permit_made_owned_keeps_its_ticket() {
+    let (b, now) = half_open_breaker(1, 1);
+    let owned = b.try_acquire(now).unwrap().into_owned(&b);
+    assert!(owned.is_probe());
+    assert_eq!(
+        b.try_acquire(now).unwrap_err(),
+        BreakerRejected::ProbesBusy { probes: 1 },
+        "the slot stays taken after the borrowed permit is gone"
+    );
+    let t = owned.record(CallResult::Success, QUICK, now).expect("closes");
+    assert_eq!((t.from, t.to), (HalfOpen, Closed));
+
+    // Dropped unrecorded, it frees the slot as a borrowed probe would.
+    let (b, now) = half_open_breaker(1, 1);
+    drop(b.try_acquire(now).unwrap().into_owned(&b));
+    assert_eq!(b.snapshot(now).probes_in_flight, 0);
+}
+
+#[test]
+#[should_panic(expected = "another breaker")]
+fn a_permit_made_owned_with_another_breaker_panics() {
+    let b = breaker(no_jitter());
+    let other = breaker(no_jitter());
+    let _ = b.try_acquire(at(0)).unwrap().into_owned(&other);
+}
