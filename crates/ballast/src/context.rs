@@ -2,7 +2,9 @@
 //!
 //! Why extensions: tower layers only see the request. The outermost layer (the deadline layer, or a
 //! `ToolClient`) puts one [`CallContext`] in `http::Request::extensions`; every layer below reads it — the
-//! deadline, the run, the priority, what kind of call it is — and writes what it learns into its [`Report`].
+//! deadline, the run, the priority, what kind of call it is, its cancellation. What a layer learns it returns (a
+//! typed outcome, a stream as a body value); the context's [`Report`] is only where each layer records what it
+//! did, for the user to read.
 //! The deadline also lives in a task-local scope ([`scope`], [`current_deadline`]), so a call made while
 //! handling another call (a tool that calls a tool) sees the earliest deadline without being handed it;
 //! [`CallContext::effective_deadline`] folds it in, so every layer works to the earliest of all three.
@@ -13,12 +15,14 @@ use std::sync::Arc;
 use ballast_core::{CallKind, Deadline, Priority};
 use tokio_util::sync::CancellationToken;
 
+use crate::transport::CommitRule;
 use crate::{Report, Run};
 
 /// The state of one logical call, shared by every layer of the stack (request extensions).
 #[derive(Clone, Debug)]
 pub struct CallContext {
-    /// The call's deadline (the earliest of everything it was given).
+    /// The call's own deadline (its run's folded in by the layers that settle it; an enclosing
+    /// [`scope`] is folded in by [`effective_deadline`](Self::effective_deadline) wherever it is read).
     pub deadline: Deadline,
     /// The run the call belongs to, if any: its allowance is shared by all its calls.
     pub run: Option<Arc<Run>>,
@@ -30,15 +34,19 @@ pub struct CallContext {
     pub retries_here: bool,
     /// Model call, read-only tool, or side-effecting tool with its upstream's deduplication.
     pub kind: CallKind,
-    /// Where the layers record what happened.
+    /// The user's record of the call. Each layer writes only what it did (the attempt layer its attempts, the
+    /// breaker its state, the edge of the stack the verdict); no layer reads it to decide anything.
     pub report: Report,
-    /// Cancelled when the caller gives up: sleeps and queued work stop at once. Behind an `Arc` because the
-    /// context is cloned by every layer and a token's own clone takes a lock.
-    pub cancel: Arc<CancellationToken>,
+    /// Fires when the caller gives up: sleeps and queued work stop at once.
+    pub cancel: Cancel,
+    /// For a streamed call: the rule that says which event of the answer commits it (the transport reads a 2xx
+    /// up to that event within the attempt's timeout and hands the rest up as a stream).
+    pub(crate) stream: Option<CommitRule>,
 }
 
 impl CallContext {
-    /// A context for a call of `kind` under `deadline`: critical priority, no run, first hop, retries allowed.
+    /// A context for a call of `kind` under `deadline`: critical priority, no run, first hop, retries allowed, a
+    /// cancellation token of its own.
     pub fn new(kind: CallKind, deadline: Deadline) -> Self {
         CallContext {
             deadline,
@@ -48,7 +56,8 @@ impl CallContext {
             retries_here: true,
             kind,
             report: Report::default(),
-            cancel: Arc::new(CancellationToken::new()),
+            cancel: Cancel::new(),
+            stream: None,
         }
     }
 
@@ -66,6 +75,51 @@ impl CallContext {
     }
 }
 
+/// A call's cancellation: a token the caller can cancel, or none — then nothing but dropping the call's future
+/// ends it, and nothing is watched.
+///
+/// Cheap to clone (a token's own clone takes a lock; this is a reference count). Every wait of the stack watches
+/// it: the admission queue, the retry layer's backoff, each attempt, a ToolClient's 409 wait, a committed stream.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Option<Arc<CancellationToken>>);
+
+impl Cancel {
+    /// A cancellation with a token of its own.
+    pub fn new() -> Self {
+        Cancel(Some(Arc::new(CancellationToken::new())))
+    }
+
+    /// No cancellation: the call ends only when its future is dropped.
+    pub fn never() -> Self {
+        Cancel(None)
+    }
+
+    /// Fires when `token` is cancelled (a child of it: cancelling this one leaves `token` alone).
+    pub fn child_of(token: &CancellationToken) -> Self {
+        Cancel(Some(Arc::new(token.child_token())))
+    }
+
+    /// Cancels the call (nothing, for [`Cancel::never`]).
+    pub fn cancel(&self) {
+        if let Some(token) = &self.0 {
+            token.cancel();
+        }
+    }
+
+    /// Whether the call was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.as_ref().is_some_and(|token| token.is_cancelled())
+    }
+
+    /// Completes when the call is cancelled; never, for [`Cancel::never`].
+    pub async fn cancelled(&self) {
+        match &self.0 {
+            Some(token) => token.cancelled().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// The attempt number of the request an attempt-level layer is handling (1-based), set by the retry layer on
 /// each attempt's copy of the request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,25 +132,16 @@ tokio::task_local! {
 /// Runs `future` with `deadline` as the task's deadline; inside it, [`current_deadline`] returns the earlier of
 /// `deadline` and any deadline already in scope (a nested scope can shorten, never extend).
 pub async fn scope<F: Future>(deadline: Deadline, future: F) -> F::Output {
-    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
-    DEADLINE.scope(deadline, future).await
+    scoped(deadline, future).await
 }
 
-/// [`scope`] as a named future, the deadline in scope read now: what a layer returns from `call` (one future
-/// fewer to nest and move than the `async fn`).
+/// [`scope`] as a named future, the deadline in scope read now.
 pub(crate) fn scoped<F: Future>(
     deadline: Deadline,
     future: F,
 ) -> tokio::task::futures::TaskLocalFuture<Deadline, F> {
     let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
     DEADLINE.scope(deadline, future)
-}
-
-/// Runs `f` with `deadline` in scope, as [`scope`] runs a future: for the synchronous part of a call (a service's
-/// `call`) made on the deadline's behalf.
-pub(crate) fn sync_scoped<R>(deadline: Deadline, f: impl FnOnce() -> R) -> R {
-    let deadline = current_deadline().map_or(deadline, |outer| outer.earliest(&deadline));
-    DEADLINE.sync_scope(deadline, f)
 }
 
 /// The deadline of the enclosing [`scope`], if any.

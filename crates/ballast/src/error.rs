@@ -89,6 +89,22 @@ impl Error {
         }
     }
 
+    /// Whether the attempt that ended with this error may have reached the upstream — and so, for a side
+    /// effect, may have acted. Only the errors that prove it never left say no: a transport error before sending
+    /// (connection refused, DNS, TLS), and the local refusals (an open circuit, a deadline that could not hold the
+    /// attempt, a shed). A timeout, a reset, a body that failed or was too large, an attempt its caller left while
+    /// it ran (cancelled) may all have reached it.
+    ///
+    /// The one rule behind every judgement of "was it sent": the report's `sent`, "outcome unknown", the
+    /// fallback that must not repeat a side effect, the retry given back when its attempt never went out.
+    pub fn may_have_reached_upstream(&self) -> bool {
+        match self {
+            Error::Transport { sent, .. } => *sent,
+            Error::DeadlineExceeded(_) | Error::Overloaded { .. } | Error::CircuitOpen { .. } => false,
+            Error::Timeout { .. } | Error::Stopped(_) | Error::BodyTooLarge { .. } | Error::Cancelled => true,
+        }
+    }
+
     /// A transport error.
     pub fn transport(sent: bool, source: impl Into<BoxError>) -> Self {
         Error::Transport {
@@ -120,5 +136,27 @@ mod tests {
         );
         let unknown = Error::Stopped(StopReason::OutcomeUnknown { timed_out: true });
         assert_eq!(unknown.code(), ErrorCode::OutcomeUnknown);
+    }
+
+    #[test]
+    fn only_errors_that_prove_nothing_left_say_it_never_reached_the_upstream() {
+        let never = [
+            Error::transport(false, "connection refused"),
+            Error::CircuitOpen { retry_in: None },
+            Error::Overloaded {
+                reason: "queue_full",
+                retry_after: None,
+            },
+        ];
+        assert!(never.iter().all(|e| !e.may_have_reached_upstream()));
+        let maybe = [
+            Error::transport(true, "reset"),
+            Error::Timeout {
+                after: Duration::from_secs(1),
+            },
+            Error::BodyTooLarge { limit: 8 },
+            Error::Cancelled,
+        ];
+        assert!(maybe.iter().all(Error::may_have_reached_upstream));
     }
 }

@@ -3,7 +3,6 @@
 //! Why constants: a header looked up or inserted by `&str` has its name parsed and validated on every call; the
 //! stack touches a dozen headers per call, so the names are parsed once, here (measured on the tool-call bench).
 
-use bytes::Bytes;
 use http::{HeaderName, Response};
 
 pub(crate) const BALLAST_TIMEOUT_MS: HeaderName = HeaderName::from_static(ballast_core::BALLAST_TIMEOUT_MS);
@@ -21,7 +20,7 @@ pub(crate) const BALLAST_STEP_ID: HeaderName = HeaderName::from_static("ballast-
 
 /// Whether the answer says it was replayed from an earlier attempt (`Idempotent-Replayed: true`): not counted
 /// by the breaker, and reported as a replay.
-pub(crate) fn is_replayed(response: &Response<Bytes>) -> bool {
+pub(crate) fn is_replayed<B>(response: &Response<B>) -> bool {
     response
         .headers()
         .get(IDEMPOTENT_REPLAYED)

@@ -34,17 +34,21 @@
 
 mod admission;
 mod attempt;
+mod body;
 mod breaker;
 mod chat;
+mod client;
 pub mod clock;
 mod context;
 mod deadline;
 mod error;
 mod headers;
 mod idempotency;
+mod outcome;
 mod report;
 mod retry;
 mod run;
+mod sse;
 mod tool;
 mod transport;
 
@@ -54,11 +58,13 @@ pub use breaker::{BreakerLayer, BreakerService};
 pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{
     ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,
-    ChatStream, ChatTransport, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError,
-    StreamErrorKind, ToolCallRef, Usage,
+    ChatStream, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError, StreamErrorKind, ToolCallRef,
+    UnknownRoute, Usage,
 };
 pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
-pub use context::{AttemptNumber, CallContext, current_deadline, scope};
+pub use body::Body;
+pub use client::CallError;
+pub use context::{AttemptNumber, CallContext, Cancel, current_deadline, scope};
 pub use deadline::{DeadlineLayer, DeadlineService};
 pub use error::{BoxError, Error};
 pub use idempotency::{

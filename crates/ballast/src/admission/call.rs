@@ -1,12 +1,10 @@
 //! What the admission layer needs to know about a call, read once from its [`CallContext`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
-use tokio_util::sync::CancellationToken;
 
-use crate::{CallContext, Error, Report, current_deadline};
+use crate::{CallContext, Cancel, Error, Report, current_deadline};
 
 /// A call's class, deadline, cancellation and report. Without a [`CallContext`] (the layer used alone): class
 /// `critical`, the enclosing [`scope`](crate::scope)'s deadline or none (it waits until a slot frees or its
@@ -15,25 +13,35 @@ use crate::{CallContext, Error, Report, current_deadline};
 pub(super) struct Call {
     pub(super) priority: Priority,
     deadline: Option<Deadline>,
-    cancel: Option<Arc<CancellationToken>>,
+    cancel: Cancel,
+    /// Where a refusal's code is written, for a layer used as a tower service (a client writes its own verdict).
     report: Option<Report>,
 }
 
 impl Call {
+    /// The call a request carries.
     pub(super) fn of<B>(request: &http::Request<B>) -> Self {
         match request.extensions().get::<CallContext>() {
             Some(ctx) => Call {
-                priority: ctx.priority,
-                deadline: Some(ctx.effective_deadline()),
-                cancel: Some(ctx.cancel.clone()),
                 report: Some(ctx.report.clone()),
+                ..Call::of_context(ctx)
             },
             None => Call {
                 priority: Priority::default(),
                 deadline: current_deadline(),
-                cancel: None,
+                cancel: Cancel::never(),
                 report: None,
             },
+        }
+    }
+
+    /// The call of `ctx`, for a client that asks for a slot itself (and writes its own report).
+    pub(super) fn of_context(ctx: &CallContext) -> Self {
+        Call {
+            priority: ctx.priority,
+            deadline: Some(ctx.effective_deadline()),
+            cancel: ctx.cancel.clone(),
+            report: None,
         }
     }
 
@@ -52,15 +60,12 @@ impl Call {
 
     /// Whether the caller has already gone.
     pub(super) fn is_cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(|token| token.is_cancelled())
+        self.cancel.is_cancelled()
     }
 
     /// Completes when the caller cancels the call (never, without a token).
     pub(super) async fn cancelled(&self) {
-        match &self.cancel {
-            Some(token) => token.cancelled().await,
-            None => std::future::pending().await,
-        }
+        self.cancel.cancelled().await;
     }
 
     /// The answer to a call the core refused or dropped for `reason`: `deadline_exceeded` for an expired

@@ -108,6 +108,11 @@ impl AdmissionLayer {
         self.shared.lock().queued()
     }
 
+    /// The shared state, for the layer's own services and a client asking for slots itself.
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// Calls waiting per class, lowest class first (the order of [`Priority::ALL`](ballast_core::Priority::ALL)).
     pub fn queued_by_class(&self) -> [usize; 4] {
         self.shared.lock().queued_by_class()

@@ -15,15 +15,16 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use tower::Service;
+use http::Response;
+use tower::{Service, ServiceExt as _};
 
-use crate::Error;
-use crate::transport::{CallNow, call_now};
+use crate::{Body, CallContext, Error};
 use call::Call;
-use slot::{Shared, Slot};
+use slot::Shared;
 use wait::Admit;
 
 pub use layer::AdmissionLayer;
+pub(crate) use slot::Slot;
 
 /// A service whose calls are admitted by one upstream's concurrency limit and priority queue; see
 /// [`AdmissionLayer`]. Clones share the limit and the queue.
@@ -45,17 +46,15 @@ impl<S> AdmissionService<S> {
     }
 }
 
-impl<S> Service<http::Request<Bytes>> for AdmissionService<S>
+impl<S, B> Service<http::Request<Bytes>> for AdmissionService<S>
 where
-    S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<http::Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + 'static,
     S::Future: Send,
+    B: Into<Body> + 'static,
 {
-    type Response = http::Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<http::Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     /// Always ready: admission is decided per call (it needs the call's class and deadline), and the service
     /// below is polled ready only once the call holds a slot.
@@ -64,70 +63,75 @@ where
     }
 
     /// The call asks for its slot when it is called (as tower's `ConcurrencyLimit` takes its permit before the
-    /// call): a call that gets one at once, the common case, runs in a small future with no queue in it.
+    /// call); the future waits for one if it was queued, then runs the call holding it.
     fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
         let call = Call::of(&request);
+        let admit = wait::offer(&self.shared, &call);
         let inner = self.inner.clone();
-        match wait::offer(&self.shared, &call) {
-            // The layers below are always ready: called now, the future holds their future, not the request.
-            Admit::Run(slot) => {
-                let mut inner = inner;
-                match call_now(&mut inner, request) {
-                    CallNow::Called(call) => Box::pin(release_after(slot, call)),
-                    CallNow::Failed(error) => Box::pin(std::future::ready(Err(error))),
-                    CallNow::NotReady(request) => Box::pin(run(slot, inner, request)),
+        Box::pin(async move {
+            match admit.until_admitted(&call).await {
+                Ok(slot) => holding(slot, async move {
+                    let response = inner.oneshot(request).await?;
+                    Ok(response.map(Into::into))
+                })
+                .await,
+                Err(refused) => {
+                    call.record(&refused);
+                    Err(refused)
                 }
             }
-            Admit::Refused(refused) => {
-                call.record(&refused);
-                Box::pin(std::future::ready(Err(refused)))
-            }
-            Admit::Queued(waiting) => Box::pin(async move {
-                match waiting.until_woken(&call).await {
-                    Ok(slot) => run(slot, inner, request).await,
-                    Err(refused) => {
-                        call.record(&refused);
-                        Err(refused)
-                    }
-                }
-            }),
-        }
+        })
     }
 }
 
-/// Runs `request` through `inner` holding `slot` until the answer (or the drop).
-async fn run<S>(
-    slot: Slot,
-    mut inner: S,
-    request: http::Request<Bytes>,
-) -> Result<http::Response<Bytes>, Error>
-where
-    S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>,
-{
-    std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-    release_after(slot, inner.call(request)).await
+impl AdmissionLayer {
+    /// A slot for the call of `ctx` — at once, after a wait in the queue, or the refusal (shed, evicted, its
+    /// deadline too close, cancelled): for a client that runs what the slot admits itself ([`holding`]).
+    pub(crate) async fn admit(&self, ctx: &CallContext) -> Result<Slot, Error> {
+        let call = Call::of_context(ctx);
+        wait::offer(self.shared(), &call).until_admitted(&call).await
+    }
 }
 
-/// Awaits `call`, holding `slot` until its answer (or the drop).
-async fn release_after<F>(mut slot: Slot, call: F) -> Result<http::Response<Bytes>, Error>
+/// Runs `work` holding `slot` until its result; the slot is freed before the result is handed on (the next waiter
+/// starts now), having told the core how long it was held when the result says the work reached the upstream.
+pub(crate) async fn holding<F, T>(mut slot: Slot, work: F) -> T
 where
-    F: Future<Output = Result<http::Response<Bytes>, Error>>,
+    F: Future<Output = T>,
+    T: ReachedUpstream,
 {
-    let result = call.await;
-    if reached_upstream(&result) {
+    let result = work.await;
+    if result.reached_upstream() {
         slot.report_latency();
     }
-    // Free the slot before answering: the next waiter starts now.
     drop(slot);
     result
 }
 
-/// Whether the call's result says how long the upstream takes: an answer, an attempt's error, or the retry
+/// Whether a call's result says how long the upstream takes: an answer, an attempt's error, or the retry
 /// decision stopping after attempts. Local refusals (breaker open, a deadline that could not hold an attempt)
 /// and cancellations say nothing.
-fn reached_upstream(result: &Result<http::Response<Bytes>, Error>) -> bool {
-    match result {
-        Ok(_) => true,
-        Err(error) => error.attempt_outcome().is_some() || matches!(error, Error::Stopped(_)),
+pub(crate) trait ReachedUpstream {
+    /// Whether it reached the upstream.
+    fn reached_upstream(&self) -> bool;
+}
+
+impl ReachedUpstream for Result<Response<Body>, Error> {
+    fn reached_upstream(&self) -> bool {
+        match self {
+            Ok(_) => true,
+            Err(error) => error.attempt_outcome().is_some() || matches!(error, Error::Stopped(_)),
+        }
+    }
+}
+
+impl Admit {
+    /// The slot: at once, or once the queue hands one over.
+    async fn until_admitted(self, call: &Call) -> Result<Slot, Error> {
+        match self {
+            Admit::Run(slot) => Ok(slot),
+            Admit::Refused(refused) => Err(refused),
+            Admit::Queued(waiting) => waiting.until_woken(call).await,
+        }
     }
 }

@@ -56,7 +56,7 @@ impl Shared {
 
 /// One unit of the concurrency limit, held by a running call. Dropping it frees the unit for the next waiter.
 #[derive(Debug)]
-pub(super) struct Slot {
+pub(crate) struct Slot {
     /// `None` once given back (or defused after a failed hand-over).
     shared: Option<Arc<Shared>>,
     started: Instant,

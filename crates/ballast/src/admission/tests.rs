@@ -10,7 +10,8 @@ use tokio::sync::oneshot;
 use tower::{Layer, ServiceExt, service_fn};
 
 use super::slot::{Shared, Slot, Wake, hand_over};
-use super::{AdmissionLayer, reached_upstream};
+use super::{AdmissionLayer, ReachedUpstream as _};
+use crate::Body;
 use crate::{CallContext, Error, clock};
 
 const MS: Duration = Duration::from_millis(1);
@@ -156,10 +157,11 @@ async fn a_call_already_cancelled_is_refused_without_a_slot() {
 
 #[test]
 fn only_calls_that_reached_the_upstream_report_their_latency() {
-    let ok: Result<http::Response<Bytes>, Error> = Ok(http::Response::new(Bytes::new()));
-    assert!(reached_upstream(&ok));
-    assert!(reached_upstream(&Err(Error::Timeout { after: MS })));
-    assert!(reached_upstream(&Err(Error::transport(true, "reset"))));
-    assert!(!reached_upstream(&Err(Error::CircuitOpen { retry_in: None })));
-    assert!(!reached_upstream(&Err(Error::Cancelled)));
+    type Result = std::result::Result<http::Response<Body>, Error>;
+    let ok: Result = Ok(http::Response::new(Body::empty()));
+    assert!(ok.reached_upstream());
+    assert!(Result::Err(Error::Timeout { after: MS }).reached_upstream());
+    assert!(Result::Err(Error::transport(true, "reset")).reached_upstream());
+    assert!(!Result::Err(Error::CircuitOpen { retry_in: None }).reached_upstream());
+    assert!(!Result::Err(Error::Cancelled).reached_upstream());
 }

@@ -12,14 +12,12 @@
 use std::future::Future;
 
 use ballast_core::Deadline;
-use bytes::Bytes;
-use http::Response;
+use http::{Response, Uri};
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::record::{AttemptRecorder, Recorded};
-use crate::{Error, context};
+use crate::{Body, Cancel, Error, context};
 
 /// What the background task needs besides the attempt itself.
 #[derive(Debug)]
@@ -30,13 +28,15 @@ pub(super) struct Detached {
     pub(super) number: u32,
     /// The `Idempotency-Key` the attempt carries, for the log.
     pub(super) idempotency_key: Option<String>,
+    /// Where it was sent, for the log.
+    pub(super) uri: Uri,
     /// The call's deadline, kept in scope on the task.
     pub(super) deadline: Option<Deadline>,
 }
 
 /// What the task hands the caller: the outcome, and where it is recorded.
 struct Delivery {
-    outcome: Result<Response<Bytes>, Error>,
+    outcome: Result<Response<Body>, Error>,
     recorded: Recorded,
 }
 
@@ -48,28 +48,33 @@ struct Delivery {
 pub(super) async fn run_detached<F>(
     attempt: F,
     detached: Detached,
-    cancel: &CancellationToken,
-) -> Result<Response<Bytes>, Error>
+    cancel: &Cancel,
+) -> Result<Response<Body>, Error>
 where
-    F: Future<Output = Result<Response<Bytes>, Error>> + Send + 'static,
+    F: Future<Output = Result<Response<Body>, Error>> + Send + 'static,
 {
     let (deliver, delivered) = oneshot::channel();
     let Detached {
         recorder,
         number,
         idempotency_key,
+        uri,
         deadline,
     } = detached;
+    let named = Named {
+        number,
+        idempotency_key,
+        uri,
+    };
     let mut waiting = Waiting {
         delivered,
-        number,
-        idempotency_key: idempotency_key.clone(),
+        named: named.clone(),
     };
     let task = async move {
         let outcome = attempt.await;
         let recorded = recorder.finish(&outcome);
         if let Err(undelivered) = deliver.send(Delivery { outcome, recorded }) {
-            finished_after_caller_left(&undelivered.recorded, number, idempotency_key.as_deref());
+            finished_after_caller_left(&undelivered.recorded, &named);
         }
     }
     .in_current_span();
@@ -92,18 +97,25 @@ where
     }
 }
 
+/// What names the attempt in the warning logged when it finishes after its caller left.
+#[derive(Clone, Debug)]
+struct Named {
+    number: u32,
+    idempotency_key: Option<String>,
+    uri: Uri,
+}
+
 /// The caller's end of the channel. Closed when the caller stops waiting (cancelled, or its future dropped), so
 /// a later delivery fails and the task marks the outcome itself; an outcome delivered before the close but never
 /// read is marked here.
 struct Waiting {
     delivered: oneshot::Receiver<Delivery>,
-    number: u32,
-    idempotency_key: Option<String>,
+    named: Named,
 }
 
 impl Waiting {
     /// The outcome, if the task has delivered it; after this, none can be.
-    fn take(&mut self) -> Option<Result<Response<Bytes>, Error>> {
+    fn take(&mut self) -> Option<Result<Response<Body>, Error>> {
         self.delivered.close();
         self.delivered.try_recv().ok().map(|delivery| delivery.outcome)
     }
@@ -114,23 +126,19 @@ impl Drop for Waiting {
         self.delivered.close();
         // Err once the outcome was read (or will be marked by the task, which can no longer deliver).
         if let Ok(unread) = self.delivered.try_recv() {
-            finished_after_caller_left(&unread.recorded, self.number, self.idempotency_key.as_deref());
+            finished_after_caller_left(&unread.recorded, &self.named);
         }
     }
 }
 
-/// The caller is gone: the outcome lives only in the report and the log. An attempt that got no answer after it
-/// was sent leaves the side effect unknown (nobody will retry it now), and the report says so.
-fn finished_after_caller_left(recorded: &Recorded, number: u32, idempotency_key: Option<&str>) {
+/// The caller is gone: the outcome lives only in the report (the attempt's line, marked background; an attempt
+/// that got no answer after it was sent made the outcome unknown when it ended) and the log.
+fn finished_after_caller_left(recorded: &Recorded, named: &Named) {
     recorded.report.mark_background(recorded.index);
-    if recorded.unanswered_after_sending {
-        recorded.report.update(|r| r.outcome_unknown = true);
-    }
-    let target = recorded.report.snapshot().target;
     tracing::warn!(
-        call = %target,
-        attempt = number,
-        idempotency_key,
+        uri = %named.uri,
+        attempt = named.number,
+        idempotency_key = named.idempotency_key.as_deref(),
         outcome = %recorded.description(),
         "a side-effecting attempt finished after its caller left; its outcome is in the call's report"
     );

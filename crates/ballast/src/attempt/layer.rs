@@ -19,34 +19,22 @@ use super::headers::PerTry;
 /// attempt never does: it runs on its own task to its own timeout, and when its caller has gone its outcome is
 /// recorded in the report (marked background) and logged as a warning with its `Idempotency-Key`.
 ///
+/// The transport below may answer with any body that becomes a [`Body`](crate::Body) (`Bytes`, or the
+/// transports' own); the layer answers with a `Body`.
+///
 /// Without a [`CallContext`](crate::CallContext) the attempt gets `per_try` (shortened by an enclosing
 /// [`scope`](crate::scope)) and its kind is read from the method, as for
 /// [`DeadlineLayer`](crate::DeadlineLayer).
 #[derive(Clone, Copy, Debug)]
 pub struct AttemptLayer {
     per_try: Duration,
-    /// The call's `cancel` token is watched by a layer above that drops the attempt when it fires (a
-    /// `ToolClient`'s stack, under its `DeadlineLayer`): a read-only attempt need not watch it too.
-    cancel_watched_above: bool,
 }
 
 impl AttemptLayer {
     /// A layer giving each attempt at most `per_try`, and never more than the call's deadline leaves after its
     /// reserve.
     pub fn new(per_try: Duration) -> Self {
-        AttemptLayer {
-            per_try,
-            cancel_watched_above: false,
-        }
-    }
-
-    /// The same layer under a layer that watches each call's `cancel` token and drops the call (and so the
-    /// attempt) the moment it fires, first — a [`DeadlineLayer`](crate::DeadlineLayer), whose biased `select`
-    /// polls the token before the call. A read-only attempt then does not watch the token itself: one watch
-    /// per call instead of two, the same outcome (the attempt is dropped and its recorder records it cancelled).
-    pub(crate) fn cancel_watched_above(mut self) -> Self {
-        self.cancel_watched_above = true;
-        self
+        AttemptLayer { per_try }
     }
 }
 
@@ -57,7 +45,6 @@ impl<S> Layer<S> for AttemptLayer {
         AttemptService {
             inner,
             per_try: Arc::new(PerTry::new(self.per_try)),
-            cancel_watched_above: self.cancel_watched_above,
         }
     }
 }

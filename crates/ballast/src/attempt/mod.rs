@@ -14,7 +14,10 @@
 //!   `ballast-attempt` (the [`AttemptNumber`] the retry layer set, 1 without one) and `ballast-hop` (the
 //!   context's hop + 1), replacing any value the request carried.
 //! - **The report.** Each attempt is a line of the call's report: its number, status or error, duration, and
-//!   whether it may have been sent (no only for errors that prove it never left).
+//!   whether it may have been sent (no only for errors that prove it never left). This layer is the one writer
+//!   of those lines — it alone sees every attempt start and end, also those that outlive everyone above — and of
+//!   the one call-level line an attempt can settle no better than the call: a side-effecting attempt sent and
+//!   unanswered makes the outcome unknown, until the edge of the stack (which sees the whole call) settles it.
 //! - **Cancellation** (DESIGN.md, "Deadline"). A read-only or model attempt stops when the caller goes away
 //!   (its future dropped, or the context's `cancel` token: [`Error::Cancelled`]). A side-effecting attempt
 //!   ([`CallKind::SideEffectingTool`]) is never abandoned once sent: it runs on its own task to its own
@@ -55,6 +58,7 @@ mod headers;
 mod layer;
 mod record;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -62,28 +66,17 @@ use std::time::Duration;
 use ballast_core::{CallKind, Deadline};
 use bytes::Bytes;
 use futures::FutureExt as _;
-use futures::future::{BoxFuture, Either};
+use futures::future::BoxFuture;
 use http::{Request, Response};
-use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt as _};
 
 pub use layer::AttemptLayer;
-
-/// Marks an attempt whose answer is a stream: its timeout bounds only the time to the first byte, and the stream
-/// then runs until the call's deadline (`until`). The upstream is told that — the call's remaining time — in
-/// `ballast-timeout-ms`, not the first-byte timeout, or an upstream that honours the header (another Ballast)
-/// would cut a long stream short.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StreamedAttempt {
-    pub(crate) until: Deadline,
-}
 
 use self::background::{Detached, run_detached};
 use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
 use crate::deadline::kind_for_method;
-use crate::transport::{CallNow, call_now};
-use crate::{AttemptNumber, CallContext, Error, Report, clock, current_deadline};
+use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Report, clock, current_deadline};
 
 /// The header that names a side-effecting operation, logged when its attempt finishes after the caller left.
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -94,17 +87,17 @@ pub struct AttemptService<S> {
     inner: S,
     /// Shared: a pointer in every future that holds this service, not the value.
     per_try: Arc<PerTry>,
-    cancel_watched_above: bool,
 }
 
-impl<S> Service<Request<Bytes>> for AttemptService<S>
+impl<S, B> Service<Request<Bytes>> for AttemptService<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + 'static,
     S::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
-    type Response = Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     /// Always ready: the inner service's readiness is awaited inside the attempt, under its timeout.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -112,22 +105,21 @@ where
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        attempt(
-            self.inner.clone(),
-            &self.per_try,
-            self.cancel_watched_above,
-            request,
-        )
+        attempt(self.inner.clone(), &self.per_try, request)
     }
 }
 
 /// What the attempt needs from the call's context (or the defaults of a layer used alone).
 struct Call {
+    /// The deadline the attempt works to: the context's effective one, or the enclosing scope's.
     deadline: Option<Deadline>,
+    /// The call's own deadline, which a stream runs to (`None` without a context).
+    own_deadline: Option<Deadline>,
+    streamed: bool,
     kind: CallKind,
     hop: u32,
     report: Report,
-    cancel: Arc<CancellationToken>,
+    cancel: Cancel,
 }
 
 impl Call {
@@ -136,6 +128,8 @@ impl Call {
             // The context's, its run's and the enclosing scope's, the earliest.
             Some(ctx) => Call {
                 deadline: Some(ctx.effective_deadline()),
+                own_deadline: Some(ctx.deadline),
+                streamed: ctx.stream.is_some(),
                 kind: ctx.kind,
                 hop: ctx.hop,
                 report: ctx.report.clone(),
@@ -143,11 +137,23 @@ impl Call {
             },
             None => Call {
                 deadline: current_deadline(),
+                own_deadline: None,
+                streamed: false,
                 kind: kind_for_method(request.method()),
                 hop: 0,
                 report: Report::default(),
-                cancel: Arc::new(CancellationToken::new()),
+                cancel: Cancel::never(),
             },
+        }
+    }
+
+    /// The timeout the upstream is told: the attempt's own — but for a stream, whose attempt timeout bounds only
+    /// the time to its commit point, what the call's own deadline leaves (a stream runs until then; an upstream
+    /// that honours the header, another Ballast, would otherwise cut it at the first-byte timeout).
+    fn announced(&self, timeout: Duration, now: ballast_core::Instant) -> Duration {
+        match self.own_deadline {
+            Some(own) if self.streamed => own.attempt_timeout(Duration::MAX, now).unwrap_or(timeout),
+            _ => timeout,
         }
     }
 }
@@ -155,17 +161,12 @@ impl Call {
 /// One attempt: refused, or labelled, started, bounded and recorded.
 ///
 /// The attempt starts when it is called (as tower's own `Timeout` starts its timer in `call`): it is refused,
-/// labelled and its report line started now, and the future only sends it and waits for the answer — a smaller
-/// future, with the request in it once.
-fn attempt<S>(
-    inner: S,
-    per_try: &PerTry,
-    cancel_watched_above: bool,
-    mut request: Request<Bytes>,
-) -> BoxFuture<'static, Result<Response<Bytes>, Error>>
+/// labelled and its report line started now, and the future sends it and waits for the answer.
+fn attempt<S, B>(inner: S, per_try: &PerTry, mut request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Body>, Error>>
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
     let call = Call::of(&request);
     if call.cancel.is_cancelled() {
@@ -180,92 +181,57 @@ where
         None => per_try.timeout,
     };
     let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
-    let announced = match request.extensions().get::<StreamedAttempt>() {
-        Some(streamed) => streamed
-            .until
-            .attempt_timeout(Duration::MAX, now)
-            .unwrap_or(timeout),
-        None => timeout,
-    };
+    let announced = call.announced(timeout, now);
     set_attempt_headers(request.headers_mut(), per_try, announced, number, call.hop);
+    let side_effect = matches!(call.kind, CallKind::SideEffectingTool(_));
     // Only a side-effecting attempt may outlive its caller and log its key.
-    let idempotency_key = matches!(call.kind, CallKind::SideEffectingTool(_))
+    let idempotency_key = side_effect
         .then(|| request.headers().get(IDEMPOTENCY_KEY))
         .flatten()
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
-    let recorder = AttemptRecorder::start(call.report, number, Arc::clone(&call.cancel), now);
-    // Called now only where nothing can tell (see `send`): a read-only attempt whose call is watched above.
-    let call_now = cancel_watched_above && !matches!(call.kind, CallKind::SideEffectingTool(_));
-    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout, call_now);
+    let uri = side_effect.then(|| request.uri().clone());
+    let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
+    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
     let cancel = call.cancel;
-    match call.kind {
-        CallKind::SideEffectingTool(_) => {
-            let detached = Detached {
-                recorder,
-                number,
-                idempotency_key,
-                deadline: call.deadline,
-            };
-            Box::pin(async move { run_detached(sending, detached, &cancel).await })
-        }
-        // Dropped with the call when the token fires (see `AttemptLayer::cancel_watched_above`): the recorder's
-        // drop records it cancelled, as the watch below would.
-        CallKind::Model | CallKind::ReadOnlyTool if cancel_watched_above => {
-            Box::pin(sending.map(move |outcome| {
-                recorder.finish(&outcome);
-                outcome
-            }))
-        }
-        CallKind::Model | CallKind::ReadOnlyTool => Box::pin(async move {
-            let outcome = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Err(Error::Cancelled),
-                outcome = sending => outcome,
-            };
-            recorder.finish(&outcome);
-            outcome
-        }),
+    if let Some(uri) = uri {
+        let detached = Detached {
+            recorder,
+            number,
+            idempotency_key,
+            uri,
+            deadline: call.deadline,
+        };
+        return Box::pin(async move { run_detached(sending, detached, &cancel).await });
     }
+    Box::pin(async move {
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(Error::Cancelled),
+            outcome = sending => outcome,
+        };
+        recorder.finish(&outcome);
+        outcome
+    })
 }
 
-/// Sends `request` and waits for the answer until `expiry` ([`Error::Timeout`] after `timeout`).
-///
-/// With `now`, the transport is called here when it is ready (the future then holds its future, not the
-/// request): only where no one can tell the difference — a read-only attempt under a layer that watches the
-/// call's token (a transport that cancels the token in its `call` is still seen to answer first, as that layer
-/// polls the attempt inside its own watch). Otherwise, as always, on the future's first poll: a side-effecting
-/// attempt is sent from its own task, and an attempt that watches the token itself sees a cancellation made by
-/// the transport's `call` only after the transport answered.
-fn send<S>(
+/// Sends `request` once `inner` is ready and waits for the answer, all until `expiry` ([`Error::Timeout`] after
+/// `timeout`): the transport's readiness, the exchange and the reading of the answer are the attempt.
+fn send<S, B>(
     mut inner: S,
     request: Request<Bytes>,
     expiry: tokio::time::Instant,
     timeout: Duration,
-    now: bool,
-) -> impl Future<Output = Result<Response<Bytes>, Error>> + Send + 'static
+) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'static
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Send + 'static,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
-    if !now {
-        let exchange = async move { inner.ready().await?.call(request).await };
-        return Either::Left(
-            tokio::time::timeout_at(expiry, exchange)
-                .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
-        );
-    }
-    // The transport is usually ready: called now, the attempt holds its future and not the request.
-    let exchange = match call_now(&mut inner, request) {
-        CallNow::Called(call) => Either::Left(call),
-        CallNow::Failed(error) => Either::Right(Either::Left(std::future::ready(Err(error)))),
-        // Boxed: the rare wait for readiness would otherwise size the attempt's future.
-        CallNow::NotReady(request) => Either::Right(Either::Right(Box::pin(async move {
-            inner.ready().await?.call(request).await
-        }))),
+    let exchange = async move {
+        let response = inner.ready().await?.call(request).await?;
+        Ok(response.map(Into::into))
     };
-    Either::Right(
-        tokio::time::timeout_at(expiry, exchange)
-            .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout }))),
-    )
+    tokio::time::timeout_at(expiry, exchange)
+        .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
 }

@@ -1,13 +1,9 @@
 //! One attempt's line in the outcome report: started when the attempt starts, finished however it ends.
 
-use std::sync::Arc;
-
 use ballast_core::Instant;
-use bytes::Bytes;
 use http::Response;
-use tokio_util::sync::CancellationToken;
 
-use crate::{AttemptResult, Error, Report, clock};
+use crate::{AttemptResult, Body, Cancel, Error, Report, clock};
 
 /// Records one attempt. Dropped unfinished — the caller went away, or cancelled the call, and took a read-only
 /// attempt with it — it records the attempt as cancelled or abandoned, so a report read later never shows a
@@ -17,7 +13,9 @@ pub(super) struct AttemptRecorder {
     report: Report,
     index: usize,
     started: Instant,
-    cancel: Arc<CancellationToken>,
+    cancel: Cancel,
+    /// A side-effecting attempt sent and unanswered makes the call's outcome unknown.
+    side_effect: bool,
     finished: bool,
 }
 
@@ -28,43 +26,41 @@ pub(super) struct Recorded {
     pub(super) index: usize,
     /// How it ended (described only when it is logged: most attempts never are).
     pub(super) result: AttemptResult,
-    /// The attempt may have reached the upstream and got no answer: whether it acted is unknown.
-    pub(super) unanswered_after_sending: bool,
 }
 
 impl AttemptRecorder {
-    /// Records the start, at `started`, of attempt `number` of the call cancelled by `cancel`.
-    pub(super) fn start(
-        report: Report,
-        number: u32,
-        cancel: Arc<CancellationToken>,
-        started: Instant,
-    ) -> Self {
+    /// Records the start, at `started`, of attempt `number` of the call cancelled by `cancel` (a side effect's
+    /// when `side_effect`).
+    pub(super) fn start(report: Report, number: u32, cancel: Cancel, side_effect: bool, started: Instant) -> Self {
         let index = report.start_attempt(number);
         AttemptRecorder {
             report,
             index,
             started,
             cancel,
+            side_effect,
             finished: false,
         }
     }
 
-    /// Records how the attempt ended.
-    pub(super) fn finish(mut self, outcome: &Result<Response<Bytes>, Error>) -> Recorded {
+    /// Records how the attempt ended; for a side effect sent and unanswered, that the call's outcome is unknown
+    /// (only the edge of the stack, which sees the whole call, can settle it).
+    pub(super) fn finish(mut self, outcome: &Result<Response<Body>, Error>) -> Recorded {
         self.finished = true;
         let answered = outcome.is_ok();
         let (result, sent) = match outcome {
             Ok(response) => (AttemptResult::Status(response.status().as_u16()), true),
-            Err(error) => (AttemptResult::Error(describe(error)), may_have_been_sent(error)),
+            Err(error) => (AttemptResult::Error(describe(error)), error.may_have_reached_upstream()),
         };
         self.report
             .finish_attempt(self.index, result.clone(), self.elapsed(), sent);
+        if self.side_effect && sent && !answered {
+            self.report.update(|r| r.outcome_unknown = true);
+        }
         Recorded {
             report: self.report.clone(),
             index: self.index,
             result,
-            unanswered_after_sending: sent && !answered,
         }
     }
 
@@ -110,29 +106,22 @@ fn describe(error: &Error) -> String {
     }
 }
 
-/// Whether the request may have reached the upstream: only errors that prove it never left say no.
-fn may_have_been_sent(error: &Error) -> bool {
-    match error {
-        Error::Transport { sent, .. } => *sent,
-        Error::DeadlineExceeded(_) | Error::Overloaded { .. } | Error::CircuitOpen { .. } => false,
-        Error::Timeout { .. } | Error::Stopped(_) | Error::BodyTooLarge { .. } | Error::Cancelled => true,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use bytes::Bytes;
 
     use super::*;
 
     #[tokio::test(start_paused = true)]
     async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 2, Arc::default(), clock::now());
+        let recorder = AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description(), "never sent: connection refused");
-        assert!(!recorded.unanswered_after_sending);
+        assert!(!report.snapshot().outcome_unknown, "never sent");
         let attempt = &report.snapshot().attempts[0];
         assert_eq!(attempt.number, 2);
         assert_eq!(attempt.duration, Duration::from_millis(40));
@@ -146,14 +135,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn answers_and_timeouts_count_as_sent() {
         let report = Report::default();
-        let ok = Response::builder().status(503).body(Bytes::new()).unwrap();
-        AttemptRecorder::start(report.clone(), 1, Arc::default(), clock::now()).finish(&Ok(ok));
+        let ok = Response::builder().status(503).body(Body::from(Bytes::new())).unwrap();
+        AttemptRecorder::start(report.clone(), 1, Cancel::new(), true, clock::now()).finish(&Ok(ok));
+        assert!(!report.snapshot().outcome_unknown, "answered");
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
         let recorded =
-            AttemptRecorder::start(report.clone(), 2, Arc::default(), clock::now()).finish(&Err(timeout));
-        assert!(recorded.unanswered_after_sending);
+            AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now()).finish(&Err(timeout));
+        assert_eq!(recorded.description(), "timeout");
+        assert!(report.snapshot().outcome_unknown, "a side effect sent and unanswered");
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
         assert_eq!(attempts[1].result, AttemptResult::Error("timeout".into()));
@@ -163,11 +154,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 1, Arc::default(), clock::now());
+        let recorder = AttemptRecorder::start(report.clone(), 1, Cancel::new(), false, clock::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         drop(recorder);
-        let cancel = Arc::new(CancellationToken::new());
-        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone(), clock::now());
+        let cancel = Cancel::new();
+        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone(), false, clock::now());
         cancel.cancel();
         drop(recorder);
         let attempts = report.snapshot().attempts;

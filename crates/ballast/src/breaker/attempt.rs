@@ -1,33 +1,30 @@
-//! One attempt through the breaker: ask, call, tell (a stream: tell later).
+//! One attempt through the breaker: ask, call, tell — or, for a stream, hand the permit on inside the answer.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use ballast_core::{BreakerRejected, CallResult, CircuitBreaker, Instant, OwnedPermit, Permit, Transition};
-use bytes::Bytes;
+use ballast_core::{CallResult, CircuitBreaker, Instant};
 use tower::Service;
 
 use super::StreamPermit;
-use crate::attempt::StreamedAttempt;
-use crate::{Error, Report, clock};
+use crate::{Body, Error, Report, clock};
 
-/// Sends `request` through `inner` if `breaker` grants a permit, and records the outcome on it — or, for a
-/// streamed attempt that answered 2xx, hands the permit on with the answer ([`StreamPermit`]).
+/// Sends `request` through `inner` if `breaker` grants a permit, and records the outcome on it — or, for a 2xx
+/// whose body is a stream, puts the permit in the body ([`StreamPermit`]), for its reader to record at its end.
 ///
 /// The future owns the `Arc` the permit borrows. Dropped mid-attempt, it drops the permit unrecorded: a
 /// cancelled attempt is not counted, and a probe slot it held is freed.
-pub(super) async fn gated<S>(
+pub(super) async fn gated<S, B>(
     breaker: Arc<CircuitBreaker>,
     mut inner: S,
-    request: http::Request<Bytes>,
+    request: http::Request<bytes::Bytes>,
     report: Option<Report>,
-) -> Result<http::Response<Bytes>, Error>
+) -> Result<http::Response<Body>, Error>
 where
-    S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>,
+    S: Service<http::Request<bytes::Bytes>, Response = http::Response<B>, Error = Error>,
+    B: Into<Body>,
 {
     let acquired = clock::now();
-    let streamed = request.extensions().get::<StreamedAttempt>().is_some();
-    let permit = match Held::acquire(&breaker, streamed, acquired) {
+    let permit = match breaker.try_acquire(acquired) {
         Ok(permit) => permit,
         Err(rejected) => {
             tracing::debug!(%rejected, "circuit breaker refused the attempt; nothing sent");
@@ -37,57 +34,31 @@ where
             });
         }
     };
-    let mut result = inner.call(request).await;
+    let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
-    match (breaker_result(&result), permit, &mut result) {
-        // A stream's health shows only at its end: the permit travels with the answer (see `BreakerLayer`).
-        (Some(CallResult::Success), Held::Owned(permit), Ok(response)) if response.status().is_success() => {
-            response
-                .extensions_mut()
-                .insert(StreamPermit::new(permit, latency));
+    match (breaker_result(&result), &mut result) {
+        // A stream's health shows only at its end: its reader records the permit (see `BreakerLayer`).
+        (Some(CallResult::Success), Ok(response))
+            if response.status().is_success() && response.body().is_stream() =>
+        {
+            let permit = StreamPermit::new(permit.into_owned(&breaker), latency);
+            let _whole_bodies_keep_no_permit = response.body_mut().keep_permit(permit);
         }
-        (Some(outcome), permit, _) => {
+        (Some(outcome), _) => {
             if let Some(transition) = permit.record(outcome, latency, answered) {
                 tracing::info!(%transition, "circuit breaker changed state");
             }
         }
         // Not about the upstream: the permit goes back unrecorded (and frees its probe slot).
-        (None, permit, _) => drop(permit),
+        (None, _) => drop(permit),
     }
     write_state(report.as_ref(), &breaker, answered);
     result
 }
 
-/// A permit: borrowed for an attempt judged by its answer, owned for a streamed one (it may outlive the call).
-enum Held<'a> {
-    Borrowed(Permit<'a>),
-    Owned(OwnedPermit),
-}
-
-impl<'a> Held<'a> {
-    fn acquire(
-        breaker: &'a Arc<CircuitBreaker>,
-        streamed: bool,
-        now: Instant,
-    ) -> Result<Self, BreakerRejected> {
-        if streamed {
-            breaker.try_acquire_owned(now).map(Held::Owned)
-        } else {
-            breaker.try_acquire(now).map(Held::Borrowed)
-        }
-    }
-
-    fn record(self, result: CallResult, latency: Duration, now: Instant) -> Option<Transition> {
-        match self {
-            Held::Borrowed(permit) => permit.record(result, latency, now),
-            Held::Owned(permit) => permit.record(result, latency, now),
-        }
-    }
-}
-
 /// What an attempt's result tells the breaker; `None` when it tells it nothing (see `BreakerLayer`).
-pub(super) fn breaker_result(result: &Result<http::Response<Bytes>, Error>) -> Option<CallResult> {
+pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Option<CallResult> {
     match result {
         Ok(response) if crate::headers::is_replayed(response) => Some(CallResult::Ignored),
         Ok(response) => Some(CallResult::from_status(response.status().as_u16())),
@@ -97,7 +68,7 @@ pub(super) fn breaker_result(result: &Result<http::Response<Bytes>, Error>) -> O
 }
 
 /// Writes the breaker's state at `now` (the attempt's answer or refusal, just read) into the call's report, if
-/// the call has one.
+/// the call has one: the one fact of the call's report this layer writes.
 fn write_state(report: Option<&Report>, breaker: &CircuitBreaker, now: Instant) {
     if let Some(report) = report {
         let state = breaker.state(now);

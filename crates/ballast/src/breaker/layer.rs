@@ -31,12 +31,12 @@ use super::BreakerService;
 /// - Any other error (a local rejection below, a cancellation) and a future dropped mid-attempt: nothing. The
 ///   permit is dropped unrecorded, which frees a half-open probe slot — a probe the caller abandoned must not
 ///   keep the breaker from probing again.
-/// - A streamed model attempt (marked by the chat client) that answers 2xx: nothing yet. Its 2xx is only the
-///   first chunk; a deployment whose streams all die after it is failing all the same. The attempt takes an
-///   [`OwnedPermit`](ballast_core::OwnedPermit), which travels with the answer (a response extension) to the
-///   [`ChatStream`](crate::ChatStream) that records it when the stream ends, with the time to first byte as its
-///   latency — so a half-open probe stream holds its slot until then. Its error answers and errors before
-///   the first chunk are recorded here, as above.
+/// - A 2xx whose [`Body`](crate::Body) is a stream (a streamed model call, read by the transport up to its
+///   commit point): nothing yet. Its 2xx is only the first chunk; a deployment whose streams all die after it is
+///   failing all the same. The attempt's permit, made owned ([`Permit::into_owned`]), goes into the body, and
+///   the [`ChatStream`](crate::ChatStream) that reads it records it when the stream ends, with the time to first
+///   byte as its latency — so a half-open probe stream holds its slot until then. Its error answers and errors
+///   before the commit point are recorded here, as above.
 ///
 /// The latency given with the result (compared with the breaker's `slow_call`) is the time from the permit to
 /// the answer, on the [`clock`](crate::clock). After each attempt, refused or not, the breaker's state is
@@ -80,6 +80,7 @@ use super::BreakerService;
 /// ```
 ///
 /// [`CallContext`]: crate::CallContext
+/// [`Permit::into_owned`]: ballast_core::Permit::into_owned
 /// [`CallResult::from_status`]: ballast_core::CallResult::from_status
 /// [`CallResult::Ignored`]: ballast_core::CallResult::Ignored
 /// [`Error::CircuitOpen`]: crate::Error::CircuitOpen

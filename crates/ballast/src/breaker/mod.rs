@@ -16,7 +16,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use tower::Service;
 
-use crate::{CallContext, Error};
+use crate::{Body, CallContext, Error};
 
 pub use layer::BreakerLayer;
 pub(crate) use stream::StreamPermit;
@@ -40,17 +40,15 @@ impl<S> BreakerService<S> {
     }
 }
 
-impl<S> Service<http::Request<Bytes>> for BreakerService<S>
+impl<S, B> Service<http::Request<Bytes>> for BreakerService<S>
 where
-    S: Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = Error>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<http::Request<Bytes>, Response = http::Response<B>, Error = Error> + Clone + Send + 'static,
     S::Future: Send,
+    B: Into<Body> + 'static,
 {
-    type Response = http::Response<Bytes>;
+    type Response = http::Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<http::Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<http::Response<Body>, Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         self.inner.poll_ready(cx)

@@ -8,14 +8,13 @@ use ballast_core::{BreakerConfig, BreakerState, CallKind, CallResult, CircuitBre
 use bytes::Bytes;
 use tower::{Layer, ServiceExt, service_fn};
 
+use super::BreakerLayer;
 use super::attempt::breaker_result;
-use super::{BreakerLayer, StreamPermit};
-use crate::attempt::StreamedAttempt;
-use crate::{CallContext, Error, clock};
+use crate::{Body, CallContext, Error, clock};
 
 const OPEN_FOR: Duration = Duration::from_secs(30);
 
-type Answer = Result<http::Response<Bytes>, Error>;
+type Answer = Result<http::Response<Body>, Error>;
 
 /// A breaker opening on `failures` in a row, open exactly `OPEN_FOR`, one probe closing it.
 fn breaker(failures: u32, slow_call: Option<Duration>) -> Arc<CircuitBreaker> {
@@ -32,12 +31,28 @@ fn breaker(failures: u32, slow_call: Option<Duration>) -> Arc<CircuitBreaker> {
     Arc::new(CircuitBreaker::seeded(config, Some(11)))
 }
 
-fn answer(status: u16, replayed: bool) -> http::Response<Bytes> {
+fn answer(status: u16, replayed: bool) -> http::Response<Body> {
     let mut builder = http::Response::builder().status(status);
     if replayed {
         builder = builder.header("Idempotent-Replayed", "true");
     }
-    builder.body(Bytes::new()).unwrap()
+    builder.body(Body::empty()).unwrap()
+}
+
+/// A 2xx whose body is a stream after its commit point, as a transport reads a streamed call's answer.
+fn streamed(status: u16) -> http::Response<Body> {
+    use http_body_util::BodyExt as _;
+    let rest = http_body_util::Full::new(Bytes::from_static(b"data: [DONE]\n\n"))
+        .map_err(|never| match never {})
+        .boxed_unsync();
+    let body = Body::stream(Bytes::from_static(b"data: {}\n\n"), rest, 1024);
+    http::Response::builder().status(status).body(body).unwrap()
+}
+
+/// The permit a streamed answer carries.
+fn permit_of(response: http::Response<Body>) -> super::StreamPermit {
+    let stream = response.into_body().into_stream().expect("a stream");
+    stream.permit.expect("the permit travels in the body")
 }
 
 /// One call through the layer to an upstream that waits `latency`, then gives `result()`.
@@ -46,25 +61,6 @@ async fn call_once(
     latency: Duration,
     result: impl Fn() -> Answer + Clone + Send + 'static,
     ctx: Option<&CallContext>,
-) -> Answer {
-    call_marked(breaker, latency, result, ctx, false).await
-}
-
-/// [`call_once`] for a streamed attempt (the chat client's marker on the request).
-async fn call_streamed(
-    breaker: &Arc<CircuitBreaker>,
-    latency: Duration,
-    result: impl Fn() -> Answer + Clone + Send + 'static,
-) -> Answer {
-    call_marked(breaker, latency, result, None, true).await
-}
-
-async fn call_marked(
-    breaker: &Arc<CircuitBreaker>,
-    latency: Duration,
-    result: impl Fn() -> Answer + Clone + Send + 'static,
-    ctx: Option<&CallContext>,
-    streamed: bool,
 ) -> Answer {
     let upstream = service_fn(move |_request: http::Request<Bytes>| {
         let result = result.clone();
@@ -77,20 +73,26 @@ async fn call_marked(
     if let Some(ctx) = ctx {
         request.extensions_mut().insert(ctx.clone());
     }
-    if streamed {
-        let until = Deadline::after(clock::now(), Duration::from_secs(600));
-        request.extensions_mut().insert(StreamedAttempt { until });
-    }
     BreakerLayer::new(Arc::clone(breaker))
         .layer(upstream)
         .oneshot(request)
         .await
 }
 
+/// [`call_once`] of a streamed attempt: its 2xx is a stream.
+async fn call_streamed(
+    breaker: &Arc<CircuitBreaker>,
+    latency: Duration,
+    result: impl Fn() -> Answer + Clone + Send + 'static,
+) -> Answer {
+    call_once(breaker, latency, result, None).await
+}
+
 #[test]
 fn results_map_as_the_design_says() {
     let cases: Vec<(Answer, Option<CallResult>)> = vec![
         (Ok(answer(200, false)), Some(CallResult::Success)),
+        (Ok(streamed(200)), Some(CallResult::Success)),
         (Ok(answer(404, false)), Some(CallResult::Success)),
         (Ok(answer(429, false)), Some(CallResult::Success)),
         (Ok(answer(503, false)), Some(CallResult::Failure)),
@@ -208,18 +210,13 @@ async fn the_report_says_the_state_after_each_attempt() {
 #[tokio::test(start_paused = true)]
 async fn a_streamed_2xx_hands_its_permit_on_instead_of_recording() {
     let breaker = breaker(2, Some(Duration::from_secs(1)));
-    let ok = || Ok(answer(200, false));
+    let ok = || Ok(streamed(200));
     let mut permits = Vec::new();
     for _ in 0..2 {
         let answered = call_streamed(&breaker, Duration::from_millis(300), ok)
             .await
             .unwrap();
-        let permit = answered
-            .extensions()
-            .get::<StreamPermit>()
-            .expect("the permit travels")
-            .clone();
-        permits.push(permit);
+        permits.push(permit_of(answered));
     }
     let s = breaker.snapshot(clock::now());
     assert_eq!(
@@ -227,44 +224,34 @@ async fn a_streamed_2xx_hands_its_permit_on_instead_of_recording() {
         (BreakerState::Closed, 0),
         "nothing counted yet"
     );
-    // The streams die long after their first byte: failures.
+    // The streams die long after their first byte: failures. (A permit is a value: recorded once, by its owner.)
     tokio::time::advance(Duration::from_secs(20)).await;
-    assert_eq!(
-        permits[0].record(CallResult::Failure, clock::now()),
-        Some(BreakerState::Closed)
-    );
-    assert_eq!(
-        permits[0].record(CallResult::Success, clock::now()),
-        None,
-        "recorded once"
-    );
-    assert_eq!(
-        permits[1].record(CallResult::Failure, clock::now()),
-        Some(BreakerState::Open)
-    );
+    let mut permits = permits.into_iter();
+    let first = permits.next().unwrap();
+    assert_eq!(first.record(CallResult::Failure, clock::now()), BreakerState::Closed);
+    let second = permits.next().unwrap();
+    assert_eq!(second.record(CallResult::Failure, clock::now()), BreakerState::Open);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_streamed_success_is_slow_only_by_its_time_to_first_byte() {
     let breaker = breaker(1, Some(Duration::from_secs(1)));
-    let ok = || Ok(answer(200, false));
+    let ok = || Ok(streamed(200));
     let quick = call_streamed(&breaker, Duration::from_millis(900), ok)
         .await
         .unwrap();
     tokio::time::advance(Duration::from_secs(30)).await;
-    let permit = quick.extensions().get::<StreamPermit>().unwrap();
     assert_eq!(
-        permit.record(CallResult::Success, clock::now()),
-        Some(BreakerState::Closed),
+        permit_of(quick).record(CallResult::Success, clock::now()),
+        BreakerState::Closed,
         "a 30 s stream whose first byte came in 900 ms is not slow"
     );
     let slow = call_streamed(&breaker, Duration::from_millis(1500), ok)
         .await
         .unwrap();
-    let permit = slow.extensions().get::<StreamPermit>().unwrap();
     assert_eq!(
-        permit.record(CallResult::Success, clock::now()),
-        Some(BreakerState::Open),
+        permit_of(slow).record(CallResult::Success, clock::now()),
+        BreakerState::Open,
         "a first byte after 1.5 s is a slow call"
     );
 }
@@ -276,7 +263,7 @@ async fn a_streamed_error_counts_at_once() {
     let failed = call_streamed(&breaker, Duration::ZERO, || Ok(answer(503, false)))
         .await
         .unwrap();
-    assert!(failed.extensions().get::<StreamPermit>().is_none());
+    assert!(!failed.body().is_stream(), "an error answer is read whole: counted at once");
     let reset = call_streamed(&breaker, Duration::ZERO, || Err(Error::transport(true, "reset"))).await;
     assert!(reset.is_err());
     assert_eq!(breaker.state(clock::now()), BreakerState::Open);
@@ -289,7 +276,7 @@ async fn a_streamed_probe_holds_its_slot_until_its_permit_goes() {
     let breaker = breaker(1, None);
     let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(503, false)), None).await;
     tokio::time::advance(OPEN_FOR).await;
-    let probe = call_streamed(&breaker, Duration::ZERO, || Ok(answer(200, false)))
+    let probe = call_streamed(&breaker, Duration::ZERO, || Ok(streamed(200)))
         .await
         .unwrap();
     let refused = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), None).await;

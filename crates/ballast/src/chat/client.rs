@@ -3,17 +3,18 @@
 
 use std::sync::Arc;
 
-use ballast_config::{ModelRoute, ServerConfig};
-use ballast_core::{CallKind, Deadline, Instant};
-use serde_json::Value;
+use ballast_config::ModelRoute;
+use ballast_core::{CallKind, ErrorCode, Priority};
 
 use super::ChatResponse;
 use super::call::{ChatAnswer, ChatCall, ChatError};
+use super::commit::commit;
 use super::deployment::DeploymentClient;
-use super::route::{Committed, Failure, Tried};
+use super::route::{Committed, Tried};
 use super::stream::ChatStream;
 use super::usage::{record_tokens, usage_of_body};
-use crate::{CallContext, Runs, clock, current_deadline};
+use crate::client::{CallError, Core, Failure, json_body};
+use crate::{CallContext, Report, clock};
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
 /// clone; clones share the deployments' breakers, budgets and the runs.
@@ -28,7 +29,7 @@ use crate::{CallContext, Runs, clock, current_deadline};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ChatCall, ChatClients, ChatRequest, ChatTransport};
+/// use ballast::{ChatCall, ChatClients, ChatRequest, ServiceTransport};
 /// use ballast_config::Config;
 /// use serde_json::json;
 ///
@@ -38,8 +39,8 @@ use crate::{CallContext, Runs, clock, current_deadline};
 ///     name = "agent"
 ///     deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
 /// "#).unwrap();
-/// // In process, against the chaos model; in production, `ChatTransport::http` and the process environment.
-/// let transport = ChatTransport::service(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+/// // In process, against the chaos model; in production, `HttpTransport` and the process environment.
+/// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
 /// let no_keys = |_: &str| None;
 /// let models = ChatClients::from_config(&config, &no_keys, transport).unwrap();
 /// let request: ChatRequest = serde_json::from_value(json!({
@@ -61,9 +62,8 @@ pub struct ChatClient {
 #[derive(Debug)]
 pub(super) struct Inner {
     pub(super) route: ModelRoute,
-    pub(super) server: ServerConfig,
+    pub(super) core: Core,
     pub(super) deployments: Vec<DeploymentClient>,
-    pub(super) runs: Arc<Runs>,
 }
 
 impl ChatClient {
@@ -79,12 +79,12 @@ impl ChatClient {
 
     /// The circuit breaker of deployment `index` (for `/status` and tests).
     pub fn breaker(&self, index: usize) -> Option<&Arc<ballast_core::CircuitBreaker>> {
-        self.inner.deployments.get(index).map(|d| &d.breaker)
+        self.inner.deployments.get(index).map(|d| d.upstream.breaker())
     }
 
     /// The retry budget of deployment `index`.
     pub fn budget(&self, index: usize) -> Option<&Arc<dyn ballast_core::RetryBudget>> {
-        self.inner.deployments.get(index).map(|d| &d.budget)
+        self.inner.deployments.get(index).map(|d| d.upstream.budget())
     }
 
     /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
@@ -97,8 +97,9 @@ impl ChatClient {
         }
         // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
         call.request.extra.remove("stream_options");
-        let (ctx, mut tried) = self.start(&call);
-        let sent = self.through_route(call.request, &ctx, false, &mut tried).await;
+        let ctx = self.context(&call);
+        let mut tried = Tried::default();
+        let sent = self.through_route(call.request, &ctx, &mut tried).await;
         match sent {
             Ok(committed) => self.answer(committed, &tried),
             Err(failure) => Err(self.failed(failure, &tried)),
@@ -113,48 +114,33 @@ impl ChatClient {
     pub async fn stream(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);
-        let (ctx, mut tried) = self.start(&call);
-        let sent = self.through_route(call.request, &ctx, true, &mut tried).await;
+        let mut ctx = self.context(&call);
+        ctx.stream = Some(commit);
+        let mut tried = Tried::default();
+        let sent = self.through_route(call.request, &ctx, &mut tried).await;
         match sent {
             Ok(committed) => Ok(ChatStream::start(self, committed, tried, &ctx)),
             Err(failure) => Err(self.failed(failure, &tried)),
         }
     }
 
-    /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation) and the
-    /// record of what it tries.
-    fn start(&self, call: &ChatCall) -> (CallContext, Tried) {
-        let now = clock::now();
-        (self.context(call, now), Tried::default())
-    }
-
-    fn context(&self, call: &ChatCall, now: Instant) -> CallContext {
-        let server = &self.inner.server;
-        let mut deadline = call
-            .deadline
-            .unwrap_or_else(|| Deadline::after(now, server.default_timeout))
-            .with_reserve(server.reserve)
-            .with_min_attempt(server.min_attempt);
-        if let Some(scoped) = current_deadline() {
-            deadline = deadline.earliest(&scoped);
-        }
-        let mut ctx = CallContext::new(CallKind::Model, deadline);
-        ctx.run = call.run_id.as_deref().map(|id| self.inner.runs.get(id, now));
-        if let Some(run) = &ctx.run {
-            ctx.deadline = run.offer_deadline(deadline);
-        }
-        if let Some(token) = &call.cancel {
-            ctx.cancel = Arc::new(token.child_token());
-        }
-        ctx
+    /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation); each
+    /// deployment tried gets a report of its own.
+    fn context(&self, call: &ChatCall) -> CallContext {
+        let kind = CallKind::Model;
+        let report = Report::default();
+        self.inner
+            .core
+            .context(&call.options, kind, Priority::default(), report, clock::now())
     }
 
     /// A 2xx answer read as a completion, its tokens recorded as the answer's.
     fn answer(&self, committed: Committed, tried: &Tried) -> Result<ChatAnswer, ChatError> {
-        let Committed { index, response, .. } = committed;
+        let Committed { index, response } = committed;
         let report = &tried.reports[index];
         let (parts, body) = response.into_parts();
-        match serde_json::from_slice::<ChatResponse>(&body) {
+        let bytes = body.as_bytes().map_or(&[][..], |b| &b[..]);
+        match serde_json::from_slice::<ChatResponse>(bytes) {
             Ok(parsed) => {
                 record_tokens(report, parsed.usage.as_ref(), true);
                 Ok(ChatAnswer {
@@ -168,52 +154,38 @@ impl ChatClient {
             }
             Err(error) => {
                 // Tokens the upstream reported are spent, whatever became of the answer.
-                record_tokens(report, usage_of_body(&body).as_ref(), false);
-                report.update(|r| r.code = Some(ballast_core::ErrorCode::UpstreamError));
-                Err(ChatError::Malformed {
-                    route: self.name().to_owned(),
-                    reason: error.to_string(),
+                record_tokens(report, usage_of_body(bytes).as_ref(), false);
+                report.update(|r| r.code = Some(ErrorCode::UpstreamError));
+                Err(CallError::Malformed {
+                    target: self.name().to_owned(),
+                    reason: format!("not a chat completion: {error}"),
                     report: Box::new(tried.report()),
                 })
             }
         }
     }
 
-    /// The last failure as the caller's error.
+    /// The last failure as the caller's error (the tokens of an error answer are the last deployment's, spent).
     pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> ChatError {
-        let route = self.name().to_owned();
+        let target = self.name().to_owned();
         match failure {
             Failure::Answer(response) => {
+                let bytes = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
                 if let Some(last) = tried.reports.last() {
-                    record_tokens(last, usage_of_body(response.body()).as_ref(), false);
-                    last.update(|r| {
-                        r.code.get_or_insert(ballast_core::ErrorCode::UpstreamError);
-                    });
+                    record_tokens(last, usage_of_body(bytes).as_ref(), false);
                 }
-                ChatError::Upstream {
-                    route,
+                CallError::Upstream {
+                    target,
                     status: response.status().as_u16(),
                     body: json_body(response.body()),
                     report: Box::new(tried.report()),
                 }
             }
-            Failure::Error(error) => {
-                if let Some(last) = tried.reports.last() {
-                    last.update(|r| {
-                        r.code.get_or_insert(error.code());
-                    });
-                }
-                ChatError::Failed {
-                    route,
-                    error,
-                    report: Box::new(tried.report()),
-                }
-            }
+            Failure::Error(error) => CallError::Failed {
+                target,
+                error,
+                report: Box::new(tried.report()),
+            },
         }
     }
-}
-
-/// The body as JSON; a JSON string when it is not JSON.
-fn json_body(body: &[u8]) -> Value {
-    serde_json::from_slice(body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()))
 }

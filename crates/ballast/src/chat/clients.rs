@@ -4,13 +4,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballast_config::{Config, Env};
+use bytes::Bytes;
+use http::{Request, Response};
+use tower::Service;
 
 use super::ChatClient;
-use super::call::ChatError;
+use super::call::UnknownRoute;
 use super::client::Inner;
 use super::deployment::{DeploymentClient, InvalidChatRoute};
-use super::transport::ChatTransport;
-use crate::Runs;
+use crate::client::Core;
+use crate::{Body, Error, Runs};
 
 /// The clients of every model route of a configuration, sharing one transport and one registry of runs (which
 /// may be shared with the tools' clients too).
@@ -21,14 +24,16 @@ pub struct ChatClients {
 
 impl ChatClients {
     /// A client per configured model route, each deployment with its own breaker and budget, all sending through
-    /// `transport`. API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
+    /// `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests: the same
+    /// transports as the tools'). API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
     /// not at the first call. The clients keep their own registry of runs; an agent that also calls tools builds
     /// both on one with [`ChatClients::from_config_with_runs`].
-    pub fn from_config(
-        config: &Config,
-        env: &dyn Env,
-        transport: ChatTransport,
-    ) -> Result<Self, InvalidChatRoute> {
+    pub fn from_config<T, B>(config: &Config, env: &dyn Env, transport: T) -> Result<Self, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
         let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
         Self::from_config_with_runs(config, env, transport, runs)
     }
@@ -38,12 +43,17 @@ impl ChatClients {
     /// ([`ToolClients::from_config_with_runs`](crate::ToolClients::from_config_with_runs)) and a run's deadline
     /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
     /// request, not three for its model calls and three more for its tools.
-    pub fn from_config_with_runs(
+    pub fn from_config_with_runs<T, B>(
         config: &Config,
         env: &dyn Env,
-        transport: ChatTransport,
+        transport: T,
         runs: Arc<Runs>,
-    ) -> Result<Self, InvalidChatRoute> {
+    ) -> Result<Self, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
         let mut clients = HashMap::new();
         for route in &config.models {
             let deployments = (0..route.deployments.len())
@@ -52,9 +62,8 @@ impl ChatClients {
             let client = ChatClient {
                 inner: Arc::new(Inner {
                     route: route.clone(),
-                    server: config.server.clone(),
+                    core: Core::new(&config.server, Arc::clone(&runs)),
                     deployments,
-                    runs: Arc::clone(&runs),
                 }),
             };
             clients.insert(route.name.clone(), client);
@@ -67,10 +76,9 @@ impl ChatClients {
         self.clients.get(name)
     }
 
-    /// The client of route `name`, or [`ChatError::UnknownRoute`] (what the gateway answers with 404).
-    pub fn route(&self, name: &str) -> Result<&ChatClient, ChatError> {
-        self.get(name)
-            .ok_or_else(|| ChatError::UnknownRoute(name.to_owned()))
+    /// The client of route `name`, or [`UnknownRoute`] (what the gateway answers with 404).
+    pub fn route(&self, name: &str) -> Result<&ChatClient, UnknownRoute> {
+        self.get(name).ok_or_else(|| UnknownRoute(name.to_owned()))
     }
 
     /// Every client, in no particular order.

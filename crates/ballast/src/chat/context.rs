@@ -10,11 +10,10 @@
 //! anything more the context-length error is the answer.
 
 use ballast_config::{ModelRoute, OnOverflow};
-use bytes::Bytes;
 use http::Response;
 
 use super::{ChatRequest, ProviderError, ProviderErrorKind, Truncation, TruncationGoal, truncate};
-use crate::classify_response;
+use crate::{Body, classify_response};
 
 /// What the route does with an error answer, as far as the context is concerned.
 #[derive(Debug)]
@@ -30,9 +29,10 @@ pub(super) enum ContextVerdict {
 }
 
 /// The upstream's error answer, classified.
-pub(super) fn classify(response: &Response<Bytes>) -> ProviderError {
+pub(super) fn classify(response: &Response<Body>) -> ProviderError {
     let retry_after = classify_response(response).retry_after;
-    ProviderError::classify(response.status().as_u16(), response.body(), retry_after)
+    let body = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
+    ProviderError::classify(response.status().as_u16(), body, retry_after)
 }
 
 /// The route's handling of `error` when it is a context-length error; `request` is truncated in place.

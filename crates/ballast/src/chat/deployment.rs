@@ -1,8 +1,9 @@
-//! One deployment of a model route: its URL, model name and key, and its own stack — breaker and retry budget
-//! its own, so a failing deployment is isolated from the others of the route.
+//! One deployment of a model route: its URL, model name and key, and its own stack (the client core's
+//! `Upstream`) — breaker and retry budget its own, so a failing deployment is isolated from the others of the
+//! route.
 //!
 //! ```text
-//! DeadlineLayer -> RetryLayer -> BreakerLayer -> AttemptLayer -> ChatTransport
+//! deadline -> retry -> BreakerLayer -> AttemptLayer -> transport
 //! ```
 //!
 //! No admission layer: a model route has no concurrency limit of its own in the configuration (the provider's
@@ -11,19 +12,15 @@
 use std::sync::Arc;
 
 use ballast_config::{Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
-use ballast_core::{CircuitBreaker, InvalidRetryPolicy, RetryBudget, RetryPolicy};
+use ballast_core::{CircuitBreaker, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
-use tower::util::BoxCloneSyncService;
-use tower::{ServiceBuilder, ServiceExt as _};
+use tower::Service;
 
-use super::transport::{ChatTransport, StreamHandoff};
-use crate::attempt::StreamedAttempt;
+use crate::client::{Upstream, upstream};
+use crate::outcome::Trip;
 use crate::retry::Polling;
-use crate::{AttemptLayer, BreakerLayer, CallContext, DeadlineLayer, Error, RetryLayer};
-
-/// The layer stack of one deployment, boxed.
-type Stack = BoxCloneSyncService<Request<Bytes>, Response<Bytes>, Error>;
+use crate::{Body, CallContext, Error};
 
 /// A model route whose settings the client cannot use.
 #[derive(Debug, thiserror::Error)]
@@ -60,20 +57,23 @@ pub(super) struct DeploymentClient {
     pub(super) config: Deployment,
     uri: Uri,
     authorization: Option<HeaderValue>,
-    stack: Stack,
-    pub(super) breaker: Arc<CircuitBreaker>,
-    pub(super) budget: Arc<dyn RetryBudget>,
+    pub(super) upstream: Upstream,
 }
 
 impl DeploymentClient {
     /// Deployment `index` of `route`, its key read from `env`, sending through `transport`.
-    pub(super) fn build(
+    pub(super) fn build<T, B>(
         route: &ModelRoute,
         index: usize,
         server: &ServerConfig,
         env: &dyn Env,
-        transport: ChatTransport,
-    ) -> Result<Self, InvalidChatRoute> {
+        transport: T,
+    ) -> Result<Self, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
         let config = route.deployments[index].clone();
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
         let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidChatRoute::BaseUrl {
@@ -91,65 +91,49 @@ impl DeploymentClient {
                 source,
             })?
             .with_max_retry_after(server.max_retry_after);
-        let breaker = Arc::new(CircuitBreaker::seeded(route.breaker, None));
-        let budget = route.budget.build();
-        let stack = BoxCloneSyncService::new(
-            ServiceBuilder::new()
-                .layer(DeadlineLayer::new(server.default_timeout))
-                .layer(RetryLayer::new(policy, Arc::clone(&budget)))
-                .layer(BreakerLayer::new(Arc::clone(&breaker)))
-                .layer(AttemptLayer::new(config.per_try_timeout))
-                .service(transport),
-        );
+        let parts = upstream::Parts {
+            policy,
+            budget: route.budget.build(),
+            breaker: Arc::new(CircuitBreaker::seeded(route.breaker, None)),
+            admission: None,
+            per_try: config.per_try_timeout,
+        };
         Ok(DeploymentClient {
             name: format!("{}[{index}] {}", route.name, config.model),
             config,
             uri,
             authorization,
-            stack,
-            breaker,
-            budget,
+            upstream: Upstream::new(parts, transport),
         })
     }
 
-    /// One trip through the stack with `body` under `ctx`; `attempts_before` attempts of this call were already
-    /// made on this deployment (a resend after truncation numbers its attempts after them). A streamed request
-    /// carries `handoff`.
-    pub(super) async fn send(
-        &self,
-        body: Bytes,
-        ctx: &CallContext,
-        attempts_before: u32,
-        handoff: Option<&StreamHandoff>,
-    ) -> Result<Response<Bytes>, Error> {
-        let mut request = Request::post(self.uri.clone())
-            .header(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )
-            .body(body)
-            .map_err(|e| Error::transport(false, e))?;
+    /// One trip through the stack with `body` under `ctx` (streamed when `ctx` has a commit rule);
+    /// `attempts_before` attempts of this call were already made on this deployment (a resend after truncation
+    /// numbers its attempts after them).
+    pub(super) async fn send(&self, body: Bytes, ctx: &CallContext, attempts_before: u32) -> Trip {
+        let mut request = Request::new(body);
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        let headers = request.headers_mut();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         if let Some(authorization) = &self.authorization {
-            request
-                .headers_mut()
-                .insert(http::header::AUTHORIZATION, authorization.clone());
+            headers.insert(http::header::AUTHORIZATION, authorization.clone());
         }
-        if let Some(handoff) = handoff {
-            request.headers_mut().insert(
+        if ctx.stream.is_some() {
+            headers.insert(
                 http::header::ACCEPT,
                 HeaderValue::from_static("text/event-stream"),
             );
-            request.extensions_mut().insert(handoff.clone());
-            // The stream runs until the call's own deadline (not a primary's share: that bounds the first chunk).
-            let until = ctx.deadline;
-            request.extensions_mut().insert(StreamedAttempt { until });
         }
         request.extensions_mut().insert(ctx.clone());
-        request.extensions_mut().insert(Polling { attempts_before });
-        self.stack.clone().oneshot(request).await
+        self.upstream
+            .trip(request, ctx, Polling { attempts_before })
+            .await
     }
 }
-
 /// `Bearer <key>`, marked sensitive (never logged), from the variable `var` of `env`.
 fn authorization(
     route: &ModelRoute,

@@ -17,20 +17,18 @@ pub use truncate::{CannotTruncate, Truncation, TruncationGoal, truncate};
 mod call;
 mod client;
 mod clients;
+mod commit;
 mod context;
 mod deployment;
 mod route;
-mod sse;
 mod stream;
-mod transport;
 mod usage;
 
-pub use call::{ChatAnswer, ChatCall, ChatError};
+pub use call::{ChatAnswer, ChatCall, ChatError, UnknownRoute};
 pub use client::ChatClient;
 pub use clients::ChatClients;
 pub use deployment::InvalidChatRoute;
 pub use stream::{ChatStream, StreamError, StreamErrorKind};
-pub use transport::ChatTransport;
 pub use types::{
     ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
 };

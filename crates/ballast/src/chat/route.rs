@@ -29,25 +29,16 @@ use http::Response;
 use super::client::ChatClient;
 use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
-use super::transport::StreamHandoff;
 use super::{ChatRequest, ProviderErrorKind, Truncation};
-use crate::{AttemptResult, CallContext, Error, OutcomeReport, Report, clock, scope};
+use crate::client::Failure;
+use crate::outcome::{Trip, Verdict};
+use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
 
-/// A 2xx answer of deployment `index`.
+/// A 2xx answer of deployment `index` (for a streamed call, its body is the stream).
 #[derive(Debug)]
 pub(super) struct Committed {
     pub(super) index: usize,
-    pub(super) response: Response<Bytes>,
-    pub(super) handoff: Option<StreamHandoff>,
-}
-
-/// How the last trip ended, when no deployment answered 2xx.
-#[derive(Debug)]
-pub(super) enum Failure {
-    /// The upstream's own error answer.
-    Answer(Response<Bytes>),
-    /// No answer.
-    Error(Error),
+    pub(super) response: Response<Body>,
 }
 
 /// What was tried: a report per deployment tried, and what truncation dropped.
@@ -79,9 +70,9 @@ impl Tried {
     }
 }
 
-/// After a trip that did not succeed.
-enum Verdict {
-    Next,
+/// What comes after a trip that did not succeed.
+enum Then {
+    NextDeployment,
     Resend,
     End,
 }
@@ -92,7 +83,6 @@ impl ChatClient {
         &self,
         mut request: ChatRequest,
         ctx: &CallContext,
-        streaming: bool,
         tried: &mut Tried,
     ) -> Result<Committed, Failure> {
         let deployments = &self.inner.deployments;
@@ -105,74 +95,102 @@ impl ChatClient {
         let mut failure = Failure::Error(Error::Cancelled);
         for (index, deployment) in deployments.iter().enumerate() {
             let report = Report::default();
-            report.update(|r| r.target = deployment.name.clone());
+            report.update(|r| r.target.clone_from(&deployment.name));
             tried.reports.push(report.clone());
             let mut ctx = ctx.clone();
             ctx.report = report;
             let cut = if index == 0 { share_until } else { None };
+            let mut attempts = 0;
             loop {
                 if ctx.cancel.is_cancelled() {
-                    return Err(Failure::Error(Error::Cancelled));
+                    let error = Error::Cancelled;
+                    let code = error.code();
+                    ctx.report.update(|r| r.code = Some(code));
+                    return Err(Failure::Error(error));
                 }
-                let handoff = streaming.then(StreamHandoff::default);
-                let result = self.trip(deployment, &request, &ctx, cut, handoff.as_ref()).await;
-                let response = match result {
-                    Ok(response) if response.status().is_success() => {
-                        return Ok(Committed {
-                            index,
-                            response,
-                            handoff,
-                        });
-                    }
-                    Ok(response) => Failure::Answer(response),
-                    Err(error) => Failure::Error(error),
-                };
-                failure = response;
-                match self.judge(&failure, &ctx, &mut request, tried) {
-                    Verdict::Resend => {}
-                    Verdict::Next => break,
-                    Verdict::End => return Err(failure),
+                let trip = self.trip(deployment, &request, &ctx, cut, attempts).await;
+                attempts = trip.attempts;
+                if trip.succeeded() {
+                    let Ok(response) = trip.result else {
+                        unreachable!("a trip that succeeded has an answer")
+                    };
+                    return Ok(Committed { index, response });
+                }
+                let stop = trip.stop;
+                failure = Failure::of(trip.result);
+                match self.judge(&failure, stop, &mut request, tried) {
+                    Then::Resend => {}
+                    Then::NextDeployment => break,
+                    Then::End => return Err(failure),
                 }
             }
         }
         Err(failure)
     }
 
-    /// One trip through `deployment`'s stack, under the primary's share when `cut` is set (module docs).
+    /// One trip through `deployment`'s stack, under the primary's share when `cut` is set (module docs), its
+    /// verdict written into the deployment's report.
     async fn trip(
         &self,
         deployment: &DeploymentClient,
         request: &ChatRequest,
         ctx: &CallContext,
         cut: Option<Instant>,
-        handoff: Option<&StreamHandoff>,
-    ) -> Result<Response<Bytes>, Error> {
-        let body = self.body_for(deployment, request)?;
-        let before = ctx.report.read(|r| r.attempts.len());
-        let before = u32::try_from(before).unwrap_or(u32::MAX);
-        let trip = deployment.send(body, ctx, before, handoff);
-        let Some(cut) = cut else { return trip.await };
+        attempts_before: u32,
+    ) -> Trip {
         let started = clock::now();
+        let trip = match self.body_for(deployment, request) {
+            Ok(body) => self.bounded(deployment, body, ctx, cut, attempts_before).await,
+            Err(refused) => Trip::refused(refused),
+        };
+        let took = clock::now().saturating_duration_since(started);
+        let verdict = Verdict::of(ctx.kind, &trip);
+        verdict.write(&ctx.report);
+        let failed = (!trip.succeeded()).then_some(ErrorCode::UpstreamError);
+        let budget_left = deployment.upstream.budget_left();
+        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
+        ctx.report.update(|r| {
+            r.code = verdict.code.or(failed);
+            r.total = took;
+            r.budget_left = Some(budget_left);
+            r.run_allowance_left = run_allowance_left;
+        });
+        trip
+    }
+
+    /// The trip of `body` through `deployment`, under the primary's share when `cut` is set: a trip that ended on
+    /// the share's deadline while the call's own deadline still holds an attempt ends with that deadline's error,
+    /// which moves the call on to the next deployment.
+    async fn bounded(
+        &self,
+        deployment: &DeploymentClient,
+        body: Bytes,
+        ctx: &CallContext,
+        cut: Option<Instant>,
+        attempts_before: u32,
+    ) -> Trip {
+        let trip = deployment.send(body, ctx, attempts_before);
+        let Some(cut) = cut else { return trip.await };
         let share = ctx.effective_deadline().shorten_to(cut);
-        let result = scope(share, trip).await;
-        if !ended_on_deadline(&result, &ctx.report) {
-            return result;
+        let mut trip = scope(share, trip).await;
+        if !ended_on_deadline(&trip) {
+            return trip;
         }
         let now = clock::now();
         // The call's own deadline (outside the share's scope).
         let deadline = ctx.effective_deadline();
         if deadline.attempt_timeout(Duration::MAX, now).is_err() {
             // Spent too: the trip's ending is the call's.
-            return result;
+            return trip;
         }
-        record_share_spent(&ctx.report, now.saturating_duration_since(started));
         // What the call's deadline has left: enough for an attempt, the judge moves on.
-        Err(Error::DeadlineExceeded(DeadlineExceeded {
+        trip.result = Err(Error::DeadlineExceeded(DeadlineExceeded {
             remaining: deadline.remaining(now),
             reserve: deadline.reserve(),
             min_attempt: deadline.min_attempt(),
             refused: Refused::Attempt,
-        }))
+        }));
+        trip
     }
 
     /// The request as `deployment` gets it: its model name, every other field as the caller sent it. Refused
@@ -180,31 +198,23 @@ impl ChatClient {
     fn body_for(&self, deployment: &DeploymentClient, request: &ChatRequest) -> Result<Bytes, Error> {
         let mut request = request.clone();
         request.model.clone_from(&deployment.config.model);
-        let body = serde_json::to_vec(&request).map_err(|e| Error::transport(false, e))?;
-        let limit = self.inner.server.body_limit;
-        if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
-            return Err(Error::BodyTooLarge {
-                limit: usize::try_from(limit).unwrap_or(usize::MAX),
-            });
-        }
-        Ok(Bytes::from(body))
+        self.inner.core.encode(&request)
     }
 
-    /// What to do after a trip that did not succeed (module docs).
+    /// What to do after a trip that did not succeed and stopped for `stop` (module docs).
     fn judge(
         &self,
         failure: &Failure,
-        ctx: &CallContext,
+        stop: Option<StopReason>,
         request: &mut ChatRequest,
         tried: &mut Tried,
-    ) -> Verdict {
-        let stop = ctx.report.read(|r| r.stop);
+    ) -> Then {
         if let Failure::Answer(response) = failure {
             let error = classify(response);
             match on_context_length(&self.inner.route, &error, request) {
                 ContextVerdict::NotContextLength => {}
-                ContextVerdict::Fallback => return Verdict::Next,
-                ContextVerdict::Answer => return Verdict::End,
+                ContextVerdict::Fallback => return Then::NextDeployment,
+                ContextVerdict::Answer => return Then::End,
                 ContextVerdict::Truncated(dropped) => {
                     tried.truncated = Some(match tried.truncated {
                         Some(before) => Truncation {
@@ -213,49 +223,31 @@ impl ChatClient {
                         },
                         None => dropped,
                     });
-                    return Verdict::Resend;
+                    return Then::Resend;
                 }
             }
             // A spent quota, even when only the provider's own wording says so: no wait helps.
             if error.kind == ProviderErrorKind::InsufficientQuota {
-                return Verdict::Next;
+                return Then::NextDeployment;
             }
         }
         let moves_on = match failure {
             Failure::Answer(_) => stop.is_some_and(|s| s.moves_to_fallback()),
             Failure::Error(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
             Failure::Error(Error::Stopped(reason)) => reason.moves_to_fallback(),
-            // The primary's share spent while the call's deadline still holds an attempt (`trip`).
+            // The primary's share spent while the call's deadline still holds an attempt (`bounded`).
             Failure::Error(Error::DeadlineExceeded(exceeded)) => exceeded.attempt_fits(),
             Failure::Error(_) => false,
         };
-        if moves_on { Verdict::Next } else { Verdict::End }
+        if moves_on { Then::NextDeployment } else { Then::End }
     }
 }
 
 /// Whether a trip ended on its deadline: refused or dropped by it, or its retries stopped by it.
-fn ended_on_deadline(result: &Result<Response<Bytes>, Error>, report: &Report) -> bool {
-    match result {
+fn ended_on_deadline(trip: &Trip) -> bool {
+    match &trip.result {
         Err(Error::DeadlineExceeded(_) | Error::Stopped(StopReason::Deadline(_))) => true,
         Err(_) => false,
-        Ok(response) => {
-            !response.status().is_success()
-                && report.read(|r| matches!(r.stop, Some(StopReason::Deadline(_))))
-        }
+        Ok(response) => !response.status().is_success() && matches!(trip.stop, Some(StopReason::Deadline(_))),
     }
-}
-
-/// Marks the trip's unfinished attempts as cut at the primary's share, and the deployment's code.
-fn record_share_spent(report: &Report, took: Duration) {
-    report.update(|r| {
-        r.total = took;
-        for attempt in &mut r.attempts {
-            if attempt.result == AttemptResult::Pending {
-                attempt.result =
-                    AttemptResult::Error("cut: the primary's share of the deadline is spent".into());
-                attempt.sent = true;
-            }
-        }
-        r.code = Some(ErrorCode::DeadlineExceeded);
-    });
 }

@@ -17,7 +17,7 @@
 //!
 //! The deployment's circuit breaker counts the attempt when the stream **ends**, not at its first chunk: a
 //! deployment whose streams always die after the first chunk is failing, and must open its breaker so that the
-//! next calls go to the fallback. The breaker layer hands the attempt's permit on with the committed answer;
+//! next calls go to the fallback. The breaker layer puts the attempt's permit in the committed answer's body;
 //! the stream records it, always with the time to first byte as the latency (compared with `slow_call`, as
 //! ballast-core's `Permit::record` suggests for streams):
 //! - a **success** at `[DONE]`;
@@ -49,14 +49,16 @@ use http::HeaderMap;
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 
+use http_body_util::combinators::UnsyncBoxBody;
+
 use super::client::ChatClient;
+use super::commit::is_error_event;
 use super::route::{Committed, Tried};
-use super::sse::{self, DONE, SseDecoder};
-use super::transport::{RawBody, is_error_event};
 use super::usage::record_tokens;
 use super::{ChatChunk, Truncation, Usage};
 use crate::breaker::StreamPermit;
-use crate::{CallContext, OutcomeReport, Report, clock};
+use crate::sse::{self, DONE, SseDecoder};
+use crate::{BoxError, CallContext, Cancel, OutcomeReport, Report, clock};
 
 /// What went wrong after the commit point.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,11 +152,11 @@ impl fmt::Debug for ChatStream {
 struct Reader {
     route: String,
     decoder: SseDecoder,
-    body: Option<RawBody>,
+    body: Option<UnsyncBoxBody<Bytes, BoxError>>,
     idle: Duration,
     deadline: Deadline,
     last_chunk: Instant,
-    cancel: std::sync::Arc<tokio_util::sync::CancellationToken>,
+    cancel: Cancel,
     report: Report,
     tried: std::sync::Arc<Tried>,
     usage: Option<Usage>,
@@ -170,28 +172,31 @@ impl ChatStream {
         tried: Tried,
         ctx: &CallContext,
     ) -> ChatStream {
-        let Committed {
-            index,
-            response,
-            handoff,
-        } = committed;
-        let (mut parts, first) = response.into_parts();
-        let permit = parts.extensions.remove::<StreamPermit>();
-        let remainder = handoff.and_then(|h| h.take());
-        // Without a remainder every byte is in `first`, which the transport bounded already.
-        let event_limit = remainder.as_ref().map_or(first.len(), |r| r.event_limit);
-        let mut decoder = SseDecoder::new(event_limit);
-        decoder.push(&first);
+        let Committed { index, response } = committed;
+        let (parts, body) = response.into_parts();
+        let (decoder, body, permit) = match body.into_stream() {
+            Ok(stream) => {
+                let mut decoder = SseDecoder::new(stream.event_limit);
+                decoder.push(&stream.head);
+                (decoder, Some(stream.rest), stream.permit)
+            }
+            // A whole answer (a transport that read it all): every byte is here, bounded by the transport.
+            Err(whole) => {
+                let mut decoder = SseDecoder::new(whole.len());
+                decoder.push(&whole);
+                (decoder, None, None)
+            }
+        };
         let report = tried.reports[index].clone();
         let tried = std::sync::Arc::new(tried);
         let reader = Reader {
             route: client.name().to_owned(),
             decoder,
-            body: remainder.map(|r| r.body),
+            body,
             idle: client.inner.route.stream_idle_timeout,
             deadline: ctx.effective_deadline(),
             last_chunk: clock::now(),
-            cancel: std::sync::Arc::clone(&ctx.cancel),
+            cancel: ctx.cancel.clone(),
             report,
             tried: std::sync::Arc::clone(&tried),
             usage: None,
@@ -359,9 +364,8 @@ impl Reader {
     fn record_breaker(&mut self, result: Option<CallResult>) {
         let Some(permit) = self.permit.take() else { return };
         let Some(result) = result else { return };
-        if let Some(state) = permit.record(result, clock::now()) {
-            self.report.update(|r| r.breaker = Some(state));
-        }
+        let state = permit.record(result, clock::now());
+        self.report.update(|r| r.breaker = Some(state));
     }
 }
 

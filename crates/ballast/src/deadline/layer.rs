@@ -19,8 +19,10 @@ use super::DeadlineService;
 ///   hold an attempt;
 /// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline
 ///   ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) or when the context's `cancel` token fires
-///   ([`Error::Cancelled`](crate::Error::Cancelled));
-/// - writes the total time and target into the report, and an error's code when no lower layer did.
+///   ([`Error::Cancelled`](crate::Error::Cancelled)) — on its own timer and its own watch, whatever the layers
+///   below do (an answer they give at that very moment is taken over the drop);
+/// - writes the total time into the report, the target of a context it made, and on an error its code and stop
+///   reason — and, for a side effect whose work below it dropped, that the outcome is unknown.
 ///
 /// The settings ([`kind`](Self::kind), [`priority`](Self::priority), [`target`](Self::target)) apply only to
 /// requests that arrive **without** a context: a `ToolClient` (or any caller) that puts one in the request's
@@ -31,8 +33,6 @@ pub struct DeadlineLayer {
     pub(super) kind: Option<CallKind>,
     pub(super) priority: Priority,
     pub(super) target: Option<Arc<str>>,
-    /// Over a `ToolClient`'s own stack: see [`DeadlineLayer::over_tool_stack`].
-    pub(super) over_tool_stack: bool,
 }
 
 impl DeadlineLayer {
@@ -44,7 +44,6 @@ impl DeadlineLayer {
             kind: None,
             priority: Priority::default(),
             target: None,
-            over_tool_stack: false,
         }
     }
 
@@ -63,25 +62,9 @@ impl DeadlineLayer {
         self
     }
 
-    /// The same layer over the stack a `ToolClient` builds below it (admission, retry, breaker, attempt), which
-    /// needs less of it:
-    /// - every wait below ends before the deadline on a timer of its own — the queue gives up when the deadline
-    ///   can no longer hold an attempt, a backoff is granted only when it fits, each attempt (the transport's
-    ///   readiness included) times out at the latest at the deadline minus its reserve, and the other services
-    ///   are always ready — so the call's own timer could never fire first: it is not armed (one timer fewer to
-    ///   register and cancel per call that waits on I/O);
-    /// - the admission layer's `call`, run at once, reads the deadline from the call's context (already the
-    ///   earliest of its own, the run's and the enclosing scope's), never from the scope: it is not run inside
-    ///   the deadline's scope (its future is).
-    ///
-    /// The deadline still refuses a call that cannot hold an attempt, scopes it and records it.
-    pub(crate) fn over_tool_stack(mut self) -> Self {
-        self.over_tool_stack = true;
-        self
-    }
-
-    /// The name the outcome report gives the upstream (a tool or model route), when the context's report has
-    /// none yet. Unset and unnamed, the report names the request's URI path.
+    /// The name the outcome report gives the upstream (a tool or model route) of the calls that arrive without a
+    /// context. Unset, the report names the request's URI path. (A caller that brings its own context names its
+    /// report itself.)
     pub fn target(mut self, name: impl Into<String>) -> Self {
         self.target = Some(Arc::from(name.into()));
         self

@@ -17,13 +17,14 @@
 //!   whose second step hung is never started.
 //! - **The bound.** The inner call runs inside [`scope`](crate::scope)`(deadline, ..)` (so a call made while
 //!   handling this one sees the deadline) and is dropped at the deadline ([`Error::DeadlineExceeded`], with how
-//!   much was left and needed) or when the context's `cancel` token fires ([`Error::Cancelled`]). Dropping the
-//!   inner call abandons queued work and backoff sleeps; a sent side-effecting attempt lives on in the background
-//!   (see [`AttemptLayer`](crate::AttemptLayer)).
-//! - **The report.** The call's total time and its target are written into the context's report, and on an
-//!   error its stable code (and why it stopped, for deadline and retry stops) unless a lower layer wrote them,
-//!   and `outcome_unknown` when a side-effecting attempt got no answer or is still running (the retry layer's
-//!   rule, applied here too because a call this layer drops never reaches the retry layer's end).
+//!   much was left and needed) or when the context's `cancel` token fires ([`Error::Cancelled`]) — on this
+//!   layer's own timer and watch, whatever the layers below do. Every Ballast wait below ends before the deadline
+//!   and watches the token too, so the inner call normally answers first, with everything it knows; an answer
+//!   ready at the same moment is taken over the drop. Dropping the inner call abandons queued work and backoff
+//!   sleeps; a sent side-effecting attempt lives on in the background (see [`AttemptLayer`](crate::AttemptLayer)).
+//! - **The report.** The call's total time, the target of a context this layer made, and on an error its stable
+//!   code and (for deadline and retry stops) why it stopped. When it dropped the inner work of a side effect, the
+//!   outcome is unknown: what the work had sent by then is not for this layer to know.
 //!
 //! ```
 //! use std::time::Duration;
@@ -54,22 +55,21 @@
 mod kind;
 mod layer;
 
+use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast_core::{Deadline, DeadlineExceeded, Instant, Refused, StopReason};
+use ballast_core::{CallKind, Deadline, DeadlineExceeded, Instant, Refused};
 use bytes::Bytes;
-use futures::FutureExt as _;
-use futures::future::{BoxFuture, Either};
+use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::{Service, ServiceExt as _};
 
 pub(crate) use kind::kind_for_method;
 pub use layer::DeadlineLayer;
 
-use crate::retry::outcome_unknown;
-use crate::transport::{CallNow, call_now};
-use crate::{CallContext, Error, clock, context, current_deadline};
+use crate::outcome::stop_of;
+use crate::{Body, CallContext, Cancel, Error, clock, context, current_deadline};
 
 /// The service of [`DeadlineLayer`]: gives each call its context and holds it to its deadline.
 #[derive(Clone, Debug)]
@@ -78,122 +78,110 @@ pub struct DeadlineService<S> {
     settings: DeadlineLayer,
 }
 
-impl<S> Service<Request<Bytes>> for DeadlineService<S>
+impl<S, B> Service<Request<Bytes>> for DeadlineService<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + 'static,
     S::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
-    type Response = Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     /// Always ready: the inner service's readiness is awaited inside the call, under the deadline.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        self.call_shared(request)
-    }
-}
-
-impl<S> DeadlineService<S>
-where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    /// [`Service::call`] through a shared reference: the service is always ready and keeps nothing per call, so
-    /// a `ToolClient` calls one stack for all its calls instead of cloning and boxing it for each.
-    ///
     /// The call enters the layer here, when it is called (as tower's own `Timeout` starts its timer in `call`):
     /// its context is settled and its deadline checked now; the future holds the rest of it.
-    pub(crate) fn call_shared(
-        &self,
-        mut request: Request<Bytes>,
-    ) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
+    fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
         let start = clock::now();
         let ctx = settle_context(&self.settings, &mut request, start);
-        let deadline = ctx.deadline;
-        if let Err(refused) = deadline.attempt_timeout(Duration::MAX, start) {
-            let result = Err(refused.into());
-            record(&ctx, start, &result);
-            return Box::pin(std::future::ready(result));
-        }
-        let mut inner = self.inner.clone();
-        let expiry = clock::to_tokio(deadline.instant());
-        // The layers below are always ready: called now, the future holds their future and not the request.
-        // Called in the deadline's scope, as the call's future runs: a service below that reads the deadline
-        // in its `call` sees it (a ToolClient's stack reads its context instead: see `over_tool_stack`).
-        let called = if self.settings.over_tool_stack {
-            call_now(&mut inner, request)
-        } else {
-            context::sync_scoped(deadline, || call_now(&mut inner, request))
+        let inner = self.inner.clone();
+        let work = async move {
+            let response = inner.oneshot(request).await?;
+            Ok(response.map(Into::into))
         };
-        let call = match called {
-            CallNow::Called(call) => Either::Left(call),
-            CallNow::Failed(error) => {
-                let result = Err(error);
-                record(&ctx, start, &result);
-                return Box::pin(std::future::ready(result));
-            }
-            CallNow::NotReady(request) => {
-                Either::Right(Box::pin(async move { inner.ready().await?.call(request).await }))
-            }
-        };
-        // Without a timer of its own when every wait below has one that ends first (`over_tool_stack`).
-        let bounded = if self.settings.over_tool_stack {
-            Either::Left(call)
-        } else {
-            Either::Right(
-                tokio::time::timeout_at(expiry, call)
-                    .map(move |outcome| outcome.unwrap_or_else(|_elapsed| Err(expired(&deadline).into()))),
-            )
-        };
-        // The inner call runs in the deadline's scope, dropped at the deadline or on cancellation.
-        Box::pin(context::scoped(deadline, async move {
-            let result = tokio::select! {
-                biased;
-                () = ctx.cancel.cancelled() => Err(Error::Cancelled),
-                outcome = bounded => outcome,
+        let bounded = bound(ctx.effective_deadline(), &ctx.cancel, work, start);
+        Box::pin(async move {
+            let result = match bounded.await {
+                Bounded::Done(result) => result,
+                Bounded::Refused(error) => Err(error),
+                Bounded::Dropped(error) => {
+                    if matches!(ctx.kind, CallKind::SideEffectingTool(_)) {
+                        ctx.report.update(|r| r.outcome_unknown = true);
+                    }
+                    Err(error)
+                }
             };
             record(&ctx, start, &result);
             result
-        }))
+        })
     }
 }
 
-/// The call's context, put back into `request`: the one it carries with its deadline shortened by the scope and
-/// the run, or a new one from the layer's settings.
+/// How a call held to its deadline ended.
+#[derive(Debug)]
+pub(crate) enum Bounded<T> {
+    /// The work answered.
+    Done(T),
+    /// Refused before any of it ran: the deadline could not hold an attempt.
+    Refused(Error),
+    /// Dropped mid-way by the deadline's own timer ([`Error::DeadlineExceeded`]) or the caller's cancellation
+    /// ([`Error::Cancelled`]): what the work did until then is not known here.
+    Dropped(Error),
+}
+
+/// Runs `work` held to `deadline` (read at `now`): refused at once when what is left cannot hold an attempt;
+/// else run inside the deadline's [`scope`](crate::scope), dropped at the deadline or when `cancel` fires. The
+/// work is polled first: an answer ready when the timer fires or the token is cancelled is the answer.
+///
+/// The one bound of a call, for the [`DeadlineService`] and for the clients that run their calls themselves.
+pub(crate) fn bound<F: Future>(
+    deadline: Deadline,
+    cancel: &Cancel,
+    work: F,
+    now: Instant,
+) -> impl Future<Output = Bounded<F::Output>> + use<F> {
+    let refused = deadline.attempt_timeout(Duration::MAX, now).err();
+    let cancel = cancel.clone();
+    let expiry = clock::to_tokio(deadline.instant());
+    async move {
+        if let Some(refused) = refused {
+            return Bounded::Refused(refused.into());
+        }
+        context::scoped(deadline, async move {
+            tokio::select! {
+                biased;
+                done = work => Bounded::Done(done),
+                () = tokio::time::sleep_until(expiry) => Bounded::Dropped(expired(&deadline).into()),
+                () = cancel.cancelled() => Bounded::Dropped(Error::Cancelled),
+            }
+        })
+        .await
+    }
+}
+
+/// The call's context, put back into `request`: the one it carries with its deadline shortened by its run (which
+/// is offered the call's own deadline and keeps the earliest), or a new one from the layer's settings.
 fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: Instant) -> CallContext {
-    let scoped = current_deadline();
     // Settled in place: the request keeps its context, the layer a copy.
-    let ctx = match request.extensions_mut().get_mut::<CallContext>() {
-        Some(ctx) => {
-            // The run is offered the call's own deadline, not the scope's: a scope may be a part of the call's
-            // time (a model route's primary share) that must not become the deadline of the run's later calls.
-            if let Some(run) = &ctx.run {
-                ctx.deadline = run.offer_deadline(ctx.deadline);
-            }
-            if let Some(scoped) = scoped {
-                ctx.deadline = ctx.deadline.earliest(&scoped);
-            }
-            ctx.clone()
+    if let Some(ctx) = request.extensions_mut().get_mut::<CallContext>() {
+        // The run is offered the call's own deadline, not the scope's: a scope may be a part of the call's time
+        // (a model route's primary share) that must not become the deadline of the run's later calls.
+        if let Some(run) = &ctx.run {
+            ctx.deadline = run.offer_deadline(ctx.deadline);
         }
-        None => {
-            let deadline = scoped.unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
-            let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
-            let mut ctx = CallContext::new(kind, deadline);
-            ctx.priority = settings.priority;
-            request.extensions_mut().insert(ctx.clone());
-            ctx
-        }
-    };
-    let target = settings.target.as_deref();
-    ctx.report.update(|r| {
-        if r.target.is_empty() {
-            r.target = target.unwrap_or_else(|| request.uri().path()).to_owned();
-        }
-    });
+        return ctx.clone();
+    }
+    let deadline = current_deadline().unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
+    let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
+    let mut ctx = CallContext::new(kind, deadline);
+    ctx.priority = settings.priority;
+    let target = settings.target.as_deref().unwrap_or_else(|| request.uri().path()).to_owned();
+    ctx.report.update(|r| r.target = target);
+    request.extensions_mut().insert(ctx.clone());
     ctx
 }
 
@@ -207,28 +195,18 @@ fn expired(deadline: &Deadline) -> DeadlineExceeded {
     }
 }
 
-/// Writes the call's total time, and on an error its code and stop reason unless a lower layer wrote them, and
-/// whether a side effect may have happened: the call may have ended here (deadline, cancellation) while an
-/// attempt that got no answer — or is still running — was all the upstream was told.
-fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Bytes>, Error>) {
+/// Writes the call's total time, and on an error its code and stop reason (the same a layer below that stopped it
+/// wrote: the code is the error's).
+fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Body>, Error>) {
     let total = clock::now().saturating_duration_since(start);
+    let ended = result.as_ref().err().map(|error| (error.code(), stop_of(error)));
     ctx.report.update(|r| {
         r.total = total;
-        if let Err(error) = result {
-            r.code.get_or_insert(error.code());
-            if r.stop.is_none() {
-                r.stop = stop_reason(error);
+        if let Some((code, stop)) = ended {
+            r.code = Some(code);
+            if stop.is_some() {
+                r.stop = stop;
             }
-            r.outcome_unknown |= outcome_unknown(ctx.kind, false, false, &r.attempts);
         }
     });
-}
-
-/// The stop reason an error carries, if it is one.
-fn stop_reason(error: &Error) -> Option<StopReason> {
-    match error {
-        Error::DeadlineExceeded(exceeded) => Some(StopReason::Deadline(*exceeded)),
-        Error::Stopped(reason) => Some(*reason),
-        _ => None,
-    }
 }

@@ -1,46 +1,48 @@
-//! One logical call: attempts, decisions, sleeps.
+//! One logical call: attempts, decisions, sleeps — and the [`Trip`] it comes back with.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision};
+use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision, StopReason};
 use bytes::Bytes;
 use futures::future::poll_fn;
 use http::{HeaderMap, Method, Request, Response};
-use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::poll::Polling;
-use super::record::{End, finish, never_left, record_attempt, recorded};
 use super::{Shared, classify_response};
-use crate::{AttemptNumber, CallContext, Error, Report, Run, clock, current_deadline};
+use crate::outcome::{Reach, Trip, stop_of};
+use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Run, clock, current_deadline};
 
 /// The deadline of a call with no [`CallContext`] and no enclosing deadline scope: DESIGN.md's default
 /// `max_timeout`, the longest deadline Ballast accepts from anyone.
 const DEADLINE_WITHOUT_CONTEXT: Duration = Duration::from_secs(300);
 
-/// Runs one logical call through `inner`, attempt after attempt, as the policy decides.
-pub(super) async fn call<S>(
-    shared: Arc<Shared>,
-    mut inner: S,
-    mut request: Request<Bytes>,
-) -> Result<Response<Bytes>, Error>
+/// Runs one logical call of `ctx` through `inner`, attempt after attempt, as the policy decides.
+pub(crate) async fn run<S, B>(
+    shared: &Shared,
+    inner: &mut S,
+    request: Request<Bytes>,
+    ctx: &CallContext,
+    polling: Option<Polling>,
+) -> Trip
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error>,
+    B: Into<Body>,
 {
-    let ctx = context_of(&mut request);
     let mut state = CallState::new(ctx.kind, ctx.effective_deadline()).with_retries_here(ctx.retries_here);
     let run = ctx.run.as_ref().map(|run| run.allowance());
-    let polling = Polling::of(&request);
+    let mut made = Made::default();
     // The retry paid for by the last decision, until its attempt goes out.
     let mut paid: Option<PaidRetry> = None;
     loop {
         if ctx.cancel.is_cancelled() {
             drop(paid.take());
-            return finish(&shared, &ctx, End::Rejected(Error::Cancelled), clock::now());
+            return made.ended(End::Rejected(Error::Cancelled));
         }
         let number = Polling::number(polling, state.next_attempt());
-        let (result, now) = attempt(&mut inner, &request, number, &ctx.report).await;
+        let (result, now) = attempt(inner, &request, number).await;
+        made.attempt(number, &result);
         let (outcome, result) = match result {
             Ok(response) => (
                 AttemptOutcome::Response(classify_response(&response)),
@@ -51,14 +53,14 @@ where
                 // Not an upstream outcome (circuit open, deadline, shed...): nothing to judge, nothing to retry.
                 None => {
                     if let Some(paid) = paid.take() {
-                        if never_left(&error) {
+                        if error.may_have_reached_upstream() {
+                            paid.spent();
+                        } else {
                             // Refused below: the retry never went out, the run and the budget get it back.
                             drop(paid);
-                        } else {
-                            paid.spent();
                         }
                     }
-                    return finish(&shared, &ctx, End::Rejected(error), now);
+                    return made.ended(End::Rejected(error));
                 }
             },
         };
@@ -66,25 +68,72 @@ where
             paid.spent();
         }
         if Polling::hands_back(polling, &outcome) {
-            return finish(&shared, &ctx, End::Answered(result), now);
+            return made.ended(End::Answered(result));
         }
-        // The attempt's end, just read: the decision's now (and the budget's, in the report).
+        // The attempt's end, just read: the decision's now.
         match shared.decide(&outcome, &mut state, run, Polling::deposits(polling), now) {
-            RetryDecision::Done => return finish(&shared, &ctx, End::Answered(result), now),
-            RetryDecision::Stop(reason) => {
-                return finish(&shared, &ctx, End::Stopped(reason, result), now);
-            }
+            RetryDecision::Done => return made.ended(End::Answered(result)),
+            RetryDecision::Stop(reason) => return made.ended(End::Stopped(reason, result)),
             RetryDecision::Retry { after } => {
-                paid = Some(PaidRetry::new(&shared, &ctx, now));
+                paid = Some(PaidRetry::new(shared, ctx, now));
                 // The failed answer's buffered body is freed now, not after the sleep.
                 drop(result);
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 // Boxed: the rare wait would otherwise size every call's future.
                 if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {
                     drop(paid.take());
-                    return finish(&shared, &ctx, End::Rejected(cancelled), clock::now());
+                    return made.ended(End::Rejected(cancelled));
                 }
             }
+        }
+    }
+}
+
+/// How a call ended.
+#[derive(Debug)]
+enum End {
+    /// The decision said done (the upstream's success), or a poll's 409 went back unjudged.
+    Answered(Result<Response<Body>, Error>),
+    /// The decision stopped the call after an attempt that ended so.
+    Stopped(StopReason, Result<Response<Body>, Error>),
+    /// Not an upstream outcome: a local rejection below, or the caller cancelled.
+    Rejected(Error),
+}
+
+/// What the call's attempts were: how many, up to which number, and what they may have done.
+#[derive(Debug, Default)]
+struct Made {
+    attempts: u32,
+    reach: Reach,
+}
+
+impl Made {
+    fn attempt(&mut self, number: u32, result: &Result<Response<Body>, Error>) {
+        self.attempts = number;
+        self.reach = self.reach.then(Reach::of(result));
+    }
+
+    /// The trip: the upstream's answer when there was one (also when the decision stopped on it), else the error
+    /// — [`Error::Stopped`] when the decision stopped after an attempt's error (its text is in the attempt's
+    /// report line).
+    fn ended(self, end: End) -> Trip {
+        let (result, stop) = match end {
+            End::Answered(result) => (result, None),
+            End::Stopped(reason, Ok(response)) => (Ok(response), Some(reason)),
+            End::Stopped(reason, Err(_attempt_error)) => (Err(Error::Stopped(reason)), Some(reason)),
+            End::Rejected(error) => {
+                let stop = match &error {
+                    Error::DeadlineExceeded(_) => stop_of(&error),
+                    _ => None,
+                };
+                (Err(error), stop)
+            }
+        };
+        Trip {
+            result,
+            stop,
+            attempts: self.attempts,
+            reach: self.reach,
         }
     }
 }
@@ -127,32 +176,27 @@ impl Drop for PaidRetry {
     }
 }
 
-/// Sends attempt `number`: a copy of `request` to `inner` once it is ready. Records it in `report` unless a layer
-/// below did. Returns its result and the instant it ended.
-async fn attempt<S>(
+/// Sends attempt `number`: a copy of `request` to `inner` once it is ready. Returns its result and the instant
+/// it ended.
+async fn attempt<S, B>(
     inner: &mut S,
     request: &Request<Bytes>,
     number: u32,
-    report: &Report,
-) -> (Result<Response<Bytes>, Error>, Instant)
+) -> (Result<Response<Body>, Error>, Instant)
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error>,
+    B: Into<Body>,
 {
-    let recorded_before = recorded(report);
-    let started = clock::now();
     // The copy is made once the service below is ready, straight into its call: never held across a wait.
     let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
         Ok(()) => inner.call(attempt_request(request, number)).await,
         Err(error) => Err(error),
     };
-    let ended = clock::now();
-    let took = ended.saturating_duration_since(started);
-    record_attempt(report, recorded_before, number, &result, took);
-    (result, ended)
+    (result.map(|response| response.map(Into::into)), clock::now())
 }
 
 /// Waits `after`, or until `cancel` fires ([`Error::Cancelled`], at once).
-async fn back_off(cancel: &CancellationToken, after: Duration) -> Result<(), Error> {
+async fn back_off(cancel: &Cancel, after: Duration) -> Result<(), Error> {
     let until = clock::now() + after;
     tokio::select! {
         biased;
@@ -183,7 +227,7 @@ fn attempt_request(request: &Request<Bytes>, number: u32) -> Request<Bytes> {
 }
 
 /// The context of `request`, inserting the default one when it has none (see the module docs).
-fn context_of(request: &mut Request<Bytes>) -> CallContext {
+pub(super) fn context_of(request: &mut Request<Bytes>) -> CallContext {
     if let Some(context) = request.extensions().get::<CallContext>() {
         return context.clone();
     }
@@ -255,7 +299,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_back_off_ends_at_once() {
-        let cancel = CancellationToken::new();
+        let cancel = Cancel::new();
         let started = clock::now();
         let sleeping = tokio::spawn({
             let cancel = cancel.clone();
@@ -269,7 +313,7 @@ mod tests {
             clock::now().saturating_duration_since(started),
             Duration::from_secs(1)
         );
-        let uncancelled = back_off(&CancellationToken::new(), Duration::from_millis(300)).await;
+        let uncancelled = back_off(&Cancel::new(), Duration::from_millis(300)).await;
         assert!(uncancelled.is_ok());
     }
 }

@@ -8,14 +8,13 @@
 use ballast_core::{
     ProblemKind, ResponseInfo, WireError, is_json_content_type, parse_retry_after_ms, parse_should_retry,
 };
-use bytes::Bytes;
 use http::HeaderName;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Response};
 use serde_json::Value;
 
-use crate::clock;
 use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::{Body, clock};
 
 /// What the retry decision needs from an upstream's answer: the status, `x-should-retry`, the wait asked for
 /// (`retry-after-ms`, else `Retry-After` as delta-seconds or HTTP-date), and the structured problem the body
@@ -32,9 +31,8 @@ use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 /// Never panics, whatever the headers and the body hold.
 ///
 /// ```
-/// use ballast::classify_response;
+/// use ballast::{Body, classify_response};
 /// use ballast_core::ProblemKind;
-/// use bytes::Bytes;
 /// use std::time::Duration;
 ///
 /// let answer = http::Response::builder()
@@ -42,14 +40,14 @@ use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 ///     .header("retry-after", "2")
 ///     .header("retry-after-ms", "1500")
 ///     .header("content-type", "application/json")
-///     .body(Bytes::from_static(br#"{"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}"#))
+///     .body(Body::from(r#"{"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}"#))
 ///     .unwrap();
 /// let info = classify_response(&answer);
 /// assert_eq!(info.status, 429);
 /// assert_eq!(info.retry_after, Some(Duration::from_millis(1500)));
 /// assert_eq!(info.problem, ProblemKind::InsufficientQuota);
 /// ```
-pub fn classify_response(response: &Response<Bytes>) -> ResponseInfo {
+pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
     let headers = response.headers();
     let status = response.status().as_u16();
     let mut info = ResponseInfo::status(status).with_retry_after_headers(
@@ -59,8 +57,10 @@ pub fn classify_response(response: &Response<Bytes>) -> ResponseInfo {
     if let Some(should_retry) = header(headers, &X_SHOULD_RETRY, parse_should_retry) {
         info = info.with_should_retry(should_retry);
     }
-    if !info.is_success() && looks_like_json(headers, response.body()) {
-        info = info.with_problem(problem(response.body()));
+    // Error answers are always read whole; a stream (a 2xx) has no problem to read.
+    let body = response.body().as_bytes().map_or(&[][..], |bytes| &bytes[..]);
+    if !info.is_success() && looks_like_json(headers, body) {
+        info = info.with_problem(problem(body));
     }
     info
 }
@@ -85,7 +85,7 @@ fn header<T>(
     }
 }
 
-fn looks_like_json(headers: &HeaderMap, body: &Bytes) -> bool {
+fn looks_like_json(headers: &HeaderMap, body: &[u8]) -> bool {
     let typed = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -118,6 +118,7 @@ fn problem(body: &[u8]) -> ProblemKind {
 mod tests {
     use std::time::{Duration, SystemTime};
 
+    use bytes::Bytes;
     use proptest::prelude::*;
 
     use super::*;
@@ -125,12 +126,12 @@ mod tests {
 
     const SECOND: Duration = Duration::from_secs(1);
 
-    fn answer(status: u16, headers: &[(&str, &str)], body: &'static [u8]) -> Response<Bytes> {
+    fn answer(status: u16, headers: &[(&str, &str)], body: &'static [u8]) -> Response<Body> {
         let mut builder = Response::builder().status(status);
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
-        builder.body(Bytes::from_static(body)).expect("a valid response")
+        builder.body(Body::from(body)).expect("a valid response")
     }
 
     #[test]
@@ -155,7 +156,7 @@ mod tests {
         let not_text = Response::builder()
             .status(503)
             .header("retry-after", http::HeaderValue::from_bytes(b"\xff2").unwrap())
-            .body(Bytes::new())
+            .body(Body::empty())
             .unwrap();
         assert_eq!(classify_response(&not_text).retry_after, None);
     }
@@ -187,7 +188,7 @@ mod tests {
         let response = Response::builder()
             .status(503)
             .header("retry-after", date)
-            .body(Bytes::new())
+            .body(Body::empty())
             .unwrap();
         let wait = classify_response(&response).retry_after.expect("a wait");
         assert!(wait > 25 * SECOND && wait <= 31 * SECOND, "{wait:?}");
@@ -233,7 +234,7 @@ mod tests {
             let response = Response::builder()
                 .status(400)
                 .header("content-type", "application/json; charset=utf-8")
-                .body(Bytes::copy_from_slice(body))
+                .body(Body::whole(Bytes::copy_from_slice(body)))
                 .unwrap();
             assert_eq!(
                 classify_response(&response).problem,
@@ -290,7 +291,7 @@ mod tests {
         for body in bodies {
             let response = Response::builder()
                 .status(500)
-                .body(Bytes::copy_from_slice(body))
+                .body(Body::whole(Bytes::copy_from_slice(body)))
                 .unwrap();
             assert_eq!(classify_response(&response).problem, ProblemKind::None);
         }
@@ -313,7 +314,7 @@ mod tests {
             let response = Response::builder()
                 .status(status)
                 .header("content-type", "application/json")
-                .body(Bytes::from(body))
+                .body(Body::whole(body))
                 .unwrap();
             let info = classify_response(&response);
             prop_assert_eq!(info.status, status);
@@ -321,7 +322,7 @@ mod tests {
 
         #[test]
         fn never_panics_on_any_json_like_body(text in r#"\{("(type|error|code)"|[:,\[\]{}0-9"a-z_ ])*\}?"#) {
-            let response = Response::builder().status(500).body(Bytes::from(text)).unwrap();
+            let response = Response::builder().status(500).body(Body::whole(text)).unwrap();
             let _ = classify_response(&response);
         }
 
@@ -332,7 +333,7 @@ mod tests {
                 .header("retry-after", value.as_str())
                 .header("retry-after-ms", value.as_str())
                 .header("x-should-retry", value.as_str())
-                .body(Bytes::new())
+                .body(Body::empty())
                 .unwrap();
             let _ = classify_response(&response);
         }

@@ -29,20 +29,23 @@
 //! when there was one (`Ok`, with the reason in the report), else [`Error::Stopped`] (the attempt's error text
 //! stays in the report's last attempt).
 //!
-//! # The report
-//! Every attempt is in the call's [`Report`](crate::Report): a layer below may record it (with its precise
-//! duration and whether it was sent); when none did, this layer does. At the end of the call it writes the stop
-//! reason and its code (cleared on success), whether the answer was replayed (`Idempotent-Replayed: true`), the
-//! budget and run allowance left, and `outcome_unknown`: for [`StopReason::OutcomeUnknown`], and for every
-//! side-effecting call that did not succeed after an attempt that may have reached the upstream got no answer,
-//! unless a replay settled it — whatever then stopped the call (attempts, budget, run allowance, deadline, an
-//! open circuit, the caller). The rule and why only a success or a replay settles it: `record.rs`.
+//! # What it returns
+//! The loop returns a [`Trip`](crate::outcome::Trip): the result above, why the decision stopped, how many
+//! attempts it numbered and what they may have done at the upstream ([`Reach`](crate::outcome::Reach), from each
+//! attempt's own answer or error). A `ToolClient` and a model route read those values to decide what comes next
+//! (a fallback, a 409 wait, the next deployment) and write the report's verdict from them. As a tower service
+//! ([`Retry`]), this layer is that edge itself: at the end of the call it writes the verdict into the context's
+//! report — the stop reason and its code (cleared on success), whether the answer was replayed
+//! (`Idempotent-Replayed: true`), the budget and run allowance left, and whether a side effect is now settled
+//! (a success or a replay) or unknown (`outcome.rs`: the rule) — and returns the result. It writes no attempt
+//! lines: the attempt layer below does, the one place that sees every attempt end, also those that outlive
+//! their caller.
 //!
 //! # A caller that waits out "in progress" itself
-//! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new call
-//! through the stack, and marks its requests (`Polling`, crate-private): such an answer comes back to it at once,
-//! unjudged — no retry, no deposit, no withdrawal — attempt numbers go on from the operation's earlier calls, and a
-//! poll deposits nothing in the budget (see `poll.rs`).
+//! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new trip
+//! through the stack, and says so to the loop ([`Polling`], crate-private): such an answer comes back to it at
+//! once, unjudged — no retry, no deposit, no withdrawal — attempt numbers go on from the operation's earlier
+//! trips, and a poll deposits nothing in the budget (see `poll.rs`).
 //!
 //! # Randomness
 //! One [`DefaultRng`] per layer (shared by its services), behind a `Mutex` held only while
@@ -61,7 +64,6 @@
 mod call;
 mod classify;
 mod poll;
-mod record;
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -75,11 +77,12 @@ use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use crate::Error;
+use crate::outcome::{Trip, Verdict};
+use crate::{Body, CallContext, Error, clock};
 
+pub(crate) use call::run;
 pub use classify::classify_response;
 pub(crate) use poll::Polling;
-pub(crate) use record::outcome_unknown;
 
 /// Retries a call as the core's retry decision says, drawing from the upstream's retry budget.
 ///
@@ -113,7 +116,10 @@ pub(crate) use record::outcome_unknown;
 /// let response = layer.layer(upstream).oneshot(request).await.unwrap();
 /// assert_eq!(response.status(), 200);
 /// assert_eq!(calls.load(Ordering::SeqCst), 2);
-/// assert_eq!(context.report.snapshot().attempts.len(), 2);
+/// // The layer's verdict is in the report: a success, nothing stopped it, one retry spent of the budget.
+/// let report = context.report.snapshot();
+/// assert_eq!((report.stop, report.code), (None, None));
+/// assert!(report.budget_left.is_some());
 /// # }
 /// ```
 #[derive(Clone, Debug)]
@@ -149,6 +155,11 @@ impl RetryLayer {
     pub fn budget(&self) -> &Arc<dyn RetryBudget> {
         &self.shared.budget
     }
+
+    /// What the layer's services share, for a client that runs the retry loop itself ([`run`]).
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl<S> Layer<S> for RetryLayer {
@@ -172,35 +183,53 @@ pub struct Retry<S> {
     shared: Arc<Shared>,
 }
 
-impl<S> Service<Request<Bytes>> for Retry<S>
+impl<S, B> Service<Request<Bytes>> for Retry<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + 'static,
+    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + 'static,
     S::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
-    type Response = Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let inner = self.inner.clone();
+    fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
+        let mut inner = self.inner.clone();
         let shared = Arc::clone(&self.shared);
-        Box::pin(call::call(shared, inner, request))
+        Box::pin(async move {
+            let ctx = call::context_of(&mut request);
+            let trip = run(&shared, &mut inner, request, &ctx, None).await;
+            shared.write_verdict(&ctx, &trip);
+            trip.result
+        })
     }
 }
 
 /// What every service of one layer shares: the policy, the budget, the random generator.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct Shared {
     policy: RetryPolicy,
     budget: Arc<dyn RetryBudget>,
     rng: Mutex<DefaultRng>,
 }
 
 impl Shared {
+    /// Writes the verdict on `trip` into the call's report: the retry layer as the edge of a tower stack (a
+    /// `ToolClient` or a model route writes its own, over all its trips).
+    fn write_verdict(&self, ctx: &CallContext, trip: &Trip) {
+        Verdict::of(ctx.kind, trip).write(&ctx.report);
+        let budget_left = self.budget.available(clock::now());
+        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
+        ctx.report.update(|r| {
+            r.budget_left = Some(budget_left);
+            r.run_allowance_left = run_allowance_left;
+        });
+    }
+
     fn new(policy: RetryPolicy, budget: Arc<dyn RetryBudget>, rng: DefaultRng) -> Self {
         Shared {
             policy,

@@ -4,19 +4,17 @@
 //! this key; it is not a failure to retry but an answer to wait on. A `ToolClient` polls it within the deadline,
 //! each poll a new call through the stack. Were the retry layer to treat those answers as failures, every poll
 //! would retry the 409s (spending the run's allowance and the upstream's budget on waiting), deposit in the budget
-//! again (one operation counted as many calls) and number its attempts from 1 again. A request carrying
-//! [`Polling`] gets instead:
+//! again (one operation counted as many calls) and number its attempts from 1 again. A trip run with [`Polling`]
+//! gets instead:
 //! - a 409 in-progress answer handed back at once, not judged: no retry, no deposit, no withdrawal;
 //! - attempt numbers that go on from the operation's earlier calls (`attempts_before` + 1, ...);
 //! - when it is a poll (`attempts_before > 0`), no deposit in the budget: the operation's first call made it.
 //!   Retries of a poll's other failures (a 503) are judged and paid for as usual.
 
 use ballast_core::{AttemptOutcome, Instant, ProblemKind, RetryBudget};
-use bytes::Bytes;
-use http::Request;
 
-/// Request extension: the sender waits out 409 "in progress" answers itself, and `attempts_before` attempts of
-/// the same operation were already sent by its earlier calls through the stack.
+/// What the caller of the retry loop ([`run`](super::run)) says of a trip: it waits out 409 "in progress" answers
+/// itself, and `attempts_before` attempts of the same operation were already sent by its earlier trips.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Polling {
     /// Attempts of the operation sent before this call (0 for its first call).
@@ -24,11 +22,6 @@ pub(crate) struct Polling {
 }
 
 impl Polling {
-    /// The marker `request` carries, if any.
-    pub(super) fn of(request: &Request<Bytes>) -> Option<Polling> {
-        request.extensions().get::<Polling>().copied()
-    }
-
     /// The number of this call's attempt `number` (1-based) within the operation.
     pub(super) fn number(polling: Option<Polling>, number: u32) -> u32 {
         polling.map_or(number, |p| number.saturating_add(p.attempts_before))
@@ -79,10 +72,12 @@ mod tests {
     use std::time::Duration;
 
     use ballast_core::{CallKind, Deadline, RatioBudget, RetryPolicy, TokenBucket, UpstreamIdempotency};
-    use http::Response;
+    use bytes::Bytes;
+    use http::{Request, Response};
     use tower::{Layer, ServiceExt as _, service_fn};
 
     use super::*;
+    use crate::outcome::Trip;
     use crate::{AttemptNumber, CallContext, Error, RetryLayer, Run, clock};
 
     /// An upstream answering 409 in progress `busy` times, then `then`; it records the attempt numbers it saw.
@@ -115,14 +110,11 @@ mod tests {
         })
     }
 
-    fn request(ctx: &CallContext, polling: Option<Polling>) -> Request<Bytes> {
+    fn request(ctx: &CallContext) -> Request<Bytes> {
         let mut request = Request::post("http://tools.internal/tools/create_refund")
             .body(Bytes::new())
             .unwrap();
         request.extensions_mut().insert(ctx.clone());
-        if let Some(polling) = polling {
-            request.extensions_mut().insert(polling);
-        }
         request
     }
 
@@ -133,37 +125,43 @@ mod tests {
         ctx
     }
 
+    /// One trip of `ctx`'s call through `layer` over `upstream`, as a polling caller runs it.
+    async fn trip<S>(layer: &RetryLayer, mut upstream: S, ctx: &CallContext, polling: Polling) -> Trip
+    where
+        S: tower::Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
+    {
+        super::super::run(layer.shared(), &mut upstream, request(ctx), ctx, Some(polling)).await
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_poll_gets_the_409_back_at_once_without_spending_or_depositing() {
         let budget = Arc::new(TokenBucket::new(5, 0.0).unwrap());
         let layer = RetryLayer::new(RetryPolicy::default(), budget.clone()).with_rng_seed(1);
         let seen = Arc::default();
-        let service = layer.layer(upstream(u32::MAX, 200, Arc::clone(&seen)));
         let ctx = keyed_context();
         let started = clock::now();
         let polling = Polling { attempts_before: 4 };
-        let response = service.oneshot(request(&ctx, Some(polling))).await.unwrap();
-        assert_eq!(response.status(), 409);
+        let trip = trip(&layer, upstream(u32::MAX, 200, Arc::clone(&seen)), &ctx, polling).await;
+        assert_eq!(trip.result.unwrap().status(), 409);
         assert_eq!(clock::now(), started, "no retry, no wait");
         assert_eq!(
             *seen.lock().unwrap(),
             [5],
             "numbered after the operation's earlier attempts"
         );
+        assert_eq!(trip.attempts, 5, "the next poll numbers after it");
         assert_eq!(budget.available(clock::now()), 5, "nothing withdrawn");
-        let report = ctx.report.snapshot();
-        assert_eq!(report.run_allowance_left, Some(3), "{report}");
-        assert_eq!(report.stop, None, "an answer to wait on, not a failure");
-        assert_eq!(report.attempts[0].number, 5);
+        assert_eq!(ctx.run.as_ref().unwrap().allowance().left(), 3);
+        assert_eq!(trip.stop, None, "an answer to wait on, not a failure");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn without_the_marker_the_409_is_retried_as_before() {
+    async fn without_polling_the_409_is_retried_as_before() {
         let layer = RetryLayer::new(RetryPolicy::default(), Arc::new(RatioBudget::default()))
             .with_rng_seed(1)
             .layer(upstream(1, 200, Arc::default()));
         let ctx = keyed_context();
-        let response = layer.oneshot(request(&ctx, None)).await.unwrap();
+        let response = layer.oneshot(request(&ctx)).await.unwrap();
         assert_eq!(response.status(), 200);
         assert_eq!(ctx.report.snapshot().run_allowance_left, Some(2));
     }
@@ -204,25 +202,17 @@ mod tests {
                 Response::builder().status(status).body(Bytes::new()).unwrap(),
             ))
         });
-        let service = RetryLayer::new(RetryPolicy::default(), budget.clone())
-            .with_rng_seed(1)
-            .layer(flaky);
+        let layer = RetryLayer::new(RetryPolicy::default(), budget.clone()).with_rng_seed(1);
         let ctx = keyed_context();
         let polling = Polling { attempts_before: 2 };
-        let response = service
-            .clone()
-            .oneshot(request(&ctx, Some(polling)))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
+        let answered = trip(&layer, flaky.clone(), &ctx, polling).await;
+        assert_eq!(answered.result.unwrap().status(), 200);
+        assert_eq!(answered.attempts, 4);
         assert_eq!(*seen.lock().unwrap(), [3, 4]);
         assert_eq!(budget.0.load(Ordering::SeqCst), 0, "a poll deposits nothing");
-        // The operation's first call deposits as any call does.
+        // The operation's first trip deposits as any call does.
         let first = Polling { attempts_before: 0 };
-        service
-            .oneshot(request(&keyed_context(), Some(first)))
-            .await
-            .unwrap();
+        let _ = trip(&layer, flaky, &keyed_context(), first).await;
         assert_eq!(budget.0.load(Ordering::SeqCst), 1);
     }
 }

@@ -1,22 +1,21 @@
 //! A tool call's inputs and results.
 
-use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority};
+use ballast_core::{Deadline, IdempotencyKey, Priority};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Error, OutcomeReport};
+use crate::client::{CallError, CallOptions};
+use crate::OutcomeReport;
 
 /// One call of a tool: its JSON arguments (what the model put in `tool_calls[].function.arguments`) and, when
 /// known, the run and step it belongs to, its deadline, its key and its priority.
 #[derive(Clone, Debug)]
 pub struct ToolCall {
     pub(crate) arguments: Value,
-    pub(crate) run_id: Option<String>,
+    pub(crate) options: CallOptions,
     pub(crate) step: Option<(String, u32)>,
-    pub(crate) deadline: Option<Deadline>,
     pub(crate) key: Option<IdempotencyKey>,
     pub(crate) priority: Option<Priority>,
-    pub(crate) cancel: Option<CancellationToken>,
 }
 
 impl ToolCall {
@@ -24,19 +23,17 @@ impl ToolCall {
     pub fn new(arguments: Value) -> Self {
         ToolCall {
             arguments,
-            run_id: None,
+            options: CallOptions::default(),
             step: None,
-            deadline: None,
             key: None,
             priority: None,
-            cancel: None,
         }
     }
 
     /// The call belongs to run `id`: it shares the run's deadline (the earliest any call gave it) and retry
     /// allowance.
     pub fn run(mut self, id: impl Into<String>) -> Self {
-        self.run_id = Some(id.into());
+        self.options.run_id = Some(id.into());
         self
     }
 
@@ -50,7 +47,7 @@ impl ToolCall {
 
     /// The call's deadline (otherwise the enclosing scope's, else the configured default timeout from now).
     pub fn deadline(mut self, deadline: Deadline) -> Self {
-        self.deadline = Some(deadline);
+        self.options.deadline = Some(deadline);
         self
     }
 
@@ -68,12 +65,12 @@ impl ToolCall {
 
     /// Cancels the call when `token` is cancelled (the user went away, the agent request was aborted): queued
     /// work, backoff sleeps and 409 waits stop at once and no further attempt or fallback starts — the call ends
-    /// with [`Error::Cancelled`]. A side-effecting attempt already sent is not abandoned: it runs to its own
+    /// with [`Error::Cancelled`](crate::Error::Cancelled). A side-effecting attempt already sent is not abandoned: it runs to its own
     /// timeout in the background and its outcome lands in the report (keep it with
     /// [`ToolClient::call_with_report`](crate::ToolClient::call_with_report)). The call listens on a child of
     /// `token`: it never cancels the caller's token itself.
     pub fn cancel_token(mut self, token: CancellationToken) -> Self {
-        self.cancel = Some(token);
+        self.options.cancel = Some(token);
         self
     }
 }
@@ -90,66 +87,6 @@ pub struct ToolAnswer {
     pub report: OutcomeReport,
 }
 
-/// A tool call that did not succeed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ToolError {
-    /// The upstream's own answer, which was not retried (further): a 4xx, or a 5xx after retries.
-    #[error("{tool}: the upstream answered {status}{}", stop_suffix(report))]
-    Upstream {
-        /// The tool.
-        tool: String,
-        /// The upstream's status.
-        status: u16,
-        /// The upstream's body.
-        body: Value,
-        /// What happened.
-        report: OutcomeReport,
-    },
-    /// No upstream answer to return.
-    #[error("{tool}: {error}")]
-    Failed {
-        /// The tool.
-        tool: String,
-        /// Why.
-        error: Error,
-        /// What happened.
-        report: OutcomeReport,
-    },
-}
-
-impl ToolError {
-    /// What happened, attempt by attempt.
-    pub fn report(&self) -> &OutcomeReport {
-        match self {
-            ToolError::Upstream { report, .. } | ToolError::Failed { report, .. } => report,
-        }
-    }
-
-    /// The stable error code: the error's, or for an upstream's answer the code of the call that got it (the
-    /// fallback tool's, when the call went to one).
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            ToolError::Failed { error, .. } => error.code(),
-            ToolError::Upstream { report, .. } => answering(report).code.unwrap_or(ErrorCode::UpstreamError),
-        }
-    }
-
-    /// Whether a side effect may or may not have happened: check before doing it again.
-    pub fn outcome_unknown(&self) -> bool {
-        self.report().outcome_unknown
-    }
-}
-
-/// The report of the call whose answer was returned: the last fallback tool's, else the call's own.
-fn answering(report: &OutcomeReport) -> &OutcomeReport {
-    report.fallback_report.as_deref().map_or(report, answering)
-}
-
-fn stop_suffix(report: &OutcomeReport) -> String {
-    answering(report)
-        .stop
-        .as_ref()
-        .map(|s| format!(" ({s})"))
-        .unwrap_or_default()
-}
+/// A tool call that did not succeed: the upstream's own answer, or why there is none, with the call's report
+/// (see [`CallError`]).
+pub type ToolError = CallError;

@@ -1,48 +1,18 @@
-//! One tool's client: the call's context and key, then the stack (send.rs), then the answer or the fallback
-//! (fallback.rs).
+//! One tool's client: the call's context and key, the operation through the stack (send.rs), then the answer or
+//! the fallback (fallback.rs) — and the report's verdict, written here from what came back.
 
-use std::fmt;
 use std::sync::Arc;
 
-use ballast_config::{ServerConfig, ToolConfig};
-use ballast_core::{CallKind, CircuitBreaker, Deadline, IdempotencyKey, Instant, RetryBudget};
-use bytes::Bytes;
-use futures::future::BoxFuture;
-use http::{HeaderValue, Request, Response};
+use ballast_config::ToolConfig;
+use ballast_core::{CallKind, CircuitBreaker, IdempotencyKey, RetryBudget};
+use http::HeaderValue;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
-use tower::Service;
 
-use super::ended::{Ended, Failure};
+use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
-use crate::{CallContext, DeadlineService, Error, Report, Runs, clock, current_deadline};
-
-/// The layer stack of one tool, shared by every call: called through a shared reference, it is neither cloned
-/// nor boxed again per call (see [`DeadlineService::call_shared`]).
-pub(super) type Stack = Arc<dyn CallStack>;
-
-/// A stack a `ToolClient` calls through a shared reference.
-pub(super) trait CallStack: Send + Sync {
-    /// Sends `request` through the whole stack.
-    fn call(&self, request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Bytes>, Error>>;
-}
-
-impl fmt::Debug for dyn CallStack {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The transport need not be `Debug`, as with tower's boxed services.
-        f.write_str("CallStack")
-    }
-}
-
-impl<S> CallStack for DeadlineService<S>
-where
-    S: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
-    S::Future: Send + 'static,
-{
-    fn call(&self, request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Bytes>, Error>> {
-        self.call_shared(request)
-    }
-}
+use crate::client::{CallError, Core, Failure, Upstream, json_body};
+use crate::outcome::{SideEffect, Verdict};
+use crate::{CallContext, Error, OutcomeReport, Report, clock};
 
 /// What the tool falls back to when its upstream is failing.
 #[derive(Clone, Debug)]
@@ -60,13 +30,10 @@ pub struct ToolClient {
 #[derive(Debug)]
 pub(super) struct Inner {
     pub(super) tool: ToolConfig,
-    pub(super) server: ServerConfig,
-    pub(super) stack: Stack,
+    pub(super) core: Core,
+    pub(super) upstream: Upstream,
     /// The upstream's method and URI, parsed once (`None` when they do not parse: each call then reports why).
     pub(super) target: Option<(http::Method, http::Uri)>,
-    pub(super) breaker: Arc<CircuitBreaker>,
-    pub(super) budget: Arc<dyn RetryBudget>,
-    pub(super) runs: Arc<Runs>,
     pub(super) fallback: Option<Fallback>,
 }
 
@@ -89,12 +56,12 @@ impl ToolClient {
 
     /// The tool's circuit breaker (for `/status` and tests).
     pub fn breaker(&self) -> &Arc<CircuitBreaker> {
-        &self.inner.breaker
+        self.inner.upstream.breaker()
     }
 
     /// The tool's retry budget.
     pub fn budget(&self) -> &Arc<dyn RetryBudget> {
-        &self.inner.budget
+        self.inner.upstream.budget()
     }
 
     /// Calls the tool: the answer, or a typed error; both carry the outcome report.
@@ -117,79 +84,46 @@ impl ToolClient {
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
-        let (ctx, first) = self.context(&call, report, started);
-        let result = match self.request(&call, first.key) {
-            Ok(request) => {
-                let first = self.send(request, &ctx, first.attempts_before);
-                self.send_until_settled(first, &call, &ctx).await
-            }
-            Err(refused) => Err(refused),
+        let tool = &self.inner.tool;
+        let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
+        let priority = call.priority.map_or(tool.priority, |p| p.min(tool.priority));
+        let ctx = self.inner.core.context(&call.options, kind, priority, report, started);
+        let key = tool.side_effects.then(|| self.key_for(&call));
+        ctx.report.update(|r| {
+            r.target.clone_from(&tool.name);
+            r.idempotency_key = key.as_ref().map(|k| k.as_str().to_owned());
+        });
+        let key = key.and_then(|k| HeaderValue::from_str(k.as_str()).ok());
+        let operation = self.operation(&call, key, &ctx).await;
+        let unknown = self.write_verdict(&operation, &ctx);
+        let ended = if operation.trip.succeeded() {
+            Ended::of(operation.trip.result)
+        } else {
+            self.after_failure(operation, unknown, call, &ctx).await
         };
-        // Each trip through the stack wrote its own total; the call's runs from its start, fallback included.
-        let ended = match result {
-            Ok(response) if response.status().is_success() => Ended::answered(&response),
-            Ok(response) => {
-                set_total(&ctx.report, started);
-                self.after_failure(Failure::Answer(response), call, &ctx).await
-            }
-            Err(error) => {
-                set_total(&ctx.report, started);
-                self.after_failure(Failure::Error(error), call, &ctx).await
-            }
-        };
-        set_total(&ctx.report, started);
+        // The call's total runs from its start, every poll and the fallback included.
+        let total = clock::now().saturating_duration_since(started);
+        ctx.report.update(|r| r.total = total);
         let CallContext { report, .. } = ctx;
-        ended.into_result(report.into_snapshot())
+        ended.into_result(self.name(), report.into_snapshot())
     }
 
-    /// The call's context: deadline (the earliest of the call's, the scope's and the run's), run, priority,
-    /// kind, cancellation and the key recorded in the report; and what its first trip needs.
-    fn context(&self, call: &ToolCall, report: Report, now: Instant) -> (CallContext, FirstTrip) {
-        let server = &self.inner.server;
-        let mut deadline = call
-            .deadline
-            .unwrap_or_else(|| Deadline::after(now, server.default_timeout))
-            .with_reserve(server.reserve)
-            .with_min_attempt(server.min_attempt);
-        if let Some(scoped) = current_deadline() {
-            deadline = deadline.earliest(&scoped);
+    /// The report's verdict on the operation, from what its trips returned: why it stopped and its code, whether
+    /// the answer is a replay, what is left of the budget and the run's allowance, and whether the side effect's
+    /// outcome is unknown — also when the operation was still in progress when the call ended. Returns the latter.
+    fn write_verdict(&self, operation: &Operation, ctx: &CallContext) -> bool {
+        let mut verdict = Verdict::of(ctx.kind, &operation.trip);
+        if operation.in_progress && self.inner.tool.side_effects && verdict.side_effect != SideEffect::Settled {
+            verdict.side_effect = SideEffect::Unknown;
         }
-        let tool = &self.inner.tool;
-        let run = call.run_id.as_deref().map(|id| self.inner.runs.get(id, now));
-        if let Some(run) = &run {
-            deadline = run.offer_deadline(deadline);
-        }
-        let cancel = match &call.cancel {
-            Some(token) => token.child_token(),
-            None => CancellationToken::new(),
-        };
-        // Built whole (not `CallContext::new` then changed): no default report or token made to be replaced.
-        let ctx = CallContext {
-            deadline,
-            run,
-            priority: call.priority.map_or(tool.priority, |p| p.min(tool.priority)),
-            hop: 0,
-            retries_here: true,
-            kind: CallKind::tool(tool.side_effects, tool.upstream_idempotency),
-            report,
-            cancel: Arc::new(cancel),
-        };
-        let key = tool.side_effects.then(|| self.key_for(call));
-        let key_header = key.as_ref().and_then(|k| HeaderValue::from_str(k.as_str()).ok());
-        // One look at the report for all the call needs from it at the start.
-        let mut attempts_before = 0;
+        verdict.write(&ctx.report);
+        let budget_left = self.inner.upstream.budget_left();
+        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
         ctx.report.update(|r| {
-            r.target = tool.name.clone();
-            r.idempotency_key = key.map(|k| k.as_str().to_owned());
-            attempts_before = super::send::attempts_in(r);
+            r.budget_left = Some(budget_left);
+            r.run_allowance_left = run_allowance_left;
         });
-        (
-            ctx,
-            FirstTrip {
-                key: key_header,
-                attempts_before,
-            },
-        )
+        verdict.side_effect == SideEffect::Unknown
     }
 
     /// The operation's key: the caller's, else derived from (run, step, tool, ordinal), else a fresh UUIDv4
@@ -198,7 +132,7 @@ impl ToolClient {
         if let Some(key) = &call.key {
             return key.clone();
         }
-        match (&call.run_id, &call.step) {
+        match (&call.options.run_id, &call.step) {
             (Some(run), Some((step, ordinal))) => IdempotencyKey::derived(run, step, self.name(), *ordinal),
             _ => {
                 let uuid = uuid::Uuid::new_v4().hyphenated().to_string();
@@ -209,16 +143,74 @@ impl ToolClient {
     }
 }
 
-/// What the first trip through the stack needs, read when the context is made.
-struct FirstTrip {
-    /// The `Idempotency-Key` header, for side-effecting calls.
-    key: Option<HeaderValue>,
-    /// Attempts of the operation already in the report (none, unless the caller's report has some).
-    attempts_before: u32,
+/// How the call ended, before its report is attached: an answer (the tool's, or a fallback's), or the failure
+/// returned to the caller.
+#[derive(Debug)]
+pub(super) enum Ended {
+    Answer { status: u16, body: Value },
+    Upstream { status: u16, body: Value },
+    Failed { error: Error },
 }
 
-/// The call's total time, from its start to now (the fallback included).
-fn set_total(report: &Report, started: Instant) {
-    let total = clock::now().saturating_duration_since(started);
-    report.update(|r| r.total = total);
+impl Ended {
+    /// The end of a call whose result is `result`: a 2xx is an answer.
+    pub(super) fn of(result: Result<http::Response<crate::Body>, Error>) -> Self {
+        match result {
+            Ok(response) if response.status().is_success() => Ended::Answer {
+                status: response.status().as_u16(),
+                body: json_body(response.body()),
+            },
+            other => Ended::failed(Failure::of(other)),
+        }
+    }
+
+    /// The end of a call that failed so.
+    pub(super) fn failed(failure: Failure) -> Self {
+        match failure {
+            Failure::Answer(response) => Ended::Upstream {
+                status: response.status().as_u16(),
+                body: json_body(response.body()),
+            },
+            Failure::Error(error) => Ended::Failed { error },
+        }
+    }
+
+    /// How a fallback tool's call ended, and its report.
+    pub(super) fn of_fallback(result: Result<ToolAnswer, ToolError>) -> (Ended, OutcomeReport) {
+        match result {
+            Ok(ToolAnswer { status, body, report }) => (Ended::Answer { status, body }, report),
+            Err(CallError::Upstream {
+                status, body, report, ..
+            }) => (Ended::Upstream { status, body }, *report),
+            Err(CallError::Failed { error, report, .. }) => (Ended::Failed { error }, *report),
+            Err(CallError::Malformed { reason, report, .. }) => (
+                Ended::Failed {
+                    error: Error::transport(true, reason),
+                },
+                *report,
+            ),
+        }
+    }
+
+    /// The caller's result, with the call's report.
+    // The result of `ToolClient::call` itself (an async fn, which the lint does not look at): its shape is the
+    // public API's, and it is built once per call.
+    #[allow(clippy::result_large_err)]
+    fn into_result(self, tool: &str, report: OutcomeReport) -> Result<ToolAnswer, ToolError> {
+        let target = tool.to_owned();
+        match self {
+            Ended::Answer { status, body } => Ok(ToolAnswer { status, body, report }),
+            Ended::Upstream { status, body } => Err(CallError::Upstream {
+                target,
+                status,
+                body,
+                report: Box::new(report),
+            }),
+            Ended::Failed { error } => Err(CallError::Failed {
+                target,
+                error,
+                report: Box::new(report),
+            }),
+        }
+    }
 }

@@ -5,9 +5,9 @@
 //! had a refund whose first attempt committed and lost its answer, the breaker open on that timeout, the retry
 //! refused with `circuit_open` — and the fallback tool refunded again (two executions in the chaos ledger); a
 //! static `{"status": "refunded"}` after a sent, unanswered attempt is the same lie in one line. So a
-//! side-effecting tool falls back only when **no attempt may have reached the upstream**: every attempt in the
-//! report is finished and `sent == false` (never sent, refused by the breaker, admission or the deadline). A 409
-//! "in progress" is an answer to a sent attempt, so it blocks the fallback too. Otherwise the error comes back,
+//! side-effecting tool falls back only when **no attempt may have reached the upstream**: every attempt of the
+//! operation, by what it returned, was never sent or refused by the breaker, admission or the deadline
+//! ([`Reach::Nothing`]). A 409 "in progress" is an answer to a sent attempt, so it blocks the fallback too. Otherwise the error comes back,
 //! and `outcome_unknown` is set when an attempt was sent and got no answer, or the operation was still in
 //! progress when the call ended: the caller must check before doing it again.
 //!
@@ -20,51 +20,37 @@
 
 use ballast_core::StopReason;
 
-use super::client::Fallback;
-use super::ended::{Ended, Failure};
-use super::send::in_progress;
+use super::client::{Ended, Fallback};
+use super::send::Operation;
 use super::{ToolCall, ToolClient};
-use crate::{AttemptRecord, AttemptResult, CallContext, Error, OutcomeReport, Report};
+use crate::client::Failure;
+use crate::outcome::{Reach, Trip};
+use crate::{CallContext, Error};
 
 /// The name a static fallback response goes by in reports.
 const STATIC_RESPONSE: &str = "static response";
 
 impl ToolClient {
-    /// Records what the failure means in the report, then goes to the fallback when it may, else ends with the
-    /// failure.
-    pub(super) async fn after_failure(&self, failure: Failure, call: ToolCall, ctx: &CallContext) -> Ended {
-        self.record_failure(&failure, &ctx.report);
-        match self.fallback_for(&failure, &ctx.report) {
+    /// Goes to the fallback when the operation's failure says the upstream is failing and going elsewhere cannot
+    /// repeat a side effect (`unknown`: the verdict says the outcome is unknown); else ends with the failure.
+    pub(super) async fn after_failure(
+        &self,
+        operation: Operation,
+        unknown: bool,
+        call: ToolCall,
+        ctx: &CallContext,
+    ) -> Ended {
+        match self.fallback_for(&operation.trip, unknown) {
             Some(fallback) => self.fall_back(fallback, call, ctx).await,
-            None => failure.ended(self.name()),
+            None => Ended::failed(Failure::of(operation.trip.result)),
         }
     }
 
-    /// The error's code (when no layer wrote one), and for a side-effecting tool whether its outcome is unknown.
-    fn record_failure(&self, failure: &Failure, report: &Report) {
-        let side_effects = self.inner.tool.side_effects;
-        let still_in_progress =
-            matches!(failure, Failure::Answer(response) if in_progress(response).is_some());
-        let code = match failure {
-            Failure::Error(error) => Some(error.code()),
-            Failure::Answer(_) => None,
-        };
-        report.update(|r| {
-            if let Some(code) = code {
-                r.code.get_or_insert(code);
-            }
-            if side_effects && (still_in_progress || sent_unanswered(&r.attempts)) {
-                r.outcome_unknown = true;
-            }
-        });
-    }
-
     /// The fallback to go to, if the upstream is failing and going elsewhere cannot repeat a side effect.
-    fn fallback_for(&self, failure: &Failure, report: &Report) -> Option<&Fallback> {
+    fn fallback_for(&self, trip: &Trip, unknown: bool) -> Option<&Fallback> {
         let fallback = self.inner.fallback.as_ref()?;
         let side_effects = self.inner.tool.side_effects;
-        let may =
-            report.read(|r| upstream_failing(failure, r) && (!side_effects || nothing_sent(&r.attempts)));
+        let may = upstream_failing(trip, unknown) && (!side_effects || trip.reach == Reach::Nothing);
         may.then_some(fallback)
     }
 
@@ -80,10 +66,8 @@ impl ToolClient {
                 }
             }
             Fallback::Tool(tool) => {
-                let call = ToolCall {
-                    deadline: Some(ctx.effective_deadline()),
-                    ..call
-                };
+                let mut call = call;
+                call.options.deadline = Some(ctx.effective_deadline());
                 let (ended, report) = Ended::of_fallback(Box::pin(tool.call(call)).await);
                 ctx.report.update(|r| {
                     r.fallback = Some(tool.name().to_owned());
@@ -96,8 +80,8 @@ impl ToolClient {
     }
 }
 
-/// Whether the failure says the upstream is failing (see the module docs), not the request.
-fn upstream_failing(failure: &Failure, report: &OutcomeReport) -> bool {
+/// Whether the operation's end says the upstream is failing (see the module docs), not the request.
+fn upstream_failing(trip: &Trip, unknown: bool) -> bool {
     let gave_up = |reason: &StopReason| {
         matches!(
             reason,
@@ -107,87 +91,48 @@ fn upstream_failing(failure: &Failure, report: &OutcomeReport) -> bool {
                 | StopReason::RetryAfterTooLong { .. }
         )
     };
-    match failure {
-        Failure::Answer(_) => !report.outcome_unknown && report.stop.as_ref().is_some_and(gave_up),
-        Failure::Error(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
-        Failure::Error(Error::Stopped(reason)) => gave_up(reason),
-        Failure::Error(_) => false,
+    match &trip.result {
+        Ok(_) => !unknown && trip.stop.as_ref().is_some_and(gave_up),
+        Err(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
+        Err(Error::Stopped(reason)) => gave_up(reason),
+        Err(_) => false,
     }
-}
-
-/// Whether no attempt may have reached the upstream: all finished, none sent.
-fn nothing_sent(attempts: &[AttemptRecord]) -> bool {
-    attempts
-        .iter()
-        .all(|a| !a.sent && a.result != AttemptResult::Pending)
-}
-
-/// Whether an attempt may have reached the upstream and got no answer (or is still running).
-fn sent_unanswered(attempts: &[AttemptRecord]) -> bool {
-    attempts.iter().any(|a| match a.result {
-        AttemptResult::Pending => true,
-        AttemptResult::Error(_) => a.sent,
-        AttemptResult::Status(_) => false,
-    })
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
-    fn attempt(result: AttemptResult, sent: bool) -> AttemptRecord {
-        AttemptRecord {
-            number: 1,
+    fn trip(result: Result<http::Response<crate::Body>, Error>, stop: Option<StopReason>) -> Trip {
+        Trip {
             result,
-            duration: Duration::ZERO,
-            sent,
-            background: false,
+            stop,
+            attempts: 1,
+            reach: Reach::Answered,
         }
     }
 
-    #[test]
-    fn only_finished_unsent_attempts_leave_nothing_sent() {
-        let refused = attempt(AttemptResult::Error("circuit open".into()), false);
-        let timeout = attempt(AttemptResult::Error("timeout".into()), true);
-        let answered = attempt(AttemptResult::Status(503), true);
-        let pending = attempt(AttemptResult::Pending, false);
-        assert!(nothing_sent(&[]));
-        assert!(nothing_sent(&[refused.clone(), refused.clone()]));
-        assert!(!nothing_sent(&[timeout.clone(), refused.clone()]));
-        assert!(!nothing_sent(std::slice::from_ref(&answered)));
-        assert!(!nothing_sent(std::slice::from_ref(&pending)));
-        assert!(sent_unanswered(&[answered.clone(), timeout]));
-        assert!(sent_unanswered(&[pending]));
-        assert!(!sent_unanswered(&[answered, refused]));
+    fn answer(status: u16) -> Result<http::Response<crate::Body>, Error> {
+        Ok(http::Response::builder()
+            .status(status)
+            .body(crate::Body::empty())
+            .unwrap())
     }
 
     #[test]
     fn the_upstream_is_failing_when_it_is_open_shed_or_out_of_retries() {
-        let report = OutcomeReport::default();
-        let open = Failure::Error(Error::CircuitOpen { retry_in: None });
-        assert!(upstream_failing(&open, &report));
-        let budget = Failure::Error(Error::Stopped(StopReason::RetryBudgetExhausted));
-        assert!(upstream_failing(&budget, &report));
-        assert!(!upstream_failing(&Failure::Error(Error::Cancelled), &report));
-        let bad_request = http::Response::builder()
-            .status(400)
-            .body(bytes::Bytes::new())
-            .unwrap();
-        let not_retryable = OutcomeReport {
-            stop: Some(StopReason::NotRetryable { status: 400 }),
-            ..OutcomeReport::default()
-        };
-        assert!(!upstream_failing(&Failure::Answer(bad_request), &not_retryable));
-        let unavailable = http::Response::builder()
-            .status(503)
-            .body(bytes::Bytes::new())
-            .unwrap();
-        let exhausted = OutcomeReport {
-            stop: Some(StopReason::AttemptsExhausted { attempts: 3 }),
-            ..OutcomeReport::default()
-        };
-        assert!(upstream_failing(&Failure::Answer(unavailable), &exhausted));
+        let open = trip(Err(Error::CircuitOpen { retry_in: None }), None);
+        assert!(upstream_failing(&open, false));
+        let budget = trip(Err(Error::Stopped(StopReason::RetryBudgetExhausted)), None);
+        assert!(upstream_failing(&budget, false));
+        assert!(!upstream_failing(&trip(Err(Error::Cancelled), None), false));
+        let bad_request = trip(answer(400), Some(StopReason::NotRetryable { status: 400 }));
+        assert!(!upstream_failing(&bad_request, false));
+        let exhausted = trip(answer(503), Some(StopReason::AttemptsExhausted { attempts: 3 }));
+        assert!(upstream_failing(&exhausted, false));
+        assert!(
+            !upstream_failing(&exhausted, true),
+            "an answer after a lost attempt: the operation may have happened"
+        );
     }
 }

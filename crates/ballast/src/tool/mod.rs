@@ -5,13 +5,14 @@
 //! from (run, step, tool, ordinal) so a re-run step re-sends the same key (reference/004: the double refund) —
 //! and must wait out a 409 "in progress" instead of failing; a call belongs to a run whose deadline and retry
 //! allowance it shares; and when the upstream is failing the caller wants the configured fallback, not an error.
-//! The client builds the layer stack of the `ballast` crate per tool,
+//! The client runs each call through the stack of the `ballast` crate for its tool (the client core's `Upstream`),
 //!
 //! ```text
-//! DeadlineLayer -> AdmissionLayer -> RetryLayer -> BreakerLayer -> AttemptLayer -> transport
+//! deadline -> admission -> retry -> BreakerLayer -> AttemptLayer -> transport
 //! ```
 //!
-//! and returns the answer or a typed error, each with the call's [`OutcomeReport`](crate::OutcomeReport).
+//! reads what each trip returned, and answers with the upstream's answer or a typed error, each with the call's
+//! [`OutcomeReport`](crate::OutcomeReport), whose verdict it writes from those values.
 //!
 //! Around the stack the client keeps the promises a layer cannot:
 //! - **Request size.** Arguments whose JSON is over `server.body_limit` are refused before anything is sent.
@@ -55,7 +56,6 @@
 
 mod call;
 mod client;
-mod ended;
 mod fallback;
 mod poll;
 mod registry;

@@ -4,14 +4,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballast_config::{Config, ToolConfig, ToolFallback};
-use ballast_core::{AdmissionConfig, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
+use ballast_core::{CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{Request, Response};
-use tower::{Service, ServiceBuilder};
+use tower::Service;
 
 use super::ToolClient;
-use super::client::{Fallback, Inner, Stack};
-use crate::{AdmissionLayer, AttemptLayer, BreakerLayer, DeadlineLayer, Error, RetryLayer, Runs};
+use super::client::{Fallback, Inner};
+use crate::client::{Core, Upstream, upstream};
+use crate::{Body, Error, Runs};
 
 /// A tool whose settings the async layers refuse (validation normally catches these first).
 #[derive(Debug, thiserror::Error)]
@@ -43,11 +44,13 @@ pub struct ToolClients {
 
 impl ToolClients {
     /// A client per configured tool, each with its own breaker, budget and admission queue, all sending
-    /// through `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests).
-    pub fn from_config<T>(config: &Config, transport: T) -> Result<Self, InvalidTool>
+    /// through `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests; any
+    /// tower service whose answer's body becomes a [`Body`]).
+    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
+        B: Into<Body> + 'static,
     {
         let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
         Self::from_config_with_runs(config, transport, runs)
@@ -57,14 +60,15 @@ impl ToolClients {
     /// [`ChatClients`](crate::ChatClients) (built with
     /// [`ChatClients::from_config_with_runs`](crate::ChatClients::from_config_with_runs)) so a run's deadline and
     /// retry allowance hold across its model and tool calls alike.
-    pub fn from_config_with_runs<T>(
+    pub fn from_config_with_runs<T, B>(
         config: &Config,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
+        B: Into<Body> + 'static,
     {
         let mut clients = HashMap::new();
         // Validation guarantees fallback chains end; build each tool after the tool it falls back to.
@@ -112,7 +116,7 @@ impl ToolClients {
     }
 }
 
-fn build<T>(
+fn build<T, B>(
     config: &Config,
     tool: &ToolConfig,
     transport: T,
@@ -120,8 +124,9 @@ fn build<T>(
     fallback: Option<Fallback>,
 ) -> Result<ToolClient, InvalidTool>
 where
-    T: Service<Request<Bytes>, Response = Response<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+    T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
     T::Future: Send + 'static,
+    B: Into<Body> + 'static,
 {
     let server = &config.server;
     let policy = RetryPolicy::new(tool.retry.max_attempts, tool.retry.backoff)
@@ -130,38 +135,25 @@ where
             source,
         })?
         .with_max_retry_after(server.max_retry_after);
-    let admission = AdmissionLayer::new(AdmissionConfig::new(
-        tool.concurrency as usize,
-        tool.queue as usize,
-    ))
-    .map_err(|source| InvalidTool::Admission {
+    let admission = upstream::admission(tool.concurrency, tool.queue).map_err(|source| InvalidTool::Admission {
         tool: tool.name.clone(),
         source,
     })?;
-    let breaker = Arc::new(CircuitBreaker::seeded(tool.breaker, None));
-    let budget = tool.budget.build();
-    let stack: Stack = Arc::new(
-        ServiceBuilder::new()
-            // Over the stack below, which needs less of it (no timer, no scope for the admission's call).
-            .layer(DeadlineLayer::new(server.default_timeout).over_tool_stack())
-            .layer(admission)
-            .layer(RetryLayer::new(policy, Arc::clone(&budget)))
-            .layer(BreakerLayer::new(Arc::clone(&breaker)))
-            // The deadline layer above watches the call's token: the attempt need not (one watch per call).
-            .layer(AttemptLayer::new(tool.per_try_timeout).cancel_watched_above())
-            .service(transport),
-    );
+    let parts = upstream::Parts {
+        policy,
+        budget: tool.budget.build(),
+        breaker: Arc::new(CircuitBreaker::seeded(tool.breaker, None)),
+        admission: Some(admission),
+        per_try: tool.per_try_timeout,
+    };
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
         .ok()
         .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
     Ok(ToolClient::from_inner(Inner {
         tool: tool.clone(),
-        server: server.clone(),
-        stack,
+        core: Core::new(server, runs),
+        upstream: Upstream::new(parts, transport),
         target,
-        breaker,
-        budget,
-        runs,
         fallback,
     }))
 }

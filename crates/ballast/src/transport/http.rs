@@ -9,11 +9,12 @@ use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::Service;
 
-use super::body::{BodyError, read_limited};
+use super::read::read_answer;
 use super::urls::Urls;
-use crate::{Error, clock};
+use crate::{Body, BoxError, CallContext, Error, clock};
 
-/// Sends each attempt with a [`reqwest::Client`] and reads the whole answer, at most `body_limit` bytes.
+/// Sends each attempt with a [`reqwest::Client`] and reads its answer, at most `body_limit` bytes: whole, or for a
+/// streamed call's 2xx up to its commit point (see [the module](crate::HttpTransport)'s transports).
 ///
 /// The URL is the request's URI (absolute: `http://host:port/path`); method, headers and body go as they are.
 /// reqwest's errors are sorted by what they say about the request:
@@ -26,7 +27,7 @@ use crate::{Error, clock};
 ///   have acted.
 ///
 /// A body over the limit is [`Error::BodyTooLarge`]. The attempt's timeout is the attempt layer's; the client
-/// needs none.
+/// needs none. Any `https` URL works (rustls with the webpki roots).
 #[derive(Clone, Debug)]
 pub struct HttpTransport {
     client: reqwest::Client,
@@ -47,9 +48,9 @@ impl HttpTransport {
 }
 
 impl Service<Request<Bytes>> for HttpTransport {
-    type Response = Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         Poll::Ready(Ok(()))
@@ -58,21 +59,23 @@ impl Service<Request<Bytes>> for HttpTransport {
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let client = self.client.clone();
         let limit = self.body_limit;
+        let stream = request.extensions().get::<CallContext>().and_then(|ctx| ctx.stream);
         let request = to_reqwest(request, &self.urls);
         Box::pin(async move {
             let start = clock::now();
             let request = request.map_err(|e| Error::transport(false, e))?;
             let response = client.execute(request).await.map_err(|e| sort_error(e, start))?;
-            let (parts, body) = Response::<reqwest::Body>::from(response).into_parts();
-            match read_limited(body, limit).await {
-                Ok(body) => Ok(Response::from_parts(parts, body)),
-                Err(BodyError::TooLarge) => Err(Error::BodyTooLarge { limit }),
-                Err(BodyError::Failed(error)) => match error.downcast::<reqwest::Error>() {
-                    Ok(error) => Err(sort_error(*error, start)),
-                    Err(other) => Err(Error::transport(true, other)),
-                },
-            }
+            let response = Response::<reqwest::Body>::from(response);
+            read_answer(response, limit, stream, |error| body_failed(error, start)).await
         })
+    }
+}
+
+/// What a body that failed midway says about the attempt: reqwest's error sorted as any of its errors.
+fn body_failed(error: BoxError, start: Instant) -> Error {
+    match error.downcast::<reqwest::Error>() {
+        Ok(error) => sort_error(*error, start),
+        Err(other) => Error::transport(true, other),
     }
 }
 
@@ -92,7 +95,7 @@ fn to_reqwest(request: Request<Bytes>, urls: &Urls) -> Result<reqwest::Request, 
 }
 
 /// What a reqwest error says about the request (see [`HttpTransport`]).
-pub(crate) fn sort_error(error: reqwest::Error, start: Instant) -> Error {
+fn sort_error(error: reqwest::Error, start: Instant) -> Error {
     if error.is_connect() || error.is_builder() {
         Error::transport(false, error)
     } else if error.is_timeout() {

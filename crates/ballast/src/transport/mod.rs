@@ -1,9 +1,15 @@
-//! Transports: where an attempt leaves the stack, and where its whole answer is read.
+//! Transports: where an attempt leaves the stack, and where its answer is read.
 //!
-//! Every layer of the stack speaks `http::Request<Bytes>` in and `http::Response<Bytes>` out, so the transport
-//! reads the whole response body within the attempt's timeout (the attempt layer bounds the transport's future)
-//! and under a size limit. A body that fails midway is then a transport error of that attempt — retried, or
-//! reported as `outcome_unknown`, by the same rules as a reset — rather than a surprise after the call "succeeded".
+//! Every transport is a tower service from `http::Request<Bytes>` to `http::Response<`[`Body`]`>` with
+//! [`Error`](crate::Error): the one shape the layers above speak, for tools and models alike. It reads the answer
+//! within the attempt's timeout (the attempt layer bounds the transport's future) and under a size limit, the same
+//! way for every transport (`read.rs`):
+//! - whole, for every answer but one: a body that fails midway is then a transport error of that attempt —
+//!   retried, or reported as `outcome_unknown`, by the same rules as a reset — rather than a surprise after the
+//!   call "succeeded";
+//! - for the 2xx of a streamed call (a [`CallContext`](crate::CallContext) with a commit rule, set by the chat
+//!   client), up to the event that commits it: the answer is then a [`Body`] stream, the rest unread. Until that
+//!   event the stream is an attempt like any other, so the attempt's timeout bounds the time to it.
 //!
 //! Both transports sort failures the same way, because the retry decision depends on it: an error that proves
 //! the request never left ([`Error::Transport`](crate::Error::Transport) `{ sent: false }`) is always safe to
@@ -35,13 +41,26 @@
 //! # }
 //! ```
 
-mod body;
 mod http;
-mod ready;
+mod read;
 mod service;
 mod urls;
 
 pub use self::http::HttpTransport;
-pub(crate) use self::http::sort_error;
-pub(crate) use self::ready::{CallNow, call_now};
 pub use self::service::ServiceTransport;
+
+#[cfg(doc)]
+use crate::Body;
+
+/// What an event of a streamed answer read before its commit point means.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// It carries content (or ends the answer): the stream commits here.
+    Now,
+    /// It cannot begin an answer (an error event, a `[DONE]` before any content, not the API's event): the
+    /// attempt failed before its commit point, and why.
+    Fail(String),
+}
+
+/// The commit point of an API's streams: what each event read before it means.
+pub(crate) type CommitRule = fn(&str) -> Commit;

@@ -10,11 +10,11 @@ use http::{Request, Response};
 use http_body_util::Full;
 use tower::{Service, ServiceExt as _};
 
-use super::body::{BodyError, read_limited};
-use crate::{BoxError, Error};
+use super::read::read_answer;
+use crate::{Body, BoxError, CallContext, Error};
 
-/// Hands each attempt to a tower service (an axum `Router`, a hyper client, a test double) and reads the whole
-/// answer, at most `body_limit` bytes: the transport contract of [`HttpTransport`](crate::HttpTransport) without
+/// Hands each attempt to a tower service (an axum `Router`, a hyper client, a test double) and reads its answer,
+/// at most `body_limit` bytes (whole, or for a streamed call's 2xx up to its commit point): the transport contract of [`HttpTransport`](crate::HttpTransport) without
 /// a socket, so tests run the chaos upstream in process under paused time.
 ///
 /// The request body is given to the service as `B` (made `From<Bytes>`): [`http_body_util::Full<Bytes>`] with
@@ -92,9 +92,9 @@ where
     R::Data: Send,
     R::Error: Into<BoxError>,
 {
-    type Response = Response<Bytes>;
+    type Response = Response<Body>;
     type Error = Error;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Error>>;
+    type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
     /// Always ready: the service's readiness is awaited inside the attempt, under its timeout.
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
@@ -104,16 +104,12 @@ where
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let mut service = self.service.clone();
         let limit = self.body_limit;
+        let stream = request.extensions().get::<CallContext>().and_then(|ctx| ctx.stream);
         Box::pin(async move {
             let request = request.map(B::from);
             let ready = service.ready().await.map_err(|e| Error::transport(false, e))?;
             let response = ready.call(request).await.map_err(|e| Error::transport(true, e))?;
-            let (parts, body) = response.into_parts();
-            match read_limited(body, limit).await {
-                Ok(body) => Ok(Response::from_parts(parts, body)),
-                Err(BodyError::TooLarge) => Err(Error::BodyTooLarge { limit }),
-                Err(BodyError::Failed(error)) => Err(Error::transport(true, error)),
-            }
+            read_answer(response, limit, stream, |error| Error::transport(true, error)).await
         })
     }
 }

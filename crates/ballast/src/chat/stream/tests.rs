@@ -27,7 +27,7 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         idle: Duration::from_secs(30),
         deadline: Deadline::after(now, Duration::from_secs(60)),
         last_chunk: now,
-        cancel: Arc::default(),
+        cancel: crate::Cancel::never(),
         report: Report::default(),
         tried: Arc::new(Tried::default()),
         usage: None,

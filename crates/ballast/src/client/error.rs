@@ -1,0 +1,131 @@
+//! [`CallError`]: the one shape of a tool or model call that did not succeed.
+
+use ballast_core::ErrorCode;
+use serde_json::Value;
+
+use crate::{Error, OutcomeReport};
+
+/// A tool or model call that did not succeed, with the report of everything tried
+/// ([`ToolError`](crate::ToolError) and [`ChatError`](crate::ChatError) are this type).
+///
+/// What a caller can do next follows from [`code`](CallError::code) and [`outcome_unknown`](CallError::outcome_unknown):
+/// with `outcome_unknown`, check the operation before doing it again; otherwise nothing happened upstream that
+/// the error does not show.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The upstream's own answer, which was not retried (further): a 4xx, or a 5xx after retries. The message
+    /// carries the upstream's own message and why Ballast stopped there.
+    #[error("{target}: the upstream answered {status}{}", detail(body, report))]
+    Upstream {
+        /// The tool or model route.
+        target: String,
+        /// The upstream's status.
+        status: u16,
+        /// The upstream's body (`null` when empty; a JSON string when it is not JSON).
+        body: Value,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
+    },
+    /// No upstream answer to return.
+    #[error("{target}: {error}")]
+    Failed {
+        /// The tool or model route.
+        target: String,
+        /// Why.
+        error: Error,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
+    },
+    /// The upstream answered 2xx with a body that is not what its API answers (a model's answer that is not a
+    /// chat completion).
+    #[error("{target}: the upstream's answer is {reason}")]
+    Malformed {
+        /// The tool or model route.
+        target: String,
+        /// What it is not, and what did not parse.
+        reason: String,
+        /// What happened (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
+    },
+}
+
+impl CallError {
+    /// What happened, attempt by attempt: the call's own report, with each fallback's nested in it.
+    pub fn report(&self) -> &OutcomeReport {
+        match self {
+            CallError::Upstream { report, .. }
+            | CallError::Failed { report, .. }
+            | CallError::Malformed { report, .. } => report,
+        }
+    }
+
+    /// The stable error code (DESIGN.md, "Error answers"): the error's, or for an upstream's answer the code of
+    /// the call that gave it (the last fallback tried, when the call went to one).
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            CallError::Failed { error, .. } => error.code(),
+            CallError::Upstream { report, .. } => answering(report).code.unwrap_or(ErrorCode::UpstreamError),
+            CallError::Malformed { .. } => ErrorCode::UpstreamError,
+        }
+    }
+
+    /// Whether a side effect may or may not have happened (here or in a fallback): check before doing it again.
+    pub fn outcome_unknown(&self) -> bool {
+        self.report().outcome_unknown
+    }
+}
+
+/// The report of the call whose answer was returned: the last fallback's, else the call's own.
+pub(crate) fn answering(report: &OutcomeReport) -> &OutcomeReport {
+    report.fallback_report.as_deref().map_or(report, answering)
+}
+
+/// What the upstream said (`error.message`, or Ollama's `error` string) and why the answering call stopped.
+fn detail(body: &Value, report: &OutcomeReport) -> String {
+    let error = body.get("error");
+    let message = error
+        .and_then(|e| e.get("message"))
+        .or(error)
+        .and_then(Value::as_str);
+    let mut detail = message.map(|m| format!(": {m}")).unwrap_or_default();
+    if let Some(stop) = &answering(report).stop {
+        detail.push_str(&format!(" ({stop})"));
+    }
+    detail
+}
+
+#[cfg(test)]
+mod tests {
+    use ballast_core::StopReason;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_upstream_answer_says_what_the_upstream_said_and_why_ballast_stopped() {
+        let fallback = OutcomeReport {
+            target: "fallback".into(),
+            stop: Some(StopReason::AttemptsExhausted { attempts: 3 }),
+            code: Some(ErrorCode::UpstreamError),
+            ..OutcomeReport::default()
+        };
+        let report = OutcomeReport {
+            target: "primary".into(),
+            code: Some(ErrorCode::CircuitOpen),
+            fallback: Some("fallback".into()),
+            fallback_report: Some(Box::new(fallback)),
+            ..OutcomeReport::default()
+        };
+        let error = CallError::Upstream {
+            target: "agent".into(),
+            status: 503,
+            body: json!({"error": {"message": "overloaded, try later"}}),
+            report: Box::new(report),
+        };
+        let text = error.to_string();
+        assert!(text.starts_with("agent: the upstream answered 503: overloaded, try later ("), "{text}");
+        assert_eq!(error.code(), ErrorCode::UpstreamError, "the answering call's code");
+        assert!(!error.outcome_unknown());
+    }
+}

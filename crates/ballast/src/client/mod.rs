@@ -1,0 +1,131 @@
+//! The client core: what a [`ToolClient`](crate::ToolClient) and a [`ChatClient`](crate::ChatClient) share.
+//!
+//! A tool call and a model call are the same thing to the stack: a body to send, under one deadline, to an
+//! upstream with its own admission, retries, breaker and attempt timeout. So both clients are thin over this:
+//! - [`Core`] — the call's context (the deadline: the call's own, the enclosing scope's and its run's, the
+//!   earliest; its run; its cancellation), the encoding of what is sent and the server's body limit;
+//! - [`Upstream`] — one upstream's stack, and a trip through it that comes back as a typed
+//!   [`Trip`](crate::outcome::Trip) (`upstream.rs`);
+//! - [`Failure`] and [`CallError`] — how a call that did not succeed ended, and the one error shape both clients
+//!   answer with (`error.rs`).
+
+mod error;
+pub(crate) mod upstream;
+
+use std::sync::Arc;
+
+use ballast_config::ServerConfig;
+use ballast_core::{CallKind, Deadline, Instant, Priority};
+use bytes::Bytes;
+use http::Response;
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use error::CallError;
+pub(crate) use upstream::Upstream;
+
+use crate::{Body, CallContext, Cancel, Error, Report, Runs, current_deadline};
+
+/// What every call may say about itself besides what it sends: its deadline, its run, its cancellation.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CallOptions {
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) cancel: Option<CancellationToken>,
+}
+
+/// The server settings and the runs every client of one configuration shares.
+#[derive(Debug)]
+pub(crate) struct Core {
+    server: ServerConfig,
+    runs: Arc<Runs>,
+}
+
+impl Core {
+    pub(crate) fn new(server: &ServerConfig, runs: Arc<Runs>) -> Self {
+        Core {
+            server: server.clone(),
+            runs,
+        }
+    }
+
+    /// The context of a call of `kind` with `options`, at `now`: its deadline is the earliest of its own (else
+    /// the configured default from now), the enclosing [`scope`](crate::scope)'s and its run's (which is offered
+    /// it and keeps the earliest), with the server's reserve and least attempt; it listens on a child of the
+    /// caller's token, and nothing cancels it without one.
+    pub(crate) fn context(
+        &self,
+        options: &CallOptions,
+        kind: CallKind,
+        priority: Priority,
+        report: Report,
+        now: Instant,
+    ) -> CallContext {
+        let server = &self.server;
+        let mut deadline = options
+            .deadline
+            .unwrap_or_else(|| Deadline::after(now, server.default_timeout))
+            .with_reserve(server.reserve)
+            .with_min_attempt(server.min_attempt);
+        if let Some(scoped) = current_deadline() {
+            deadline = deadline.earliest(&scoped);
+        }
+        let run = options.run_id.as_deref().map(|id| self.runs.get(id, now));
+        if let Some(run) = &run {
+            deadline = run.offer_deadline(deadline);
+        }
+        CallContext {
+            deadline,
+            run,
+            priority,
+            hop: 0,
+            retries_here: true,
+            kind,
+            report,
+            cancel: options.cancel.as_ref().map_or_else(Cancel::never, Cancel::child_of),
+            stream: None,
+        }
+    }
+
+    /// `value` as the JSON body of a request; refused ([`Error::BodyTooLarge`]) when over the server's
+    /// `body_limit`, before anything is sent.
+    pub(crate) fn encode(&self, value: &impl Serialize) -> Result<Bytes, Error> {
+        let body = serde_json::to_vec(value).map_err(|e| Error::transport(false, e))?;
+        let limit = self.server.body_limit;
+        if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
+            return Err(Error::BodyTooLarge {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            });
+        }
+        Ok(Bytes::from(body))
+    }
+}
+
+/// How a call that did not succeed ended.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The upstream's own answer, not a success (a 4xx, a 5xx after retries, a 409 still in progress).
+    Answer(Response<Body>),
+    /// No upstream answer to return.
+    Error(Error),
+}
+
+impl Failure {
+    /// The failure of a result that is not a 2xx.
+    pub(crate) fn of(result: Result<Response<Body>, Error>) -> Failure {
+        match result {
+            Ok(response) => Failure::Answer(response),
+            Err(error) => Failure::Error(error),
+        }
+    }
+}
+
+/// A body as JSON: `null` when empty, a JSON string when it is not JSON.
+pub(crate) fn json_body(body: &Body) -> Value {
+    let bytes = body.as_bytes().map_or(&[][..], |b| &b[..]);
+    if bytes.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+}

@@ -1,0 +1,174 @@
+//! Reading an answer's body, the one way every transport does: whole under a size limit, or — a streamed
+//! request's 2xx — up to its commit point.
+
+use bytes::{Buf as _, Bytes, BytesMut};
+use http::Response;
+use http_body::Body as HttpBody;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+
+use super::{Commit, CommitRule};
+use crate::sse::SseDecoder;
+use crate::{Body, BoxError, Error};
+
+/// Reads `response`'s body as its request asked: a 2xx to a streamed request (`stream` is its commit rule) up to
+/// the event that commits it, every other answer whole. At most `limit` bytes either way (for a stream: what is
+/// read before its commit point, then each event). A body that fails midway is `body_error`'s error.
+pub(crate) async fn read_answer<B>(
+    response: Response<B>,
+    limit: usize,
+    stream: Option<CommitRule>,
+    body_error: impl Fn(BoxError) -> Error,
+) -> Result<Response<Body>, Error>
+where
+    B: HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    let body = match stream {
+        Some(commits) if parts.status.is_success() => read_to_commit(body, limit, commits, body_error).await?,
+        _ => Body::whole(read_whole(body, limit, body_error).await?),
+    };
+    Ok(Response::from_parts(parts, body))
+}
+
+/// Reads all of `body`, refusing one longer than `limit` bytes — at once when its announced length says so.
+async fn read_whole<B>(body: B, limit: usize, body_error: impl Fn(BoxError) -> Error) -> Result<Bytes, Error>
+where
+    B: HttpBody,
+    B::Error: Into<BoxError>,
+{
+    if body.size_hint().lower() > u64::try_from(limit).unwrap_or(u64::MAX) {
+        return Err(Error::BodyTooLarge { limit });
+    }
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<LengthLimitError>() => Err(Error::BodyTooLarge { limit }),
+        Err(error) => Err(body_error(error)),
+    }
+}
+
+/// Reads server-sent events from `body` until one commits the stream (DESIGN.md, "Streaming"): the answer is then
+/// a stream of the bytes read so far and the rest. Until then nothing has reached the caller, so a stream that
+/// ends, fails or sends an event the rule refuses is a failed attempt like a reset (sent: the upstream may have
+/// done the work), retried or moved to a fallback by the layers above.
+async fn read_to_commit<B>(
+    body: B,
+    limit: usize,
+    commits: CommitRule,
+    body_error: impl Fn(BoxError) -> Error,
+) -> Result<Body, Error>
+where
+    B: HttpBody + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    let mut body: UnsyncBoxBody<Bytes, BoxError> = body
+        .map_frame(|frame| frame.map_data(|mut data| data.copy_to_bytes(data.remaining())))
+        .map_err(Into::into)
+        .boxed_unsync();
+    let mut read = BytesMut::new();
+    let mut decoder = SseDecoder::new(limit);
+    loop {
+        while let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
+            match commits(&event) {
+                Commit::Now => return Ok(Body::stream(read.freeze(), body, limit)),
+                Commit::Fail(reason) => return Err(Error::transport(true, reason)),
+            }
+        }
+        let Some(frame) = body.frame().await else {
+            return Err(Error::transport(true, "the stream ended before its first event"));
+        };
+        let Ok(data) = frame.map_err(&body_error)?.into_data() else {
+            continue;
+        };
+        if read.len() + data.len() > limit {
+            return Err(Error::BodyTooLarge { limit });
+        }
+        decoder.push(&data);
+        read.extend_from_slice(&data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::io;
+
+    use http_body_util::{Full, StreamBody};
+
+    use super::*;
+
+    fn failed(error: BoxError) -> Error {
+        Error::transport(true, error)
+    }
+
+    /// Commits at the first event, but fails on `[DONE]`.
+    fn rule(event: &str) -> Commit {
+        match event {
+            "[DONE]" => Commit::Fail("no chunk".into()),
+            _ => Commit::Now,
+        }
+    }
+
+    fn answer(status: u16, body: &'static [u8]) -> Response<Full<Bytes>> {
+        Response::builder()
+            .status(status)
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_is_read_whole() {
+        let read = read_answer(answer(200, b"hello"), 5, None, failed).await.unwrap();
+        assert_eq!(read.body().as_bytes().unwrap(), "hello");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused() {
+        let error = read_answer(answer(200, b"hello!"), 5, None, failed).await.unwrap_err();
+        assert!(matches!(error, Error::BodyTooLarge { limit: 5 }), "{error}");
+        let chunks = futures::stream::iter([
+            Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"abc"))),
+            Ok(http_body::Frame::data(Bytes::from_static(b"def"))),
+        ]);
+        let streamed = Response::new(StreamBody::new(chunks));
+        let error = read_answer(streamed, 5, None, failed).await.unwrap_err();
+        assert!(matches!(error, Error::BodyTooLarge { limit: 5 }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_fails_midway_is_the_transports_error() {
+        let chunks = futures::stream::iter([
+            Ok(http_body::Frame::data(Bytes::from_static(b"abc"))),
+            Err(io::Error::new(io::ErrorKind::ConnectionReset, "reset")),
+        ]);
+        let failing = Response::new(StreamBody::new(chunks));
+        let error = read_answer(failing, 1024, None, failed).await.unwrap_err();
+        assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_streamed_2xx_is_read_up_to_the_event_that_commits_it() {
+        let body = b": keep-alive\n\ndata: first\n\ndata: [DONE]\n\n";
+        let read = read_answer(answer(200, body), 1024, Some(rule), failed).await.unwrap();
+        assert!(read.body().is_stream());
+        let stream = read.into_body().into_stream().expect("a stream");
+        assert_eq!(stream.head, &body[..]);
+        // An error answer to a streamed request is read whole.
+        let error = read_answer(answer(503, b"busy"), 1024, Some(rule), failed).await.unwrap();
+        assert_eq!(error.body().as_bytes().unwrap(), "busy");
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_fails_or_ends_before_its_commit_point_is_a_failed_attempt() {
+        for body in [&b": keep-alive\n\ndata: [DONE]\n\n"[..], b": keep-alive\n\n", b"data: unfinished", b""] {
+            let error = read_answer(answer(200, body), 1024, Some(rule), failed).await.unwrap_err();
+            assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+        }
+        let keep_alives = b": keep-alive\n\n: keep-alive\n\n: keep-alive\n\n";
+        let error = read_answer(answer(200, keep_alives), 16, Some(rule), failed).await.unwrap_err();
+        assert!(matches!(error, Error::BodyTooLarge { limit: 16 }), "what is read before the commit is bounded: {error}");
+    }
+}
