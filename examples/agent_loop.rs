@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ChatCall, ChatClients, ChatRequest, ChatTransport, Message, Role, Runs, ServiceTransport, ToolCall,
-    ToolCallRef, ToolClients,
+    ChatCall, ChatClients, ChatRequest, Message, Role, Runs, ServiceTransport, ToolCall, ToolCallRef,
+    ToolClients,
 };
 use ballast::{clock, scope};
 use ballast_chaos::Profile;
@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // No deployment names an API key variable: the environment is not read.
     let no_env = |_: &str| None;
     let models =
-        ChatClients::from_config_with_runs(&config, &no_env, ChatTransport::service(chaos, 1 << 20), runs)?;
+        ChatClients::from_config_with_runs(&config, &no_env, ServiceTransport::new(chaos, 1 << 20), runs)?;
     let model = models.route("agent")?;
 
     println!("flash-sale faults, seed {seed}; one 30 s deadline for the whole agent request\n");
@@ -101,9 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let answer = match model.complete(ChatCall::new(request).run(run)).await {
                 Ok(answer) => answer,
                 Err(error) => {
-                    if let Some(report) = error.report() {
-                        println!("{report}");
-                    }
+                    println!("{}", error.report());
                     println!("  -> the model failed: {error}");
                     return;
                 }

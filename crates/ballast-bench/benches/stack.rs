@@ -52,7 +52,10 @@ fn stack_vs_bare(c: &mut Criterion) {
                     .body(body.clone())
                     .expect("a request");
                 let response = transport.clone().oneshot(request).await.expect("answer");
-                black_box(serde_json::from_slice::<serde_json::Value>(response.body()).expect("json"))
+                black_box(
+                    serde_json::from_slice::<serde_json::Value>(response.body().as_bytes().expect("whole"))
+                        .expect("json"),
+                )
             })
         })
     });

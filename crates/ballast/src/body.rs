@@ -139,6 +139,20 @@ impl From<Vec<u8>> for Body {
     }
 }
 
+/// A whole body equals the bytes it holds; a stream equals nothing.
+impl PartialEq<[u8]> for Body {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_bytes().is_some_and(|bytes| bytes[..] == *other)
+    }
+}
+
+/// A whole body equals the text it holds; a stream equals nothing.
+impl PartialEq<str> for Body {
+    fn eq(&self, other: &str) -> bool {
+        *self == *other.as_bytes()
+    }
+}
+
 impl fmt::Debug for Body {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
@@ -157,9 +171,14 @@ impl http_body::Body for Body {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut self.0 {
-            Kind::Whole(bytes) => Poll::Ready(bytes.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b)))),
+            Kind::Whole(bytes) => {
+                Poll::Ready(bytes.take().filter(|b| !b.is_empty()).map(|b| Ok(Frame::data(b))))
+            }
             Kind::Stream(stream) => {
                 if !stream.head.is_empty() {
                     return Poll::Ready(Some(Ok(Frame::data(std::mem::take(&mut stream.head)))));
@@ -195,6 +214,7 @@ impl http_body::Body for Body {
 
 #[cfg(test)]
 mod tests {
+    use http_body::Body as _;
     use http_body_util::BodyExt as _;
 
     use super::*;
@@ -203,6 +223,7 @@ mod tests {
     async fn a_whole_body_is_one_frame() {
         let body = Body::from("done");
         assert_eq!(body.as_bytes().map(|b| &b[..]), Some(&b"done"[..]));
+        assert_eq!(&body, "done");
         assert!(!body.is_stream());
         assert_eq!(body.size_hint().exact(), Some(4));
         assert_eq!(body.collect().await.unwrap().to_bytes(), "done");
@@ -217,6 +238,7 @@ mod tests {
         let body = Body::stream(Bytes::from_static(b"data: {}\n\n"), rest, 1024);
         assert!(body.is_stream());
         assert_eq!(body.as_bytes(), None);
+        assert_ne!(&body, "data: {}\n\n", "a stream equals no bytes");
         assert_eq!(
             body.collect().await.unwrap().to_bytes(),
             "data: {}\n\ndata: [DONE]\n\n"

@@ -34,6 +34,9 @@ pub struct CallContext {
     pub retries_here: bool,
     /// Model call, read-only tool, or side-effecting tool with its upstream's deduplication.
     pub kind: CallKind,
+    /// The name of what is called (a tool, a model deployment), for logs; `None` until someone names it (the
+    /// deadline layer names an unnamed call after its setting or the request's path).
+    pub target: Option<Arc<str>>,
     /// The user's record of the call. Each layer writes only what it did (the attempt layer its attempts, the
     /// breaker its state, the edge of the stack the verdict); no layer reads it to decide anything.
     pub report: Report,
@@ -55,6 +58,7 @@ impl CallContext {
             hop: 0,
             retries_here: true,
             kind,
+            target: None,
             report: Report::default(),
             cancel: Cancel::new(),
             stream: None,

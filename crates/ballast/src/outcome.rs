@@ -254,11 +254,7 @@ mod tests {
         assert_eq!(verdict.code, Some(ErrorCode::UpstreamError));
         let read_only = Verdict::of(CallKind::ReadOnlyTool, &gave_up);
         assert_eq!(read_only.side_effect, SideEffect::Untold);
-        let nothing_sent = trip(
-            Err(Error::CircuitOpen { retry_in: None }),
-            None,
-            Reach::Nothing,
-        );
+        let nothing_sent = trip(Err(Error::CircuitOpen { retry_in: None }), None, Reach::Nothing);
         assert_eq!(Verdict::of(REFUND, &nothing_sent).side_effect, SideEffect::Untold);
     }
 
@@ -266,11 +262,7 @@ mod tests {
     fn an_untold_side_effect_keeps_what_the_report_says() {
         let report = Report::default();
         report.update(|r| r.outcome_unknown = true);
-        let nothing = trip(
-            Err(Error::CircuitOpen { retry_in: None }),
-            None,
-            Reach::Nothing,
-        );
+        let nothing = trip(Err(Error::CircuitOpen { retry_in: None }), None, Reach::Nothing);
         Verdict::of(REFUND, &nothing).write(&report);
         let snapshot = report.snapshot();
         assert!(snapshot.outcome_unknown, "an earlier trip's loss stands");

@@ -154,6 +154,20 @@ impl Report {
         report.attempts.len() - 1
     }
 
+    /// Records attempt `number`, refused before it was sent (by the breaker, or a deadline that could not hold
+    /// it), with why.
+    pub fn refused_attempt(&self, number: u32, why: String) {
+        self.update(|r| {
+            r.attempts.push(AttemptRecord {
+                number,
+                result: AttemptResult::Error(why),
+                duration: Duration::ZERO,
+                sent: false,
+                background: false,
+            });
+        });
+    }
+
     /// Records how the attempt at `index` ended.
     pub fn finish_attempt(&self, index: usize, result: AttemptResult, duration: Duration, sent: bool) {
         self.update(|r| {
@@ -170,6 +184,20 @@ impl Report {
         self.update(|r| {
             if let Some(attempt) = r.attempts.get_mut(index) {
                 attempt.background = true;
+            }
+        });
+    }
+
+    /// Records why a call failed — its code and, when it is one, its stop reason — unless the report holds a
+    /// failure already: the first failure a report records is its cause. (A context reused for the steps of one
+    /// agent request keeps the step that failed, not the later steps its failure left no time for.)
+    pub fn note_failure(&self, code: ErrorCode, stop: Option<StopReason>) {
+        self.update(|r| {
+            if r.code.is_none() {
+                r.code = Some(code);
+            }
+            if r.stop.is_none() {
+                r.stop = stop;
             }
         });
     }

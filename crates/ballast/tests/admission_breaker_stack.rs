@@ -21,7 +21,7 @@ use ballast_core::{
 };
 use bytes::Bytes;
 use serde_json::{Value, json};
-use support::{BODY_LIMIT, Upstream, requests, scripted, slow, tool_request, with_context};
+use support::{BODY_LIMIT, Stack, requests, scripted, slow, tool_request, with_context};
 use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -31,7 +31,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 type Arrivals = Arc<Mutex<Vec<String>>>;
 
 /// The transport over `router`, noting each attempt's operation as it leaves.
-fn transport(router: &Router, arrivals: &Arrivals) -> Upstream {
+fn transport(router: &Router, arrivals: &Arrivals) -> Stack {
     let transport = ServiceTransport::new(router.clone(), BODY_LIMIT);
     let arrivals = Arc::clone(arrivals);
     BoxCloneService::new(service_fn(move |request: http::Request<Bytes>| {
@@ -50,7 +50,7 @@ fn stack(
     admission: &AdmissionLayer,
     breaker: &Arc<CircuitBreaker>,
     arrivals: &Arrivals,
-) -> Upstream {
+) -> Stack {
     let retry = RetryLayer::new(RetryPolicy::default(), Arc::new(RatioBudget::default())).with_rng_seed(4);
     BoxCloneService::new(
         ServiceBuilder::new()

@@ -17,7 +17,7 @@ use tower::util::BoxCloneService;
 use tower::{Layer, ServiceExt, service_fn};
 
 const MS: Duration = Duration::from_millis(1);
-type Answer = Result<http::Response<Bytes>, Error>;
+type Answer = Result<http::Response<ballast::Body>, Error>;
 type Upstream = BoxCloneService<http::Request<Bytes>, http::Response<Bytes>, Error>;
 
 /// What the upstream double saw: the calls in the order they started, and how many ran at once.
@@ -39,7 +39,7 @@ fn upstream(seen: &Seen) -> Upstream {
     let seen = seen.clone();
     BoxCloneService::new(service_fn(move |request: http::Request<Bytes>| {
         let seen = seen.clone();
-        let call: BoxFuture<'static, Answer> = Box::pin(async move {
+        let call: BoxFuture<'static, Result<http::Response<Bytes>, Error>> = Box::pin(async move {
             let header = |name: &str| request.headers()[name].to_str().unwrap().to_owned();
             let name = header("x-call");
             let latency = Duration::from_millis(header("x-latency-ms").parse().unwrap());

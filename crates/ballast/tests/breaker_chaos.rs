@@ -13,7 +13,6 @@ use axum::Router;
 use ballast::{BreakerLayer, BreakerService, Error, ServiceTransport, clock};
 use ballast_chaos::ScriptStep;
 use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
-use bytes::Bytes;
 use serde_json::json;
 use support::{BODY_LIMIT, requests, scripted, slow, tool_request};
 use tower::{Layer, ServiceExt};
@@ -54,7 +53,7 @@ impl Fixture {
     }
 
     /// `POST /tools/lookup_order` for operation `op` (with no `order_id` when `valid` is false: a 400).
-    async fn call(&self, op: &str, valid: bool) -> Result<http::Response<Bytes>, Error> {
+    async fn call(&self, op: &str, valid: bool) -> Result<http::Response<ballast::Body>, Error> {
         let args = if valid {
             json!({"op": op, "order_id": "A-1001"})
         } else {
@@ -97,7 +96,10 @@ impl Fixture {
     }
 
     /// Starts a probe in its own task and lets it take its permit.
-    async fn spawn_probe(&self, op: &str) -> tokio::task::JoinHandle<Result<http::Response<Bytes>, Error>> {
+    async fn spawn_probe(
+        &self,
+        op: &str,
+    ) -> tokio::task::JoinHandle<Result<http::Response<ballast::Body>, Error>> {
         let before = self.breaker.snapshot(clock::now()).probes_in_flight;
         let service = self.service.clone();
         let request = tool_request("lookup_order", &json!({"op": op, "order_id": "A-1001"}));

@@ -1,4 +1,4 @@
-//! `ChatTransport::http` over a real socket (reqwest) against the chaos server on 127.0.0.1: a streamed answer
+//! The chat client over `HttpTransport` on a real socket (reqwest) against the chaos server on 127.0.0.1: a streamed answer
 //! read to `[DONE]`, and a stream cut mid-way ending in an error. Real time (another task serves the socket);
 //! chunks 5 ms apart, no fixed sleeps.
 
@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::HashMap;
 
-use ballast::{ChatClients, ChatTransport, StreamErrorKind};
+use ballast::{ChatClients, HttpTransport, StreamErrorKind};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 
@@ -17,7 +17,7 @@ fn route(base_url: &str) -> ballast::ChatClient {
          deployments = [ {{ base_url = \"{base_url}\", model = \"mock\" }} ]"
     ))
     .expect("a valid config");
-    let transport = ChatTransport::http(reqwest::Client::new(), 1 << 20);
+    let transport = HttpTransport::new(reqwest::Client::new(), 1 << 20);
     let clients = ChatClients::from_config(&config, &HashMap::<String, String>::new(), transport).unwrap();
     clients.get("agent").unwrap().clone()
 }

@@ -1,13 +1,15 @@
 //! The retry layer against the chaos upstream, in process with paused time (issue 4, tests 4, 6 and 9).
 //!
 //! The chaos router is called directly through a small adapter below (`Request<Bytes>` to axum's body and the
-//! answer's body collected), standing in for the attempt layer's `ServiceTransport` until the stack is assembled.
+//! answer's body collected), under an attempt layer (an hour per try) that writes each attempt's report line.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ballast::{AttemptNumber, AttemptResult, CallContext, Error, OutcomeReport, RetryLayer, Run, clock};
+use ballast::{
+    AttemptLayer, AttemptNumber, AttemptResult, CallContext, Error, OutcomeReport, RetryLayer, Run, clock,
+};
 use ballast_chaos::{EndpointProfile, ErrorRate, Profile, RetryAfterForm, Script, ScriptStep};
 use ballast_core::{BALLAST_ATTEMPT, CallKind, Deadline, RatioBudget, RetryBudget, RetryPolicy, StopReason};
 use bytes::Bytes;
@@ -19,9 +21,24 @@ use tower::{Layer, Service, ServiceExt, service_fn};
 /// The largest answer body the adapter collects.
 const BODY_LIMIT: usize = 1 << 20;
 
-/// The stack's inner service over the chaos router, counting the attempts that reach it. Sets `ballast-attempt`
-/// from the [`AttemptNumber`], as the attempt layer does.
+/// The attempt layer over the chaos router, counting the attempts that reach it.
 fn chaos(
+    profile: Profile,
+    sent: Arc<AtomicUsize>,
+) -> impl Service<
+    Request<Bytes>,
+    Response = Response<ballast::Body>,
+    Error = Error,
+    Future = BoxFuture<'static, Result<Response<ballast::Body>, Error>>,
+> + Clone
++ Send
++ 'static {
+    AttemptLayer::new(Duration::from_secs(3600)).layer(router(profile, sent))
+}
+
+/// The chaos router as the transport, counting the attempts that reach it. Sets `ballast-attempt` from the
+/// [`AttemptNumber`], as the attempt layer does.
+fn router(
     profile: Profile,
     sent: Arc<AtomicUsize>,
 ) -> impl Service<
@@ -111,7 +128,8 @@ async fn unavailable_twice_then_answered() {
     let response = service.oneshot(request).await.expect("an answer");
 
     assert_eq!(response.status(), 200);
-    let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+    let body: serde_json::Value =
+        serde_json::from_slice(response.body().as_bytes().expect("a whole answer")).unwrap();
     assert_eq!(body["order_id"], "A-1001");
     assert_eq!(sent.load(Ordering::SeqCst), 3);
     let report = context.report.snapshot();

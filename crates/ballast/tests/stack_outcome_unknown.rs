@@ -39,7 +39,7 @@ fn router(op: &str) -> axum::Router {
 }
 
 /// The tool stack over `router`: 1 s per attempt, the breaker opening after `failures` failures in a row.
-fn stack(router: &axum::Router, budget: Arc<dyn RetryBudget>, failures: u32) -> Upstream {
+fn stack(router: &axum::Router, budget: Arc<dyn RetryBudget>, failures: u32) -> Stack {
     BoxCloneService::new(
         DeadlineLayer::new(30 * SECOND)
             .kind(KEYED)
@@ -49,7 +49,7 @@ fn stack(router: &axum::Router, budget: Arc<dyn RetryBudget>, failures: u32) -> 
 }
 
 /// The same stack without its deadline layer: the retry layer is the outermost.
-fn below_the_deadline(router: &axum::Router, budget: Arc<dyn RetryBudget>, failures: u32) -> Upstream {
+fn below_the_deadline(router: &axum::Router, budget: Arc<dyn RetryBudget>, failures: u32) -> Stack {
     let config = BreakerConfig::builder()
         .consecutive_failures(failures)
         .build()

@@ -54,7 +54,8 @@ async fn an_answer_comes_back_whole_with_its_status_and_headers() {
             .unwrap()
             .starts_with("application/json")
     );
-    let body: Value = serde_json::from_slice(answer.body()).expect("JSON");
+    let body: Value =
+        serde_json::from_slice(answer.body().as_bytes().expect("a whole answer")).expect("JSON");
     assert_eq!(body["order_id"], "A-1001");
     server.shutdown().await.expect("a clean stop");
 }

@@ -70,11 +70,13 @@ where
         let inner = self.inner.clone();
         Box::pin(async move {
             match admit.until_admitted(&call).await {
-                Ok(slot) => holding(slot, async move {
-                    let response = inner.oneshot(request).await?;
-                    Ok(response.map(Into::into))
-                })
-                .await,
+                Ok(slot) => {
+                    holding(slot, async move {
+                        let response = inner.oneshot(request).await?;
+                        Ok(response.map(Into::into))
+                    })
+                    .await
+                }
                 Err(refused) => {
                     call.record(&refused);
                     Err(refused)

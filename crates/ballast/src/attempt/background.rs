@@ -10,6 +10,7 @@
 //! delivered but never read (the caller's future dropped in between) is marked by the caller's end on drop.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use ballast_core::Deadline;
 use http::{Response, Uri};
@@ -28,6 +29,8 @@ pub(super) struct Detached {
     pub(super) number: u32,
     /// The `Idempotency-Key` the attempt carries, for the log.
     pub(super) idempotency_key: Option<String>,
+    /// The call's name, for the log.
+    pub(super) target: Option<Arc<str>>,
     /// Where it was sent, for the log.
     pub(super) uri: Uri,
     /// The call's deadline, kept in scope on the task.
@@ -58,12 +61,14 @@ where
         recorder,
         number,
         idempotency_key,
+        target,
         uri,
         deadline,
     } = detached;
     let named = Named {
         number,
         idempotency_key,
+        target,
         uri,
     };
     let mut waiting = Waiting {
@@ -102,6 +107,7 @@ where
 struct Named {
     number: u32,
     idempotency_key: Option<String>,
+    target: Option<Arc<str>>,
     uri: Uri,
 }
 
@@ -136,6 +142,7 @@ impl Drop for Waiting {
 fn finished_after_caller_left(recorded: &Recorded, named: &Named) {
     recorded.report.mark_background(recorded.index);
     tracing::warn!(
+        call = named.target.as_deref(),
         uri = %named.uri,
         attempt = named.number,
         idempotency_key = named.idempotency_key.as_deref(),

@@ -45,11 +45,11 @@
 //! let service = ServiceBuilder::new().layer(AttemptLayer::new(Duration::from_secs(2))).service(upstream);
 //! // Alone: the per-try timeout.
 //! let answer = service.clone().oneshot(http::Request::new(Bytes::new())).await.unwrap();
-//! assert_eq!(answer.body().as_ref(), b"2000");
+//! assert_eq!(answer.body(), "2000");
 //! // Under a 1 s deadline: what remains minus the 50 ms reserve.
 //! let deadline = Deadline::after(ballast::clock::now(), Duration::from_secs(1));
 //! let answer = ballast::scope(deadline, service.oneshot(http::Request::new(Bytes::new()))).await.unwrap();
-//! assert_eq!(answer.body().as_ref(), b"950");
+//! assert_eq!(answer.body(), "950");
 //! # }
 //! ```
 
@@ -117,6 +117,7 @@ struct Call {
     own_deadline: Option<Deadline>,
     streamed: bool,
     kind: CallKind,
+    target: Option<Arc<str>>,
     hop: u32,
     report: Report,
     cancel: Cancel,
@@ -131,6 +132,7 @@ impl Call {
                 own_deadline: Some(ctx.deadline),
                 streamed: ctx.stream.is_some(),
                 kind: ctx.kind,
+                target: ctx.target.clone(),
                 hop: ctx.hop,
                 report: ctx.report.clone(),
                 cancel: ctx.cancel.clone(),
@@ -140,6 +142,7 @@ impl Call {
                 own_deadline: None,
                 streamed: false,
                 kind: kind_for_method(request.method()),
+                target: None,
                 hop: 0,
                 report: Report::default(),
                 cancel: Cancel::never(),
@@ -162,7 +165,11 @@ impl Call {
 ///
 /// The attempt starts when it is called (as tower's own `Timeout` starts its timer in `call`): it is refused,
 /// labelled and its report line started now, and the future sends it and waits for the answer.
-fn attempt<S, B>(inner: S, per_try: &PerTry, mut request: Request<Bytes>) -> BoxFuture<'static, Result<Response<Body>, Error>>
+fn attempt<S, B>(
+    inner: S,
+    per_try: &PerTry,
+    mut request: Request<Bytes>,
+) -> BoxFuture<'static, Result<Response<Body>, Error>>
 where
     S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
@@ -173,14 +180,23 @@ where
         return Box::pin(std::future::ready(Err(Error::Cancelled)));
     }
     let now = clock::now();
+    let numbered = request.extensions().get::<AttemptNumber>().map(|n| n.0);
+    let number = numbered.unwrap_or(1);
     let timeout = match call.deadline {
         Some(deadline) => match deadline.attempt_timeout(per_try.timeout, now) {
             Ok(timeout) => timeout,
-            Err(refused) => return Box::pin(std::future::ready(Err(refused.into()))),
+            Err(refused) => {
+                let refused = Error::from(refused);
+                // An attempt a retry loop made is a line of the report, not sent (used alone, the layer refused a
+                // call, not an attempt: nothing started).
+                if let Some(number) = numbered {
+                    call.report.refused_attempt(number, refused.to_string());
+                }
+                return Box::pin(std::future::ready(Err(refused)));
+            }
         },
         None => per_try.timeout,
     };
-    let number = request.extensions().get::<AttemptNumber>().map_or(1, |n| n.0);
     let announced = call.announced(timeout, now);
     set_attempt_headers(request.headers_mut(), per_try, announced, number, call.hop);
     let side_effect = matches!(call.kind, CallKind::SideEffectingTool(_));
@@ -190,15 +206,16 @@ where
         .flatten()
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
-    let uri = side_effect.then(|| request.uri().clone());
+    let named = side_effect.then(|| (call.target.clone(), request.uri().clone()));
     let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
     let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
     let cancel = call.cancel;
-    if let Some(uri) = uri {
+    if let Some((target, uri)) = named {
         let detached = Detached {
             recorder,
             number,
             idempotency_key,
+            target,
             uri,
             deadline: call.deadline,
         };

@@ -31,7 +31,13 @@ pub(super) struct Recorded {
 impl AttemptRecorder {
     /// Records the start, at `started`, of attempt `number` of the call cancelled by `cancel` (a side effect's
     /// when `side_effect`).
-    pub(super) fn start(report: Report, number: u32, cancel: Cancel, side_effect: bool, started: Instant) -> Self {
+    pub(super) fn start(
+        report: Report,
+        number: u32,
+        cancel: Cancel,
+        side_effect: bool,
+        started: Instant,
+    ) -> Self {
         let index = report.start_attempt(number);
         AttemptRecorder {
             report,
@@ -50,7 +56,10 @@ impl AttemptRecorder {
         let answered = outcome.is_ok();
         let (result, sent) = match outcome {
             Ok(response) => (AttemptResult::Status(response.status().as_u16()), true),
-            Err(error) => (AttemptResult::Error(describe(error)), error.may_have_reached_upstream()),
+            Err(error) => (
+                AttemptResult::Error(describe(error)),
+                error.may_have_reached_upstream(),
+            ),
         };
         self.report
             .finish_attempt(self.index, result.clone(), self.elapsed(), sent);
@@ -135,16 +144,22 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn answers_and_timeouts_count_as_sent() {
         let report = Report::default();
-        let ok = Response::builder().status(503).body(Body::from(Bytes::new())).unwrap();
+        let ok = Response::builder()
+            .status(503)
+            .body(Body::from(Bytes::new()))
+            .unwrap();
         AttemptRecorder::start(report.clone(), 1, Cancel::new(), true, clock::now()).finish(&Ok(ok));
         assert!(!report.snapshot().outcome_unknown, "answered");
         let timeout = Error::Timeout {
             after: Duration::from_secs(1),
         };
-        let recorded =
-            AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now()).finish(&Err(timeout));
+        let recorded = AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now())
+            .finish(&Err(timeout));
         assert_eq!(recorded.description(), "timeout");
-        assert!(report.snapshot().outcome_unknown, "a side effect sent and unanswered");
+        assert!(
+            report.snapshot().outcome_unknown,
+            "a side effect sent and unanswered"
+        );
         let attempts = report.snapshot().attempts;
         assert_eq!(attempts[0].result, AttemptResult::Status(503));
         assert_eq!(attempts[1].result, AttemptResult::Error("timeout".into()));

@@ -6,7 +6,7 @@ use ballast_core::{CallResult, CircuitBreaker, Instant};
 use tower::Service;
 
 use super::StreamPermit;
-use crate::{Body, Error, Report, clock};
+use crate::{AttemptNumber, Body, Error, Report, clock};
 
 /// Sends `request` through `inner` if `breaker` grants a permit, and records the outcome on it — or, for a 2xx
 /// whose body is a stream, puts the permit in the body ([`StreamPermit`]), for its reader to record at its end.
@@ -28,10 +28,17 @@ where
         Ok(permit) => permit,
         Err(rejected) => {
             tracing::debug!(%rejected, "circuit breaker refused the attempt; nothing sent");
-            write_state(report.as_ref(), &breaker, acquired);
-            return Err(Error::CircuitOpen {
+            let refused = Error::CircuitOpen {
                 retry_in: rejected.retry_in(),
-            });
+            };
+            // An attempt a retry loop made is a line of the report, not sent (used alone, the layer refused a call,
+            // not an attempt).
+            let number = request.extensions().get::<AttemptNumber>();
+            if let (Some(report), Some(AttemptNumber(number))) = (&report, number) {
+                report.refused_attempt(*number, refused.to_string());
+            }
+            write_state(report.as_ref(), &breaker, acquired);
+            return Err(refused);
         }
     };
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
@@ -68,7 +75,7 @@ pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Op
 }
 
 /// Writes the breaker's state at `now` (the attempt's answer or refusal, just read) into the call's report, if
-/// the call has one: the one fact of the call's report this layer writes.
+/// the call has one: with the line of an attempt it refused, what this layer writes there.
 fn write_state(report: Option<&Report>, breaker: &CircuitBreaker, now: Instant) {
     if let Some(report) = report {
         let state = breaker.state(now);

@@ -228,9 +228,15 @@ async fn a_streamed_2xx_hands_its_permit_on_instead_of_recording() {
     tokio::time::advance(Duration::from_secs(20)).await;
     let mut permits = permits.into_iter();
     let first = permits.next().unwrap();
-    assert_eq!(first.record(CallResult::Failure, clock::now()), BreakerState::Closed);
+    assert_eq!(
+        first.record(CallResult::Failure, clock::now()),
+        BreakerState::Closed
+    );
     let second = permits.next().unwrap();
-    assert_eq!(second.record(CallResult::Failure, clock::now()), BreakerState::Open);
+    assert_eq!(
+        second.record(CallResult::Failure, clock::now()),
+        BreakerState::Open
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -263,7 +269,10 @@ async fn a_streamed_error_counts_at_once() {
     let failed = call_streamed(&breaker, Duration::ZERO, || Ok(answer(503, false)))
         .await
         .unwrap();
-    assert!(!failed.body().is_stream(), "an error answer is read whole: counted at once");
+    assert!(
+        !failed.body().is_stream(),
+        "an error answer is read whole: counted at once"
+    );
     let reset = call_streamed(&breaker, Duration::ZERO, || Err(Error::transport(true, "reset"))).await;
     assert!(reset.is_err());
     assert_eq!(breaker.state(clock::now()), BreakerState::Open);

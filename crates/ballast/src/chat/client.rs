@@ -129,9 +129,14 @@ impl ChatClient {
     fn context(&self, call: &ChatCall) -> CallContext {
         let kind = CallKind::Model;
         let report = Report::default();
-        self.inner
-            .core
-            .context(&call.options, kind, Priority::default(), report, clock::now())
+        self.inner.core.context(
+            &call.options,
+            kind,
+            Priority::default(),
+            None,
+            report,
+            clock::now(),
+        )
     }
 
     /// A 2xx answer read as a completion, its tokens recorded as the answer's.

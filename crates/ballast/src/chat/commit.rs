@@ -24,7 +24,9 @@ pub(super) fn commit(data: &str) -> Commit {
     match serde_json::from_str::<ChatChunk>(data) {
         Ok(_) => Commit::Now,
         // Not a chunk: nothing the caller could be handed yet, so no commit — retried like a reset.
-        Err(error) => Commit::Fail(format!("the stream's first event is not a chunk ({error}): {data}")),
+        Err(error) => Commit::Fail(format!(
+            "the stream's first event is not a chunk ({error}): {data}"
+        )),
     }
 }
 

@@ -54,6 +54,8 @@ pub enum InvalidChatRoute {
 pub(super) struct DeploymentClient {
     /// Its name in reports: `route[index] model`.
     pub(super) name: String,
+    /// The same, for every call's context.
+    pub(super) target: Arc<str>,
     pub(super) config: Deployment,
     uri: Uri,
     authorization: Option<HeaderValue>,
@@ -98,8 +100,10 @@ impl DeploymentClient {
             admission: None,
             per_try: config.per_try_timeout,
         };
+        let name = format!("{}[{index}] {}", route.name, config.model);
         Ok(DeploymentClient {
-            name: format!("{}[{index}] {}", route.name, config.model),
+            target: Arc::from(name.as_str()),
+            name,
             config,
             uri,
             authorization,

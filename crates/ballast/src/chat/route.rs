@@ -20,6 +20,7 @@
 //! ended on the share's deadline moves on to the next deployment when the call's own deadline still holds an
 //! attempt.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused, StopReason};
@@ -99,6 +100,7 @@ impl ChatClient {
             tried.reports.push(report.clone());
             let mut ctx = ctx.clone();
             ctx.report = report;
+            ctx.target = Some(Arc::clone(&deployment.target));
             let cut = if index == 0 { share_until } else { None };
             let mut attempts = 0;
             loop {

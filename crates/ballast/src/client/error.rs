@@ -124,8 +124,15 @@ mod tests {
             report: Box::new(report),
         };
         let text = error.to_string();
-        assert!(text.starts_with("agent: the upstream answered 503: overloaded, try later ("), "{text}");
-        assert_eq!(error.code(), ErrorCode::UpstreamError, "the answering call's code");
+        assert!(
+            text.starts_with("agent: the upstream answered 503: overloaded, try later ("),
+            "{text}"
+        );
+        assert_eq!(
+            error.code(),
+            ErrorCode::UpstreamError,
+            "the answering call's code"
+        );
         assert!(!error.outcome_unknown());
     }
 }

@@ -50,7 +50,7 @@ impl Core {
         }
     }
 
-    /// The context of a call of `kind` with `options`, at `now`: its deadline is the earliest of its own (else
+    /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline is the earliest of its own (else
     /// the configured default from now), the enclosing [`scope`](crate::scope)'s and its run's (which is offered
     /// it and keeps the earliest), with the server's reserve and least attempt; it listens on a child of the
     /// caller's token, and nothing cancels it without one.
@@ -59,6 +59,7 @@ impl Core {
         options: &CallOptions,
         kind: CallKind,
         priority: Priority,
+        target: Option<Arc<str>>,
         report: Report,
         now: Instant,
     ) -> CallContext {
@@ -82,8 +83,12 @@ impl Core {
             hop: 0,
             retries_here: true,
             kind,
+            target,
             report,
-            cancel: options.cancel.as_ref().map_or_else(Cancel::never, Cancel::child_of),
+            cancel: options
+                .cancel
+                .as_ref()
+                .map_or_else(Cancel::never, Cancel::child_of),
             stream: None,
         }
     }
@@ -127,5 +132,6 @@ pub(crate) fn json_body(body: &Body) -> Value {
     if bytes.is_empty() {
         return Value::Null;
     }
-    serde_json::from_slice(bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(bytes).into_owned()))
 }

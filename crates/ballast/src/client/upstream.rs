@@ -84,7 +84,13 @@ impl Upstream {
     /// a 409 "in progress" back at once.
     pub(crate) async fn trip(&self, request: Request<Bytes>, ctx: &CallContext, polling: Polling) -> Trip {
         self.attempts
-            .trip(self.admission.as_ref(), self.retry.shared(), request, ctx, polling)
+            .trip(
+                self.admission.as_ref(),
+                self.retry.shared(),
+                request,
+                ctx,
+                polling,
+            )
             .await
     }
 }
@@ -152,6 +158,9 @@ impl ReachedUpstream for Trip {
 }
 
 /// The admission of an upstream limited to `concurrency` calls at once with `queue` waiting.
-pub(crate) fn admission(concurrency: u32, queue: u32) -> Result<AdmissionLayer, ballast_core::InvalidAdmission> {
+pub(crate) fn admission(
+    concurrency: u32,
+    queue: u32,
+) -> Result<AdmissionLayer, ballast_core::InvalidAdmission> {
     AdmissionLayer::new(AdmissionConfig::new(concurrency as usize, queue as usize))
 }

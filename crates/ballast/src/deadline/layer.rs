@@ -21,12 +21,14 @@ use super::DeadlineService;
 ///   ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) or when the context's `cancel` token fires
 ///   ([`Error::Cancelled`](crate::Error::Cancelled)) — on its own timer and its own watch, whatever the layers
 ///   below do (an answer they give at that very moment is taken over the drop);
-/// - writes the total time into the report, the target of a context it made, and on an error its code and stop
-///   reason — and, for a side effect whose work below it dropped, that the outcome is unknown.
+/// - names a call that arrives unnamed ([`CallContext::target`](crate::CallContext::target), and its report's
+///   target) after [`target`](Self::target) or the request's path;
+/// - writes the total time into the report, and on an error its code and stop reason — and, for a side effect
+///   whose work below it dropped, that the outcome is unknown.
 ///
-/// The settings ([`kind`](Self::kind), [`priority`](Self::priority), [`target`](Self::target)) apply only to
-/// requests that arrive **without** a context: a `ToolClient` (or any caller) that puts one in the request's
-/// extensions has already said what the call is.
+/// The settings [`kind`](Self::kind) and [`priority`](Self::priority) apply only to requests that arrive **without**
+/// a context: a `ToolClient` (or any caller) that puts one in the request's extensions has already said what the
+/// call is. [`target`](Self::target) names any call that arrives unnamed.
 #[derive(Clone, Debug)]
 pub struct DeadlineLayer {
     pub(super) default_timeout: Duration,
@@ -62,9 +64,9 @@ impl DeadlineLayer {
         self
     }
 
-    /// The name the outcome report gives the upstream (a tool or model route) of the calls that arrive without a
-    /// context. Unset, the report names the request's URI path. (A caller that brings its own context names its
-    /// report itself.)
+    /// The name of the upstream (a tool or model route) for the calls that arrive unnamed (no context, or one whose
+    /// [`target`](crate::CallContext::target) is `None`): their context and their report take it. Unset, they are
+    /// named after the request's URI path.
     pub fn target(mut self, name: impl Into<String>) -> Self {
         self.target = Some(Arc::from(name.into()));
         self

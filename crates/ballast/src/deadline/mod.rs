@@ -56,6 +56,7 @@ mod kind;
 mod layer;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -126,16 +127,17 @@ where
 pub(crate) enum Bounded<T> {
     /// The work answered.
     Done(T),
-    /// Refused before any of it ran: the deadline could not hold an attempt.
+    /// Refused before any of it ran: the deadline could not hold an attempt, or the call was cancelled already.
     Refused(Error),
     /// Dropped mid-way by the deadline's own timer ([`Error::DeadlineExceeded`]) or the caller's cancellation
     /// ([`Error::Cancelled`]): what the work did until then is not known here.
     Dropped(Error),
 }
 
-/// Runs `work` held to `deadline` (read at `now`): refused at once when what is left cannot hold an attempt;
-/// else run inside the deadline's [`scope`](crate::scope), dropped at the deadline or when `cancel` fires. The
-/// work is polled first: an answer ready when the timer fires or the token is cancelled is the answer.
+/// Runs `work` held to `deadline` (read at `now`): refused at once when what is left cannot hold an attempt or
+/// the call is cancelled already; else run inside the deadline's [`scope`](crate::scope), dropped at the deadline
+/// or when `cancel` fires. The work is polled first: an answer ready when the timer fires or the token is
+/// cancelled is the answer.
 ///
 /// The one bound of a call, for the [`DeadlineService`] and for the clients that run their calls themselves.
 pub(crate) fn bound<F: Future>(
@@ -150,6 +152,9 @@ pub(crate) fn bound<F: Future>(
     async move {
         if let Some(refused) = refused {
             return Bounded::Refused(refused.into());
+        }
+        if cancel.is_cancelled() {
+            return Bounded::Refused(Error::Cancelled);
         }
         context::scoped(deadline, async move {
             tokio::select! {
@@ -166,21 +171,40 @@ pub(crate) fn bound<F: Future>(
 /// The call's context, put back into `request`: the one it carries with its deadline shortened by its run (which
 /// is offered the call's own deadline and keeps the earliest), or a new one from the layer's settings.
 fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: Instant) -> CallContext {
+    let name = || -> Arc<str> {
+        settings
+            .target
+            .clone()
+            .unwrap_or_else(|| Arc::from(request.uri().path()))
+    };
     // Settled in place: the request keeps its context, the layer a copy.
-    if let Some(ctx) = request.extensions_mut().get_mut::<CallContext>() {
-        // The run is offered the call's own deadline, not the scope's: a scope may be a part of the call's time
-        // (a model route's primary share) that must not become the deadline of the run's later calls.
-        if let Some(run) = &ctx.run {
-            ctx.deadline = run.offer_deadline(ctx.deadline);
+    let ctx = match request.extensions().get::<CallContext>() {
+        Some(ctx) => {
+            let mut ctx = ctx.clone();
+            // The run is offered the call's own deadline, not the scope's: a scope may be a part of the call's
+            // time (a model route's primary share) that must not become the deadline of the run's later calls.
+            if let Some(run) = &ctx.run {
+                ctx.deadline = run.offer_deadline(ctx.deadline);
+            }
+            ctx
         }
-        return ctx.clone();
+        None => {
+            let deadline =
+                current_deadline().unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
+            let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
+            let mut ctx = CallContext::new(kind, deadline);
+            ctx.priority = settings.priority;
+            ctx
+        }
+    };
+    let mut ctx = ctx;
+    // An unnamed call is named here, and its report with it.
+    if ctx.target.is_none() {
+        let target = name();
+        let text = target.to_string();
+        ctx.report.update(|r| r.target = text);
+        ctx.target = Some(target);
     }
-    let deadline = current_deadline().unwrap_or_else(|| Deadline::after(now, settings.default_timeout));
-    let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
-    let mut ctx = CallContext::new(kind, deadline);
-    ctx.priority = settings.priority;
-    let target = settings.target.as_deref().unwrap_or_else(|| request.uri().path()).to_owned();
-    ctx.report.update(|r| r.target = target);
     request.extensions_mut().insert(ctx.clone());
     ctx
 }
@@ -195,18 +219,12 @@ fn expired(deadline: &Deadline) -> DeadlineExceeded {
     }
 }
 
-/// Writes the call's total time, and on an error its code and stop reason (the same a layer below that stopped it
-/// wrote: the code is the error's).
+/// Writes the call's total time, and on an error its code and stop reason as the report's first failure
+/// ([`Report::note_failure`](crate::Report::note_failure)).
 fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Body>, Error>) {
     let total = clock::now().saturating_duration_since(start);
-    let ended = result.as_ref().err().map(|error| (error.code(), stop_of(error)));
-    ctx.report.update(|r| {
-        r.total = total;
-        if let Some((code, stop)) = ended {
-            r.code = Some(code);
-            if stop.is_some() {
-                r.stop = stop;
-            }
-        }
-    });
+    ctx.report.update(|r| r.total = total);
+    if let Err(error) = result {
+        ctx.report.note_failure(error.code(), stop_of(error));
+    }
 }

@@ -4,8 +4,8 @@ use ballast_core::{Deadline, IdempotencyKey, Priority};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{CallError, CallOptions};
 use crate::OutcomeReport;
+use crate::client::{CallError, CallOptions};
 
 /// One call of a tool: its JSON arguments (what the model put in `tool_calls[].function.arguments`) and, when
 /// known, the run and step it belongs to, its deadline, its key and its priority.

@@ -30,6 +30,8 @@ pub struct ToolClient {
 #[derive(Debug)]
 pub(super) struct Inner {
     pub(super) tool: ToolConfig,
+    /// The tool's name, shared by every call's context.
+    pub(super) name: Arc<str>,
     pub(super) core: Core,
     pub(super) upstream: Upstream,
     /// The upstream's method and URI, parsed once (`None` when they do not parse: each call then reports why).
@@ -87,7 +89,11 @@ impl ToolClient {
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
         let priority = call.priority.map_or(tool.priority, |p| p.min(tool.priority));
-        let ctx = self.inner.core.context(&call.options, kind, priority, report, started);
+        let target = Some(Arc::clone(&self.inner.name));
+        let ctx = self
+            .inner
+            .core
+            .context(&call.options, kind, priority, target, report, started);
         let key = tool.side_effects.then(|| self.key_for(&call));
         ctx.report.update(|r| {
             r.target.clone_from(&tool.name);
@@ -113,7 +119,8 @@ impl ToolClient {
     /// outcome is unknown — also when the operation was still in progress when the call ended. Returns the latter.
     fn write_verdict(&self, operation: &Operation, ctx: &CallContext) -> bool {
         let mut verdict = Verdict::of(ctx.kind, &operation.trip);
-        if operation.in_progress && self.inner.tool.side_effects && verdict.side_effect != SideEffect::Settled {
+        if operation.in_progress && self.inner.tool.side_effects && verdict.side_effect != SideEffect::Settled
+        {
             verdict.side_effect = SideEffect::Unknown;
         }
         verdict.write(&ctx.report);

@@ -135,10 +135,11 @@ where
             source,
         })?
         .with_max_retry_after(server.max_retry_after);
-    let admission = upstream::admission(tool.concurrency, tool.queue).map_err(|source| InvalidTool::Admission {
-        tool: tool.name.clone(),
-        source,
-    })?;
+    let admission =
+        upstream::admission(tool.concurrency, tool.queue).map_err(|source| InvalidTool::Admission {
+            tool: tool.name.clone(),
+            source,
+        })?;
     let parts = upstream::Parts {
         policy,
         budget: tool.budget.build(),
@@ -151,6 +152,7 @@ where
         .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
     Ok(ToolClient::from_inner(Inner {
         tool: tool.clone(),
+        name: Arc::from(tool.name.as_str()),
         core: Core::new(server, runs),
         upstream: Upstream::new(parts, transport),
         target,

@@ -87,7 +87,12 @@ impl ToolClient {
     /// The call's request, carrying its context and its `Idempotency-Key` (`key`); built again for each poll (the
     /// common call never polls: cheaper than a copy kept in case). Arguments whose JSON is over the server's
     /// `body_limit` are refused here, before anything is sent.
-    fn request(&self, call: &ToolCall, key: Option<HeaderValue>, ctx: &CallContext) -> Result<Request<Bytes>, Error> {
+    fn request(
+        &self,
+        call: &ToolCall,
+        key: Option<HeaderValue>,
+        ctx: &CallContext,
+    ) -> Result<Request<Bytes>, Error> {
         let upstream = &self.inner.tool.upstream;
         let body = self.inner.core.encode(&call.arguments)?;
         let mut request = match &self.inner.target {

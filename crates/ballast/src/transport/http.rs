@@ -59,7 +59,10 @@ impl Service<Request<Bytes>> for HttpTransport {
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let client = self.client.clone();
         let limit = self.body_limit;
-        let stream = request.extensions().get::<CallContext>().and_then(|ctx| ctx.stream);
+        let stream = request
+            .extensions()
+            .get::<CallContext>()
+            .and_then(|ctx| ctx.stream);
         let request = to_reqwest(request, &self.urls);
         Box::pin(async move {
             let start = clock::now();

@@ -27,7 +27,9 @@ where
 {
     let (parts, body) = response.into_parts();
     let body = match stream {
-        Some(commits) if parts.status.is_success() => read_to_commit(body, limit, commits, body_error).await?,
+        Some(commits) if parts.status.is_success() => {
+            read_to_commit(body, limit, commits, body_error).await?
+        }
         _ => Body::whole(read_whole(body, limit, body_error).await?),
     };
     Ok(Response::from_parts(parts, body))
@@ -71,11 +73,11 @@ where
     let mut read = BytesMut::new();
     let mut decoder = SseDecoder::new(limit);
     loop {
-        while let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
-            match commits(&event) {
-                Commit::Now => return Ok(Body::stream(read.freeze(), body, limit)),
-                Commit::Fail(reason) => return Err(Error::transport(true, reason)),
-            }
+        if let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
+            return match commits(&event) {
+                Commit::Now => Ok(Body::stream(read.freeze(), body, limit)),
+                Commit::Fail(reason) => Err(Error::transport(true, reason)),
+            };
         }
         let Some(frame) = body.frame().await else {
             return Err(Error::transport(true, "the stream ended before its first event"));
@@ -127,7 +129,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_refused() {
-        let error = read_answer(answer(200, b"hello!"), 5, None, failed).await.unwrap_err();
+        let error = read_answer(answer(200, b"hello!"), 5, None, failed)
+            .await
+            .unwrap_err();
         assert!(matches!(error, Error::BodyTooLarge { limit: 5 }), "{error}");
         let chunks = futures::stream::iter([
             Ok::<_, Infallible>(http_body::Frame::data(Bytes::from_static(b"abc"))),
@@ -152,23 +156,39 @@ mod tests {
     #[tokio::test]
     async fn a_streamed_2xx_is_read_up_to_the_event_that_commits_it() {
         let body = b": keep-alive\n\ndata: first\n\ndata: [DONE]\n\n";
-        let read = read_answer(answer(200, body), 1024, Some(rule), failed).await.unwrap();
+        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+            .await
+            .unwrap();
         assert!(read.body().is_stream());
         let stream = read.into_body().into_stream().expect("a stream");
         assert_eq!(stream.head, &body[..]);
         // An error answer to a streamed request is read whole.
-        let error = read_answer(answer(503, b"busy"), 1024, Some(rule), failed).await.unwrap();
+        let error = read_answer(answer(503, b"busy"), 1024, Some(rule), failed)
+            .await
+            .unwrap();
         assert_eq!(error.body().as_bytes().unwrap(), "busy");
     }
 
     #[tokio::test]
     async fn a_stream_that_fails_or_ends_before_its_commit_point_is_a_failed_attempt() {
-        for body in [&b": keep-alive\n\ndata: [DONE]\n\n"[..], b": keep-alive\n\n", b"data: unfinished", b""] {
-            let error = read_answer(answer(200, body), 1024, Some(rule), failed).await.unwrap_err();
+        for body in [
+            &b": keep-alive\n\ndata: [DONE]\n\n"[..],
+            b": keep-alive\n\n",
+            b"data: unfinished",
+            b"",
+        ] {
+            let error = read_answer(answer(200, body), 1024, Some(rule), failed)
+                .await
+                .unwrap_err();
             assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
         }
         let keep_alives = b": keep-alive\n\n: keep-alive\n\n: keep-alive\n\n";
-        let error = read_answer(answer(200, keep_alives), 16, Some(rule), failed).await.unwrap_err();
-        assert!(matches!(error, Error::BodyTooLarge { limit: 16 }), "what is read before the commit is bounded: {error}");
+        let error = read_answer(answer(200, keep_alives), 16, Some(rule), failed)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, Error::BodyTooLarge { limit: 16 }),
+            "what is read before the commit is bounded: {error}"
+        );
     }
 }

@@ -104,7 +104,10 @@ where
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let mut service = self.service.clone();
         let limit = self.body_limit;
-        let stream = request.extensions().get::<CallContext>().and_then(|ctx| ctx.stream);
+        let stream = request
+            .extensions()
+            .get::<CallContext>()
+            .and_then(|ctx| ctx.stream);
         Box::pin(async move {
             let request = request.map(B::from);
             let ready = service.ready().await.map_err(|e| Error::transport(false, e))?;

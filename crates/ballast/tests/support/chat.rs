@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use ballast::{ChatCall, ChatClient, ChatClients, ChatRequest, ChatTransport, Runs};
+use ballast::{ChatCall, ChatClient, ChatClients, ChatRequest, Runs, ServiceTransport};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;
@@ -51,7 +51,17 @@ impl Upstreams {
     }
 
     /// A transport that hands each request to the router of its URI's host, recording it first.
-    pub(crate) fn transport(&self) -> ChatTransport {
+    pub(crate) fn transport(
+        &self,
+    ) -> impl tower::Service<
+        http::Request<Bytes>,
+        Response = http::Response<ballast::Body>,
+        Error = ballast::Error,
+        Future = impl Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static {
         let this = self.clone();
         let service = tower::service_fn(move |request: http::Request<Full<Bytes>>| {
             let this = this.clone();
@@ -74,7 +84,7 @@ impl Upstreams {
                 Ok::<_, Infallible>(response.unwrap_or_else(|never| match never {}))
             }
         });
-        ChatTransport::service(service, BODY_LIMIT)
+        ServiceTransport::new(service, BODY_LIMIT)
     }
 
     /// Every request received so far, in order.

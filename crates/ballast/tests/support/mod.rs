@@ -74,6 +74,9 @@ pub(crate) fn with_context(mut request: http::Request<Bytes>, ctx: &CallContext)
 /// A boxed upstream test double.
 pub(crate) type Upstream = BoxCloneService<http::Request<Bytes>, http::Response<Bytes>, ballast::Error>;
 
+/// A boxed stack of Ballast's layers (or a transport): what it answers is a [`ballast::Body`].
+pub(crate) type Stack = BoxCloneService<http::Request<Bytes>, http::Response<ballast::Body>, ballast::Error>;
+
 /// `deadline -> attempt(per_try) -> ServiceTransport(router)`: the ends of the tool stack, in process.
 pub(crate) fn stack(
     router: Router,

@@ -18,14 +18,15 @@ pub(crate) fn clients(toml: &str, router: &Router) -> ToolClients {
 }
 
 /// The tools of `toml` over any transport (a test double).
-pub(crate) fn clients_over<T>(toml: &str, transport: T) -> ToolClients
+pub(crate) fn clients_over<T, B>(toml: &str, transport: T) -> ToolClients
 where
-    T: tower::Service<http::Request<Bytes>, Response = http::Response<Bytes>, Error = ballast::Error>
+    T: tower::Service<http::Request<Bytes>, Response = http::Response<B>, Error = ballast::Error>
         + Clone
         + Send
         + Sync
         + 'static,
     T::Future: Send + 'static,
+    B: Into<ballast::Body> + 'static,
 {
     let config = Config::from_toml_str(toml).unwrap_or_else(|e| panic!("test config is invalid:\n{e}"));
     ToolClients::from_config(&config, transport).expect("tools build")
