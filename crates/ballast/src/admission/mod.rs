@@ -133,7 +133,8 @@ impl Admit {
         match self {
             Admit::Run(slot) => Ok(slot),
             Admit::Refused(refused) => Err(refused),
-            Admit::Queued(waiting) => waiting.until_woken(call).await,
+            // Boxed: the rare wait (a timer, a channel, the token) would otherwise size every call's future.
+            Admit::Queued(waiting) => Box::pin(waiting.until_woken(call)).await,
         }
     }
 }

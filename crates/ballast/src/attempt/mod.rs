@@ -68,7 +68,7 @@ use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{Request, Response};
-use tower::{Service, ServiceExt as _};
+use tower::Service;
 
 pub use layer::AttemptLayer;
 
@@ -99,13 +99,17 @@ where
     type Error = Error;
     type Future = BoxFuture<'static, Result<Response<Body>, Error>>;
 
-    /// Always ready: the inner service's readiness is awaited inside the attempt, under its timeout.
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        Poll::Ready(Ok(()))
+    /// Ready when the transport is (as tower's own `Timeout`): waiting for readiness is not an attempt — nothing
+    /// is sent — so it is bounded by the call's deadline, not by the attempt's timeout, which starts in `call`.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        attempt(self.inner.clone(), &self.per_try, request)
+        // The service that was polled ready makes the attempt; a fresh clone stays for the next call.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        attempt(inner, &self.per_try, request)
     }
 }
 
@@ -164,9 +168,11 @@ impl Call {
 /// One attempt: refused, or labelled, started, bounded and recorded.
 ///
 /// The attempt starts when it is called (as tower's own `Timeout` starts its timer in `call`): it is refused,
-/// labelled and its report line started now, and the future sends it and waits for the answer.
+/// labelled and its report line started now. A read-only or model attempt calls the transport now too, and its
+/// future waits for the answer; a side-effecting one calls it from its own task, which lives on if the caller
+/// leaves.
 fn attempt<S, B>(
-    inner: S,
+    mut inner: S,
     per_try: &PerTry,
     mut request: Request<Bytes>,
 ) -> BoxFuture<'static, Result<Response<Body>, Error>>
@@ -208,9 +214,10 @@ where
         .map(str::to_owned);
     let named = side_effect.then(|| (call.target.clone(), request.uri().clone()));
     let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
-    let sending = send(inner, request, clock::to_tokio(now + timeout), timeout);
+    let expiry = clock::to_tokio(now + timeout);
     let cancel = call.cancel;
     if let Some((target, uri)) = named {
+        let sending = bounded(async move { inner.call(request).await }, expiry, timeout);
         let detached = Detached {
             recorder,
             number,
@@ -221,6 +228,7 @@ where
         };
         return Box::pin(async move { run_detached(sending, detached, &cancel).await });
     }
+    let sending = bounded(inner.call(request), expiry, timeout);
     Box::pin(async move {
         let outcome = tokio::select! {
             biased;
@@ -232,23 +240,19 @@ where
     })
 }
 
-/// Sends `request` once `inner` is ready and waits for the answer, all until `expiry` ([`Error::Timeout`] after
-/// `timeout`): the transport's readiness, the exchange and the reading of the answer are the attempt.
-fn send<S, B>(
-    mut inner: S,
-    request: Request<Bytes>,
+/// The transport's answer to an attempt (`exchange`: the transport's call and the reading of its answer), until
+/// `expiry` ([`Error::Timeout`] after `timeout`).
+fn bounded<F, B>(
+    exchange: F,
     expiry: tokio::time::Instant,
     timeout: Duration,
 ) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'static
 where
-    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Send + 'static,
-    S::Future: Send + 'static,
+    F: Future<Output = Result<Response<B>, Error>> + Send + 'static,
     B: Into<Body> + 'static,
 {
-    let exchange = async move {
-        let response = inner.ready().await?.call(request).await?;
-        Ok(response.map(Into::into))
-    };
-    tokio::time::timeout_at(expiry, exchange)
-        .map(move |outcome| outcome.unwrap_or(Err(Error::Timeout { after: timeout })))
+    tokio::time::timeout_at(expiry, exchange).map(move |outcome| match outcome {
+        Ok(answered) => answered.map(|response| response.map(Into::into)),
+        Err(_elapsed) => Err(Error::Timeout { after: timeout }),
+    })
 }

@@ -7,9 +7,9 @@
 //! The attempt-level part is a tower stack ([`BreakerLayer`], [`AttemptLayer`] over the transport): each attempt
 //! answers with its response or a typed [`Error`]. The call-level part — the deadline's bound, the admission
 //! slot, the retry loop — is the same code the [`DeadlineLayer`](crate::DeadlineLayer),
-//! [`AdmissionLayer`] and [`RetryLayer`] run as tower services, run here in one future: so the client gets the
-//! retry loop's [`Trip`] back as a value (a tower service can only answer with a response), and the call's future
-//! is boxed once rather than at each layer. `tests/stack_equivalence.rs` pins a client's calls equal to the
+//! [`AdmissionLayer`] and [`RetryLayer`] run as tower services, run here in the caller's future: so the client
+//! gets the retry loop's [`Trip`] back as a value (a tower service can only answer with a response), and a trip
+//! boxes one future (the retry loop over the transport's type) rather than one per layer. `tests/stack_equivalence.rs` pins a client's calls equal to the
 //! composed tower stack's on the same inputs.
 
 use std::fmt;
@@ -83,15 +83,22 @@ impl Upstream {
     /// deadline, admitted, retried. `polling` numbers its attempts after the operation's earlier trips, and hands
     /// a 409 "in progress" back at once.
     pub(crate) async fn trip(&self, request: Request<Bytes>, ctx: &CallContext, polling: Polling) -> Trip {
-        self.attempts
-            .trip(
-                self.admission.as_ref(),
-                self.retry.shared(),
-                request,
-                ctx,
-                polling,
-            )
-            .await
+        // Not started until admitted; boxed, so what holds it moves a pointer, not the loop's state.
+        let retried = self.attempts.retried(self.retry.shared(), request, ctx, polling);
+        let work = async {
+            let Some(admission) = &self.admission else {
+                return retried.await;
+            };
+            match admission.admit(ctx).await {
+                Ok(slot) => holding(slot, retried).await,
+                Err(refused) => Trip::refused(refused),
+            }
+        };
+        match bound(ctx.effective_deadline(), &ctx.cancel, work, clock::now()).await {
+            Bounded::Done(trip) => trip,
+            Bounded::Refused(error) => Trip::refused(error),
+            Bounded::Dropped(error) => Trip::dropped(error),
+        }
     }
 }
 
@@ -107,10 +114,9 @@ impl fmt::Debug for Upstream {
 
 /// The attempt-level stack of an upstream, whatever its transport's type.
 trait Attempts: Send + Sync {
-    /// A trip through the call-level code and then this stack.
-    fn trip<'a>(
+    /// The retry loop of one trip through this stack: the one part of a trip that depends on the transport's type.
+    fn retried<'a>(
         &'a self,
-        admission: Option<&'a AdmissionLayer>,
         retry: &'a Shared,
         request: Request<Bytes>,
         ctx: &'a CallContext,
@@ -123,31 +129,14 @@ where
     A: Service<Request<Bytes>, Response = Response<Body>, Error = Error> + Clone + Send + Sync + 'static,
     A::Future: Send,
 {
-    fn trip<'a>(
+    fn retried<'a>(
         &'a self,
-        admission: Option<&'a AdmissionLayer>,
         retry: &'a Shared,
         request: Request<Bytes>,
         ctx: &'a CallContext,
         polling: Polling,
     ) -> BoxFuture<'a, Trip> {
-        let mut attempts = self.clone();
-        Box::pin(async move {
-            let work = async {
-                let Some(admission) = admission else {
-                    return run(retry, &mut attempts, request, ctx, Some(polling)).await;
-                };
-                match admission.admit(ctx).await {
-                    Ok(slot) => holding(slot, run(retry, &mut attempts, request, ctx, Some(polling))).await,
-                    Err(refused) => Trip::refused(refused),
-                }
-            };
-            match bound(ctx.effective_deadline(), &ctx.cancel, work, clock::now()).await {
-                Bounded::Done(trip) => trip,
-                Bounded::Refused(error) => Trip::refused(error),
-                Bounded::Dropped(error) => Trip::dropped(error),
-            }
-        })
+        Box::pin(run(retry, self.clone(), request, ctx, Some(polling)))
     }
 }
 

@@ -21,7 +21,7 @@ const DEADLINE_WITHOUT_CONTEXT: Duration = Duration::from_secs(300);
 /// Runs one logical call of `ctx` through `inner`, attempt after attempt, as the policy decides.
 pub(crate) async fn run<S, B>(
     shared: &Shared,
-    inner: &mut S,
+    mut inner: S,
     request: Request<Bytes>,
     ctx: &CallContext,
     polling: Option<Polling>,
@@ -41,7 +41,7 @@ where
             return made.ended(End::Rejected(Error::Cancelled));
         }
         let number = Polling::number(polling, state.next_attempt());
-        let (result, now) = attempt(inner, &request, number).await;
+        let (result, now) = attempt(&mut inner, &request, number).await;
         made.attempt(number, &result);
         let (outcome, result) = match result {
             Ok(response) => (

@@ -198,11 +198,11 @@ where
     }
 
     fn call(&mut self, mut request: Request<Bytes>) -> Self::Future {
-        let mut inner = self.inner.clone();
+        let inner = self.inner.clone();
         let shared = Arc::clone(&self.shared);
         Box::pin(async move {
             let ctx = call::context_of(&mut request);
-            let trip = run(&shared, &mut inner, request, &ctx, None).await;
+            let trip = run(&shared, inner, request, &ctx, None).await;
             shared.write_verdict(&ctx, &trip);
             trip.result
         })

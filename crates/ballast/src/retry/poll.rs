@@ -126,11 +126,11 @@ mod tests {
     }
 
     /// One trip of `ctx`'s call through `layer` over `upstream`, as a polling caller runs it.
-    async fn trip<S>(layer: &RetryLayer, mut upstream: S, ctx: &CallContext, polling: Polling) -> Trip
+    async fn trip<S>(layer: &RetryLayer, upstream: S, ctx: &CallContext, polling: Polling) -> Trip
     where
         S: tower::Service<Request<Bytes>, Response = Response<Bytes>, Error = Error>,
     {
-        super::super::run(layer.shared(), &mut upstream, request(ctx), ctx, Some(polling)).await
+        super::super::run(layer.shared(), upstream, request(ctx), ctx, Some(polling)).await
     }
 
     #[tokio::test(start_paused = true)]
