@@ -20,7 +20,7 @@ pub enum Error {
     #[error(transparent)]
     DeadlineExceeded(#[from] DeadlineExceeded),
     /// Shed by admission: the upstream's queue is full or the call could not be served before its deadline.
-    #[error("overloaded: {reason}; retry after {retry_after:?}")]
+    #[error("overloaded ({reason}); {}", retry_hint(*retry_after))]
     Overloaded {
         /// Why (the `ballast-shed` reason: `queue_full`, `evicted`, `deadline_too_short`).
         reason: &'static str,
@@ -28,7 +28,7 @@ pub enum Error {
         retry_after: Option<Duration>,
     },
     /// The upstream's circuit breaker is open: nothing was sent.
-    #[error("circuit open: the upstream is failing; retry in {retry_in:?} or use a fallback")]
+    #[error("circuit open: the upstream is failing, nothing was sent; {} or use a fallback", retry_hint(*retry_in))]
     CircuitOpen {
         /// Time left open, when known.
         retry_in: Option<Duration>,
@@ -61,6 +61,14 @@ pub enum Error {
     /// The caller cancelled the call.
     #[error("cancelled by the caller")]
     Cancelled,
+}
+
+/// When a retry may help, in words: `retry in 1.25 s`, or `retry later` when nobody knows.
+fn retry_hint(after: Option<Duration>) -> String {
+    match after {
+        Some(after) => format!("retry in {:.2} s", after.as_secs_f64()),
+        None => "retry later".to_owned(),
+    }
 }
 
 impl Error {

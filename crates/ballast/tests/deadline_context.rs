@@ -13,7 +13,7 @@ use ballast_core::{BALLAST_TIMEOUT_MS, CallKind, Deadline, ErrorCode, Priority, 
 use bytes::Bytes;
 use support::*;
 use tower::util::BoxCloneService;
-use tower::{ServiceBuilder, ServiceExt as _, service_fn};
+use tower::{Layer as _, ServiceBuilder, ServiceExt as _, service_fn};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -272,4 +272,34 @@ async fn a_service_reading_the_deadline_in_its_call_sees_it() {
     service.oneshot(http::Request::new(Bytes::new())).await.unwrap();
     let deadline = seen.lock().unwrap().expect("the deadline in scope");
     assert_eq!(deadline.remaining(started), 2 * SECOND);
+}
+
+/// The deadline holds on its own timer, whatever waits below it: a side-effecting call whose service below waits
+/// with no bound of its own ends at the deadline. What the dropped work had sent is not the deadline layer's to
+/// know, so the report says the outcome is unknown (a caller checks before doing it again); a read-only call's is
+/// never unknown.
+#[tokio::test(start_paused = true)]
+async fn the_deadline_ends_a_call_whatever_waits_below_and_a_side_effect_it_dropped_is_unknown() {
+    let unbounded = service_fn(|_request: http::Request<Bytes>| async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        Ok::<_, Error>(http::Response::new(Bytes::new()))
+    });
+    let service = DeadlineLayer::new(30 * SECOND).layer(unbounded);
+    for (kind, unknown) in [
+        (CallKind::SideEffectingTool(UpstreamIdempotency::None), true),
+        (CallKind::ReadOnlyTool, false),
+    ] {
+        let ctx = CallContext::new(kind, Deadline::after(clock::now(), 2 * SECOND));
+        let started = clock::now();
+        let error = service
+            .clone()
+            .oneshot(with_context(post(), &ctx))
+            .await
+            .expect_err("dropped at the deadline");
+        assert!(matches!(error, Error::DeadlineExceeded(_)), "{error}");
+        assert_eq!(clock::now().saturating_duration_since(started), 2 * SECOND);
+        let report = ctx.report.snapshot();
+        assert_eq!(report.code, Some(ErrorCode::DeadlineExceeded));
+        assert_eq!(report.outcome_unknown, unknown, "{kind:?}: {report}");
+    }
 }

@@ -1,6 +1,6 @@
-//! A ToolClient's stack holds every wait to the call's deadline with a timer of its own below the deadline layer
-//! (which therefore arms none, see `DeadlineLayer::over_tool_stack`): a hung attempt and a queued call both end by
-//! the deadline, never later.
+//! A ToolClient's stack holds every wait to the call's deadline: each wait below the deadline ends on a timer of its
+//! own before it (a hung attempt at its timeout, a queued call when the deadline can no longer hold an attempt),
+//! and the deadline's own timer is there besides. Both end by the deadline, never later, with what they know.
 
 mod support;
 

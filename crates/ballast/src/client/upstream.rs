@@ -153,3 +153,61 @@ pub(crate) fn admission(
 ) -> Result<AdmissionLayer, ballast_core::InvalidAdmission> {
     AdmissionLayer::new(AdmissionConfig::new(concurrency as usize, queue as usize))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::task::{Context, Poll};
+
+    use ballast_core::{BreakerConfig, CallKind, Deadline, ErrorCode, RatioBudget, UpstreamIdempotency};
+
+    use super::*;
+    use crate::outcome::{SideEffect, Verdict};
+
+    /// A transport that is never ready: a wait below the retry loop with no timer of its own (the attempt timeout
+    /// starts only once the transport is ready).
+    #[derive(Clone)]
+    struct NeverReady;
+
+    impl Service<Request<Bytes>> for NeverReady {
+        type Response = Response<Body>;
+        type Error = Error;
+        type Future = std::future::Ready<Result<Response<Body>, Error>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+            Poll::Pending
+        }
+
+        fn call(&mut self, _request: Request<Bytes>) -> Self::Future {
+            unreachable!("never ready, never called")
+        }
+    }
+
+    /// The deadline holds on its own timer, whatever waits below: a trip whose transport never becomes ready ends
+    /// at the deadline, with the deadline's error, and — nothing below having said what it sent — a side effect's
+    /// outcome unknown.
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_ends_a_trip_whatever_waits_below() {
+        let parts = Parts {
+            policy: RetryPolicy::default(),
+            budget: Arc::new(RatioBudget::default()),
+            breaker: Arc::new(CircuitBreaker::seeded(BreakerConfig::default(), Some(1))),
+            admission: Some(admission(4, 4).unwrap()),
+            per_try: Duration::from_millis(100),
+        };
+        let upstream = Upstream::new(parts, NeverReady);
+        let kind = CallKind::SideEffectingTool(UpstreamIdempotency::None);
+        let started = clock::now();
+        let ctx = CallContext::new(kind, Deadline::after(started, Duration::from_secs(2)));
+        let mut request = Request::new(Bytes::new());
+        request.extensions_mut().insert(ctx.clone());
+        let trip = upstream.trip(request, &ctx, Polling::default()).await;
+        assert_eq!(
+            clock::now().saturating_duration_since(started),
+            Duration::from_secs(2)
+        );
+        assert!(matches!(trip.result, Err(Error::DeadlineExceeded(_))), "{trip:?}");
+        let verdict = Verdict::of(kind, &trip);
+        assert_eq!(verdict.code, Some(ErrorCode::DeadlineExceeded));
+        assert_eq!(verdict.side_effect, SideEffect::Unknown);
+    }
+}
