@@ -3,9 +3,12 @@
 //! Why: "it failed" is not enough at 2 a.m. The report says each attempt's status or error, how long it took and
 //! whether it was sent; the total time; whether the answer was a replay; the breaker's state and the budget
 //! left; why the call stopped, with its stable code; and — the line that matters for refunds — whether a side
-//! effect may have happened (`outcome_unknown`). Layers write into a shared [`Report`]; the caller reads a
-//! snapshot ([`OutcomeReport`]) when the call ends. An attempt that finishes in the background after the caller
-//! left (a sent side-effecting attempt is never abandoned) is recorded too, marked `background`.
+//! effect may have happened (`outcome_unknown`). It is the user's record, never a channel between layers: each
+//! layer writes into the shared [`Report`] only what it did — the attempt layer each attempt's line (the one place
+//! that sees every attempt end, also one that finishes after its caller left: recorded too, marked
+//! `background`), the breaker its state and the attempts it refused, the edge of the stack (a client, or the
+//! outermost tower layer) the verdict from the values the layers returned — and no layer reads it to decide
+//! anything. The caller reads a snapshot ([`OutcomeReport`]) when the call ends.
 //!
 //! When a fallback answers, the report stays the report of the call that was made — its attempts, key, stop
 //! reason and code, since one of those attempts may have acted — and says who answered (`fallback`) and, for a
