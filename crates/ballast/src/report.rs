@@ -192,8 +192,9 @@ impl Report {
     }
 
     /// Records why a call failed — its code and, when it is one, its stop reason — unless the report holds a
-    /// failure already: the first failure a report records is its cause. (A context reused for the steps of one
-    /// agent request keeps the step that failed, not the later steps its failure left no time for.)
+    /// failure already: what the deadline layer writes, so that a context reused for the steps of one agent
+    /// request keeps the step that failed, not the later steps its failure left no time for. (The verdict of a
+    /// retry layer or a client on the call it ran replaces it: theirs is the whole call's.)
     pub fn note_failure(&self, code: ErrorCode, stop: Option<StopReason>) {
         self.update(|r| {
             if r.code.is_none() {

@@ -811,3 +811,106 @@ async fn a_call_sent_again_with_its_report_is_judged_on_its_whole_history() {
         "settled by the replay: {report}"
     );
 }
+
+/// Bug: a retry whose attempt was in flight when the caller dropped the call gave back its run allowance and
+/// budget token, although the attempt had gone out. Handed below, a retry stays spent.
+#[tokio::test(start_paused = true)]
+async fn a_retry_in_flight_when_the_call_is_dropped_stays_spent() {
+    let budget = Arc::new(TokenBucket::new(5, 0.0).unwrap());
+    let log: Log = Arc::default();
+    let seen = Arc::clone(&log);
+    // The first attempt answers 503 at once; the retry hangs at the upstream.
+    let upstream = service_fn(move |request: Request<Bytes>| {
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(Seen {
+                request,
+                at: clock::now(),
+            });
+            seen.len()
+        };
+        async move {
+            if n > 1 {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            status(503)
+        }
+    });
+    let service = RetryLayer::new(RetryPolicy::default(), budget.clone())
+        .with_rng_seed(9)
+        .layer(attempts().layer(BoxCloneService::new(upstream)));
+    let (_context, request, run) = call_in_run(CallKind::Model, 3);
+
+    let dropped = tokio::time::timeout(Duration::from_secs(5), service.oneshot(request)).await;
+
+    assert!(dropped.is_err(), "the retry was still at the upstream");
+    assert_eq!(sent(&log), 2, "the retry went out");
+    assert_eq!(
+        (run.allowance().left(), budget.available(clock::now())),
+        (2, 4),
+        "and stays paid for"
+    );
+}
+
+/// The service below not ready: the retry layer waits for it at most until the deadline can no longer hold an
+/// attempt, or the caller cancels — with no deadline layer above and no attempt started — and a retry paid for
+/// before that wait is given back.
+#[tokio::test(start_paused = true)]
+async fn waiting_for_the_service_below_is_bounded_and_sends_nothing() {
+    #[derive(Clone)]
+    struct ReadyOnce(Arc<std::sync::atomic::AtomicU32>);
+    impl tower::Service<Request<Bytes>> for ReadyOnce {
+        type Response = Response<Bytes>;
+        type Error = Error;
+        type Future = std::future::Ready<Result<Response<Bytes>, Error>>;
+        fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Error>> {
+            if self.0.load(Ordering::SeqCst) == 0 {
+                std::task::Poll::Ready(Ok(()))
+            } else {
+                std::task::Poll::Pending
+            }
+        }
+        fn call(&mut self, _request: Request<Bytes>) -> Self::Future {
+            // After its first call the service is never ready again.
+            self.0.store(1, Ordering::SeqCst);
+            std::future::ready(status(503))
+        }
+    }
+    for cancelled in [false, true] {
+        let budget = Arc::new(TokenBucket::new(5, 0.0).unwrap());
+        let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let service = RetryLayer::new(RetryPolicy::default(), budget.clone())
+            .with_rng_seed(9)
+            .layer(attempts().layer(ReadyOnce(Arc::clone(&calls))));
+        let (context, request, run) = call_in_run(KEYED, 3);
+        let started = clock::now();
+        let call = tokio::spawn(service.oneshot(request));
+        if cancelled {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            context.cancel.cancel();
+        }
+        let error = call.await.unwrap().expect_err("never ready again");
+        let took = clock::now().saturating_duration_since(started);
+        if cancelled {
+            assert!(matches!(error, Error::Cancelled), "{error}");
+            assert_eq!(took, Duration::from_secs(5));
+        } else {
+            assert!(matches!(error, Error::DeadlineExceeded(_)), "{error}");
+            assert!(
+                took < Duration::from_millis(29_950),
+                "within the deadline, less its reserve: {took:?}"
+            );
+        }
+        let report = context.report.snapshot();
+        assert_eq!(report.attempts.len(), 1, "the wait started no attempt: {report}");
+        assert!(
+            !report.outcome_unknown,
+            "the 503 was an answer, the retry never went out"
+        );
+        assert_eq!(
+            (run.allowance().left(), budget.available(clock::now())),
+            (3, 5),
+            "the retry that never went out is given back"
+        );
+    }
+}

@@ -175,3 +175,41 @@ async fn regression_polls_spend_no_retries_keep_counting_attempts_and_report_the
         "{report}"
     );
 }
+
+/// Bug: an operation the upstream said was in progress, whose later polls failed (503s until the retries ran out),
+/// ended as a plain `upstream_error` with `outcome_unknown` false — a caller that believed it would refund again
+/// while the first refund may still complete. Only a success or a replay says how it ended.
+#[tokio::test(start_paused = true)]
+async fn an_operation_in_progress_whose_polls_then_fail_is_unknown() {
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let upstream = tower::service_fn(move |_request: http::Request<bytes::Bytes>| {
+        let response = if sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            http::Response::builder()
+                .status(409)
+                .header("content-type", "application/problem+json")
+                .header("retry-after", "1")
+                .body(bytes::Bytes::from_static(
+                    br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
+                ))
+        } else {
+            http::Response::builder().status(503).body(bytes::Bytes::new())
+        };
+        std::future::ready(Ok::<_, ballast::Error>(response.unwrap()))
+    });
+    let tools = clients_over(&refund_tool("keyed"), upstream);
+    let error = tools
+        .get("create_refund")
+        .unwrap()
+        .call(refund("op-12"))
+        .await
+        .expect_err("503s after the 409");
+    assert!(
+        matches!(error, ToolError::Upstream { status: 503, .. }),
+        "{error}"
+    );
+    assert!(
+        error.outcome_unknown(),
+        "the operation was in progress, and nothing since said how it ended: {}",
+        error.report()
+    );
+}

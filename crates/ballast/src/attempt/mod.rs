@@ -14,10 +14,11 @@
 //!   `ballast-attempt` (the [`AttemptNumber`] the retry layer set, 1 without one) and `ballast-hop` (the
 //!   context's hop + 1), replacing any value the request carried.
 //! - **The report.** Each attempt is a line of the call's report: its number, status or error, duration, and
-//!   whether it may have been sent (no only for errors that prove it never left). This layer is the one writer
-//!   of those lines — it alone sees every attempt start and end, also those that outlive everyone above — and of
-//!   the one call-level line an attempt can settle no better than the call: a side-effecting attempt sent and
-//!   unanswered makes the outcome unknown, until the edge of the stack (which sees the whole call) settles it.
+//!   whether it may have been sent (no only for errors that prove it never left). This layer writes the lines of
+//!   the attempts it runs — it alone sees each of them start and end, also one that outlives everyone above (the
+//!   breaker writes the line of an attempt it refused before it got here) — and the one call-level line an
+//!   attempt can settle no better than the call: a side-effecting attempt sent and unanswered makes the outcome
+//!   unknown, until the edge of the stack (which sees the whole call) settles it.
 //! - **Cancellation** (DESIGN.md, "Deadline"). A read-only or model attempt stops when the caller goes away
 //!   (its future dropped, or the context's `cancel` token: [`Error::Cancelled`]). A side-effecting attempt
 //!   ([`CallKind::SideEffectingTool`]) is never abandoned once sent: it runs on its own task to its own

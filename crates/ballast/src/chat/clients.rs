@@ -25,7 +25,9 @@ pub struct ChatClients {
 impl ChatClients {
     /// A client per configured model route, each deployment with its own breaker and budget, all sending through
     /// `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests: the same
-    /// transports as the tools'). API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
+    /// transports as the tools'). A transport of your own that answers with whole bytes is read whole: a streamed
+    /// call over it commits at once, without the commit point's checks (a first event that is an error is then
+    /// the stream's error, not a retry) — read a body with Ballast's transports to keep them. API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
     /// not at the first call. The clients keep their own registry of runs; an agent that also calls tools builds
     /// both on one with [`ChatClients::from_config_with_runs`].
     pub fn from_config<T, B>(config: &Config, env: &dyn Env, transport: T) -> Result<Self, InvalidChatRoute>

@@ -56,6 +56,15 @@ impl Upstream {
     {
         let attempts = BreakerLayer::new(Arc::clone(&parts.breaker))
             .layer(AttemptLayer::new(parts.per_try).layer(transport));
+        Self::over(parts, attempts)
+    }
+
+    /// The upstream of `parts` over the attempt-level stack `attempts`.
+    fn over<A>(parts: Parts, attempts: A) -> Self
+    where
+        A: Service<Request<Bytes>, Response = Response<Body>, Error = Error> + Clone + Send + Sync + 'static,
+        A::Future: Send,
+    {
         Upstream {
             admission: parts.admission,
             retry: RetryLayer::new(parts.policy, parts.budget),
@@ -163,8 +172,29 @@ mod tests {
     use super::*;
     use crate::outcome::{SideEffect, Verdict};
 
-    /// A transport that is never ready: a wait below the retry loop with no timer of its own (the attempt timeout
-    /// starts only once the transport is ready).
+    fn parts() -> Parts {
+        Parts {
+            policy: RetryPolicy::default(),
+            budget: Arc::new(RatioBudget::default()),
+            breaker: Arc::new(CircuitBreaker::seeded(BreakerConfig::default(), Some(1))),
+            admission: Some(admission(4, 4).unwrap()),
+            per_try: Duration::from_millis(100),
+        }
+    }
+
+    const REFUND: CallKind = CallKind::SideEffectingTool(UpstreamIdempotency::None);
+
+    /// One trip of a 2 s refund through `upstream`; how long it took.
+    async fn refund(upstream: &Upstream) -> (Trip, Duration) {
+        let started = clock::now();
+        let ctx = CallContext::new(REFUND, Deadline::after(started, Duration::from_secs(2)));
+        let mut request = Request::new(Bytes::new());
+        request.extensions_mut().insert(ctx.clone());
+        let trip = upstream.trip(request, &ctx, Polling::default()).await;
+        (trip, clock::now().saturating_duration_since(started))
+    }
+
+    /// A transport that is never ready (a saturated pool, say).
     #[derive(Clone)]
     struct NeverReady;
 
@@ -182,31 +212,50 @@ mod tests {
         }
     }
 
-    /// The deadline holds on its own timer, whatever waits below: a trip whose transport never becomes ready ends
-    /// at the deadline, with the deadline's error, and — nothing below having said what it sent — a side effect's
-    /// outcome unknown.
+    /// Waiting for readiness is the retry loop's own wait: it ends when the deadline can no longer hold an
+    /// attempt (2 s - 50 ms reserve - 50 ms least attempt), and — nothing having been sent — it leaves a side
+    /// effect known: nothing happened.
     #[tokio::test(start_paused = true)]
-    async fn the_deadline_ends_a_trip_whatever_waits_below() {
-        let parts = Parts {
-            policy: RetryPolicy::default(),
-            budget: Arc::new(RatioBudget::default()),
-            breaker: Arc::new(CircuitBreaker::seeded(BreakerConfig::default(), Some(1))),
-            admission: Some(admission(4, 4).unwrap()),
-            per_try: Duration::from_millis(100),
-        };
-        let upstream = Upstream::new(parts, NeverReady);
-        let kind = CallKind::SideEffectingTool(UpstreamIdempotency::None);
-        let started = clock::now();
-        let ctx = CallContext::new(kind, Deadline::after(started, Duration::from_secs(2)));
-        let mut request = Request::new(Bytes::new());
-        request.extensions_mut().insert(ctx.clone());
-        let trip = upstream.trip(request, &ctx, Polling::default()).await;
-        assert_eq!(
-            clock::now().saturating_duration_since(started),
-            Duration::from_secs(2)
+    async fn waiting_for_a_transport_that_is_never_ready_ends_in_time_and_sends_nothing() {
+        let (trip, took) = refund(&Upstream::new(parts(), NeverReady)).await;
+        // (Paused time wakes a timer on the millisecond after its instant.)
+        assert!(
+            took > Duration::from_millis(1900) && took <= Duration::from_millis(1901),
+            "{took:?}"
         );
         assert!(matches!(trip.result, Err(Error::DeadlineExceeded(_))), "{trip:?}");
-        let verdict = Verdict::of(kind, &trip);
+        assert_eq!(trip.attempts, 0);
+        assert_eq!(Verdict::of(REFUND, &trip).side_effect, SideEffect::Untold);
+    }
+
+    /// An attempt-level service that is ready and then waits with no bound of its own (above the attempt layer,
+    /// no attempt timeout applies to it).
+    #[derive(Clone)]
+    struct Hangs;
+
+    impl Service<Request<Bytes>> for Hangs {
+        type Response = Response<Body>;
+        type Error = Error;
+        type Future = std::future::Pending<Result<Response<Body>, Error>>;
+
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _request: Request<Bytes>) -> Self::Future {
+            std::future::pending()
+        }
+    }
+
+    /// The deadline holds on its own timer, whatever waits below: a trip whose attempt-level stack hangs with no
+    /// bound of its own ends at the deadline with the deadline's error, and — nothing below having said what it
+    /// sent — a side effect's outcome unknown.
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_ends_a_trip_whatever_waits_below() {
+        let (trip, took) = refund(&Upstream::over(parts(), Hangs)).await;
+        assert_eq!(took, Duration::from_secs(2));
+        assert!(matches!(trip.result, Err(Error::DeadlineExceeded(_))), "{trip:?}");
+        let verdict = Verdict::of(REFUND, &trip);
         assert_eq!(verdict.code, Some(ErrorCode::DeadlineExceeded));
         assert_eq!(verdict.side_effect, SideEffect::Unknown);
     }

@@ -12,9 +12,11 @@ use super::DeadlineService;
 ///
 /// Per-step timeouts add up (3 steps x 30 s = 90 s); one absolute deadline per request does not. For each call
 /// this layer:
-/// - settles its [`CallContext`](crate::CallContext): the one the request carries, its deadline shortened by
-///   the enclosing [`scope`](crate::scope) and its run (which is offered the deadline and keeps the earliest),
-///   or a new one — the scope's deadline or `default_timeout` from now, with this layer's kind and priority;
+/// - settles its [`CallContext`](crate::CallContext): the one the request carries, its deadline shortened by its
+///   run (which is offered the deadline and keeps the earliest), or a new one — the scope's deadline or
+///   `default_timeout` from now, with this layer's kind and priority — and holds the call to its effective
+///   deadline ([`CallContext::effective_deadline`](crate::CallContext::effective_deadline): the enclosing
+///   [`scope`](crate::scope)'s folded in);
 /// - refuses it at once ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) when what is left cannot
 ///   hold an attempt;
 /// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline

@@ -9,9 +9,10 @@
 //!   [`scope`](crate::scope)'s ([`current_deadline`]) or, with none, `default_timeout` from now; its kind and
 //!   priority are the layer's ([`DeadlineLayer::kind`], [`DeadlineLayer::priority`]; unset, the kind is read
 //!   from the method: `GET`/`HEAD`/`OPTIONS` read-only, anything else side-effecting with an upstream that does
-//!   not deduplicate). A request that carries a context keeps it, its deadline shortened by its run's and by the
-//!   enclosing scope; the run is offered the call's own deadline (not the scope's) and keeps the earliest (a
-//!   later call of the run cannot outlive an earlier one's deadline).
+//!   not deduplicate). A request that carries a context keeps it, its deadline shortened by its run's (the run
+//!   is offered the call's own deadline, not the scope's, and keeps the earliest: a later call of the run cannot
+//!   outlive an earlier one's deadline); the call is held to its effective deadline, the enclosing scope's
+//!   folded in.
 //! - **Refusal at once.** When what is left, minus the reserve, cannot hold the least attempt worth starting,
 //!   the call fails with [`Error::DeadlineExceeded`] before anything below runs — the third step of a request
 //!   whose second step hung is never started.

@@ -3,7 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AttemptOutcome, CallState, Deadline, Instant, RetryBudget, RetryDecision, StopReason};
+use std::task::Poll;
+
+use ballast_core::{
+    AttemptOutcome, CallState, Deadline, DeadlineExceeded, Instant, Refused, RetryBudget, RetryDecision,
+    StopReason,
+};
 use bytes::Bytes;
 use futures::future::poll_fn;
 use http::{HeaderMap, Method, Request, Response};
@@ -40,8 +45,22 @@ where
             drop(paid.take());
             return made.ended(End::Rejected(Error::Cancelled));
         }
+        // Nothing is sent until the service below is ready: the wait is this loop's, bounded by the deadline and
+        // the caller's cancellation. Refused or cancelled, the retry never went out.
+        if let Err(refused) = ready(&mut inner, ctx).await {
+            drop(paid.take());
+            return made.ended(End::Rejected(refused));
+        }
+        if let Some(paid) = paid.as_mut() {
+            // Handed below: from here on the retry stays spent, even if the call's future is dropped mid-way.
+            paid.handed_below = true;
+        }
         let number = Polling::number(polling, state.next_attempt());
-        let (result, now) = attempt(&mut inner, &request, number).await;
+        let result = inner
+            .call(attempt_request(&request, number))
+            .await
+            .map(|response| response.map(Into::into));
+        let now = clock::now();
         made.attempt(number, &result);
         let (outcome, result) = match result {
             Ok(response) => (
@@ -57,7 +76,7 @@ where
                             paid.spent();
                         } else {
                             // Refused below: the retry never went out, the run and the budget get it back.
-                            drop(paid);
+                            paid.refund();
                         }
                     }
                     return made.ended(End::Rejected(error));
@@ -86,6 +105,41 @@ where
                 }
             }
         }
+    }
+}
+
+/// Waits until `inner` is ready, at most until the call's deadline can no longer hold an attempt
+/// ([`Error::DeadlineExceeded`]) or the caller cancels ([`Error::Cancelled`]). Nearly always ready at once: then no
+/// timer is armed.
+async fn ready<S, R>(inner: &mut S, ctx: &CallContext) -> Result<(), Error>
+where
+    S: Service<R, Error = Error>,
+{
+    match poll_fn(|cx| Poll::Ready(inner.poll_ready(cx))).await {
+        Poll::Ready(ready) => ready,
+        // Boxed: the rare wait (a timer, the token) would otherwise size every call's future.
+        Poll::Pending => Box::pin(wait_ready(inner, ctx)).await,
+    }
+}
+
+/// [`ready`]'s wait, once the service said it is not ready yet.
+async fn wait_ready<S, R>(inner: &mut S, ctx: &CallContext) -> Result<(), Error>
+where
+    S: Service<R, Error = Error>,
+{
+    let deadline = ctx.effective_deadline();
+    // The first instant at which what is left, after the reserve, is under the least attempt.
+    let give_up = deadline.instant() - deadline.reserve() - deadline.min_attempt() + Duration::from_nanos(1);
+    tokio::select! {
+        biased;
+        ready = poll_fn(|cx| inner.poll_ready(cx)) => ready,
+        () = ctx.cancel.cancelled() => Err(Error::Cancelled),
+        () = clock::sleep_until(give_up) => Err(Error::DeadlineExceeded(DeadlineExceeded {
+            remaining: deadline.remaining(clock::now()),
+            reserve: deadline.reserve(),
+            min_attempt: deadline.min_attempt(),
+            refused: Refused::Attempt,
+        })),
     }
 }
 
@@ -139,14 +193,17 @@ impl Made {
 }
 
 /// A retry the decision drew from the run's allowance and the upstream's budget, whose attempt has not gone
-/// out yet. Dropped before it goes out — the caller cancelled the backoff or dropped the call, or a layer below
-/// refused the attempt (circuit open, no time left, shed) — it gives both back: a retry never sent costs the
-/// run and the upstream nothing.
+/// out yet. Dropped before it is handed to the service below — the caller cancelled the backoff or dropped the
+/// call, the service below never became ready — or refunded when a layer below refused the attempt (circuit open,
+/// no time left, shed), it gives both back: a retry never sent costs the run and the upstream nothing. Handed
+/// below, it stays spent however the call ends.
 struct PaidRetry {
     budget: Arc<dyn RetryBudget>,
     run: Option<Arc<Run>>,
     withdrawn_at: Instant,
-    spent: bool,
+    /// The attempt was handed to the service below: it may have gone out.
+    handed_below: bool,
+    settled: bool,
 }
 
 impl PaidRetry {
@@ -155,44 +212,36 @@ impl PaidRetry {
             budget: Arc::clone(&shared.budget),
             run: ctx.run.clone(),
             withdrawn_at,
-            spent: false,
+            handed_below: false,
+            settled: false,
         }
     }
 
     /// Its attempt went out: the retry is spent.
     fn spent(mut self) {
-        self.spent = true;
+        self.settled = true;
+    }
+
+    /// Its attempt was refused below and never went out: the run and the budget get the retry back.
+    fn refund(mut self) {
+        self.give_back();
+        self.settled = true;
+    }
+
+    fn give_back(&self) {
+        if let Some(run) = &self.run {
+            run.allowance().give_back();
+        }
+        self.budget.refund(self.withdrawn_at);
     }
 }
 
 impl Drop for PaidRetry {
     fn drop(&mut self) {
-        if !self.spent {
-            if let Some(run) = &self.run {
-                run.allowance().give_back();
-            }
-            self.budget.refund(self.withdrawn_at);
+        if !self.settled && !self.handed_below {
+            self.give_back();
         }
     }
-}
-
-/// Sends attempt `number`: a copy of `request` to `inner` once it is ready. Returns its result and the instant
-/// it ended.
-async fn attempt<S, B>(
-    inner: &mut S,
-    request: &Request<Bytes>,
-    number: u32,
-) -> (Result<Response<Body>, Error>, Instant)
-where
-    S: Service<Request<Bytes>, Response = Response<B>, Error = Error>,
-    B: Into<Body>,
-{
-    // The copy is made once the service below is ready, straight into its call: never held across a wait.
-    let result = match poll_fn(|cx| inner.poll_ready(cx)).await {
-        Ok(()) => inner.call(attempt_request(request, number)).await,
-        Err(error) => Err(error),
-    };
-    (result.map(|response| response.map(Into::into)), clock::now())
 }
 
 /// Waits `after`, or until `cancel` fires ([`Error::Cancelled`], at once).

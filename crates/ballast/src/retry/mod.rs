@@ -14,8 +14,13 @@
 //! becomes an outcome:
 //! - a response: [`classify_response`] (status, `x-should-retry`, `Retry-After`/`retry-after-ms`, problem code);
 //! - an error that is an attempt's outcome ([`Error::attempt_outcome`]: never sent, timeout, transport error);
-//! - any other error is a local rejection below (circuit open, deadline, overloaded, cancelled, body too large):
-//!   not an upstream outcome, so it is not judged: the call stops at once with that error.
+//! - any other error (a local refusal below — circuit open, no time for the attempt, shed — or a cancelled
+//!   attempt, or an answer over the body limit) is not an upstream outcome, so it is not judged: the call stops
+//!   at once with that error. (Only the refusals prove nothing went out; a retry paid for is given back then.)
+//!
+//! Before each attempt the loop waits for the service below to be ready: nothing is sent meanwhile, and the wait
+//! ends when the deadline can no longer hold an attempt ([`Error::DeadlineExceeded`](crate::Error)) or the caller
+//! cancels, like every wait of the stack.
 //!
 //! On `Retry { after }` the failed response is dropped (its buffered body freed) before the sleep; the sleep ends
 //! at once with [`Error::Cancelled`] when the call's `cancel` token fires, and dropping the call's future drops
@@ -38,8 +43,8 @@
 //! report — the stop reason and its code (cleared on success), whether the answer was replayed
 //! (`Idempotent-Replayed: true`), the budget and run allowance left, and whether a side effect is now settled
 //! (a success or a replay) or unknown (`outcome.rs`: the rule) — and returns the result. It writes no attempt
-//! lines: the attempt layer below does, the one place that sees every attempt end, also those that outlive
-//! their caller.
+//! lines: the attempt layer below does (and the breaker, for an attempt it refused), the places that see each
+//! attempt end, also one that outlives its caller.
 //!
 //! # A caller that waits out "in progress" itself
 //! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new trip

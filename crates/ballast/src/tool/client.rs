@@ -83,7 +83,8 @@ impl ToolClient {
     }
 
     /// [`ToolClient::call`], writing into `report`, which the caller may keep to read attempts that finish in
-    /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it.
+    /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it. Give
+    /// each call a report of its own: the call numbers its attempts from 1 and judges only what it did.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
         let tool = &self.inner.tool;

@@ -22,7 +22,8 @@ use crate::{Body, CallContext, Error, classify_response, clock};
 #[derive(Debug)]
 pub(super) struct Operation {
     pub(super) trip: Trip,
-    /// The operation was still in progress at the upstream (a 409) when the call stopped waiting for it.
+    /// The upstream said the operation was in progress (a 409), and no later answer said how it ended unless
+    /// the last trip succeeded.
     pub(super) in_progress: bool,
 }
 
@@ -39,6 +40,10 @@ impl ToolClient {
         let mut waits: Option<PollWaits> = None;
         let mut polling = Polling { attempts_before: 0 };
         let mut reach = crate::outcome::Reach::Nothing;
+        // Once the upstream said the operation is in progress, only a success or a replay tells how it ended: a
+        // later poll that fails (503s until the retries run out, an open breaker) leaves it running, as far as
+        // anyone knows.
+        let mut seen_in_progress = false;
         loop {
             let mut trip = match self.request(call, key.clone(), ctx) {
                 Ok(request) => upstream.trip(request, ctx, polling).await,
@@ -49,9 +54,10 @@ impl ToolClient {
             let Some(info) = trip.result.as_ref().ok().and_then(in_progress) else {
                 return Operation {
                     trip,
-                    in_progress: false,
+                    in_progress: seen_in_progress,
                 };
             };
+            seen_in_progress = true;
             let now = clock::now();
             let wait = waits.get_or_insert_with(PollWaits::new).next(
                 info.retry_after,
