@@ -19,18 +19,21 @@ pub enum ErrorCode {
     OutcomeUnknown,
     /// Retries were refused by the retry budget (the last upstream status).
     RetryBudgetExhausted,
+    /// Retries were refused by the run's allowance (the last upstream status).
+    RunAllowanceExhausted,
     /// Retries are exhausted or the upstream's answer cannot be retried (the upstream's status).
     UpstreamError,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and exhaustive tests.
-    pub const ALL: [ErrorCode; 6] = [
+    pub const ALL: [ErrorCode; 7] = [
         ErrorCode::DeadlineExceeded,
         ErrorCode::Overloaded,
         ErrorCode::CircuitOpen,
         ErrorCode::OutcomeUnknown,
         ErrorCode::RetryBudgetExhausted,
+        ErrorCode::RunAllowanceExhausted,
         ErrorCode::UpstreamError,
     ];
 
@@ -42,6 +45,7 @@ impl ErrorCode {
             ErrorCode::CircuitOpen => "circuit_open",
             ErrorCode::OutcomeUnknown => "outcome_unknown",
             ErrorCode::RetryBudgetExhausted => "retry_budget_exhausted",
+            ErrorCode::RunAllowanceExhausted => "run_allowance_exhausted",
             ErrorCode::UpstreamError => "upstream_error",
         }
     }
@@ -52,7 +56,9 @@ impl ErrorCode {
             ErrorCode::DeadlineExceeded => Some(504),
             ErrorCode::Overloaded | ErrorCode::CircuitOpen => Some(503),
             ErrorCode::OutcomeUnknown => Some(502),
-            ErrorCode::RetryBudgetExhausted | ErrorCode::UpstreamError => None,
+            ErrorCode::RetryBudgetExhausted | ErrorCode::RunAllowanceExhausted | ErrorCode::UpstreamError => {
+                None
+            }
         }
     }
 
@@ -86,6 +92,7 @@ mod tests {
                 ("circuit_open", Some(503)),
                 ("outcome_unknown", Some(502)),
                 ("retry_budget_exhausted", None),
+                ("run_allowance_exhausted", None),
                 ("upstream_error", None),
             ]
         );

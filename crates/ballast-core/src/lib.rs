@@ -59,13 +59,14 @@ pub use name::UnknownName;
 pub use retry::{
     AttemptOutcome, CallKind, CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER,
     DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, InvalidRetryPolicy, ProblemKind, ResponseInfo,
-    RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency, retries_allowed_here,
+    RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency, answer_leaves_outcome_unknown,
+    retries_allowed_here,
 };
 // time
 pub use time::Instant;
 // wire
 pub use wire::{
-    BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_REMAINING_MS, BALLAST_TIMEOUT_MS, DeadlineHeader,
+    BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_TIMEOUT_MS, DeadlineHeader,
     ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_TIMEOUT, InboundTimeout, Malformation, RETRY_AFTER, RETRY_AFTER_MS,
     RetryAfter, STAINLESS_READ_TIMEOUT, STAINLESS_TIMEOUT, TimeoutSource, WireError, X_SHOULD_RETRY,
     format_grpc_timeout, format_timeout_ms, inbound_timeout, parse_retry_after, parse_retry_after_ms,

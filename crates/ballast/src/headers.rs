@@ -13,6 +13,7 @@ pub(crate) const BALLAST_HOP: HeaderName = HeaderName::from_static(ballast_core:
 pub(crate) const RETRY_AFTER: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER);
 pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER_MS);
 pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static(ballast_core::X_SHOULD_RETRY);
+pub(crate) const BALLAST_OUTCOME: HeaderName = HeaderName::from_static(ballast_core::BALLAST_OUTCOME);
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 pub(crate) const BALLAST_RUN_ID: HeaderName = HeaderName::from_static("ballast-run-id");

@@ -8,7 +8,7 @@
 //! stack (a `ToolClient`, a model route, or the retry layer's own tower service) writes the report's verdict from
 //! it ([`Verdict`]).
 
-use ballast_core::{CallKind, ErrorCode, StopReason};
+use ballast_core::{CallKind, ErrorCode, ResponseInfo, StopReason, answer_leaves_outcome_unknown};
 use http::Response;
 
 use crate::headers::is_replayed;
@@ -22,18 +22,30 @@ pub(crate) enum Reach {
     Nothing,
     /// Every attempt that may have reached it got an answer.
     Answered,
-    /// An attempt may have reached it and got no answer — a timeout, a reset, a caller that left while it ran —
-    /// so what it did there is unknown.
+    /// An attempt may have reached it and got no answer that says what it did — a timeout, a reset, a caller that
+    /// left while it ran, an answer that says the outcome is unknown — so what it did there is unknown.
     Unanswered,
 }
 
 impl Reach {
-    /// What one attempt that ended with `result` may have done.
-    pub(crate) fn of(result: &Result<Response<Body>, Error>) -> Reach {
-        match result {
-            Ok(_) => Reach::Answered,
-            Err(error) if error.may_have_reached_upstream() => Reach::Unanswered,
-            Err(_) => Reach::Nothing,
+    /// What an attempt of a call of `kind` that the upstream answered so (`info`, read by
+    /// [`classify_response`](crate::classify_response)) may have done: an answer that leaves a side effect's
+    /// outcome unknown ([`answer_leaves_outcome_unknown`]: the upstream says so, or a `none` upstream's 5xx that
+    /// may come after the commit) is as good as none.
+    pub(crate) fn of_answer(kind: CallKind, info: &ResponseInfo) -> Reach {
+        if answer_leaves_outcome_unknown(kind, info) {
+            Reach::Unanswered
+        } else {
+            Reach::Answered
+        }
+    }
+
+    /// What an attempt that ended with `error` may have done.
+    pub(crate) fn of_error(error: &Error) -> Reach {
+        if error.may_have_reached_upstream() {
+            Reach::Unanswered
+        } else {
+            Reach::Nothing
         }
     }
 
@@ -109,8 +121,9 @@ pub(crate) fn stop_of(error: &Error) -> Option<StopReason> {
 /// Whether a side effect of a call may or may not have happened.
 ///
 /// The rule, for side-effecting calls that did not succeed: unknown when an attempt may have reached the upstream
-/// and got no answer ([`Reach::Unanswered`]: a timeout, a transport error after sending, an attempt the caller
-/// left while it ran), or when the retry decision said so ([`StopReason::OutcomeUnknown`]). Only two answers
+/// and got no answer that says what it did ([`Reach::Unanswered`]: a timeout, a transport error after sending, an
+/// attempt the caller left while it ran, an answer that says the outcome is unknown), or when the retry decision
+/// said so (a stop reason whose code is `outcome_unknown`). Only two answers
 /// settle a lost attempt: a success (the operation happened, once: the upstream deduplicates by key, or this was
 /// the only attempt that reached it) and a replay (`Idempotent-Replayed: true`: the upstream's stored outcome of
 /// the operation). Any other later answer leaves it unknown: a 409 "in progress" says the lost attempt is still
@@ -127,7 +140,7 @@ pub(crate) fn outcome_unknown(
 ) -> bool {
     matches!(kind, CallKind::SideEffectingTool(_))
         && !settled
-        && (reach == Reach::Unanswered || matches!(stop, Some(StopReason::OutcomeUnknown { .. })))
+        && (reach == Reach::Unanswered || stop.is_some_and(|s| s.code() == ErrorCode::OutcomeUnknown))
 }
 
 /// What a side effect's outcome is, as one trip can tell.
@@ -164,9 +177,15 @@ impl Verdict {
         } else {
             SideEffect::Untold
         };
+        // Precedence (DESIGN.md, "Idempotency, client side"): once a sent attempt may have acted, the code is
+        // `outcome_unknown`, whatever stopped the call afterwards (an open breaker, a spent budget, the deadline).
+        let code = match side_effect {
+            SideEffect::Unknown => Some(ErrorCode::OutcomeUnknown),
+            SideEffect::Settled | SideEffect::Untold => trip.code(),
+        };
         Verdict {
             stop: trip.stop,
-            code: trip.code(),
+            code,
             replayed,
             side_effect,
         }
@@ -212,15 +231,27 @@ mod tests {
 
     #[test]
     fn an_attempt_reaches_the_upstream_unless_its_error_proves_otherwise() {
-        assert_eq!(Reach::of(&status(503)), Reach::Answered);
-        let timeout = Err(Error::Timeout {
-            after: std::time::Duration::from_secs(1),
-        });
-        assert_eq!(Reach::of(&timeout), Reach::Unanswered);
+        let keyed = CallKind::SideEffectingTool(UpstreamIdempotency::Keyed);
         assert_eq!(
-            Reach::of(&Err(Error::transport(false, "refused"))),
+            Reach::of_answer(keyed, &ResponseInfo::status(503)),
+            Reach::Answered
+        );
+        let timeout = Error::Timeout {
+            after: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(Reach::of_error(&timeout), Reach::Unanswered);
+        assert_eq!(
+            Reach::of_error(&Error::transport(false, "refused")),
             Reach::Nothing
         );
+        // An answer that does not say what happened is as good as none.
+        assert_eq!(
+            Reach::of_answer(REFUND, &ResponseInfo::status(500)),
+            Reach::Unanswered
+        );
+        let said = ResponseInfo::status(502).with_problem(ballast_core::ProblemKind::OutcomeUnknown);
+        assert_eq!(Reach::of_answer(keyed, &said), Reach::Unanswered);
+        assert_eq!(Reach::of_answer(CallKind::ReadOnlyTool, &said), Reach::Answered);
         assert_eq!(Reach::Answered.then(Reach::Nothing), Reach::Answered);
         assert_eq!(Reach::Unanswered.then(Reach::Answered), Reach::Unanswered);
     }
@@ -251,7 +282,11 @@ mod tests {
         );
         let verdict = Verdict::of(REFUND, &gave_up);
         assert_eq!(verdict.side_effect, SideEffect::Unknown);
-        assert_eq!(verdict.code, Some(ErrorCode::UpstreamError));
+        assert_eq!(
+            verdict.code,
+            Some(ErrorCode::OutcomeUnknown),
+            "the code says it first"
+        );
         let read_only = Verdict::of(CallKind::ReadOnlyTool, &gave_up);
         assert_eq!(read_only.side_effect, SideEffect::Untold);
         let nothing_sent = trip(Err(Error::CircuitOpen { retry_in: None }), None, Reach::Nothing);
@@ -267,6 +302,16 @@ mod tests {
         let snapshot = report.snapshot();
         assert!(snapshot.outcome_unknown, "an earlier trip's loss stands");
         assert_eq!(snapshot.code, Some(ErrorCode::CircuitOpen));
+        // Precedence: an open breaker after a lost attempt is `outcome_unknown`.
+        let lost_then_open = trip(
+            Err(Error::CircuitOpen { retry_in: None }),
+            None,
+            Reach::Unanswered,
+        );
+        assert_eq!(
+            Verdict::of(REFUND, &lost_then_open).code,
+            Some(ErrorCode::OutcomeUnknown)
+        );
         Verdict::of(REFUND, &trip(status(200), None, Reach::Unanswered)).write(&report);
         assert!(!report.snapshot().outcome_unknown, "settled");
     }

@@ -33,7 +33,7 @@ async fn one_key_from_sixty_four_callers(store: Arc<dyn IdempotencyStore>) {
     for _ in 1..CALLERS {
         let answer = within(calls.next()).await.expect("a call").expect("no panic");
         assert_eq!(answer.status(), 409, "{:?}", answer.body);
-        assert_eq!(answer.problem_type(), "urn:ballast:idempotency-in-progress");
+        assert_eq!(answer.problem_type(), "urn:ballast:idempotency_in_progress");
         assert_eq!(answer.header("x-should-retry"), Some("true"));
         assert!(answer.header("retry-after").is_some());
     }

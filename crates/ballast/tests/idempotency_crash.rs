@@ -116,7 +116,7 @@ async fn a_handler_panic_after_dispatch_leaves_outcome_unknown() {
     let app = app(IdempotencyLayer::new(store.clone()), &handlers, store);
     let answer = send(&app, post_json("/panic", Some("k1"), "{}")).await;
     assert_eq!(answer.status(), 500);
-    assert_eq!(answer.problem_type(), "urn:ballast:handler-panicked");
+    assert_eq!(answer.problem_type(), "urn:ballast:handler_panicked");
     let retry = send(&app, post_json("/panic", Some("k1"), "{}")).await;
     assert_eq!(retry.status(), 502);
     assert_eq!(retry.problem_type(), "urn:ballast:outcome_unknown");

@@ -23,7 +23,7 @@ async fn a_missing_key_is_400_and_nothing_runs() {
     let (app, handlers) = fixture().await;
     let answer = send(&app, post_json("/refunds", None, "{}")).await;
     assert_eq!(answer.status(), 400);
-    assert_eq!(answer.problem_type(), "urn:ballast:idempotency-key-missing");
+    assert_eq!(answer.problem_type(), "urn:ballast:idempotency_key_missing");
     assert_eq!(answer.header("x-should-retry"), Some("false"));
     assert_eq!(handlers.runs(), 0);
 }
@@ -43,7 +43,7 @@ async fn malformed_keys_are_400_each_and_nothing_runs() {
             .unwrap();
         let answer = send(&app, request).await;
         assert_eq!(answer.status(), 400, "key {key:?}");
-        assert_eq!(answer.problem_type(), "urn:ballast:idempotency-key-invalid");
+        assert_eq!(answer.problem_type(), "urn:ballast:idempotency_key_invalid");
     }
     // 255 characters is the longest valid key.
     let answer = send(&app, post_json("/refunds", Some(&"k".repeat(255)), "{}")).await;
@@ -102,7 +102,7 @@ async fn reordered_json_keys_replay_and_changed_json_is_422() {
     )
     .await;
     assert_eq!(changed.status(), 422);
-    assert_eq!(changed.problem_type(), "urn:ballast:idempotency-key-reused");
+    assert_eq!(changed.problem_type(), "urn:ballast:idempotency_key_reused");
     assert_eq!(handlers.runs(), 1);
 }
 
@@ -154,7 +154,7 @@ async fn bodies_over_the_limit_are_413_and_nothing_runs() {
     )
     .await;
     assert_eq!(answer.status(), 413);
-    assert_eq!(answer.problem_type(), "urn:ballast:body-too-large");
+    assert_eq!(answer.problem_type(), "urn:ballast:body_too_large");
     assert_eq!(handlers.runs(), 0);
     assert_eq!(
         send(&app, post_json("/refunds", Some("k1"), "{}")).await.status(),
@@ -176,7 +176,7 @@ async fn the_lease_is_the_deadline_header_plus_the_grace_and_a_bad_header_is_400
     parts.headers.insert("grpc-timeout", "12x".parse().unwrap());
     let answer = send(&app, http::Request::from_parts(parts, body)).await;
     assert_eq!(answer.status(), 400);
-    assert_eq!(answer.problem_type(), "urn:ballast:deadline-header-invalid");
+    assert_eq!(answer.problem_type(), "urn:ballast:deadline_header_invalid");
     assert!(answer.json()["detail"].as_str().unwrap().contains("grpc-timeout"));
 
     let mut request = post_json("/refunds", Some("k1"), "{}");

@@ -32,7 +32,7 @@ async fn a_store_down_before_the_claim_runs_nothing() {
     flaky.claims_fail.store(true, Ordering::SeqCst);
     let answer = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
     assert_eq!(answer.status(), 503);
-    assert_eq!(answer.problem_type(), "urn:ballast:store-unavailable");
+    assert_eq!(answer.problem_type(), "urn:ballast:store_unavailable");
     assert_eq!(answer.header("x-should-retry"), Some("true"));
     assert_eq!(handlers.runs(), 0, "fail closed");
     flaky.claims_fail.store(false, Ordering::SeqCst);
@@ -70,7 +70,7 @@ async fn a_claim_taken_over_before_dispatch_is_in_progress_not_a_store_failure()
     flaky.dispatch_not_held.store(true, Ordering::SeqCst);
     let answer = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
     assert_eq!(answer.status(), 409, "{:?}", answer.body);
-    assert_eq!(answer.problem_type(), "urn:ballast:idempotency-in-progress");
+    assert_eq!(answer.problem_type(), "urn:ballast:idempotency_in_progress");
     assert_eq!(answer.header("x-should-retry"), Some("true"));
     assert!(answer.header("retry-after").is_some());
     assert_eq!(handlers.runs(), 0, "nothing ran");
@@ -88,7 +88,7 @@ async fn a_failed_completion_write_still_answers_and_lands_in_the_background() {
     for _ in 0..3 {
         let retry = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
         assert_eq!(retry.status(), 409);
-        assert_eq!(retry.problem_type(), "urn:ballast:idempotency-in-progress");
+        assert_eq!(retry.problem_type(), "urn:ballast:idempotency_in_progress");
     }
     let failures = flaky.failed_completes.load(Ordering::SeqCst);
     within(async {

@@ -326,5 +326,5 @@ async fn a_runs_allowance_is_shared_by_its_calls() {
     let later = call_of_the_run("op-later".into()).await;
     assert_eq!(later.attempts.len(), 1);
     assert_eq!(later.stop, Some(StopReason::RunAllowanceExhausted));
-    assert_eq!(later.code.map(|c| c.as_str()), Some("retry_budget_exhausted"));
+    assert_eq!(later.code.map(|c| c.as_str()), Some("run_allowance_exhausted"));
 }

@@ -525,7 +525,7 @@ fn refused_below(n: usize) -> Result<Response<Bytes>, Error> {
 /// timed out after sending, and which then stopped for another reason, reported `outcome_unknown = false`.
 #[tokio::test(start_paused = true)]
 async fn outcome_unknown_was_under_reported_for_keyed_tools() {
-    // (what stops the call, its code, the upstream, its budget)
+    // (what stops the call, the code of what stops it, the upstream, its budget)
     let after_a_timeout: [(&str, &str, Answer, Arc<dyn RetryBudget>); 6] = [
         (
             "attempts exhausted",
@@ -550,7 +550,7 @@ async fn outcome_unknown_was_under_reported_for_keyed_tools() {
                         .status(409)
                         .header("content-type", "application/problem+json")
                         .body(Bytes::from_static(
-                            br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
+                            br#"{"type": "urn:ballast:idempotency_in_progress"}"#,
                         ))
                         .unwrap())
                 }
@@ -587,14 +587,23 @@ async fn outcome_unknown_was_under_reported_for_keyed_tools() {
         ),
     ];
     for kind in [KEYED, KEYED_REPLAYS_ERRORS] {
-        for (case, code, answer, budget) in after_a_timeout.clone() {
+        for (case, stopped_by, answer, budget) in after_a_timeout.clone() {
             let (service, _log) = retrying_with(budget, answer);
             let (context, request) = call(kind);
-            let _ = service.oneshot(request).await;
+            let result = service.oneshot(request).await;
             let report = context.report.snapshot();
+            // What stopped the call is still said (its stop reason, or the error), but the code is
+            // `outcome_unknown` (issue 11, precedence): a caller that reads any other code must be able to trust
+            // that nothing happened.
+            let stop = match (&result, report.stop) {
+                (_, Some(stop)) => stop.code(),
+                (Err(error), None) => error.code(),
+                (Ok(_), None) => panic!("{kind:?}, {case}: no stop: {report}"),
+            };
+            assert_eq!(stop.as_str(), stopped_by, "{kind:?}, {case}: {report}");
             assert_eq!(
-                report.code.map(|c| c.as_str()),
-                Some(code),
+                report.code,
+                Some(ErrorCode::OutcomeUnknown),
                 "{kind:?}, {case}: {report}"
             );
             assert!(report.outcome_unknown, "{kind:?}, {case}: {report}");

@@ -24,7 +24,11 @@ pub(super) enum Failure {
     LostAfterSending,
     /// 408, 425, 429, or a 409 "in progress": answered before the operation ran, so not a stored answer.
     RefusedBeforeRunning,
-    /// 500, 502, 503, 504, 529: the upstream (or a proxy in front of it) produced an error answer.
+    /// 503 with `Retry-After`: the upstream refused the request for now and said when to come back (a
+    /// maintenance page, a shed).
+    Refusal,
+    /// 500, 502, 503 (without `Retry-After`), 504, 529: the upstream (or a proxy in front of it) produced an error
+    /// answer.
     ServerError,
     /// An error answer the upstream itself declared retryable (`x-should-retry: true`), whatever its status. For
     /// an upstream that deduplicates, it also says the answer was not stored: a retry with the same key would
@@ -37,12 +41,15 @@ pub(super) enum Failure {
 /// The one table DESIGN.md's "Upstream idempotency" becomes; change a rule here and only here.
 pub(super) const fn side_effect_may_retry(upstream: UpstreamIdempotency, failure: Failure) -> bool {
     match (upstream, failure) {
-        // No deduplication: anything after sending could run the operation twice (DESIGN.md: only never-sent).
+        // No deduplication: only an explicit refusal — answered before the operation ran — may be sent again;
+        // anything else after sending could run it twice (DESIGN.md: never-sent errors and explicit refusals).
+        (UpstreamIdempotency::None, Failure::RefusedBeforeRunning | Failure::Refusal) => true,
         (UpstreamIdempotency::None, _) => false,
         // Deduplicates, stores only successes: the same key makes any retry safe.
         (UpstreamIdempotency::Keyed, _) => true,
         // Stores every answer it produced: a 5xx would be replayed as the same 5xx — unless the upstream said
-        // it may be retried, which it only says of an answer it did not store; the key still deduplicates.
+        // it may be retried, which it only says of an answer it did not store; the key still deduplicates. (A 503
+        // with `Retry-After` is a refusal it did not store.)
         (UpstreamIdempotency::KeyedReplaysErrors, Failure::ServerError) => false,
         (UpstreamIdempotency::KeyedReplaysErrors, Failure::DeclaredRetryable) => true,
         (UpstreamIdempotency::KeyedReplaysErrors, _) => true,
@@ -75,10 +82,35 @@ pub(super) fn classify(outcome: &AttemptOutcome, kind: CallKind) -> Verdict {
     }
 }
 
+/// Whether an error answer to a side-effecting call leaves the operation's outcome unknown (DESIGN.md,
+/// "Upstream idempotency" and "Idempotency, client side"): the upstream says so ([`ProblemKind::OutcomeUnknown`]),
+/// or an upstream that does not deduplicate (`none`) answered a 5xx that is not an explicit refusal (a 503 with
+/// `Retry-After`): such a 5xx may come after the commit (Stripe treats a 500 so). A read-only or model call's
+/// answer never does.
+///
+/// The one rule behind the decision (such an answer stops the call: it is never re-sent automatically) and behind
+/// the shell's verdict (the call's outcome is unknown, exactly as for a sent attempt that got no answer).
+pub const fn answer_leaves_outcome_unknown(kind: CallKind, response: &ResponseInfo) -> bool {
+    let CallKind::SideEffectingTool(upstream) = kind else {
+        return false;
+    };
+    if matches!(response.problem, ProblemKind::OutcomeUnknown) {
+        return true;
+    }
+    let server_error = response.status >= 500 && response.status <= 599;
+    let refusal = response.status == 503 && response.retry_after.is_some();
+    matches!(upstream, UpstreamIdempotency::None) && server_error && !refusal
+}
+
 fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
     let status = response.status;
     if response.is_success() {
         return Verdict::Done;
+    }
+    // An answer after which nobody knows whether the side effect happened stops the call, whatever else it says:
+    // a retry could act twice, and the caller must check first.
+    if answer_leaves_outcome_unknown(kind, response) {
+        return Verdict::Stop(StopReason::OutcomeUnknownAnswer { status });
     }
     // Problems a wait cannot fix stop whatever the headers say: the same request fails the same way.
     match response.problem {
@@ -86,7 +118,7 @@ fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
         ProblemKind::ContextLengthExceeded => {
             return Verdict::Stop(StopReason::ContextLengthExceeded { status });
         }
-        ProblemKind::None | ProblemKind::IdempotencyInProgress => {}
+        ProblemKind::None | ProblemKind::IdempotencyInProgress | ProblemKind::OutcomeUnknown => {}
     }
     // The upstream's word overrides the status classification only. `false` stops everything; `true` makes the
     // answer retryable, but whether re-sending a side effect is safe stays the table's call: an upstream that
@@ -96,6 +128,7 @@ fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
         Some(true) => Failure::DeclaredRetryable,
         None => match retryable_status(status, response.problem) {
             None => return Verdict::Stop(StopReason::NotRetryable { status }),
+            Some(Failure::ServerError) if status == 503 && response.retry_after.is_some() => Failure::Refusal,
             Some(failure) => failure,
         },
     };
@@ -136,13 +169,14 @@ mod tests {
         let failures = [
             LostAfterSending,
             RefusedBeforeRunning,
+            Refusal,
             ServerError,
             DeclaredRetryable,
         ];
         let row = |u| failures.map(|f| side_effect_may_retry(u, f));
-        assert_eq!(row(U::None), [false, false, false, false]);
-        assert_eq!(row(U::Keyed), [true, true, true, true]);
-        assert_eq!(row(U::KeyedReplaysErrors), [true, true, false, true]);
+        assert_eq!(row(U::None), [false, true, true, false, false]);
+        assert_eq!(row(U::Keyed), [true, true, true, true, true]);
+        assert_eq!(row(U::KeyedReplaysErrors), [true, true, true, false, true]);
     }
 
     #[test]

@@ -25,15 +25,15 @@
 //!    `x-should-retry: true|false` from the upstream, when present, decides whether the answer is retryable
 //!    (rule 3 still decides whether it is safe); otherwise the retryable set:
 //!    never-sent errors, timeouts and transport errors after sending, statuses 408, 425, 429, 500, 502, 503,
-//!    504, 529, and 409 only as an idempotency "in progress" answer (`urn:ballast:idempotency-in-progress`,
+//!    504, 529, and 409 only as an idempotency "in progress" answer (`urn:ballast:idempotency_in_progress`,
 //!    Stripe's `idempotency_key_in_use`). Every other 4xx is final (AWS Builders' Library, "Timeouts, retries
 //!    and backoff with jitter": retry only what a retry can fix).
 //! 3. **Is a retry safe?** Model calls and read-only tools: yes. Side-effecting tools, by the upstream's
 //!    [`UpstreamIdempotency`] (the table is `side_effect_may_retry` in `classify.rs`, one place to change):
-//!    - `none`: only never-sent errors. A timeout or reset after sending is `OutcomeUnknown`: the upstream may
-//!      have acted and nothing deduplicates a second try (reference/003, the double refund). A retryable
-//!      status is not retried either: DESIGN.md says only never-sent errors are, and a 5xx may follow a
-//!      partial effect.
+//!    - `none`: only never-sent errors and explicit refusals — 408, 425, 429, a 409 in progress, a 503 with
+//!      `Retry-After`: answered before the operation ran. A timeout or reset after sending is `OutcomeUnknown`:
+//!      the upstream may have acted and nothing deduplicates a second try (reference/003, the double refund);
+//!      any other 5xx is `OutcomeUnknownAnswer`: it may come after the commit (Stripe treats a 500 so).
 //!    - `keyed`: the upstream deduplicates by `Idempotency-Key` and stores successes only, so every retryable
 //!      outcome is retried with the same key.
 //!    - `keyed_replays_errors` (Stripe): the upstream stores every answer it produced, so a 5xx would be
@@ -43,8 +43,13 @@
 //!
 //!    `x-should-retry` overrides the retryable set of rule 2, not this table: `false` stops every kind of call,
 //!    `true` makes any error answer retryable, and then the table still decides whether re-sending a side effect
-//!    is safe. A `none` upstream's answer is never re-sent, whatever the header: nothing deduplicates the second
-//!    try, and an upstream's "retry me" cannot make that safe. A `keyed_replays_errors` 5xx that says `true` *is*
+//!    is safe. A `none` upstream's answer that is not a refusal is never re-sent, whatever the header: nothing
+//!    deduplicates the second try, and an upstream's "retry me" cannot make that safe.
+//!
+//!    Before all three, for a side-effecting call: an answer that leaves the outcome unknown
+//!    ([`answer_leaves_outcome_unknown`]: the upstream says so — `urn:ballast:outcome_unknown`, a handler that
+//!    panicked, `ballast-outcome: unknown` — or a `none` upstream's 5xx) stops the call with
+//!    `OutcomeUnknownAnswer`: the client believes the server, and nothing re-sends what may have happened. A `keyed_replays_errors` 5xx that says `true` *is*
 //!    retried: the upstream only says so of an answer it did not store (Stripe's `Stripe-Should-Retry` is sent
 //!    exactly for this), and the same key still deduplicates the retry. `keyed` retries it as it retries any
 //!    retryable answer.
@@ -84,6 +89,7 @@ use std::str::FromStr;
 use crate::UnknownName;
 
 pub use allowance::{DEFAULT_RUN_ALLOWANCE, RunAllowance, retries_allowed_here};
+pub use classify::answer_leaves_outcome_unknown;
 pub use outcome::{AttemptOutcome, CallKind, ProblemKind, ResponseInfo};
 pub use policy::{
     CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER, DEFAULT_RETRY_AFTER_JITTER, InvalidRetryPolicy,

@@ -126,7 +126,7 @@ pub enum ProblemKind {
     /// Nothing the decision treats specially.
     #[default]
     None,
-    /// Another request with the same idempotency key is still running (`urn:ballast:idempotency-in-progress`,
+    /// Another request with the same idempotency key is still running (`urn:ballast:idempotency_in_progress`,
     /// Stripe's `idempotency_key_in_use`): a 409 with it is worth retrying after the wait asked.
     IdempotencyInProgress,
     /// The account's quota is spent (OpenAI's `insufficient_quota`): waiting does not help; a model route moves
@@ -135,6 +135,11 @@ pub enum ProblemKind {
     /// The request does not fit the model's context window (OpenAI's `context_length_exceeded`): the same
     /// request fails the same way; a route may move to a larger-context deployment or truncate.
     ContextLengthExceeded,
+    /// The upstream says the operation's outcome is unknown: an idempotency layer's `urn:ballast:outcome_unknown`
+    /// (its request was sent and nobody knows whether it acted) or `urn:ballast:handler_panicked` (its handler
+    /// failed after the request was dispatched), an OpenAI-style `outcome_unknown` code, or another Ballast's
+    /// `ballast-outcome: unknown`. A caller that believes it checks the operation before doing it again.
+    OutcomeUnknown,
 }
 
 impl ProblemKind {
@@ -142,9 +147,16 @@ impl ProblemKind {
     /// Unknown codes are [`ProblemKind::None`].
     pub fn from_code(code: &str) -> Self {
         match code {
-            "urn:ballast:idempotency-in-progress" | "idempotency_key_in_use" => {
-                ProblemKind::IdempotencyInProgress
-            }
+            // The spelling of DESIGN.md (`urn:ballast:<code>`), and the hyphens of earlier Ballast versions.
+            "urn:ballast:idempotency_in_progress"
+            | "urn:ballast:idempotency-in-progress"
+            | "idempotency_key_in_use" => ProblemKind::IdempotencyInProgress,
+            "urn:ballast:outcome_unknown"
+            | "urn:ballast:outcome-unknown"
+            | "urn:ballast:handler_panicked"
+            | "urn:ballast:handler-panicked"
+            | "outcome_unknown"
+            | "handler_panicked" => ProblemKind::OutcomeUnknown,
             "insufficient_quota" => ProblemKind::InsufficientQuota,
             "context_length_exceeded" => ProblemKind::ContextLengthExceeded,
             _ => ProblemKind::None,

@@ -21,6 +21,13 @@ pub enum StopReason {
         /// Whether the attempt timed out (`false`: the connection failed).
         timed_out: bool,
     },
+    /// A side-effecting call got an answer that does not say whether the operation happened: the upstream said
+    /// its outcome is unknown, or an upstream that does not deduplicate (`none`) answered a 5xx that may come after
+    /// the commit. Never re-sent automatically.
+    OutcomeUnknownAnswer {
+        /// The upstream's status.
+        status: u16,
+    },
     /// The upstream's answer is not in the retryable set (a 4xx such as 400, 401, 404, 422).
     NotRetryable {
         /// The upstream's status.
@@ -81,10 +88,11 @@ impl StopReason {
     pub const fn code(&self) -> ErrorCode {
         match self {
             StopReason::Deadline(_) => ErrorCode::DeadlineExceeded,
-            StopReason::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
-            StopReason::RetryBudgetExhausted | StopReason::RunAllowanceExhausted => {
-                ErrorCode::RetryBudgetExhausted
+            StopReason::OutcomeUnknown { .. } | StopReason::OutcomeUnknownAnswer { .. } => {
+                ErrorCode::OutcomeUnknown
             }
+            StopReason::RetryBudgetExhausted => ErrorCode::RetryBudgetExhausted,
+            StopReason::RunAllowanceExhausted => ErrorCode::RunAllowanceExhausted,
             StopReason::NotRetryable { .. }
             | StopReason::UpstreamSaidNoRetry { .. }
             | StopReason::NotDeduplicated { .. }
@@ -128,10 +136,32 @@ impl StopReason {
         }
     }
 
+    /// The reason's short stable name, for machines (logs, metrics, a report's JSON): `deadline`,
+    /// `attempts_exhausted`, ... — never renamed.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            StopReason::Deadline(_) => "deadline",
+            StopReason::OutcomeUnknown { .. } => "outcome_unknown",
+            StopReason::OutcomeUnknownAnswer { .. } => "outcome_unknown_answer",
+            StopReason::NotRetryable { .. } => "not_retryable",
+            StopReason::UpstreamSaidNoRetry { .. } => "upstream_said_no_retry",
+            StopReason::NotDeduplicated { .. } => "not_deduplicated",
+            StopReason::StoredError { .. } => "stored_error",
+            StopReason::InsufficientQuota { .. } => "insufficient_quota",
+            StopReason::ContextLengthExceeded { .. } => "context_length_exceeded",
+            StopReason::RetryAfterTooLong { .. } => "retry_after_too_long",
+            StopReason::RetriesAtCaller => "retries_at_caller",
+            StopReason::AttemptsExhausted { .. } => "attempts_exhausted",
+            StopReason::RetryBudgetExhausted => "retry_budget_exhausted",
+            StopReason::RunAllowanceExhausted => "run_allowance_exhausted",
+        }
+    }
+
     /// The upstream's status when the reason is about its answer.
     pub const fn status(&self) -> Option<u16> {
         match self {
             StopReason::NotRetryable { status }
+            | StopReason::OutcomeUnknownAnswer { status }
             | StopReason::UpstreamSaidNoRetry { status }
             | StopReason::NotDeduplicated { status }
             | StopReason::StoredError { status }
@@ -152,6 +182,13 @@ impl fmt::Display for StopReason {
                  requests (upstream_idempotency = none), so the side effect may or may not have happened; it is \
                  not retried automatically: check the operation before trying again",
                 if *timed_out { "timed out" } else { "lost its connection" }
+            ),
+            StopReason::OutcomeUnknownAnswer { status } => write!(
+                f,
+                "outcome unknown: the upstream answered {status} after the request was sent, which does not say \
+                 whether the side effect happened (the upstream said its outcome is unknown, or it does not \
+                 deduplicate requests and a {status} may come after the commit); it is not retried automatically: \
+                 check the operation before trying again"
             ),
             StopReason::NotRetryable { status } => write!(
                 f,
@@ -204,8 +241,8 @@ impl fmt::Display for StopReason {
                  against it recently), so the last upstream error is returned; try again later",
             ),
             StopReason::RunAllowanceExhausted => f.write_str(
-                "retry budget exhausted: this run (ballast-run-id) has used its retry allowance, so the last \
-                 upstream error is returned; try again later or start a new run",
+                "run allowance exhausted: the calls of this run (one agent request) have used the retries it \
+                 allows them, so the last upstream error is returned; a new agent request starts a new run",
             ),
         }
     }
@@ -224,6 +261,7 @@ mod tests {
         vec![
             StopReason::Deadline(exceeded),
             StopReason::OutcomeUnknown { timed_out: true },
+            StopReason::OutcomeUnknownAnswer { status: 500 },
             StopReason::NotRetryable { status: 404 },
             StopReason::UpstreamSaidNoRetry { status: 503 },
             StopReason::NotDeduplicated { status: 503 },
@@ -253,6 +291,7 @@ mod tests {
             [
                 (DeadlineExceeded, false, true),
                 (OutcomeUnknown, false, false),
+                (OutcomeUnknown, false, false),
                 (UpstreamError, false, false),
                 (UpstreamError, false, false),
                 (UpstreamError, false, false),
@@ -263,7 +302,7 @@ mod tests {
                 (UpstreamError, true, false),
                 (UpstreamError, false, true),
                 (RetryBudgetExhausted, false, true),
-                (RetryBudgetExhausted, false, true),
+                (RunAllowanceExhausted, false, true),
             ]
         );
     }
@@ -287,9 +326,19 @@ mod tests {
             messages[0]
         );
         assert!(messages[1].contains("timed out") && messages[1].contains("check the operation"));
-        assert!(messages[2].contains("answered 404"));
-        assert!(messages[8].contains("90000 ms") && messages[8].contains("(60000 ms)"));
-        assert!(messages[10].contains("after 3 attempts"));
+        assert!(messages[2].contains("answered 500") && messages[2].contains("check the operation"));
+        assert!(messages[3].contains("answered 404"));
+        assert!(messages[9].contains("90000 ms") && messages[9].contains("(60000 ms)"));
+        assert!(messages[11].contains("after 3 attempts"));
+        assert!(
+            !messages[13].contains("ballast-run-id"),
+            "the library's words, not the gateway's"
+        );
+        for m in &messages {
+            assert!(!m.contains("Some(") && !m.contains("None"), "no Debug forms: {m}");
+        }
+        let names: std::collections::HashSet<_> = every_reason().iter().map(StopReason::as_str).collect();
+        assert_eq!(names.len(), every_reason().len(), "one name a reason");
         assert!(
             StopReason::OutcomeUnknown { timed_out: false }
                 .to_string()

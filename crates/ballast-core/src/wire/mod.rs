@@ -54,6 +54,9 @@ pub const BALLAST_ATTEMPT: &str = "ballast-attempt";
 /// `ballast-hop`: how many Ballasts the request has passed, this one included; a request that arrives with it
 /// is not retried again (retries at exactly one layer).
 pub const BALLAST_HOP: &str = "ballast-hop";
+/// `ballast-outcome`: `unknown` on an answer after which nobody knows whether the side effect happened (an
+/// idempotency layer's outcome-unknown and handler-panicked answers, another Ballast's `outcome_unknown`).
+pub const BALLAST_OUTCOME: &str = "ballast-outcome";
 /// `ballast-remaining-ms`: on every gateway response, the time left before the request's deadline.
 pub const BALLAST_REMAINING_MS: &str = "ballast-remaining-ms";
 /// `retry-after`: delta-seconds or an HTTP-date (RFC 9110 §10.2.3).

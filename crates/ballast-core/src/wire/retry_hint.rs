@@ -40,7 +40,9 @@ pub enum RetryAfter<'a> {
 /// rounded up to the nanosecond. A value in the shape of one of the three HTTP-date forms — IMF-fixdate
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
 /// (`Sun Nov  6 08:49:37 1994`) — is handed back unparsed: only its shape is checked (names, digits, separators),
-/// not whether the date exists. Anything else, including a negative number, is malformed.
+/// not whether the date exists. A number too large for a [`Duration`] is [`Duration::MAX`]: a wait longer than
+/// any the policy accepts (so the call stops rather than retrying at once). Anything else, including a negative
+/// number, is malformed.
 ///
 /// ```
 /// use ballast_core::{RetryAfter, parse_retry_after};
@@ -59,13 +61,22 @@ pub fn parse_retry_after(value: &str) -> Result<RetryAfter<'_>, WireError> {
     if looks_like_http_date(v.as_bytes()) {
         return Ok(RetryAfter::HttpDate(v));
     }
-    parse_decimal(v, 9, Round::Up)
+    waited(parse_decimal(v, 9, Round::Up))
         .map(RetryAfter::Delay)
         .map_err(|why| WireError::malformed(RETRY_AFTER, value, why))
 }
 
+/// A wait read from a number: one too large to represent is the longest there is, never no wait at all.
+fn waited(parsed: Result<Duration, Malformation>) -> Result<Duration, Malformation> {
+    match parsed {
+        Err(Malformation::Overflow) => Ok(Duration::MAX),
+        other => other,
+    }
+}
+
 /// Reads a `retry-after-ms` value: a non-negative number of milliseconds, decimals allowed (the OpenAI SDKs
-/// read it with `float()` / `parseFloat`), rounded up to the nanosecond.
+/// read it with `float()` / `parseFloat`), rounded up to the nanosecond; one too large for a [`Duration`] is
+/// [`Duration::MAX`], as for `Retry-After`.
 ///
 /// ```
 /// use ballast_core::parse_retry_after_ms;
@@ -75,7 +86,7 @@ pub fn parse_retry_after(value: &str) -> Result<RetryAfter<'_>, WireError> {
 /// assert_eq!(parse_retry_after_ms("0.5"), Ok(Duration::from_micros(500)));
 /// ```
 pub fn parse_retry_after_ms(value: &str) -> Result<Duration, WireError> {
-    parse_decimal(trim_ows(value), 6, Round::Up)
+    waited(parse_decimal(trim_ows(value), 6, Round::Up))
         .map_err(|why| WireError::malformed(RETRY_AFTER_MS, value, why))
 }
 
@@ -219,12 +230,27 @@ mod tests {
         );
     }
 
+    /// Regression: `Retry-After: 18446744073709551616` overflowed, was read as malformed — as if absent — and
+    /// the call retried at once. Too large to represent is longer than any wait the policy accepts.
+    #[test]
+    fn a_wait_too_large_to_represent_is_the_longest_there_is() {
+        for huge in ["18446744073709551616", "99999999999999999999999", "1e30"] {
+            assert_eq!(
+                parse_retry_after(huge),
+                Ok(RetryAfter::Delay(Duration::MAX)),
+                "{huge}"
+            );
+        }
+        for huge in ["18446744073709551616000", "1e30"] {
+            assert_eq!(parse_retry_after_ms(huge), Ok(Duration::MAX), "{huge}");
+        }
+    }
+
     #[test]
     fn retry_after_rejects_what_is_neither_a_number_nor_a_date() {
         assert_eq!(retry_after_why(""), Malformation::Empty);
         assert_eq!(retry_after_why("-1"), Malformation::Negative);
         assert_eq!(retry_after_why("NaN"), Malformation::NotFinite);
-        assert_eq!(retry_after_why("99999999999999999999999"), Malformation::Overflow);
         for bad in [
             "soon",
             "30s",

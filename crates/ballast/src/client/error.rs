@@ -60,9 +60,14 @@ impl CallError {
         }
     }
 
-    /// The stable error code (DESIGN.md, "Error answers"): the error's, or for an upstream's answer the code of
-    /// the call that gave it (the last fallback tried, when the call went to one).
+    /// The stable error code (DESIGN.md, "Error answers"): `outcome_unknown` once a sent attempt may have acted,
+    /// whatever stopped the call afterwards (an open breaker, a spent budget, the deadline); else the error's, or
+    /// for an upstream's answer the code of the call that gave it (the last fallback tried, when the call went to
+    /// one). So any other code of a side-effecting call means the operation did not happen.
     pub fn code(&self) -> ErrorCode {
+        if self.outcome_unknown() {
+            return ErrorCode::OutcomeUnknown;
+        }
         match self {
             CallError::Failed { error, .. } => error.code(),
             CallError::Upstream { report, .. } => answering(report).code.unwrap_or(ErrorCode::UpstreamError),

@@ -256,7 +256,11 @@ mod tests {
         assert_eq!(took, Duration::from_secs(2));
         assert!(matches!(trip.result, Err(Error::DeadlineExceeded(_))), "{trip:?}");
         let verdict = Verdict::of(REFUND, &trip);
-        assert_eq!(verdict.code, Some(ErrorCode::DeadlineExceeded));
+        assert_eq!(
+            verdict.code,
+            Some(ErrorCode::OutcomeUnknown),
+            "precedence: unknown first"
+        );
         assert_eq!(verdict.side_effect, SideEffect::Unknown);
     }
 }

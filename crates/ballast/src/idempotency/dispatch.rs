@@ -25,6 +25,7 @@ use super::replay::to_stored;
 use super::settle::{HeldClaim, Settlement, Written};
 use super::{NotStored, OutcomeUnknown};
 use crate::BoxError;
+use crate::headers::BALLAST_OUTCOME;
 
 /// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
 type Answer<E> = Result<Response<Body>, E>;
@@ -113,6 +114,12 @@ where
         );
     }
     if parts.extensions.get::<OutcomeUnknown>().is_some() {
+        // The handler's own answer, and the layer's word that nobody knows whether it acted: a caller that reads
+        // it (a ToolClient, another Ballast) checks before doing it again.
+        let mut parts = parts;
+        parts
+            .headers
+            .insert(BALLAST_OUTCOME, http::HeaderValue::from_static("unknown"));
         return (
             Ok(Response::from_parts(parts, Body::new(body))),
             Settlement::OutcomeUnknown,

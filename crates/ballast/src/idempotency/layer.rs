@@ -69,15 +69,15 @@ pub(crate) struct Settings {
 /// | request | answer |
 /// |---|---|
 /// | `GET`, `HEAD`, `OPTIONS`, `TRACE` (safe methods) | passed to the handler untouched |
-/// | no key, key required (default) | 400 `urn:ballast:idempotency-key-missing` (not required: passed through) |
-/// | key empty, over 255 characters, not printable ASCII, sent twice | 400 `urn:ballast:idempotency-key-invalid` |
+/// | no key, key required (default) | 400 `urn:ballast:idempotency_key_missing` (not required: passed through) |
+/// | key empty, over 255 characters, not printable ASCII, sent twice | 400 `urn:ballast:idempotency_key_invalid` |
 /// | body over the limit | 413, nothing runs |
 /// | first request | claimed (lease = the request's deadline + grace), marked `dispatched`, handler runs |
-/// | same key while running | 409 `urn:ballast:idempotency-in-progress`, `Retry-After`, `x-should-retry: true` |
-/// | same key, another request | 422 `urn:ballast:idempotency-key-reused`, nothing runs |
+/// | same key while running | 409 `urn:ballast:idempotency_in_progress`, `Retry-After`, `x-should-retry: true` |
+/// | same key, another request | 422 `urn:ballast:idempotency_key_reused`, nothing runs |
 /// | same key after completion | the stored status, allow-listed headers and body, `Idempotent-Replayed: true` |
 /// | same key after an unknown outcome | 502 `urn:ballast:outcome_unknown`, `x-should-retry: false` |
-/// | store unreachable before the claim | 503 `urn:ballast:store-unavailable`, nothing runs (fail closed) |
+/// | store unreachable before the claim | 503 `urn:ballast:store_unavailable`, nothing runs (fail closed) |
 ///
 /// - **Scope**: principal + route + key. The principal is the request's [`Principal`](crate::Principal)
 ///   extension (inserted by an auth middleware outside this layer), else the configured default (`anonymous`).

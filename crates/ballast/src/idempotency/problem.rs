@@ -11,7 +11,7 @@ use ballast_core::{ErrorCode, InvalidKey, WireError};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
-use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::headers::{BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 
 /// Why the layer answered instead of the handler (or alongside it, for the outcome of a crashed handler).
 #[derive(Debug)]
@@ -57,6 +57,7 @@ impl Problem {
             "status": status.as_u16(),
             "detail": detail,
         });
+        let unknown = matches!(self, Problem::OutcomeUnknown | Problem::HandlerPanicked);
         if let Problem::OutcomeUnknown = self {
             body["code"] = json!(ErrorCode::OutcomeUnknown.as_str());
         }
@@ -67,6 +68,10 @@ impl Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        // Said in a header too, for a caller (another Ballast, a proxy) that does not read the body.
+        if unknown {
+            headers.insert(BALLAST_OUTCOME, HeaderValue::from_static("unknown"));
+        }
         // Only the answers where nothing ran and a later identical request can succeed invite a retry.
         let retry_after = self.retry_after();
         headers.insert(
@@ -97,53 +102,53 @@ impl Problem {
         match self {
             Problem::KeyMissing => (
                 StatusCode::BAD_REQUEST,
-                "idempotency-key-missing",
+                "idempotency_key_missing",
                 "Idempotency-Key required",
             ),
             Problem::KeyInvalid(_) | Problem::KeyRepeated => (
                 StatusCode::BAD_REQUEST,
-                "idempotency-key-invalid",
+                "idempotency_key_invalid",
                 "Idempotency-Key invalid",
             ),
             Problem::BadDeadline(_) => (
                 StatusCode::BAD_REQUEST,
-                "deadline-header-invalid",
+                "deadline_header_invalid",
                 "Deadline header invalid",
             ),
             Problem::BodyTooLarge { .. } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body-too-large",
+                "body_too_large",
                 "Request body too large",
             ),
             Problem::BodyUnreadable => (
                 StatusCode::BAD_REQUEST,
-                "body-unreadable",
+                "body_unreadable",
                 "Request body unreadable",
             ),
             Problem::InProgress { .. } => (
                 StatusCode::CONFLICT,
-                "idempotency-in-progress",
+                "idempotency_in_progress",
                 "Request with this key in progress",
             ),
             Problem::KeyReused => (
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "idempotency-key-reused",
+                "idempotency_key_reused",
                 "Idempotency-Key reused with another request",
             ),
             Problem::StoreUnavailable => (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "store-unavailable",
+                "store_unavailable",
                 "Idempotency store unavailable",
             ),
             Problem::StoreFailed => (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "store-failed",
+                "store_failed",
                 "Idempotency record unreadable",
             ),
             Problem::OutcomeUnknown => (StatusCode::BAD_GATEWAY, "outcome_unknown", "Outcome unknown"),
             Problem::HandlerPanicked => (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "handler-panicked",
+                "handler_panicked",
                 "Handler failed after the request was dispatched",
             ),
         }
@@ -218,7 +223,7 @@ mod tests {
             "application/problem+json"
         );
         let body = body_json(response).await;
-        assert_eq!(body["type"], "urn:ballast:idempotency-in-progress");
+        assert_eq!(body["type"], "urn:ballast:idempotency_in_progress");
         assert_eq!(body["status"], 409);
     }
 

@@ -61,27 +61,32 @@ where
             .await
             .map(|response| response.map(Into::into));
         let now = clock::now();
-        made.attempt(number, &result);
         let (outcome, result) = match result {
-            Ok(response) => (
-                AttemptOutcome::Response(classify_response(&response)),
-                Ok(response),
-            ),
-            Err(error) => match error.attempt_outcome() {
-                Some(outcome) => (outcome, Err(error)),
-                // Not an upstream outcome (circuit open, deadline, shed...): nothing to judge, nothing to retry.
-                None => {
-                    if let Some(paid) = paid.take() {
-                        if error.may_have_reached_upstream() {
-                            paid.spent();
-                        } else {
-                            // Refused below: the retry never went out, the run and the budget get it back.
-                            paid.refund();
-                        }
+            Ok(response) => {
+                let info = classify_response(&response);
+                made.attempt(number, Reach::of_answer(ctx.kind, &info));
+                (AttemptOutcome::Response(info), Ok(response))
+            }
+            Err(error) if error.attempt_outcome().is_some() => {
+                made.attempt(number, Reach::of_error(&error));
+                (
+                    error.attempt_outcome().unwrap_or(AttemptOutcome::NeverSent),
+                    Err(error),
+                )
+            }
+            // Not an upstream outcome (circuit open, deadline, shed...): nothing to judge, nothing to retry.
+            Err(error) => {
+                made.attempt(number, Reach::of_error(&error));
+                if let Some(paid) = paid.take() {
+                    if error.may_have_reached_upstream() {
+                        paid.spent();
+                    } else {
+                        // Refused below: the retry never went out, the run and the budget get it back.
+                        paid.refund();
                     }
-                    return made.ended(End::Rejected(error));
                 }
-            },
+                return made.ended(End::Rejected(error));
+            }
         };
         if let Some(paid) = paid.take() {
             paid.spent();
@@ -162,9 +167,9 @@ struct Made {
 }
 
 impl Made {
-    fn attempt(&mut self, number: u32, result: &Result<Response<Body>, Error>) {
+    fn attempt(&mut self, number: u32, reach: Reach) {
         self.attempts = number;
-        self.reach = self.reach.then(Reach::of(result));
+        self.reach = self.reach.then(reach);
     }
 
     /// The trip: the upstream's answer when there was one (also when the decision stopped on it), else the error

@@ -13,7 +13,7 @@ use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Response};
 use serde_json::Value;
 
-use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::headers::{BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 use crate::{Body, clock};
 
 /// What the retry decision needs from an upstream's answer: the status, `x-should-retry`, the wait asked for
@@ -24,8 +24,9 @@ use crate::{Body, clock};
 /// - When both waits are present, `retry-after-ms` wins ([`ResponseInfo::with_retry_after_headers`]).
 /// - The problem is read from error answers (status 400 and above) whose body is JSON (a JSON `Content-Type`, or
 ///   a body starting with `{`), from structured fields only — never from message text: a problem+json `type`
-///   (`urn:ballast:idempotency-in-progress`), or an OpenAI/Stripe-style `error.code`, then `error.type`
-///   ([`ProblemKind::from_code`]). Success bodies are not parsed: the decision never looks at their problem,
+///   (`urn:ballast:idempotency_in_progress`), or an OpenAI/Stripe-style `error.code`, then `error.type`
+///   ([`ProblemKind::from_code`]). An error answer with `ballast-outcome: unknown` (another Ballast's) reports
+///   [`ProblemKind::OutcomeUnknown`], whatever its body. Success bodies are not parsed: the decision never looks at their problem,
 ///   and a large success body should not cost a parse.
 ///
 /// Never panics, whatever the headers and the body hold.
@@ -62,7 +63,19 @@ pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
     if !info.is_success() && looks_like_json(headers, body) {
         info = info.with_problem(problem(body));
     }
+    // Another Ballast's word that the outcome is unknown, whatever its body says.
+    if !info.is_success() && says_outcome_unknown(headers) {
+        info = info.with_problem(ProblemKind::OutcomeUnknown);
+    }
     info
+}
+
+/// Whether the answer carries `ballast-outcome: unknown`.
+fn says_outcome_unknown(headers: &HeaderMap) -> bool {
+    headers
+        .get(BALLAST_OUTCOME)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("unknown"))
 }
 
 /// The header `name` read by `parse`; `None` when absent, not text, or malformed (logged).
@@ -201,7 +214,7 @@ mod tests {
 
     #[test]
     fn problem_json_type_is_read() {
-        let body = br#"{"type": "urn:ballast:idempotency-in-progress", "title": "in progress"}"#;
+        let body = br#"{"type": "urn:ballast:idempotency_in_progress", "title": "in progress"}"#;
         let info = classify_response(&answer(
             409,
             &[("content-type", "application/problem+json")],

@@ -47,7 +47,7 @@
 //! attempt end, also one that outlives its caller.
 //!
 //! # A caller that waits out "in progress" itself
-//! A `ToolClient` polls a 409 `urn:ballast:idempotency-in-progress` within the deadline, each poll a new trip
+//! A `ToolClient` polls a 409 `urn:ballast:idempotency_in_progress` within the deadline, each poll a new trip
 //! through the stack, and says so to the loop ([`Polling`], crate-private): such an answer comes back to it at
 //! once, unjudged — no retry, no deposit, no withdrawal — attempt numbers go on from the operation's earlier
 //! trips, and a poll deposits nothing in the budget (see `poll.rs`).

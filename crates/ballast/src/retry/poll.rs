@@ -1,6 +1,6 @@
 //! The hook for a caller that waits out a 409 "in progress" itself (the `ToolClient`).
 //!
-//! Why: a 409 `urn:ballast:idempotency-in-progress` says the operation is still running at the upstream under
+//! Why: a 409 `urn:ballast:idempotency_in_progress` says the operation is still running at the upstream under
 //! this key; it is not a failure to retry but an answer to wait on. A `ToolClient` polls it within the deadline,
 //! each poll a new call through the stack. Were the retry layer to treat those answers as failures, every poll
 //! would retry the 409s (spending the run's allowance and the upstream's budget on waiting), deposit in the budget
@@ -101,7 +101,7 @@ mod tests {
                     .header("content-type", "application/problem+json")
                     .header("retry-after", "1")
                     .body(Bytes::from_static(
-                        br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
+                        br#"{"type": "urn:ballast:idempotency_in_progress"}"#,
                     ))
             } else {
                 Response::builder().status(then).body(Bytes::new())

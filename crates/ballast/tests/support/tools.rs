@@ -90,7 +90,7 @@ pub(crate) fn in_progress_upstream(
                 .header("content-type", "application/problem+json")
                 .header("retry-after", retry_after)
                 .body(Bytes::from_static(
-                    br#"{"type": "urn:ballast:idempotency-in-progress"}"#,
+                    br#"{"type": "urn:ballast:idempotency_in_progress"}"#,
                 ))
         } else {
             http::Response::builder()

@@ -108,7 +108,7 @@ fn a_spent_run_allowance_stops_without_touching_the_budget() {
     assert_eq!((budget.withdrawn(), budget.refused()), (0, 0));
     assert_eq!(
         StopReason::RunAllowanceExhausted.code(),
-        ErrorCode::RetryBudgetExhausted
+        ErrorCode::RunAllowanceExhausted
     );
 }
 

@@ -49,7 +49,13 @@ fn other_4xx_and_5xx_are_final() {
     for status in [400, 401, 403, 404, 405, 409, 410, 413, 422, 451, 501, 505, 599] {
         for kind in KINDS {
             let decision = first(kind, AttemptOutcome::status(status));
-            assert_eq!(decision, stop(StopReason::NotRetryable { status }), "{kind:?}");
+            // A `none` upstream's 5xx may come after the commit: final, and the outcome unknown.
+            let expected = if kind == NONE && status >= 500 {
+                StopReason::OutcomeUnknownAnswer { status }
+            } else {
+                StopReason::NotRetryable { status }
+            };
+            assert_eq!(decision, stop(expected), "{kind:?}");
         }
     }
 }
@@ -88,16 +94,72 @@ fn x_should_retry_overrides_the_status() {
     assert!(is_retry(asked));
 }
 
+/// DESIGN.md, "Upstream idempotency": a `none` upstream retries never-sent errors and explicit refusals — answered
+/// before the operation ran — and nothing else; a 5xx after sending may come after the commit: the outcome is
+/// unknown, never re-sent.
 #[test]
-fn a_none_upstream_retries_only_never_sent_errors() {
-    for status in RETRYABLE {
-        let decision = first(NONE, AttemptOutcome::status(status));
-        assert_eq!(decision, stop(StopReason::NotDeduplicated { status }));
+fn a_none_upstream_retries_only_never_sent_errors_and_explicit_refusals() {
+    for status in [408, 425, 429] {
+        assert!(is_retry(first(NONE, AttemptOutcome::status(status))), "{status}");
     }
-    assert_eq!(
-        first(NONE, in_progress()),
-        stop(StopReason::NotDeduplicated { status: 409 })
+    assert!(
+        is_retry(first(NONE, in_progress())),
+        "a 409 in progress: an idempotency layer holds the key"
     );
+    let refused = answer(ResponseInfo::status(503).with_retry_after(std::time::Duration::from_secs(1)));
+    assert!(
+        is_retry(first(NONE, refused)),
+        "503 with Retry-After: refused for now"
+    );
+    for status in [500, 502, 503, 504, 529] {
+        let decision = first(NONE, AttemptOutcome::status(status));
+        assert_eq!(
+            decision,
+            stop(StopReason::OutcomeUnknownAnswer { status }),
+            "{status}"
+        );
+        assert_eq!(
+            StopReason::OutcomeUnknownAnswer { status }.code(),
+            ErrorCode::OutcomeUnknown
+        );
+    }
+}
+
+/// DESIGN.md, "Idempotency, client side": the client believes the server — an answer that says the outcome is
+/// unknown stops a side effect's call whatever it says of retries, as an unanswered sent attempt does.
+#[test]
+fn an_answer_that_says_the_outcome_is_unknown_stops_a_side_effect() {
+    let unknown = |status| {
+        answer(
+            ResponseInfo::status(status)
+                .with_problem(ProblemKind::OutcomeUnknown)
+                .with_should_retry(true),
+        )
+    };
+    for kind in [NONE, KEYED, REPLAYS] {
+        for status in [502, 500, 409] {
+            assert_eq!(
+                first(kind, unknown(status)),
+                stop(StopReason::OutcomeUnknownAnswer { status }),
+                "{kind:?} {status}"
+            );
+        }
+    }
+    // A read-only call has no side effect to be unknown.
+    assert!(is_retry(first(CallKind::ReadOnlyTool, unknown(502))));
+    for code in [
+        "urn:ballast:outcome_unknown",
+        "urn:ballast:handler_panicked",
+        "outcome_unknown",
+        "urn:ballast:outcome-unknown",
+        "urn:ballast:handler-panicked",
+    ] {
+        assert_eq!(
+            ProblemKind::from_code(code),
+            ProblemKind::OutcomeUnknown,
+            "{code}"
+        );
+    }
 }
 
 /// Regression (review finding 2): `x-should-retry: true` used to override the upstream idempotency table, so
@@ -106,9 +168,15 @@ fn a_none_upstream_retries_only_never_sent_errors() {
 fn the_upstream_may_declare_an_answer_retryable_but_not_a_resend_safe() {
     for status in [500, 503, 400, 409] {
         let declared = || answer(ResponseInfo::status(status).with_should_retry(true));
+        // A 5xx may also come after the commit: the outcome is unknown.
+        let expected = if status >= 500 {
+            StopReason::OutcomeUnknownAnswer { status }
+        } else {
+            StopReason::NotDeduplicated { status }
+        };
         assert_eq!(
             first(NONE, declared()),
-            stop(StopReason::NotDeduplicated { status }),
+            stop(expected),
             "nothing deduplicates a second send to a `none` upstream"
         );
         // The upstream says it did not store this answer, and the key deduplicates the retry.
