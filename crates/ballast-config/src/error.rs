@@ -287,6 +287,13 @@ pub enum Problem {
         /// The value as written.
         value: String,
     },
+    /// A static `fallback_response` on a tool with side effects: it would report an operation that never ran.
+    #[error(
+        "a static fallback_response on a tool with side_effects = true would answer as if the operation had run \
+         when it did not (a payment reported done); remove it, or use fallback_tool (called only when no attempt \
+         of the operation was sent)"
+    )]
+    StaticFallbackForSideEffects,
     /// `on_overflow = "fallback"` with a single deployment.
     #[error("\"fallback\" needs a second deployment to fall back to")]
     NeedsFallbackDeployment,

@@ -184,7 +184,8 @@ async fn a_stall_shorter_than_the_idle_timeout_is_waited_out() {
     assert!(error.is_none(), "{error:?}");
 }
 
-/// The deadline bounds a stream after its commit too.
+/// The deadline bounds a stream after its commit too — less its reserve, so the caller hears of it before its
+/// deadline (regression, issue 11: it ended at the deadline itself).
 #[tokio::test(start_paused = true)]
 async fn the_deadline_ends_a_committed_stream() {
     let stall = "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 1, stall_for = \"60s\" }";
@@ -199,7 +200,7 @@ async fn the_deadline_ends_a_committed_stream() {
     assert_eq!(error.code(), ErrorCode::DeadlineExceeded);
     assert_eq!(
         clock::now().saturating_duration_since(started),
-        Duration::from_secs(10)
+        Duration::from_secs(10) - ballast_core::DEFAULT_RESERVE
     );
 }
 

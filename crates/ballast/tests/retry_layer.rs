@@ -923,3 +923,28 @@ async fn waiting_for_the_service_below_is_bounded_and_sends_nothing() {
         );
     }
 }
+
+/// Regression (issue 11): `Retry-After: 18446744073709551616` overflowed, was read as malformed — as if there were
+/// none — and the call retried at once (3 attempts in 120 ms). Too large to represent is longer than
+/// `max_retry_after`: the call stops, and a model route would move to its next deployment.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_too_large_to_represent_stops_the_call() {
+    for (name, value) in [
+        ("retry-after", "18446744073709551616"),
+        ("retry-after-ms", "1e30"),
+    ] {
+        let (service, log) = retrying(move |_| with_header(503, name, value));
+        let (context, request) = call(CallKind::Model);
+        let started = clock::now();
+        let response = service.oneshot(request).await.expect("the upstream's 503");
+        assert_eq!(response.status(), 503);
+        assert_eq!(sent(&log), 1, "{name}: not retried at once");
+        assert_eq!(clock::now(), started, "{name}: nor after a wait");
+        let report = context.report.snapshot();
+        assert!(
+            matches!(report.stop, Some(StopReason::RetryAfterTooLong { .. })),
+            "{name}: {report}"
+        );
+        assert!(report.stop.unwrap().moves_to_fallback());
+    }
+}

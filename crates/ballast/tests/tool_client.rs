@@ -253,42 +253,60 @@ async fn regression_a_fallback_tool_never_runs_after_a_sent_attempt_of_a_side_ef
 }
 
 /// Regression (review, probe 2): a sent attempt timed out, the retry was refused by the empty budget, and the
-/// static fallback answered 200 `refunded` for a refund that may have happened. It must be the error instead.
+/// static fallback answered 200 `refunded` for a refund that may have happened. A static answer on a tool with side
+/// effects is now refused by the configuration (issue 11); the same call without it is `outcome_unknown` — its
+/// code too, though the budget stopped it.
 #[tokio::test(start_paused = true)]
-async fn regression_a_static_fallback_never_answers_after_a_sent_attempt_of_a_side_effect() {
+async fn regression_a_static_fallback_never_answers_for_a_side_effect() {
+    let tool = |fallback: &str| {
+        format!(
+            r#"
+            version = 1
+            [[tools]]
+            name = "create_refund"
+            upstream = {{ method = "POST", url = "http://chaos/tools/create_refund" }}
+            side_effects = true
+            upstream_idempotency = "keyed"
+            per_try_timeout = "1s"
+            budget = {{ kind = "token_bucket", capacity = 1, refill_per_sec = 0.001 }}
+            {fallback}
+            "#
+        )
+    };
+    let refused =
+        ballast_config::Config::from_toml_str(&tool(r#"fallback_response = { status = "refunded" }"#))
+            .expect_err("a static answer for a side effect");
+    let text = refused.to_string();
+    assert!(
+        text.contains("tools[0].fallback_response") && text.contains("side_effects"),
+        "{text}"
+    );
+
     let router = ballast_chaos::router(profile(
         "create_refund",
         KeyMode::Keyed,
         "op-s",
         &[ScriptStep::CommitThenLose, ScriptStep::Ok],
     ));
-    let tools = clients(
-        r#"
-        version = 1
-        [[tools]]
-        name = "create_refund"
-        upstream = { method = "POST", url = "http://chaos/tools/create_refund" }
-        side_effects = true
-        upstream_idempotency = "keyed"
-        per_try_timeout = "1s"
-        budget = { kind = "token_bucket", capacity = 1, refill_per_sec = 0.001 }
-        fallback_response = { status = "refunded" }
-        "#,
-        &router,
-    );
+    let tools = clients(&tool(""), &router);
     let tool = tools.get("create_refund").unwrap();
     // Another operation spent the single retry.
     assert!(tool.budget().try_withdraw(ballast::clock::now()));
     let error = tool
         .call(refund("op-s"))
         .await
-        .expect_err("no static answer for a refund that may have happened");
+        .expect_err("a refund that may have happened");
     assert_eq!(
         error.report().stop,
         Some(ballast_core::StopReason::RetryBudgetExhausted)
     );
     assert!(error.outcome_unknown(), "{}", error.report());
-    assert_eq!(error.report().fallback, None);
+    assert_eq!(
+        error.code(),
+        ErrorCode::OutcomeUnknown,
+        "precedence: {}",
+        error.report()
+    );
     assert_eq!(executions(&router, "op-s").await, 1);
 }
 

@@ -175,6 +175,9 @@ fn typed_config_round_trips_with_every_value_written_out() {
     let mut valid = fully_populated();
     valid.tools[0].fallback_tool = None; // fallback_tool and fallback_response are exclusive per tool
     valid.tools[0].fallback_response = Some(toml::Value::String("later".into()));
+    // A static answer is for a read-only tool only (it would report a side effect that never ran).
+    valid.tools[0].side_effects = Some(false);
+    valid.tools[0].upstream_idempotency = None;
     valid.tools[1].fallback_tool = Some("refund".into());
     valid.tools[1].fallback_response = None;
     valid.store.url_env = None;

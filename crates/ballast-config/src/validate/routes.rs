@@ -175,6 +175,13 @@ impl Checker {
             }
             // Whether the tool exists is checked once every tool is known (`fallback_graph`).
             (Some(tool), None) => Some(ToolFallback::Tool(tool.clone())),
+            (None, Some(_)) if side_effects => {
+                self.report(
+                    join(path, "fallback_response"),
+                    Problem::StaticFallbackForSideEffects,
+                );
+                None
+            }
             (None, Some(response)) => self
                 .json(&join(path, "fallback_response"), response)
                 .map(ToolFallback::Response),

@@ -292,7 +292,9 @@ impl Reader {
                 return Some(Err(self.fail(StreamErrorKind::Cut)));
             };
             let idle_until = self.last_chunk + self.idle;
-            let until = idle_until.min(self.deadline.instant());
+            // The stream ends at the deadline less its reserve: the caller hears of it before the deadline.
+            let ends = self.deadline.instant() - self.deadline.reserve();
+            let until = idle_until.min(ends);
             let frame = tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => None,
@@ -302,7 +304,7 @@ impl Reader {
                 return Some(Err(self.fail(StreamErrorKind::Cancelled)));
             };
             match frame {
-                Err(_silent) if until == self.deadline.instant() && until < idle_until => {
+                Err(_silent) if until == ends && until < idle_until => {
                     return Some(Err(self.fail(StreamErrorKind::Deadline)));
                 }
                 Err(_silent) => return Some(Err(self.fail(StreamErrorKind::Idle(self.idle)))),

@@ -19,7 +19,7 @@ use super::DeadlineService;
 ///   [`scope`](crate::scope)'s folded in);
 /// - refuses it at once ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) when what is left cannot
 ///   hold an attempt;
-/// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline
+/// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline less its reserve
 ///   ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) or when the context's `cancel` token fires
 ///   ([`Error::Cancelled`](crate::Error::Cancelled)) — on its own timer and its own watch, whatever the layers
 ///   below do (an answer they give at that very moment is taken over the drop);

@@ -17,7 +17,8 @@
 //!   the call fails with [`Error::DeadlineExceeded`] before anything below runs — the third step of a request
 //!   whose second step hung is never started.
 //! - **The bound.** The inner call runs inside [`scope`](crate::scope)`(deadline, ..)` (so a call made while
-//!   handling this one sees the deadline) and is dropped at the deadline ([`Error::DeadlineExceeded`], with how
+//!   handling this one sees the deadline) and is dropped at the deadline less its reserve, so that the caller has
+//!   its answer before the deadline itself ([`Error::DeadlineExceeded`], with how
 //!   much was left and needed) or when the context's `cancel` token fires ([`Error::Cancelled`]) — on this
 //!   layer's own timer and watch, whatever the layers below do. Every Ballast wait below ends before the deadline
 //!   and watches the token too, so the inner call normally answers first, with everything it knows; an answer
@@ -49,7 +50,8 @@
 //! let started = ballast::clock::now();
 //! let error = service.oneshot(http::Request::new(Bytes::new())).await.unwrap_err();
 //! assert!(matches!(error, Error::DeadlineExceeded(_)), "{error}");
-//! assert_eq!(ballast::clock::now().saturating_duration_since(started), Duration::from_secs(2));
+//! // At the deadline less its 50 ms reserve: the caller has its error before its deadline.
+//! assert_eq!(ballast::clock::now().saturating_duration_since(started), Duration::from_millis(1950));
 //! # }
 //! ```
 
@@ -107,17 +109,14 @@ where
         };
         let bounded = bound(ctx.effective_deadline(), &ctx.cancel, work, start);
         Box::pin(async move {
-            let result = match bounded.await {
-                Bounded::Done(result) => result,
-                Bounded::Refused(error) => Err(error),
-                Bounded::Dropped(error) => {
-                    if matches!(ctx.kind, CallKind::SideEffectingTool(_)) {
-                        ctx.report.update(|r| r.outcome_unknown = true);
-                    }
-                    Err(error)
-                }
+            let (result, dropped) = match bounded.await {
+                Bounded::Done(result) => (result, false),
+                Bounded::Refused(error) => (Err(error), false),
+                Bounded::Dropped(error) => (Err(error), true),
             };
-            record(&ctx, start, &result);
+            // What the dropped work had sent is not this layer's to know: a side effect's outcome is unknown.
+            let unknown = dropped && matches!(ctx.kind, CallKind::SideEffectingTool(_));
+            record(&ctx, start, &result, unknown);
             result
         })
     }
@@ -137,7 +136,7 @@ pub(crate) enum Bounded<T> {
 
 /// Runs `work` held to `deadline` (read at `now`): refused at once when what is left cannot hold an attempt or
 /// the call is cancelled already; else run inside the deadline's [`scope`](crate::scope), dropped at the deadline
-/// or when `cancel` fires. The work is polled first: an answer ready when the timer fires or the token is
+/// less its reserve or when `cancel` fires. The work is polled first: an answer ready when the timer fires or the token is
 /// cancelled is the answer.
 ///
 /// The one bound of a call, for the [`DeadlineService`] and for the clients that run their calls themselves.
@@ -149,7 +148,9 @@ pub(crate) fn bound<F: Future>(
 ) -> impl Future<Output = Bounded<F::Output>> + use<F> {
     let refused = deadline.attempt_timeout(Duration::MAX, now).err();
     let cancel = cancel.clone();
-    let expiry = clock::to_tokio(deadline.instant());
+    // The work ends at the deadline less its reserve, so the caller has its answer (or the error) before the
+    // deadline itself (DESIGN.md: the reserve holds everywhere).
+    let expiry = clock::to_tokio(deadline.instant() - deadline.reserve());
     async move {
         if let Some(refused) = refused {
             return Bounded::Refused(refused.into());
@@ -221,11 +222,20 @@ fn expired(deadline: &Deadline) -> DeadlineExceeded {
 }
 
 /// Writes the call's total time, and on an error its code and stop reason as the report's first failure
-/// ([`Report::note_failure`](crate::Report::note_failure)).
-fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Body>, Error>) {
+/// ([`Report::note_failure`](crate::Report::note_failure)); a side effect whose outcome is `unknown` is said so,
+/// and its code is `outcome_unknown` (precedence: whatever stopped it).
+fn record(ctx: &CallContext, start: Instant, result: &Result<Response<Body>, Error>, unknown: bool) {
     let total = clock::now().saturating_duration_since(start);
-    ctx.report.update(|r| r.total = total);
+    ctx.report.update(|r| {
+        r.total = total;
+        r.outcome_unknown |= unknown;
+    });
     if let Err(error) = result {
-        ctx.report.note_failure(error.code(), stop_of(error));
+        let code = if unknown {
+            ballast_core::ErrorCode::OutcomeUnknown
+        } else {
+            error.code()
+        };
+        ctx.report.note_failure(code, stop_of(error));
     }
 }

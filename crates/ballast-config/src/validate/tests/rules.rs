@@ -166,6 +166,8 @@ fn every_rule_has_its_message() {
          "tools[0].fallback_response: cannot be set together with fallback_tool"),
         (tool("fallback_response = { items = [1, nan] }"),
          "tools[0].fallback_response.items[1]: NaN cannot be written as JSON"),
+        (tool("side_effects = true\nfallback_response = { status = \"refunded\" }"),
+         "tools[0].fallback_response: a static fallback_response on a tool with side_effects = true would answer as if the operation had run when it did not (a payment reported done); remove it, or use fallback_tool (called only when no attempt of the operation was sent)"),
     ];
     for (body, expected) in cases {
         assert_eq!(error(&body), expected, "for:\n{body}");
