@@ -34,7 +34,7 @@ pub enum Error {
         retry_in: Option<Duration>,
     },
     /// An attempt was sent and got no answer within its timeout.
-    #[error("the attempt timed out after {after:?} without an answer")]
+    #[error("the attempt timed out after {} ms without an answer", after.as_millis())]
     Timeout {
         /// The attempt's timeout.
         after: Duration,

@@ -71,7 +71,7 @@ impl InvalidBreaker {
 #[non_exhaustive]
 pub enum BreakerRejected {
     /// The breaker is open.
-    #[error("circuit open: retry in {retry_in:?}")]
+    #[error("circuit open: retry in {} ms", retry_in.as_millis())]
     Open {
         /// Time left open.
         retry_in: Duration,
@@ -111,7 +111,7 @@ mod tests {
         };
         assert_eq!(open.code(), ErrorCode::CircuitOpen);
         assert_eq!(open.retry_in(), Some(Duration::from_secs(3)));
-        assert_eq!(open.to_string(), "circuit open: retry in 3s");
+        assert_eq!(open.to_string(), "circuit open: retry in 3000 ms");
         let busy = BreakerRejected::ProbesBusy { probes: 3 };
         assert_eq!(busy.retry_in(), None);
         assert_eq!(busy.to_string(), "circuit half-open: all 3 probes are in flight");

@@ -61,6 +61,22 @@ pub enum ProviderErrorKind {
     Other,
 }
 
+impl ProviderErrorKind {
+    /// The kind's short stable name: `context_length`, `insufficient_quota`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderErrorKind::ContextLength => "context_length",
+            ProviderErrorKind::InsufficientQuota => "insufficient_quota",
+            ProviderErrorKind::RateLimited => "rate_limited",
+            ProviderErrorKind::Overloaded => "overloaded",
+            ProviderErrorKind::ServerError => "server_error",
+            ProviderErrorKind::BadRequest => "bad_request",
+            ProviderErrorKind::Auth => "auth",
+            ProviderErrorKind::Other => "other",
+        }
+    }
+}
+
 /// Token numbers a context-length error reports, when it reports them. Each is optional: providers give
 /// different subsets (Anthropic: prompt and limit; vLLM: often the completion too; Ollama: none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -168,7 +184,7 @@ impl ProviderError {
 
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the upstream answered {} ({:?})", self.status, self.kind)?;
+        write!(f, "the upstream answered {} ({})", self.status, self.kind.as_str())?;
         if let Some(message) = &self.message {
             write!(f, ": {message}")?;
         }

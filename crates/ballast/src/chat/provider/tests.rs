@@ -275,7 +275,7 @@ fn display_names_the_status_kind_and_message() {
     let error = ProviderError::classify(529, include_bytes!("fixtures/anthropic_overloaded.json"), None);
     assert_eq!(
         error.to_string(),
-        "the upstream answered 529 (Overloaded): Overloaded"
+        "the upstream answered 529 (overloaded): Overloaded"
     );
 }
 
