@@ -49,9 +49,7 @@ impl ToolClient {
     /// The fallback to go to, if the upstream is failing and going elsewhere cannot repeat a side effect.
     fn fallback_for(&self, trip: &Trip, unknown: bool) -> Option<&Fallback> {
         let fallback = self.inner.fallback.as_ref()?;
-        let side_effects = self.inner.tool.side_effects;
-        let may = upstream_failing(trip, unknown) && (!side_effects || trip.reach == Reach::Nothing);
-        may.then_some(fallback)
+        may_fall_back(self.inner.tool.side_effects, trip, unknown).then_some(fallback)
     }
 
     /// Answers from `fallback` under the call's deadline and cancellation, recording it in the call's report.
@@ -78,6 +76,12 @@ impl ToolClient {
             }
         }
     }
+}
+
+/// Whether an operation that ended with `trip` may go to a fallback: its upstream is failing, and — for a side
+/// effect — no attempt of it may have reached the upstream (DESIGN.md: no fallback once an attempt was sent).
+fn may_fall_back(side_effects: bool, trip: &Trip, unknown: bool) -> bool {
+    upstream_failing(trip, unknown) && (!side_effects || trip.reach == Reach::Nothing)
 }
 
 /// Whether the operation's end says the upstream is failing (see the module docs), not the request.
@@ -110,6 +114,24 @@ mod tests {
             attempts: 1,
             reach: Reach::Answered,
         }
+    }
+
+    /// No fallback once an attempt of a side effect was sent, answered or not; a read-only call falls back
+    /// whenever its upstream is failing.
+    #[test]
+    fn a_side_effect_falls_back_only_when_nothing_was_sent() {
+        let open = |reach| Trip {
+            reach,
+            ..trip(Err(Error::CircuitOpen { retry_in: None }), None)
+        };
+        assert!(may_fall_back(true, &open(Reach::Nothing), false));
+        assert!(!may_fall_back(true, &open(Reach::Answered), false), "the upstream saw the request");
+        assert!(!may_fall_back(true, &open(Reach::Unanswered), true), "it may have acted");
+        for reach in [Reach::Nothing, Reach::Answered, Reach::Unanswered] {
+            assert!(may_fall_back(false, &open(reach), false), "read-only: {reach:?}");
+        }
+        let bad_request = trip(answer(400), Some(StopReason::NotRetryable { status: 400 }));
+        assert!(!may_fall_back(false, &bad_request, false), "the request's fault, not the upstream's");
     }
 
     fn answer(status: u16) -> Result<http::Response<crate::Body>, Error> {
