@@ -6,11 +6,14 @@
 //! local rejection: nothing is stored, a retry runs). DESIGN.md ("Idempotency, server side") has the table this
 //! crate implements; `IdempotencyLayer` in the `ballast` crate turns it into HTTP answers.
 //!
-//! Why a lease and an owner token: a holder can crash at any moment. Its claim runs out after the request's
-//! deadline plus a grace (on the store's clock), and the next request takes it over by compare-and-set on the
-//! owner token — so the crashed holder, if it was only slow, can no longer write. A holder that vanished after
-//! it sent the request leaves `outcome_unknown` behind, unless the upstream deduplicates by the key itself; then
-//! the taker re-sends the same key ([`ExpiredDispatch`]).
+//! Why a lease and an owner token: a holder can crash at any moment. Its claim is held under a short lease (on
+//! the store's clock) that the live holder renews while it runs ([`IdempotencyStore::renew`]); a crashed
+//! holder's lease runs out within seconds, and the next request takes it over by compare-and-set on the owner
+//! token — so the old holder, if it was only slow, can no longer write. A holder that vanished after it sent the
+//! request leaves `outcome_unknown` behind, unless the upstream deduplicates by the key itself; then the taker
+//! re-sends the same key ([`ExpiredDispatch`]). A holder that was only cut off from the store and comes back
+//! before anyone took the key over still writes its true answer over that `outcome_unknown`; a holder's own
+//! `outcome_unknown` is final.
 //!
 //! # Layout
 //! - `types` — [`Scope`] (principal + route + key), [`OwnerToken`], [`ClaimRequest`], [`ClaimOutcome`],
@@ -42,6 +45,7 @@ mod sqlite;
 mod types;
 
 use std::fmt::Debug;
+use std::time::Duration;
 
 pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
@@ -76,7 +80,15 @@ pub trait IdempotencyStore: Send + Sync + Debug {
     /// `claimed` -> `dispatched`: the request is about to leave for the upstream. Call it before sending.
     async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
 
-    /// `claimed` | `dispatched` -> `completed` with the upstream's response, kept for the retention.
+    /// `claimed` | `dispatched`: the holder is alive, its lease runs `lease` from now (on the store's clock, and
+    /// never past the record's retention: that moves with it). A holder renews every third of its lease while its
+    /// handler runs, so a live holder never loses its key to a retry and a crashed one blocks it for one short
+    /// lease. `NotHeld` once another request took the record over.
+    async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError>;
+
+    /// `claimed` | `dispatched` -> `completed` with the upstream's response, kept for the retention. Also from an
+    /// `outcome_unknown` the holder's expired lease left (a claim found it expired while `dispatched`): the
+    /// holder was only late, and its true answer replaces the unknown. Never after a take-over (another owner).
     async fn complete(
         &self,
         scope: &Scope,
@@ -89,7 +101,8 @@ pub trait IdempotencyStore: Send + Sync + Debug {
     async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
 
     /// `claimed` | `dispatched` -> deleted: the request was refused before the upstream could act (auth,
-    /// validation, shed, breaker open, never sent), so a retry with the same key runs.
+    /// validation, shed, breaker open, never sent), so a retry with the same key runs. Also from an
+    /// `outcome_unknown` its expired lease left: nothing ran, and the record must not say otherwise.
     async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError>;
 
     /// The record of `scope`, if one is live (past-retention records count as absent).

@@ -63,6 +63,11 @@ impl Scope {
 pub struct OwnerToken(Uuid);
 
 impl OwnerToken {
+    /// The token a holder's own `outcome_unknown` leaves on its record: the nil UUID, which no random (version 4)
+    /// token is, so no later write matches it — the holder's verdict is final for the holder too. (An
+    /// `outcome_unknown` a claim made of an expired lease keeps the holder's token: its late answer still lands.)
+    pub(crate) const RETIRED: OwnerToken = OwnerToken(Uuid::nil());
+
     /// A fresh token from the operating system's random generator (unpredictable: a guessed token could write
     /// another request's record).
     pub fn random() -> Self {
@@ -104,8 +109,8 @@ pub struct ClaimRequest {
     pub fingerprint: Fingerprint,
     /// The claimer's token.
     pub owner: OwnerToken,
-    /// How long the claim is held: the request's remaining deadline plus a grace. Counted on the store's own
-    /// clock, so processes with skewed clocks agree on when it runs out.
+    /// How long the claim is held before a renewal: short and fixed (`IdempotencyLayer`: 10 s). Counted on the
+    /// store's own clock, so processes with skewed clocks agree on when it runs out.
     pub lease: Duration,
     /// What an expired `dispatched` record becomes for this claimer.
     pub expired_dispatch: ExpiredDispatch,

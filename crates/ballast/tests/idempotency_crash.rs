@@ -122,3 +122,21 @@ async fn a_handler_panic_after_dispatch_leaves_outcome_unknown() {
     assert_eq!(retry.problem_type(), "urn:ballast:outcome_unknown");
     assert_eq!(handlers.runs(), 1);
 }
+
+/// Regression (issue 11): a panic while the layer read the handler's response body escaped the layer's guard
+/// and left the record `dispatched` (409 for the whole lease). The handler had acted: `outcome_unknown`, as for
+/// a panic in the handler itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_while_reading_the_response_body_leaves_outcome_unknown() {
+    let store = sqlite().await;
+    let handlers = Handlers::new(true);
+    let app = app(IdempotencyLayer::new(store.clone()), &handlers, store);
+    let answer = send(&app, post_json("/panic-body", Some("k1"), "{}")).await;
+    assert_eq!(answer.status(), 500);
+    assert_eq!(answer.problem_type(), "urn:ballast:handler_panicked");
+    assert_eq!(answer.header("ballast-outcome"), Some("unknown"));
+    let retry = send(&app, post_json("/panic-body", Some("k1"), "{}")).await;
+    assert_eq!(retry.status(), 502, "{:?}", retry.body);
+    assert_eq!(retry.problem_type(), "urn:ballast:outcome_unknown");
+    assert_eq!(handlers.runs(), 1);
+}

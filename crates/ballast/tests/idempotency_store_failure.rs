@@ -122,3 +122,131 @@ async fn the_reaper_reaps_on_its_timer() {
     .await;
     reaper.abort();
 }
+
+/// Regression (issue 11): `mark_dispatched` landed but its reply was lost, and the release that followed failed
+/// too: the record stayed `dispatched` with nothing run, so the key answered `outcome_unknown` for a day. The
+/// release is retried in the background until it lands, and a retry then runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_dispatch_reply_and_a_failed_release_still_give_the_key_back() {
+    let (app, handlers, flaky) = fixture().await;
+    flaky.dispatch_reply_lost.store(true, Ordering::SeqCst);
+    flaky.releases_to_fail.store(2, Ordering::SeqCst);
+    let answer = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
+    assert_eq!(answer.status(), 503, "{:?}", answer.body);
+    assert_eq!(answer.problem_type(), "urn:ballast:store_unavailable");
+    assert_eq!(handlers.runs(), 0, "nothing ran");
+    flaky.dispatch_reply_lost.store(false, Ordering::SeqCst);
+    let retry = poll_until(
+        &app,
+        || post_json("/refunds", Some("k1"), BODY),
+        |a| a.status() != 409,
+    )
+    .await;
+    assert_eq!(retry.status(), 201, "{:?}", retry.body);
+    assert!(!retry.replayed());
+    assert_eq!(
+        flaky.failed_releases.load(Ordering::SeqCst),
+        2,
+        "both failures were retried"
+    );
+    assert_eq!(handlers.runs(), 1);
+}
+
+/// A refund request with a deadline of `deadline_ms`.
+fn deadline_request(deadline_ms: u32) -> http::Request<axum::body::Body> {
+    let mut request = post_json("/refunds", Some("k1"), BODY);
+    request
+        .headers_mut()
+        .insert("ballast-timeout-ms", deadline_ms.into());
+    request
+}
+
+/// Regression (issue 11): a black-holed store made a 300 ms request wait for the store's own timeout (10 s on
+/// PostgreSQL). The claim's wait ends at the deadline minus the reserve: 503, nothing ran; the claim that lands
+/// later is given back, and a retry runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_slower_than_the_deadline_answers_in_time_and_is_given_back() {
+    let (app, handlers, flaky) = fixture().await;
+    flaky.hold_claim.store(true, Ordering::SeqCst);
+    let answer = send(&app, deadline_request(300)).await;
+    assert_eq!(answer.status(), 503, "{:?}", answer.body);
+    assert_eq!(answer.problem_type(), "urn:ballast:store_unavailable");
+    assert_eq!(answer.header("x-should-retry"), Some("true"));
+    let detail = answer.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("time left") && detail.contains("not run"),
+        "{detail}"
+    );
+    flaky.hold_claim.store(false, Ordering::SeqCst);
+    flaky.claim_open.notify_one();
+    let retry = poll_until(
+        &app,
+        || post_json("/refunds", Some("k1"), BODY),
+        |a| a.status() != 409,
+    )
+    .await;
+    assert_eq!(
+        retry.status(),
+        201,
+        "the late claim was given back: {:?}",
+        retry.body
+    );
+    assert_eq!(handlers.runs(), 1, "nothing ran for the first request");
+}
+
+/// The same for the dispatch mark: the caller is answered by its deadline, nothing runs, and once the mark is
+/// decided the key is given back (from `claimed` or `dispatched` alike).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dispatch_mark_slower_than_the_deadline_answers_in_time_and_is_given_back() {
+    let (app, handlers, flaky) = fixture().await;
+    flaky.hold_dispatch.store(true, Ordering::SeqCst);
+    let answer = send(&app, deadline_request(300)).await;
+    assert_eq!(answer.status(), 503, "{:?}", answer.body);
+    assert_eq!(answer.problem_type(), "urn:ballast:store_unavailable");
+    flaky.hold_dispatch.store(false, Ordering::SeqCst);
+    flaky.dispatch_open.notify_one();
+    let retry = poll_until(
+        &app,
+        || post_json("/refunds", Some("k1"), BODY),
+        |a| a.status() != 409,
+    )
+    .await;
+    assert_eq!(retry.status(), 201, "{:?}", retry.body);
+    assert!(!retry.replayed());
+    assert_eq!(handlers.runs(), 1);
+}
+
+/// Regression (issue 11): after the handler ran, its 201 was held for the whole first-write wait while a slow
+/// store took its time. The answer leaves by the caller's deadline (minus the reserve), whatever the first-write
+/// wait, and the write lands in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_is_not_held_past_the_deadline_for_the_first_write() {
+    let flaky = FlakyStore::new(sqlite().await);
+    let store: Arc<dyn IdempotencyStore> = flaky.clone();
+    let layer = IdempotencyLayer::builder(store.clone())
+        .first_write_wait(Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let handlers = Handlers::new(true);
+    let app = app(layer, &handlers, store);
+    flaky.hold_complete.store(true, Ordering::SeqCst);
+    let answer = send(&app, deadline_request(300)).await;
+    assert_eq!(answer.status(), 201, "answered while the write still waits");
+    assert_eq!(answer.body, BODY);
+    let held = send(&app, post_json("/refunds", Some("k1"), BODY)).await;
+    assert_eq!(
+        held.status(),
+        409,
+        "the write has not landed: in progress, never run twice"
+    );
+    flaky.hold_complete.store(false, Ordering::SeqCst);
+    flaky.complete_open.notify_one();
+    let replay = poll_until(
+        &app,
+        || post_json("/refunds", Some("k1"), BODY),
+        |a| a.status() != 409,
+    )
+    .await;
+    assert!(replay.replayed(), "{:?}", replay.body);
+    assert_eq!(handlers.runs(), 1);
+}

@@ -11,6 +11,7 @@
 
 mod cases;
 mod expiry;
+mod lease;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -23,6 +24,7 @@ use bytes::Bytes;
 
 pub use cases::*;
 pub use expiry::*;
+pub use lease::*;
 
 use crate::{ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Scope, StoreOptions};
 
@@ -57,6 +59,12 @@ macro_rules! conformance_tests {
             an_expired_dispatch_is_taken_over_when_the_upstream_deduplicates,
             finished_records_expire_after_the_retention,
             reap_deletes_expired_records,
+            a_live_holder_renews_its_lease,
+            a_late_renewal_is_accepted_when_nobody_took_over,
+            renewal_by_anyone_but_the_holder_is_refused,
+            a_late_answer_settles_an_expiry_made_outcome_unknown,
+            a_late_release_clears_an_expiry_made_outcome_unknown,
+            a_late_answer_after_a_take_over_is_refused,
         );
     };
     (@tests $opener:expr; $($name:ident),+ $(,)?) => {

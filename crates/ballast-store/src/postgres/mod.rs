@@ -237,6 +237,12 @@ impl IdempotencyStore for PostgresStore {
             .await
     }
 
+    async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        let [p, r, k] = sql::key(scope);
+        let params: [Param<'_>; 6] = [&p, &r, &k, &sql::uuid(owner), &millis(lease), &self.retention_ms];
+        self.change(sql::RENEW, &params).await
+    }
+
     async fn complete(
         &self,
         scope: &Scope,

@@ -116,27 +116,36 @@ pub(super) const MARK_DISPATCHED: &str = concat!(
     held!("'claimed'")
 );
 
-/// `claimed` | `dispatched` -> `completed`. `$5` status, `$6` headers, `$7` body, `$8` retention ms.
-pub(super) const COMPLETE: &str = concat!(
-    "UPDATE ballast_idempotency SET state = 'completed', status = $5, headers = $6, body = $7, ",
-    "lease_until = c.now, expires_at = c.now + $8::bigint * interval '1 millisecond'",
+/// `claimed` | `dispatched`: the lease runs `$5` ms from now, and the retention `$6` ms never ends before it.
+pub(super) const RENEW: &str = concat!(
+    "UPDATE ballast_idempotency SET lease_until = c.now + $5::bigint * interval '1 millisecond', ",
+    "expires_at = GREATEST(expires_at, c.now + ($5::bigint + $6::bigint) * interval '1 millisecond')",
     held!("'claimed', 'dispatched'")
 );
 
-/// `dispatched` -> `outcome_unknown`. `$5` retention ms.
+/// `claimed` | `dispatched` | an expiry-made `outcome_unknown` (it still carries the holder's token) ->
+/// `completed`. `$5` status, `$6` headers, `$7` body, `$8` retention ms.
+pub(super) const COMPLETE: &str = concat!(
+    "UPDATE ballast_idempotency SET state = 'completed', status = $5, headers = $6, body = $7, ",
+    "lease_until = c.now, expires_at = c.now + $8::bigint * interval '1 millisecond'",
+    held!("'claimed', 'dispatched', 'outcome_unknown'")
+);
+
+/// `dispatched` -> `outcome_unknown`, the holder's token retired (the nil UUID, which no random token is): its
+/// own verdict is final for it too. `$5` retention ms.
 pub(super) const MARK_OUTCOME_UNKNOWN: &str = concat!(
-    "UPDATE ballast_idempotency SET state = 'outcome_unknown', lease_until = c.now, ",
-    "expires_at = c.now + $5::bigint * interval '1 millisecond'",
+    "UPDATE ballast_idempotency SET state = 'outcome_unknown', owner = '00000000-0000-0000-0000-000000000000', ",
+    "lease_until = c.now, expires_at = c.now + $5::bigint * interval '1 millisecond'",
     held!("'dispatched'")
 );
 
-/// `claimed` | `dispatched` -> deleted.
+/// `claimed` | `dispatched` | an expiry-made `outcome_unknown` -> deleted.
 pub(super) const RELEASE: &str = concat!(
     "DELETE FROM ballast_idempotency USING ",
     now!(),
     " WHERE ",
     pk!(),
-    " AND owner = $4 AND expires_at > c.now AND state IN ('claimed', 'dispatched')"
+    " AND owner = $4 AND expires_at > c.now AND state IN ('claimed', 'dispatched', 'outcome_unknown')"
 );
 
 /// Every record past its retention. `now()` (the statement's start on the server's clock) rather than

@@ -248,6 +248,16 @@ impl IdempotencyStore for RedisStore {
             .await
     }
 
+    async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        let mut invocation = self.scripts.renew.prepare_invoke();
+        invocation
+            .key(self.key(scope))
+            .arg(owner.to_hex())
+            .arg(millis(lease).min(MAX_SCRIPT_MS))
+            .arg(self.retention_ms);
+        scripts::applied(self.run(&invocation).await?)
+    }
+
     async fn complete(
         &self,
         scope: &Scope,
@@ -261,17 +271,21 @@ impl IdempotencyStore for RedisStore {
             ("headers", &headers),
             ("body", &response.body),
         ];
-        self.transition(scope, owner, "claimed,dispatched", "completed", true, &fields)
+        // From an `outcome_unknown` a claim made of this holder's expired lease too (it carries the holder's token).
+        let from = "claimed,dispatched,outcome_unknown";
+        self.transition(scope, owner, from, "completed", true, &fields)
             .await
     }
 
     async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-        self.transition(scope, owner, "dispatched", "outcome_unknown", true, &[])
+        let retired = OwnerToken::RETIRED.to_hex();
+        let fields: [(&str, &[u8]); 1] = [("owner", retired.as_bytes())];
+        self.transition(scope, owner, "dispatched", "outcome_unknown", true, &fields)
             .await
     }
 
     async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-        self.transition(scope, owner, "claimed,dispatched", "", false, &[])
+        self.transition(scope, owner, "claimed,dispatched,outcome_unknown", "", false, &[])
             .await
     }
 

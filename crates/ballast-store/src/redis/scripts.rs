@@ -15,6 +15,7 @@ use crate::{
 pub(super) struct Scripts {
     pub(super) claim: Script,
     pub(super) transition: Script,
+    pub(super) renew: Script,
     pub(super) lookup: Script,
     pub(super) reap: Script,
 }
@@ -24,6 +25,7 @@ impl Scripts {
         Scripts {
             claim: Script::new(include_str!("claim.lua")),
             transition: Script::new(include_str!("transition.lua")),
+            renew: Script::new(include_str!("renew.lua")),
             lookup: Script::new(include_str!("lookup.lua")),
             reap: Script::new(include_str!("reap.lua")),
         }

@@ -5,8 +5,14 @@
 //! per commit; a power loss can lose the last commits before a checkpoint. A deployment that must survive power
 //! loss on one machine sets `?synchronous=full` on the URL, or uses PostgreSQL. Every operation is one
 //! transaction on one connection, run off the async runtime (`spawn_blocking`), so SQLite's blocking I/O never
-//! stalls other requests; `BEGIN IMMEDIATE` and a busy timeout make two processes on one file take turns.
-//! Times are this process's wall clock in Unix milliseconds (the store's clock: one machine owns the file).
+//! stalls other requests.
+//!
+//! One process holds the file (`locking_mode = EXCLUSIVE`, from the store's first write until it is dropped): a
+//! second one fails to open it, saying so. So at start-up the store knows that whatever the file holds in flight
+//! was left by a previous run of its own, and settles it (DESIGN.md, "SQLite store"): records left `claimed`
+//! are released (nothing was sent), the leases of those left `dispatched` end at once, and the next request
+//! with such a key settles it without waiting out a lease. Times are this process's wall clock in Unix
+//! milliseconds (the store's clock: one machine owns the file).
 
 mod sql;
 
@@ -22,8 +28,9 @@ use crate::{
     StoredResponse,
 };
 
-/// How long an operation waits for another process's write lock on the file before it fails as unavailable.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long opening waits for another process's lock on the file (a previous holder still closing) before it
+/// fails as held elsewhere. Once open, the store holds the lock and nobody else contends for it.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The SQLite idempotency store (`sqlite://PATH`, `sqlite::memory:`).
 #[derive(Clone)]
@@ -111,16 +118,42 @@ fn connect(location: &Location) -> Result<Connection, StoreError> {
     connection
         .busy_timeout(BUSY_TIMEOUT)
         .map_err(StoreError::unavailable)?;
-    if let Location::File { synchronous_full, .. } = location {
+    if let Location::File {
+        path,
+        synchronous_full,
+    } = location
+    {
         let synchronous = if *synchronous_full { "FULL" } else { "NORMAL" };
+        // One process holds the file: the lock is taken by the first write below and kept until the store is
+        // dropped. (WAL needs no shared memory then.)
         connection
             .execute_batch(&format!(
-                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
+                "PRAGMA locking_mode = EXCLUSIVE; PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous};"
             ))
-            .map_err(StoreError::unavailable)?;
+            .map_err(|error| held_elsewhere(path, error))?;
     }
-    sql::migrate(&connection)?;
+    sql::migrate(&connection).map_err(|error| match (location, error) {
+        (Location::File { path, .. }, StoreError::Unavailable(error)) => held_elsewhere(path, error),
+        (_, error) => error,
+    })?;
+    let (released, ended) = sql::settle_previous_run(&connection, unix_millis())?;
+    if released + ended > 0 {
+        tracing::info!(
+            released,
+            dispatched = ended,
+            "settled what the previous holder of the SQLite store left in flight"
+        );
+    }
     Ok(connection)
+}
+
+/// The error of a file another process holds (or cannot be opened), saying which.
+fn held_elsewhere(path: &std::path::Path, error: impl std::fmt::Display) -> StoreError {
+    StoreError::unavailable(format!(
+        "cannot take the SQLite store {}: {error} (one process holds a SQLite store: is another gateway running \
+         on it? use PostgreSQL or Redis for several)",
+        path.display()
+    ))
 }
 
 #[async_trait::async_trait]
@@ -134,6 +167,12 @@ impl IdempotencyStore for SqliteStore {
     async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
         let scope = scope.clone();
         self.with(move |connection, now| sql::mark_dispatched(connection, &scope, owner, now))
+            .await
+    }
+
+    async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        let (scope, lease, retention) = (scope.clone(), millis(lease), self.retention_ms);
+        self.with(move |connection, now| sql::renew(connection, &scope, owner, lease, now, retention))
             .await
     }
 

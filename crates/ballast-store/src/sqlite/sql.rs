@@ -239,6 +239,27 @@ pub(super) fn mark_dispatched(
     )
 }
 
+pub(super) fn renew(
+    connection: &mut Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    lease: i64,
+    now: i64,
+    retention: i64,
+) -> Result<(), StoreError> {
+    let lease_until = now.saturating_add(lease);
+    let expires_at = lease_until.saturating_add(retention);
+    transition(
+        connection,
+        scope,
+        owner,
+        now,
+        &[&RecordState::Claimed, &RecordState::Dispatched],
+        "lease_until = ?6, expires_at = MAX(expires_at, ?7)",
+        &[&lease_until, &expires_at],
+    )
+}
+
 pub(super) fn complete(
     connection: &mut Connection,
     scope: &Scope,
@@ -250,7 +271,12 @@ pub(super) fn complete(
     let set = "state = 'completed', status = ?6, headers = ?7, body = ?8, lease_until = ?5, expires_at = ?9";
     let (status, headers) = (i64::from(response.status), encode_headers(&response.headers));
     let (body, expires_at) = (&response.body[..], now.saturating_add(retention));
-    let from = [&RecordState::Claimed, &RecordState::Dispatched];
+    // From `outcome_unknown` too: one an expired lease left (the owner is the holder's still) gets the answer.
+    let from = [
+        &RecordState::Claimed,
+        &RecordState::Dispatched,
+        &RecordState::OutcomeUnknown,
+    ];
     transition(
         connection,
         scope,
@@ -269,8 +295,8 @@ pub(super) fn mark_outcome_unknown(
     now: i64,
     retention: i64,
 ) -> Result<(), StoreError> {
-    let set = "state = 'outcome_unknown', lease_until = ?5, expires_at = ?6";
-    let expires_at = now.saturating_add(retention);
+    let set = "state = 'outcome_unknown', lease_until = ?5, expires_at = ?6, owner = ?7";
+    let (expires_at, retired) = (now.saturating_add(retention), &OwnerToken::RETIRED.as_bytes()[..]);
     transition(
         connection,
         scope,
@@ -278,7 +304,7 @@ pub(super) fn mark_outcome_unknown(
         now,
         &[&RecordState::Dispatched],
         set,
-        &[&expires_at],
+        &[&expires_at, &retired],
     )
 }
 
@@ -290,7 +316,7 @@ pub(super) fn release(
 ) -> Result<(), StoreError> {
     let sql = format!(
         "DELETE FROM ballast_idempotency WHERE {PK} AND owner = ?4 AND expires_at > ?5 \
-         AND state IN ('claimed', 'dispatched')"
+         AND state IN ('claimed', 'dispatched', 'outcome_unknown')"
     );
     let row = params![
         scope.principal(),
@@ -308,6 +334,25 @@ pub(super) fn lookup(
     now: i64,
 ) -> Result<Option<Record>, StoreError> {
     Ok(read(connection, scope)?.and_then(|stored| visible(stored, now)))
+}
+
+/// A new holder of the file settles what the previous one left in flight (DESIGN.md, "SQLite store"): its
+/// `claimed` records are released (nothing was sent), the leases of its `dispatched` ones end now — so the next
+/// request with such a key settles it at once (`outcome_unknown`, or a re-send of the same key for an upstream
+/// that deduplicates) instead of answering 409 for a lease nobody holds. Returns (released, ended).
+pub(super) fn settle_previous_run(connection: &Connection, now: i64) -> Result<(usize, usize), StoreError> {
+    let released = run(
+        connection,
+        "DELETE FROM ballast_idempotency WHERE state = 'claimed' AND expires_at > ?1",
+        params![now],
+    )?;
+    let ended = run(
+        connection,
+        "UPDATE ballast_idempotency SET lease_until = ?1 \
+         WHERE state = 'dispatched' AND lease_until > ?1 AND expires_at > ?1",
+        params![now],
+    )?;
+    Ok((released, ended))
 }
 
 pub(super) fn reap(connection: &mut Connection, now: i64) -> Result<u64, StoreError> {

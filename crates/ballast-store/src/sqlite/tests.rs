@@ -18,12 +18,18 @@ mod conformance_memory {
     crate::conformance_tests!(super::MEMORY);
 }
 
-/// The suite again on a file (WAL), the form a deployment uses.
+/// The suite again on a file (WAL), the form a deployment uses: a file per opening, since one process holds a
+/// file at a time.
 fn file(options: StoreOptions) -> Opening {
     Box::pin(async move {
         static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+        static OPENED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-        let url = format!("sqlite://{}", dir.path().join("conformance.db").display());
+        let n = OPENED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join(format!("conformance-{n}.db")).display()
+        );
         let store: Arc<dyn IdempotencyStore> = Arc::new(SqliteStore::open(&url, options).await.unwrap());
         Some(store)
     })
@@ -112,5 +118,80 @@ async fn a_newer_schema_is_refused() {
     assert!(
         matches!(error, Err(StoreError::Corrupt(ref m)) if m.contains("99")),
         "{error:?}"
+    );
+}
+
+/// DESIGN.md, "SQLite store": a restarted single instance settles what its previous run left in flight at once
+/// — `claimed` records are released (nothing was sent) and `dispatched` ones settle on the next claim, as an
+/// expired dispatch does — instead of answering 409 until a lease runs out.
+#[tokio::test]
+async fn a_restart_settles_what_the_previous_run_left_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("in-flight.db").display());
+    let long = std::time::Duration::from_secs(600);
+    let (claimed, unknown, resent) = (fresh_scope(), fresh_scope(), fresh_scope());
+    {
+        let store = SqliteStore::open(&url, StoreOptions::default()).await.unwrap();
+        acquire(&store, &claimed, &request("{}", long)).await;
+        for scope in [&unknown, &resent] {
+            let holder = request("{}", long);
+            acquire(&store, scope, &holder).await;
+            store.mark_dispatched(scope, holder.owner).await.unwrap();
+        }
+    }
+    let store = SqliteStore::open(&url, StoreOptions::default()).await.unwrap();
+    assert_eq!(
+        store.lookup(&claimed).await.unwrap(),
+        None,
+        "a claim left by the crash is released"
+    );
+    acquire(&store, &claimed, &request("{}", long)).await;
+    assert_eq!(
+        store.claim(&unknown, &request("{}", long)).await.unwrap(),
+        ClaimOutcome::OutcomeUnknown,
+        "a dispatch left by the crash settles at once"
+    );
+    let taker = crate::ClaimRequest {
+        expired_dispatch: crate::ExpiredDispatch::TakeOver,
+        ..request("{}", long)
+    };
+    assert_eq!(
+        store.claim(&resent, &taker).await.unwrap(),
+        ClaimOutcome::TookOver {
+            was: crate::InFlight::Dispatched
+        },
+        "a deduplicating upstream gets the same key again at once"
+    );
+}
+
+/// One process holds a SQLite store: a second open of the same file fails, saying why and what to do, and the
+/// holder keeps working.
+#[tokio::test]
+async fn a_second_holder_of_the_file_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("held.db").display());
+    let holder = SqliteStore::open(&url, StoreOptions::default()).await.unwrap();
+    let error = SqliteStore::open(&url, StoreOptions::default())
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, StoreError::Unavailable(_)), "{error:?}");
+    assert!(
+        message.contains("held.db") && message.contains("another gateway") && message.contains("PostgreSQL"),
+        "{message}"
+    );
+    let scope = fresh_scope();
+    acquire(
+        &holder,
+        &scope,
+        &request("{}", std::time::Duration::from_secs(60)),
+    )
+    .await;
+    drop(holder);
+    let next = SqliteStore::open(&url, StoreOptions::default()).await.unwrap();
+    assert_eq!(
+        next.lookup(&scope).await.unwrap(),
+        None,
+        "released at the next start"
     );
 }

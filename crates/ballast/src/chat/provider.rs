@@ -184,7 +184,12 @@ impl ProviderError {
 
 impl fmt::Display for ProviderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the upstream answered {} ({})", self.status, self.kind.as_str())?;
+        write!(
+            f,
+            "the upstream answered {} ({})",
+            self.status,
+            self.kind.as_str()
+        )?;
         if let Some(message) = &self.message {
             write!(f, ": {message}")?;
         }

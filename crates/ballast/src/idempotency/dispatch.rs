@@ -22,21 +22,23 @@ use tower::{Service, ServiceExt as _};
 use super::layer::Settings;
 use super::problem::Problem;
 use super::replay::to_stored;
-use super::settle::{HeldClaim, Settlement, Written};
+use super::settle::{HeldClaim, KeepAlive, Settlement, Written};
 use super::{NotStored, OutcomeUnknown};
-use crate::BoxError;
 use crate::headers::BALLAST_OUTCOME;
+use crate::{BoxError, clock};
+use ballast_core::Deadline;
 
 /// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
 type Answer<E> = Result<Response<Body>, E>;
 
 /// Marks the claim dispatched, runs `request` through `inner`, and sends what it said on `answer` — then
 /// settles the record, whether or not the caller still waits. Runs in the request's own task (see `handle`),
-/// so a caller that disconnects cancels none of it.
+/// so a caller that disconnects cancels none of it. The lease is renewed from the claim to the last write.
 pub(crate) async fn dispatch<S, B>(
     inner: S,
     settings: Arc<Settings>,
     claim: HeldClaim,
+    deadline: Deadline,
     request: Request<Body>,
     answer: oneshot::Sender<Answer<S::Error>>,
 ) where
@@ -46,24 +48,79 @@ pub(crate) async fn dispatch<S, B>(
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let marked = claim.store.mark_dispatched(&claim.scope, claim.owner).await;
+    let renewing = claim.keep_alive();
+    let wait = deadline.usable(clock::now());
+    let (store, scope, owner) = (Arc::clone(&claim.store), claim.scope.clone(), claim.owner);
+    let mut marking = std::pin::pin!(async move { store.mark_dispatched(&scope, owner).await });
+    let marked = match tokio::time::timeout(wait, &mut marking).await {
+        Ok(marked) => marked,
+        Err(_) => {
+            // The caller's time is up and nothing ran: say so now. The mark may still land; once it is decided,
+            // give the key back (from `claimed` or `dispatched` alike).
+            tracing::warn!(scope = ?claim.scope, ?wait, "the idempotency store did not mark the request dispatched in time; not running it");
+            let _ = answer.send(Ok(Problem::StoreTooSlow { waited: wait }.into_response()));
+            let _ = marking.await;
+            drop(renewing);
+            finish(
+                &claim,
+                Settlement::Release,
+                None::<Sent<S::Error>>,
+                &settings,
+                &deadline,
+            )
+            .await;
+            return;
+        }
+    };
     if let Err(error) = marked {
-        // Nothing ran: give the key back (best effort; if this fails too, the lease runs out while `claimed`
-        // and the next request takes it over).
-        let _ = claim.store.release(&claim.scope, claim.owner).await;
         tracing::warn!(scope = ?claim.scope, %error, "could not mark the request dispatched; not running it");
         let problem = match error {
-            StoreError::Unavailable(_) => Problem::StoreUnavailable,
             // The lease ran out before dispatch and another request took the key over: it is in progress there.
-            StoreError::NotHeld => Problem::InProgress {
-                retry_after: settings.max_retry_after,
-            },
+            StoreError::NotHeld => {
+                let problem = Problem::InProgress {
+                    retry_after: settings.max_retry_after,
+                };
+                let _ = answer.send(Ok(problem.into_response()));
+                return;
+            }
+            StoreError::Unavailable(_) => Problem::StoreUnavailable,
             _ => Problem::StoreFailed,
         };
-        let _ = answer.send(Ok(problem.into_response()));
+        // Nothing ran: give the key back. The mark may have landed with its reply lost, so without the release
+        // the key would stay `dispatched` — and later `outcome_unknown` — for a request that never ran.
+        let sent = (answer, Ok(problem.into_response()));
+        drop(renewing);
+        finish(&claim, Settlement::Release, Some(sent), &settings, &deadline).await;
         return;
     }
-    run_and_settle(inner, settings, claim, request, answer).await;
+    run_and_settle(inner, settings, claim, renewing, deadline, request, answer).await;
+}
+
+/// An answer and where it goes.
+pub(crate) type Sent<E> = (oneshot::Sender<Answer<E>>, Answer<E>);
+
+/// The record's last write, then the caller's answer (if it was not given yet): one try of `settlement`, given
+/// the first-write wait but never past the caller's deadline minus the reserve, so a caller that retries right
+/// after its answer finds the record final; then, if it did not land, the answer and tries in the background
+/// until it does, the lease kept alive meanwhile (a retry is told "in progress", never run twice).
+pub(crate) async fn finish<E>(
+    claim: &HeldClaim,
+    settlement: Settlement,
+    answer: Option<Sent<E>>,
+    settings: &Settings,
+    deadline: &Deadline,
+) {
+    let wait = settings.first_write_wait.min(deadline.usable(clock::now()));
+    let written = claim.settle_once(&settlement, wait).await;
+    if let Some((to, answer)) = answer {
+        let _ = to.send(answer);
+    }
+    if written == Written::Again {
+        let _renewing = claim.keep_alive();
+        claim
+            .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
+            .await;
+    }
 }
 
 /// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.
@@ -71,6 +128,8 @@ async fn run_and_settle<S, B>(
     inner: S,
     settings: Arc<Settings>,
     claim: HeldClaim,
+    renewing: KeepAlive,
+    deadline: Deadline,
     request: Request<Body>,
     answer_tx: oneshot::Sender<Answer<S::Error>>,
 ) where
@@ -78,26 +137,32 @@ async fn run_and_settle<S, B>(
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
-    let ran = AssertUnwindSafe(inner.oneshot(request)).catch_unwind().await;
-    let (answer, settlement) = match ran {
-        Err(_panic) => {
-            tracing::error!(scope = ?claim.scope, "handler panicked after dispatch; outcome unknown");
-            (
-                Ok(Problem::HandlerPanicked.into_response()),
-                Settlement::OutcomeUnknown,
-            )
+    let ran = AssertUnwindSafe(async {
+        match inner.oneshot(request).await {
+            Ok(response) => read_response(response, &settings).await,
+            Err(error) => (Err(error), Settlement::OutcomeUnknown),
         }
-        Ok(Err(error)) => (Err(error), Settlement::OutcomeUnknown),
-        Ok(Ok(response)) => read_response(response, &settings).await,
-    };
-    // The first write before the answer: a caller that retries right after its answer finds the record final.
-    let written = claim.settle_once(&settlement, settings.first_write_wait).await;
-    let _ = answer_tx.send(answer);
-    if written == Written::Again {
-        claim
-            .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
-            .await;
-    }
+    })
+    .catch_unwind()
+    .await;
+    let (answer, settlement) = ran.unwrap_or_else(|_panic| {
+        // In the handler, or while its response body was read: it may have acted.
+        tracing::error!(scope = ?claim.scope, "handler panicked after dispatch; outcome unknown");
+        (
+            Ok(Problem::HandlerPanicked.into_response()),
+            Settlement::OutcomeUnknown,
+        )
+    });
+    // The last write is this request's own: a renewal racing it could only be refused.
+    drop(renewing);
+    finish(
+        &claim,
+        settlement,
+        Some((answer_tx, answer)),
+        &settings,
+        &deadline,
+    )
+    .await;
 }
 
 /// The caller's answer and the record's end, from the handler's response.

@@ -37,6 +37,9 @@ pub enum InvalidIdempotencyLayer {
     /// A zero first-write wait never gives the store a chance before the caller is answered.
     #[error("first_write_wait must be greater than zero")]
     ZeroFirstWriteWait,
+    /// A zero lease would let the next request take over a key before its holder could renew it.
+    #[error("lease must be greater than zero (the holder renews it every third of it)")]
+    ZeroLease,
 }
 
 /// What the service does, shared by every clone.
@@ -48,7 +51,7 @@ pub(crate) struct Settings {
     pub(crate) response_limit: usize,
     pub(crate) default_timeout: Duration,
     pub(crate) max_timeout: Duration,
-    pub(crate) grace: Duration,
+    pub(crate) lease: Duration,
     pub(crate) expired_dispatch: ExpiredDispatch,
     pub(crate) default_principal: String,
     pub(crate) stored_headers: Vec<HeaderName>,
@@ -72,12 +75,12 @@ pub(crate) struct Settings {
 /// | no key, key required (default) | 400 `urn:ballast:idempotency_key_missing` (not required: passed through) |
 /// | key empty, over 255 characters, not printable ASCII, sent twice | 400 `urn:ballast:idempotency_key_invalid` |
 /// | body over the limit | 413, nothing runs |
-/// | first request | claimed (lease = the request's deadline + grace), marked `dispatched`, handler runs |
+/// | first request | claimed (a short lease, renewed while it runs), marked `dispatched`, handler runs |
 /// | same key while running | 409 `urn:ballast:idempotency_in_progress`, `Retry-After`, `x-should-retry: true` |
 /// | same key, another request | 422 `urn:ballast:idempotency_key_reused`, nothing runs |
 /// | same key after completion | the stored status, allow-listed headers and body, `Idempotent-Replayed: true` |
 /// | same key after an unknown outcome | 502 `urn:ballast:outcome_unknown`, `x-should-retry: false` |
-/// | store unreachable before the claim | 503 `urn:ballast:store_unavailable`, nothing runs (fail closed) |
+/// | store unreachable before the claim, or slower than the request's time left | 503 `urn:ballast:store_unavailable`, `Retry-After`, nothing runs (fail closed) |
 ///
 /// - **Scope**: principal + route + key. The principal is the request's [`Principal`](crate::Principal)
 ///   extension (inserted by an auth middleware outside this layer), else the configured default (`anonymous`).
@@ -85,11 +88,17 @@ pub(crate) struct Settings {
 ///   `POST /refunds/{id}`.
 /// - **Fingerprint**: `ballast_core::fingerprint` over the method, the path as sent (with its query), the
 ///   content type and the body — JSON canonicalised (reordered keys match), other bodies byte for byte.
-/// - **Lease**: the request's time left — its [`CallContext`](crate::CallContext)'s deadline, else the smallest
-///   inbound deadline header (`ballast-timeout-ms`, `grpc-timeout`, ...; capped; a malformed one is a 400),
-///   else the default timeout — plus the grace (10 s). A holder that vanished before dispatch is taken over
-///   when it runs out; one that vanished after dispatch leaves `outcome_unknown`
-///   ([`ExpiredDispatch`](ballast_store::ExpiredDispatch), configurable for handlers that deduplicate).
+/// - **Lease**: short and fixed (10 s), independent of the deadline, and renewed every third of it while the
+///   request runs (compare-and-set on its owner token): a live holder never loses its key to a retry, however
+///   long its handler takes, and a crashed one blocks the key for one lease. A holder that vanished before
+///   dispatch is taken over when its lease runs out; one that vanished after dispatch leaves `outcome_unknown`
+///   ([`ExpiredDispatch`](ballast_store::ExpiredDispatch), configurable for handlers that deduplicate) — and
+///   if it was only cut off from the store, its answer replaces that `outcome_unknown` when it lands.
+/// - **Deadline**: the request's time left — its [`CallContext`](crate::CallContext)'s deadline, else the
+///   smallest inbound deadline header (`ballast-timeout-ms`, `grpc-timeout`, ...; capped; a malformed one is a
+///   400), else the default timeout. Every wait on the store before the answer is bounded by it, minus the
+///   reserve: a 300 ms request never waits seconds for a slow store (503, nothing ran, the claim given back in
+///   the background), and the handler's answer is never held past it for the first write.
 /// - **The handler runs in a task of its own**, so a caller that disconnects does not cancel a side effect
 ///   half-way: the handler finishes and its answer is stored for the retry. A panic after dispatch leaves
 ///   `outcome_unknown` and answers 500.
@@ -98,7 +107,9 @@ pub(crate) struct Settings {
 ///   key becomes `outcome_unknown`). A response over the response limit reaches the caller whole but cannot be
 ///   replayed (`outcome_unknown` for retries).
 /// - **A store that fails after the handler answered** does not cost the caller the answer: the write is retried
-///   in the background with jittered backoff until it lands; until then a retry gets 409.
+///   in the background with jittered backoff until it lands; until then a retry gets 409. The same for a
+///   claim that must be given back (nothing ran) and whose release failed: a key is never left `dispatched` —
+///   and so later `outcome_unknown` — when nothing ran.
 /// - **Status**: [`operation_status`](crate::operation_status) and
 ///   [`operations_route`](crate::operations_route) answer `in_progress`, `completed`, `outcome_unknown` or
 ///   `not_found` for a key, scoped to the caller's principal.
@@ -152,8 +163,8 @@ impl IdempotencyLayer {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
     /// Default cap on a caller's deadline (DESIGN.md's `max_timeout`): 300 s.
     pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
-    /// Default time a claim outlives the request's deadline before another request may take it over: 10 s.
-    pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+    /// Default lease of a claim (DESIGN.md: 10 s), renewed every third of it while its request runs.
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
     /// The principal of requests without a [`Principal`](crate::Principal) extension, unless configured.
     pub const DEFAULT_PRINCIPAL: &str = "anonymous";
 
@@ -170,7 +181,7 @@ impl IdempotencyLayer {
     ];
 
     /// A layer over `store` with every default: a key required, 8 MiB limits, 30 s default timeout capped at
-    /// 300 s, 10 s grace, an expired dispatch becomes `outcome_unknown`, principal `anonymous`.
+    /// 300 s, a 10 s lease, an expired dispatch becomes `outcome_unknown`, principal `anonymous`.
     pub fn new(store: Arc<dyn IdempotencyStore>) -> Self {
         IdempotencyLayer {
             settings: Arc::new(IdempotencyLayerBuilder::new(store).settings),
@@ -218,7 +229,7 @@ impl IdempotencyLayerBuilder {
                 response_limit: IdempotencyLayer::DEFAULT_BODY_LIMIT,
                 default_timeout: IdempotencyLayer::DEFAULT_TIMEOUT,
                 max_timeout: IdempotencyLayer::DEFAULT_MAX_TIMEOUT,
-                grace: IdempotencyLayer::DEFAULT_GRACE,
+                lease: IdempotencyLayer::DEFAULT_LEASE,
                 expired_dispatch: ExpiredDispatch::OutcomeUnknown,
                 default_principal: IdempotencyLayer::DEFAULT_PRINCIPAL.to_owned(),
                 stored_headers: IdempotencyLayer::DEFAULT_STORED_HEADERS.to_vec(),
@@ -262,10 +273,11 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// How long a claim outlives the request's deadline (lease = deadline + grace), so a slow but live handler
-    /// is not taken over.
-    pub fn grace(mut self, grace: Duration) -> Self {
-        self.settings.grace = grace;
+    /// A claim's lease (default 10 s). The holder renews it every third of it while its request runs, so it
+    /// bounds only how long a crashed holder blocks its key (and how long a holder cut off from the store keeps
+    /// it before a retry settles it), never how long a handler may take.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.settings.lease = lease;
         self
     }
 
@@ -298,8 +310,9 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// How long the caller's answer waits for the first store write (default 2 s). If the write fails or
-    /// takes longer, the caller is answered anyway and the write goes on in the background.
+    /// How long the caller's answer waits for the first store write (default 2 s, and never past the request's
+    /// deadline minus the reserve). If the write fails or takes longer, the caller is answered anyway and the
+    /// write goes on in the background.
     pub fn first_write_wait(mut self, wait: Duration) -> Self {
         self.settings.first_write_wait = wait;
         self
@@ -336,6 +349,9 @@ impl IdempotencyLayerBuilder {
         }
         if s.first_write_wait.is_zero() {
             return Err(InvalidIdempotencyLayer::ZeroFirstWriteWait);
+        }
+        if s.lease.is_zero() {
+            return Err(InvalidIdempotencyLayer::ZeroLease);
         }
         Ok(IdempotencyLayer {
             settings: Arc::new(self.settings),

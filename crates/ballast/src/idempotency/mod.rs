@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use ballast_store::{ClaimOutcome, StoreError};
+use ballast_store::{ClaimOutcome, InFlight, StoreError};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Method, Request, Response};
@@ -37,7 +37,7 @@ pub use status::{OperationStatus, operation_status, operations_route};
 use self::layer::Settings;
 use self::problem::Problem;
 use self::settle::HeldClaim;
-use crate::BoxError;
+use crate::{BoxError, clock};
 
 /// The service of [`IdempotencyLayer`]: see its docs for what it does.
 #[derive(Clone, Debug)]
@@ -128,14 +128,44 @@ async fn claim_and_run<S, RB>(
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
-    let problem = match settings.store.claim(&incoming.scope, &incoming.claim).await {
+    let held = HeldClaim {
+        store: Arc::clone(&settings.store),
+        scope: incoming.scope,
+        owner: incoming.claim.owner,
+        lease: settings.lease,
+    };
+    let wait = incoming.deadline.usable(clock::now());
+    if wait.is_zero() {
+        // No time left: the store is not even asked, and nothing runs.
+        let _ = answer.send(Ok(Problem::StoreTooSlow { waited: wait }.into_response()));
+        return;
+    }
+    let (store, scope, claim) = (Arc::clone(&held.store), held.scope.clone(), incoming.claim);
+    let mut claiming = std::pin::pin!(async move { store.claim(&scope, &claim).await });
+    let claimed = match tokio::time::timeout(wait, &mut claiming).await {
+        Ok(claimed) => claimed,
+        Err(_) => {
+            tracing::warn!(scope = ?held.scope, ?wait, "the idempotency store did not answer the claim in time; not running the request");
+            let _ = answer.send(Ok(Problem::StoreTooSlow { waited: wait }.into_response()));
+            // The claim may land all the same: once it is decided, give back what it took (nothing ran).
+            match claiming.await {
+                Ok(
+                    ClaimOutcome::Acquired
+                    | ClaimOutcome::TookOver {
+                        was: InFlight::Claimed,
+                    },
+                )
+                | Err(StoreError::Unavailable(_)) => give_back(&held, &settings).await,
+                // A take-over of an expired dispatch is left to its lease, as if this request had never come.
+                _ => {}
+            }
+            return;
+        }
+    };
+    let problem = match claimed {
         Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
-            let claim = HeldClaim {
-                store: Arc::clone(&settings.store),
-                scope: incoming.scope,
-                owner: incoming.claim.owner,
-            };
-            return dispatch::dispatch(inner, settings, claim, incoming.request, answer).await;
+            return dispatch::dispatch(inner, settings, held, incoming.deadline, incoming.request, answer)
+                .await;
         }
         Ok(ClaimOutcome::Completed(stored)) => {
             let _ = answer.send(Ok(replay::replay(stored)));
@@ -148,15 +178,34 @@ async fn claim_and_run<S, RB>(
         Ok(ClaimOutcome::FingerprintMismatch) => Problem::KeyReused,
         Ok(_) => Problem::StoreFailed,
         Err(StoreError::Unavailable(error)) => {
-            tracing::warn!(scope = ?incoming.scope, %error, "idempotency store unavailable; not running the request");
-            Problem::StoreUnavailable
+            tracing::warn!(scope = ?held.scope, %error, "idempotency store unavailable; not running the request");
+            let _ = answer.send(Ok(Problem::StoreUnavailable.into_response()));
+            // Refused, or lost on the way back: the claim may have landed.
+            give_back(&held, &settings).await;
+            return;
         }
         Err(error) => {
-            tracing::error!(scope = ?incoming.scope, %error, "idempotency claim failed");
+            tracing::error!(scope = ?held.scope, %error, "idempotency claim failed");
             Problem::StoreFailed
         }
     };
     let _ = answer.send(Ok(problem.into_response()));
+}
+
+/// Releases a claim that may have landed although this request will not run (nothing ran): one try, once the
+/// caller has its answer. One, not a loop like the other final writes: a claim nobody renews frees its key after
+/// one lease anyway, and a loop per failed request would hammer a store that is coming back.
+async fn give_back(held: &HeldClaim, settings: &Settings) {
+    let release = held.store.release(&held.scope, held.owner);
+    match tokio::time::timeout(settings.first_write_wait, release).await {
+        Ok(Ok(())) | Ok(Err(StoreError::NotHeld)) => {}
+        Ok(Err(error)) => {
+            tracing::warn!(scope = ?held.scope, %error, "could not give back a claim that may have landed; its lease frees it")
+        }
+        Err(_) => {
+            tracing::warn!(scope = ?held.scope, "giving back a claim that may have landed timed out; its lease frees it")
+        }
+    }
 }
 
 /// RFC 9110's safe methods: they promise no side effect, so they carry no key and are never deduplicated.

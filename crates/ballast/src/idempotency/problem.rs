@@ -34,6 +34,8 @@ pub(crate) enum Problem {
     KeyReused,
     /// The store could not be reached: nothing ran.
     StoreUnavailable,
+    /// The store did not answer within the request's time left (deadline minus reserve): nothing ran.
+    StoreTooSlow { waited: Duration },
     /// The store answered with something it could not read, or something this version does not know.
     StoreFailed,
     /// The key's request was sent and nobody knows whether it acted.
@@ -92,7 +94,7 @@ impl Problem {
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Problem::InProgress { retry_after } => Some(*retry_after),
-            Problem::StoreUnavailable => Some(Duration::from_secs(1)),
+            Problem::StoreUnavailable | Problem::StoreTooSlow { .. } => Some(Duration::from_secs(1)),
             _ => None,
         }
     }
@@ -135,7 +137,7 @@ impl Problem {
                 "idempotency_key_reused",
                 "Idempotency-Key reused with another request",
             ),
-            Problem::StoreUnavailable => (
+            Problem::StoreUnavailable | Problem::StoreTooSlow { .. } => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
                 "Idempotency store unavailable",
@@ -182,6 +184,12 @@ impl Problem {
             Problem::StoreUnavailable => "the idempotency store could not be reached, so the request was not run \
                 (running it could perform the side effect twice); retry the same request with the same key"
                 .to_owned(),
+            Problem::StoreTooSlow { waited } => format!(
+                "the idempotency store did not answer within the request's time left ({} ms, its deadline minus \
+                 the reserve), so the request was not run; retry the same request with the same key, with a \
+                 longer deadline if the store stays slow",
+                waited.as_millis()
+            ),
             Problem::StoreFailed => "the idempotency record of this key could not be read; nothing ran. Report \
                 this to the service's operators"
                 .to_owned(),
@@ -247,6 +255,9 @@ mod tests {
             Problem::BodyUnreadable,
             Problem::KeyReused,
             Problem::StoreUnavailable,
+            Problem::StoreTooSlow {
+                waited: Duration::from_millis(250),
+            },
             Problem::StoreFailed,
             Problem::HandlerPanicked,
         ];

@@ -1,10 +1,8 @@
-//! Reading an inbound request: its key, scope, lease and fingerprint, with the body buffered under a limit.
-
-use std::time::Duration;
+//! Reading an inbound request: its key, scope, deadline and fingerprint, with the body buffered under a limit.
 
 use axum::body::Body;
 use axum::extract::MatchedPath;
-use ballast_core::{DeadlineHeader, IdempotencyKey, fingerprint, inbound_timeout};
+use ballast_core::{Deadline, DeadlineHeader, IdempotencyKey, fingerprint, inbound_timeout};
 use ballast_store::{ClaimRequest, OwnerToken, Scope};
 use bytes::Bytes;
 use http::request::Parts;
@@ -25,6 +23,8 @@ pub(crate) struct Incoming {
     pub(crate) scope: Scope,
     /// The claim to make (fingerprint, a fresh owner token, the lease).
     pub(crate) claim: ClaimRequest,
+    /// The caller's deadline: every wait on the store before the answer ends by it, minus its reserve.
+    pub(crate) deadline: Deadline,
     /// The request again, its body buffered, for the handler.
     pub(crate) request: Request<Body>,
 }
@@ -56,7 +56,7 @@ where
     B::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let lease = lease(&parts, settings)?;
+    let deadline = deadline(&parts, settings)?;
     let body = buffer(body, settings.body_limit).await?;
     let pattern = parts
         .extensions
@@ -71,12 +71,13 @@ where
     let claim = ClaimRequest {
         fingerprint: request_fingerprint(&parts, &body),
         owner: OwnerToken::random(),
-        lease,
+        lease: settings.lease,
         expired_dispatch: settings.expired_dispatch,
     };
     Ok(Incoming {
         scope,
         claim,
+        deadline,
         request: Request::from_parts(parts, Body::from(body)),
     })
 }
@@ -96,34 +97,32 @@ fn request_fingerprint(parts: &Parts, body: &[u8]) -> ballast_core::Fingerprint 
     fingerprint(parts.method.as_str(), target, content_type, body)
 }
 
-/// The claim's lease: the request's time left plus the grace. The time left is the [`CallContext`]'s deadline
-/// when an outer layer set one, else the smallest deadline header (capped), else the default timeout.
-fn lease(parts: &Parts, settings: &Settings) -> Result<Duration, Problem> {
-    let timeout = match parts.extensions.get::<CallContext>() {
-        Some(context) => context.effective_deadline().remaining(clock::now()),
-        None => {
-            // Deadline headers only, their values read lossily: a non-ASCII value is malformed, not absent.
-            let deadline_headers: Vec<(&str, String)> = parts
-                .headers
-                .iter()
-                .filter(|(name, _)| DeadlineHeader::from_name(name.as_str()).is_some())
-                .map(|(name, value)| {
-                    (
-                        name.as_str(),
-                        String::from_utf8_lossy(value.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
-            inbound_timeout(
-                deadline_headers.iter().map(|(n, v)| (*n, v.as_str())),
-                settings.default_timeout,
-                settings.max_timeout,
+/// The request's deadline: the [`CallContext`]'s when an outer layer set one, else the smallest deadline header
+/// (capped), else the default timeout, from now.
+fn deadline(parts: &Parts, settings: &Settings) -> Result<Deadline, Problem> {
+    if let Some(context) = parts.extensions.get::<CallContext>() {
+        return Ok(context.effective_deadline());
+    }
+    // Deadline headers only, their values read lossily: a non-ASCII value is malformed, not absent.
+    let deadline_headers: Vec<(&str, String)> = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| DeadlineHeader::from_name(name.as_str()).is_some())
+        .map(|(name, value)| {
+            (
+                name.as_str(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
             )
-            .map_err(Problem::BadDeadline)?
-            .timeout
-        }
-    };
-    Ok(timeout.saturating_add(settings.grace))
+        })
+        .collect();
+    let timeout = inbound_timeout(
+        deadline_headers.iter().map(|(n, v)| (*n, v.as_str())),
+        settings.default_timeout,
+        settings.max_timeout,
+    )
+    .map_err(Problem::BadDeadline)?
+    .timeout;
+    Ok(Deadline::after(clock::now(), timeout))
 }
 
 /// The whole body, or 413 when it is (or announces itself) over `limit`.

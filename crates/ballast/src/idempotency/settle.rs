@@ -1,11 +1,17 @@
-//! The last write of a claim — complete, release or `outcome_unknown` — and its background retries.
+//! A held claim: its lease kept alive while the request runs, and its last write — complete, release or
+//! `outcome_unknown` — with its background retries.
 //!
 //! Why retry in the background: once the handler has acted, its answer belongs to the caller whatever the store
 //! does, and the record must still end up saying what happened, or a retry could run the side effect again.
 //! Until the write lands the record stays `dispatched`, so a retry meanwhile gets 409, never a second execution.
 //! Writes are retried with jittered, capped backoff (AWS Builders' Library) until they land or the store says
 //! [`StoreError::NotHeld`] (the lease ran out and another request took the record over, or the record is
-//! gone): then nothing this request could write is true any more.
+//! gone): then nothing this request could write is true any more. A release is retried the same way: a claim
+//! given back because nothing ran must not stay `dispatched` (and so become `outcome_unknown` later).
+//!
+//! Why renew: the lease is short (DESIGN.md: 10 s) so a crashed holder blocks its key for seconds, and the
+//! live holder renews it every third of it while its request runs, so a slow handler never loses its key to a
+//! retry — which would answer `outcome_unknown` for a handler that is about to succeed, or run it twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +30,23 @@ pub(crate) enum Settlement {
     OutcomeUnknown,
 }
 
-/// A claim this request holds: where, and under which owner token.
+/// A claim this request holds: where, under which owner token, and for how long a lease.
 #[derive(Debug)]
 pub(crate) struct HeldClaim {
     pub(crate) store: Arc<dyn IdempotencyStore>,
     pub(crate) scope: Scope,
     pub(crate) owner: OwnerToken,
+    pub(crate) lease: Duration,
+}
+
+/// The renewal of a held claim's lease, running until dropped.
+#[derive(Debug)]
+pub(crate) struct KeepAlive(tokio::task::AbortHandle);
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Whether the write needs no more tries.
@@ -42,6 +59,38 @@ pub(crate) enum Written {
 }
 
 impl HeldClaim {
+    /// Renews the lease every third of it until the guard is dropped. A renewal that fails is logged and tried
+    /// again at the next tick (the holder keeps running: its last write settles the record when the store is
+    /// back); one the store refuses (another request took the key over after the lease ran out) ends it.
+    pub(crate) fn keep_alive(&self) -> KeepAlive {
+        let (store, scope, owner, lease) = (
+            Arc::clone(&self.store),
+            self.scope.clone(),
+            self.owner,
+            self.lease,
+        );
+        let every = lease / 3;
+        let renewing = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                match tokio::time::timeout(every, store.renew(&scope, owner, lease)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(StoreError::NotHeld)) => {
+                        tracing::warn!(scope = ?scope, "idempotency lease lost: another request took the key over");
+                        return;
+                    }
+                    Ok(Err(error)) => {
+                        tracing::warn!(scope = ?scope, %error, "idempotency lease renewal failed; trying again");
+                    }
+                    Err(_) => {
+                        tracing::warn!(scope = ?scope, "idempotency lease renewal timed out; trying again")
+                    }
+                }
+            }
+        });
+        KeepAlive(renewing.abort_handle())
+    }
+
     /// One try of `settlement`, given at most `wait`.
     pub(crate) async fn settle_once(&self, settlement: &Settlement, wait: Duration) -> Written {
         match tokio::time::timeout(wait, self.write(settlement)).await {

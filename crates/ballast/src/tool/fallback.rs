@@ -125,13 +125,22 @@ mod tests {
             ..trip(Err(Error::CircuitOpen { retry_in: None }), None)
         };
         assert!(may_fall_back(true, &open(Reach::Nothing), false));
-        assert!(!may_fall_back(true, &open(Reach::Answered), false), "the upstream saw the request");
-        assert!(!may_fall_back(true, &open(Reach::Unanswered), true), "it may have acted");
+        assert!(
+            !may_fall_back(true, &open(Reach::Answered), false),
+            "the upstream saw the request"
+        );
+        assert!(
+            !may_fall_back(true, &open(Reach::Unanswered), true),
+            "it may have acted"
+        );
         for reach in [Reach::Nothing, Reach::Answered, Reach::Unanswered] {
             assert!(may_fall_back(false, &open(reach), false), "read-only: {reach:?}");
         }
         let bad_request = trip(answer(400), Some(StopReason::NotRetryable { status: 400 }));
-        assert!(!may_fall_back(false, &bad_request, false), "the request's fault, not the upstream's");
+        assert!(
+            !may_fall_back(false, &bad_request, false),
+            "the request's fault, not the upstream's"
+        );
     }
 
     fn answer(status: u16) -> Result<http::Response<crate::Body>, Error> {

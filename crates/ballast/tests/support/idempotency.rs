@@ -107,7 +107,7 @@ impl Handlers {
 
 /// The app: `POST /refunds` and `/refunds/{id}` (201, the body echoed, a stored and an unstored header),
 /// `/reject` (400 marked [`NotStored`]), `/lost` (504 marked [`OutcomeUnknown`]), `/big` (a 64-byte body),
-/// `/panic` (panics) — every handler counted and held at the gate — behind `layer`, behind a middleware that
+/// `/panic` (panics), `/panic-body` (answers 201 with a body that panics when read) — every handler counted and held at the gate — behind `layer`, behind a middleware that
 /// turns an `x-test-principal` header into a [`Principal`]; and `GET /operations/{key}`.
 pub(crate) fn app(layer: IdempotencyLayer, handlers: &Handlers, store: Arc<dyn IdempotencyStore>) -> Router {
     let routes = ROUTES.iter().map(|r| (*r).to_owned()).collect();
@@ -118,6 +118,7 @@ pub(crate) fn app(layer: IdempotencyLayer, handlers: &Handlers, store: Arc<dyn I
         .route("/lost", post(marked))
         .route("/big", post(big))
         .route("/panic", post(panics))
+        .route("/panic-body", post(panicking_body))
         .layer(layer)
         .route("/operations/{key}", operations_route(store, routes))
         .layer(middleware::from_fn(principal_from_header))
@@ -156,6 +157,20 @@ async fn big(State(handlers): State<Handlers>) -> Vec<u8> {
 async fn panics(State(handlers): State<Handlers>) -> &'static str {
     handlers.run().await;
     panic!("the handler fails after acting")
+}
+
+async fn panicking_body(State(handlers): State<Handlers>) -> Response<Body> {
+    handlers.run().await;
+    let body = futures::stream::once(async {
+        if true {
+            panic!("the response body fails after the handler acted");
+        }
+        Ok::<_, std::io::Error>(Bytes::from_static(b"never"))
+    });
+    Response::builder()
+        .status(StatusCode::CREATED)
+        .body(Body::from_stream(body))
+        .expect("a valid response")
 }
 
 async fn principal_from_header(mut request: Request, next: Next) -> axum::response::Response {
@@ -280,6 +295,24 @@ pub(crate) struct FlakyStore {
     pub(crate) dispatch_entered: tokio::sync::Notify,
     /// Lets a held `mark_dispatched` go on.
     pub(crate) dispatch_open: tokio::sync::Notify,
+    /// `mark_dispatched` lands, and its reply is lost (the caller sees the store unavailable).
+    pub(crate) dispatch_reply_lost: AtomicBool,
+    /// `claim` waits at a gate (a black-holed store) until [`claim_open`](FlakyStore::claim_open).
+    pub(crate) hold_claim: AtomicBool,
+    /// Lets a held `claim` go on.
+    pub(crate) claim_open: tokio::sync::Notify,
+    /// `complete` waits at a gate until [`complete_open`](FlakyStore::complete_open).
+    pub(crate) hold_complete: AtomicBool,
+    /// Lets a held `complete` go on.
+    pub(crate) complete_open: tokio::sync::Notify,
+    /// How many of the next `release` calls fail.
+    pub(crate) releases_to_fail: AtomicU32,
+    /// Failed `release` calls so far.
+    pub(crate) failed_releases: AtomicU32,
+    /// `renew` fails.
+    pub(crate) renewals_fail: AtomicBool,
+    /// Renewals that landed so far.
+    pub(crate) renewals: AtomicU32,
 }
 
 impl FlakyStore {
@@ -296,6 +329,15 @@ impl FlakyStore {
             hold_dispatch: AtomicBool::new(false),
             dispatch_entered: tokio::sync::Notify::new(),
             dispatch_open: tokio::sync::Notify::new(),
+            dispatch_reply_lost: AtomicBool::new(false),
+            hold_claim: AtomicBool::new(false),
+            claim_open: tokio::sync::Notify::new(),
+            hold_complete: AtomicBool::new(false),
+            complete_open: tokio::sync::Notify::new(),
+            releases_to_fail: AtomicU32::new(0),
+            failed_releases: AtomicU32::new(0),
+            renewals_fail: AtomicBool::new(false),
+            renewals: AtomicU32::new(0),
         })
     }
 
@@ -311,6 +353,9 @@ impl FlakyStore {
 impl IdempotencyStore for FlakyStore {
     async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
         Self::down(&self.claims_fail)?;
+        if self.hold_claim.load(Ordering::SeqCst) {
+            self.claim_open.notified().await;
+        }
         self.inner.claim(scope, claim).await
     }
 
@@ -323,7 +368,18 @@ impl IdempotencyStore for FlakyStore {
             self.dispatch_entered.notify_one();
             self.dispatch_open.notified().await;
         }
-        self.inner.mark_dispatched(scope, owner).await
+        self.inner.mark_dispatched(scope, owner).await?;
+        if self.dispatch_reply_lost.load(Ordering::SeqCst) {
+            return Err(StoreError::unavailable("the test lost the store's reply"));
+        }
+        Ok(())
+    }
+
+    async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        Self::down(&self.renewals_fail)?;
+        self.inner.renew(scope, owner, lease).await?;
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        Ok(())
     }
 
     async fn complete(
@@ -336,6 +392,9 @@ impl IdempotencyStore for FlakyStore {
             self.failed_completes.fetch_add(1, Ordering::SeqCst);
             return Err(error);
         }
+        if self.hold_complete.load(Ordering::SeqCst) {
+            self.complete_open.notified().await;
+        }
         self.inner.complete(scope, owner, response).await
     }
 
@@ -344,6 +403,13 @@ impl IdempotencyStore for FlakyStore {
     }
 
     async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let fail = self
+            .releases_to_fail
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if fail.is_ok() {
+            self.failed_releases.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::unavailable("the test failed the release"));
+        }
         self.inner.release(scope, owner).await
     }
 
