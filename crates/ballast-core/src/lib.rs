@@ -15,7 +15,8 @@
 //! - `retry` — the retry decision: from an attempt's outcome to retry-after or stop-with-reason.
 //! - `breaker` — the circuit breaker: consecutive-failure and failure-rate triggers, half-open probes.
 //! - `admission` — [`Priority`] classes, the bounded priority queue and the concurrency limit.
-//! - `idempotency` — idempotency keys (UUIDv4, derived UUIDv5) and request fingerprints (SHA-256 over JCS).
+//! - `idempotency` — idempotency keys (UUIDv4, derived UUIDv5) and request fingerprints (SHA-256 over the
+//!   media type and the body in JCS form with exact numbers).
 //! - `code` — [`ErrorCode`], the stable error codes every failure maps to.
 
 mod admission;
@@ -50,8 +51,8 @@ pub use code::ErrorCode;
 pub use deadline::{DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, Deadline, DeadlineExceeded, Refused};
 // idempotency
 pub use idempotency::{
-    Fingerprint, IdempotencyKey, InvalidFingerprint, InvalidKey, canonical_json, fingerprint,
-    is_json_content_type,
+    AmbiguousJson, Fingerprint, IdempotencyKey, InvalidFingerprint, InvalidKey, canonical_json, fingerprint,
+    is_json_content_type, media_type,
 };
 // name
 pub use name::UnknownName;

@@ -154,7 +154,8 @@ fn claim() -> ClaimRequest {
             "/bench",
             Some("application/json"),
             br#"{"order":"o_1","amount":1299}"#,
-        ),
+        )
+        .expect("one member per name"),
         owner: OwnerToken::random(),
         lease: Duration::from_secs(30),
         expired_dispatch: ExpiredDispatch::OutcomeUnknown,

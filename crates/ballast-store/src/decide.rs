@@ -104,7 +104,7 @@ mod tests {
 
     fn claim(expired_dispatch: ExpiredDispatch) -> ClaimRequest {
         ClaimRequest {
-            fingerprint: fingerprint("POST", "/r", None, b"a"),
+            fingerprint: fingerprint("POST", "/r", None, b"a").unwrap(),
             owner: OwnerToken::random(),
             lease: Duration::from_secs(1),
             expired_dispatch,
@@ -114,7 +114,7 @@ mod tests {
     fn stored(state: RecordState, lease_until: i64, expires_at: i64) -> Stored {
         Stored {
             state,
-            fingerprint: fingerprint("POST", "/r", None, b"a"),
+            fingerprint: fingerprint("POST", "/r", None, b"a").unwrap(),
             owner: OwnerToken::from_bytes([7; 16]),
             lease_until,
             expires_at,
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn a_mismatch_wins_over_every_state() {
         let mut other = claim(ExpiredDispatch::TakeOver);
-        other.fingerprint = fingerprint("POST", "/r", None, b"b");
+        other.fingerprint = fingerprint("POST", "/r", None, b"b").unwrap();
         let response = StoredResponse {
             status: 200,
             headers: vec![],

@@ -23,7 +23,7 @@ const LEASE: Duration = Duration::from_millis(300);
 async fn vanished_holder(store: &dyn IdempotencyStore, dispatched: bool) -> (Scope, OwnerToken) {
     let scope = Scope::new("anonymous", "POST /refunds", IdempotencyKey::parse("k1").unwrap());
     let claim = ClaimRequest {
-        fingerprint: fingerprint("POST", "/refunds", Some("application/json"), BODY.as_bytes()),
+        fingerprint: fingerprint("POST", "/refunds", Some("application/json"), BODY.as_bytes()).unwrap(),
         owner: OwnerToken::random(),
         lease: LEASE,
         expired_dispatch: ExpiredDispatch::OutcomeUnknown,

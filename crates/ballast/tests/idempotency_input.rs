@@ -121,6 +121,63 @@ async fn non_json_bodies_are_fingerprinted_byte_for_byte() {
     assert_eq!(handlers.runs(), 2);
 }
 
+/// Regression (issue 11): the media type was not hashed (the same bytes as `text/plain` and as a form
+/// replayed), integers beyond 64 bits and decimals beyond a double's precision collided, and a JSON body that
+/// names a member twice was read as its last value. Now each is another request (422) or a 400.
+#[tokio::test]
+async fn the_fingerprint_tells_apart_what_differs() {
+    let (app, handlers) = fixture().await;
+    let same_bytes = |content_type: &str| post_with("/refunds", Some("k1"), content_type, b"order=7");
+    assert_eq!(send(&app, same_bytes("text/plain")).await.status(), 201);
+    let other_type = send(&app, same_bytes("application/x-www-form-urlencoded")).await;
+    assert_eq!(other_type.status(), 422, "{:?}", other_type.body);
+    assert!(
+        send(&app, same_bytes("Text/Plain; format=flowed"))
+            .await
+            .replayed(),
+        "normalised"
+    );
+
+    for (key, first, second) in [
+        (
+            "k2",
+            r#"{"id":36893488147419103232}"#,
+            r#"{"id":36893488147419103233}"#,
+        ),
+        ("k3", r#"{"amount":0.1}"#, r#"{"amount":0.10000000000000000001}"#),
+    ] {
+        assert_eq!(
+            send(&app, post_json("/refunds", Some(key), first)).await.status(),
+            201
+        );
+        let respelled = first.replace("0.1}", "1e-1}").replace("232}", "232.0}");
+        assert!(
+            send(&app, post_json("/refunds", Some(key), &respelled))
+                .await
+                .replayed(),
+            "{respelled}"
+        );
+        let other = send(&app, post_json("/refunds", Some(key), second)).await;
+        assert_eq!(other.status(), 422, "{second} is not {first}");
+        assert_eq!(other.problem_type(), "urn:ballast:idempotency_key_reused");
+    }
+
+    let twice = send(&app, post_json("/refunds", Some("k4"), r#"{"to":"A","to":"B"}"#)).await;
+    assert_eq!(twice.status(), 400);
+    assert_eq!(twice.problem_type(), "urn:ballast:json_duplicate_member");
+    assert_eq!(twice.header("x-should-retry"), Some("false"));
+    let detail = twice.json()["detail"].as_str().unwrap().to_owned();
+    assert!(
+        detail.contains("\"to\"") && detail.contains("nothing ran"),
+        "{detail}"
+    );
+    assert_eq!(
+        handlers.runs(),
+        3,
+        "one run per distinct request, none for the ambiguous one"
+    );
+}
+
 #[tokio::test]
 async fn a_key_reused_on_another_path_of_the_same_route_is_422() {
     let (app, handlers) = fixture().await;

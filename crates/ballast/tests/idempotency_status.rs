@@ -132,7 +132,7 @@ async fn a_vanished_holder_is_not_in_progress_forever() {
     for (key, dispatched) in [("gone-after", true), ("gone-before", false)] {
         let scope = Scope::new("alice", "POST /refunds", IdempotencyKey::parse(key).unwrap());
         let claim = ClaimRequest {
-            fingerprint: fingerprint("POST", "/refunds", Some("application/json"), b"{}"),
+            fingerprint: fingerprint("POST", "/refunds", Some("application/json"), b"{}").unwrap(),
             owner: OwnerToken::random(),
             lease,
             expired_dispatch: ExpiredDispatch::OutcomeUnknown,

@@ -5,15 +5,17 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use super::jcs::with_canonical_json;
+use super::jcs::{AmbiguousJson, with_canonical_json};
 
-/// Domain separation: a fingerprint is never a hash of something else, and a future scheme gets a new tag.
-const DOMAIN: &[u8] = b"ballast.idempotency.fingerprint.v1";
+/// Domain separation: a fingerprint is never a hash of something else, and a new scheme gets a new tag. v2
+/// hashes the media type and keeps every number exact (v1 did neither).
+const DOMAIN: &[u8] = b"ballast.idempotency.fingerprint.v2";
 /// Body framing tags: the body was hashed as given, or as its JCS canonical form.
 const RAW_BODY: u8 = 0;
 const JSON_BODY: u8 = 1;
 
-/// A request's fingerprint: SHA-256 over its method, route and body (JSON bodies in RFC 8785 canonical form).
+/// A request's fingerprint: SHA-256 over its method, route, media type and body (JSON bodies in RFC 8785
+/// canonical form, numbers exact).
 ///
 /// The server side stores it with the key; a later request with the same key and a different fingerprint is
 /// not a retry but a reuse of the key for something else, and gets 422 without running (Stripe compares the
@@ -25,12 +27,15 @@ const JSON_BODY: u8 = 1;
 /// use ballast_core::{fingerprint, Fingerprint};
 ///
 /// let json = Some("application/json");
-/// let a = fingerprint("POST", "/v1/tools/refund", json, br#"{"amount": 10.0, "order": "A-1"}"#);
-/// let b = fingerprint("POST", "/v1/tools/refund", json, br#"{"order":"A-1","amount":10}"#);
+/// let a = fingerprint("POST", "/v1/tools/refund", json, br#"{"amount": 10.0, "order": "A-1"}"#).unwrap();
+/// let b = fingerprint("POST", "/v1/tools/refund", json, br#"{"order":"A-1","amount":10}"#).unwrap();
 /// assert_eq!(a, b); // same request, spelled differently
 ///
-/// let c = fingerprint("POST", "/v1/tools/refund", json, br#"{"order":"A-1","amount":11}"#);
+/// let c = fingerprint("POST", "/v1/tools/refund", json, br#"{"order":"A-1","amount":11}"#).unwrap();
 /// assert_ne!(a, c); // a different request under the same key: 422
+///
+/// // A body that names a member twice is no one request: the server answers 400.
+/// assert!(fingerprint("POST", "/v1/tools/refund", json, br#"{"amount":1,"amount":9}"#).is_err());
 ///
 /// let stored = a.to_hex();
 /// assert_eq!(Fingerprint::from_hex(&stored), Ok(a));
@@ -61,30 +66,76 @@ pub enum InvalidFingerprint {
 /// - `method` as received; HTTP methods are case-sensitive (RFC 9110 §9.1), so it is not normalised.
 /// - `route`: what the caller wants compared besides the body — the path, with the query when the query
 ///   carries parameters. Hashed as given.
-/// - `content_type`: the request's `Content-Type`. When it names JSON ([`is_json_content_type`]) and the
-///   body parses as one JSON text, the body's RFC 8785 canonical form is hashed ([`canonical_json`](crate::canonical_json)), so
-///   member order, whitespace and number spelling do not matter. Otherwise — another type, no type, or JSON
-///   that does not parse — the raw bytes are hashed: a malformed body is still a request that can be retried
-///   byte for byte, and the upstream will answer it as it sees fit.
+/// - `content_type`: the request's `Content-Type`, hashed normalised ([`media_type`]): the same bytes as
+///   `text/plain` and as `application/x-www-form-urlencoded` are two requests. When it names JSON
+///   ([`is_json_content_type`]) and the body parses as one JSON text, the body's canonical form is hashed
+///   ([`canonical_json`](crate::canonical_json)), so member order, whitespace and number spelling do not matter
+///   while every value, however large or precise, does; the `charset` is then left out (the canonical form is
+///   the decoded text). Otherwise — another type, no type, or JSON that does not parse — the raw bytes are
+///   hashed: a malformed body is still a request that can be retried byte for byte, and the upstream will
+///   answer it as it sees fit.
+///
+/// A JSON body that names a member twice in one object is an error: no reader agrees which value counts, so it
+/// is no one request (the idempotency layer answers 400).
 ///
 /// The hash input frames each part by its length (8 bytes, big-endian), after a domain tag, and marks whether
-/// the body was canonicalised, so no two different (method, route, body) triples share an input:
+/// the body was canonicalised, so no two different (method, route, media type, body) tuples share an input:
 /// `("POST", "/a", "b")` and `("POST", "/ab", "")` differ.
-pub fn fingerprint(method: &str, route: &str, content_type: Option<&str>, body: &[u8]) -> Fingerprint {
-    let json = content_type.is_some_and(is_json_content_type);
-    json.then(|| with_canonical_json(body, |canonical| digest(method, route, JSON_BODY, canonical)))
-        .flatten()
-        .unwrap_or_else(|| digest(method, route, RAW_BODY, body))
+pub fn fingerprint(
+    method: &str,
+    route: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Fingerprint, AmbiguousJson> {
+    let media = content_type.map(media_type).unwrap_or_default();
+    if content_type.is_some_and(is_json_content_type) {
+        let essence = media.split(';').next().unwrap_or_default();
+        let canonical = with_canonical_json(body, |canonical| {
+            digest(method, route, essence, JSON_BODY, canonical)
+        })?;
+        if let Some(fingerprint) = canonical {
+            return Ok(fingerprint);
+        }
+    }
+    Ok(digest(method, route, &media, RAW_BODY, body))
 }
 
-fn digest(method: &str, route: &str, tag: u8, body: &[u8]) -> Fingerprint {
+fn digest(method: &str, route: &str, media: &str, tag: u8, body: &[u8]) -> Fingerprint {
     let mut hasher = Sha256::new();
     update_framed(&mut hasher, DOMAIN);
     update_framed(&mut hasher, method.as_bytes());
     update_framed(&mut hasher, route.as_bytes());
+    update_framed(&mut hasher, media.as_bytes());
     hasher.update([tag]);
     update_framed(&mut hasher, body);
     Fingerprint(hasher.finalize().into())
+}
+
+/// A `Content-Type` value as the fingerprint hashes it: `type/subtype` in lower case, then `;charset=` and the
+/// charset in lower case (unquoted) if the value names one; every other parameter and all whitespace dropped.
+/// A value without a `/` is kept as its trimmed, lower-cased text before any `;`.
+///
+/// ```
+/// use ballast_core::media_type;
+///
+/// let sent = r#"Application/JSON; charset="UTF-8"; boundary=x"#;
+/// assert_eq!(media_type(sent), "application/json;charset=utf-8");
+/// assert_eq!(media_type("text/plain"), "text/plain");
+/// ```
+pub fn media_type(content_type: &str) -> String {
+    let mut parts = content_type.split(';');
+    let mut media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+    let charset = parts.find_map(|parameter| {
+        let (name, value) = parameter.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("charset")
+            .then(|| value.trim().trim_matches('"').to_ascii_lowercase())
+    });
+    if let Some(charset) = charset {
+        media.push_str(";charset=");
+        media.push_str(&charset);
+    }
+    media
 }
 
 fn update_framed(hasher: &mut Sha256, part: &[u8]) {
@@ -172,12 +223,16 @@ mod tests {
 
     const JSON: Option<&str> = Some("application/json");
 
+    fn fp(method: &str, route: &str, content_type: Option<&str>, body: &[u8]) -> Fingerprint {
+        fingerprint(method, route, content_type, body).expect("no member named twice")
+    }
+
     fn json(body: &str) -> Fingerprint {
-        fingerprint("POST", "/v1/tools/t", JSON, body.as_bytes())
+        fp("POST", "/v1/tools/t", JSON, body.as_bytes())
     }
 
     #[test]
-    fn reordered_keys_and_whitespace_give_the_same_fingerprint() {
+    fn reordered_keys_and_whitespace_give_the_same_fp() {
         let a = json(r#"{"b":1,"a":{"y":[1,2],"x":"s"}}"#);
         assert_eq!(a, json(r#"{"a":{"x":"s","y":[1,2]},"b":1}"#));
         assert_eq!(
@@ -213,64 +268,135 @@ mod tests {
     #[test]
     fn method_and_route_matter() {
         let body = b"{}";
-        let base = fingerprint("POST", "/a", JSON, body);
-        assert_ne!(base, fingerprint("PUT", "/a", JSON, body));
-        assert_ne!(base, fingerprint("post", "/a", JSON, body)); // methods are case-sensitive
-        assert_ne!(base, fingerprint("POST", "/b", JSON, body));
-        assert_ne!(base, fingerprint("POST", "/a?x=1", JSON, body));
-        assert_eq!(base, fingerprint("POST", "/a", JSON, body));
+        let base = fp("POST", "/a", JSON, body);
+        assert_ne!(base, fp("PUT", "/a", JSON, body));
+        assert_ne!(base, fp("post", "/a", JSON, body)); // methods are case-sensitive
+        assert_ne!(base, fp("POST", "/b", JSON, body));
+        assert_ne!(base, fp("POST", "/a?x=1", JSON, body));
+        assert_eq!(base, fp("POST", "/a", JSON, body));
     }
 
     #[test]
     fn framing_keeps_the_parts_apart() {
-        assert_ne!(
-            fingerprint("POST", "/a", None, b"b"),
-            fingerprint("POST", "/ab", None, b"")
-        );
-        assert_ne!(
-            fingerprint("POS", "T/a", None, b""),
-            fingerprint("POST", "/a", None, b"")
-        );
-        assert_ne!(fingerprint("", "", None, b""), fingerprint("", "", None, b"\0"));
+        assert_ne!(fp("POST", "/a", None, b"b"), fp("POST", "/ab", None, b""));
+        assert_ne!(fp("POS", "T/a", None, b""), fp("POST", "/a", None, b""));
+        assert_ne!(fp("", "", None, b""), fp("", "", None, b"\0"));
     }
 
     #[test]
     fn other_bodies_are_hashed_as_raw_bytes() {
         let form = Some("application/x-www-form-urlencoded");
         assert_ne!(
-            fingerprint("POST", "/a", form, b"a=1&b=2"),
-            fingerprint("POST", "/a", form, b"b=2&a=1")
+            fp("POST", "/a", form, b"a=1&b=2"),
+            fp("POST", "/a", form, b"b=2&a=1")
         );
         // JSON text without a JSON content type is not canonicalised.
         let text = Some("text/plain");
         assert_ne!(
-            fingerprint("POST", "/a", text, b"{\"a\":1}"),
-            fingerprint("POST", "/a", text, b"{ \"a\":1}")
+            fp("POST", "/a", text, b"{\"a\":1}"),
+            fp("POST", "/a", text, b"{ \"a\":1}")
         );
         assert_ne!(
-            fingerprint("POST", "/a", None, b"{\"a\":1}"),
-            fingerprint("POST", "/a", None, b"{ \"a\":1}")
+            fp("POST", "/a", None, b"{\"a\":1}"),
+            fp("POST", "/a", None, b"{ \"a\":1}")
         );
         assert_eq!(
-            fingerprint("POST", "/a", None, b"\xff\x00"),
-            fingerprint("POST", "/a", text, b"\xff\x00")
+            fp("POST", "/a", text, b"\xff\x00"),
+            digest("POST", "/a", "text/plain", RAW_BODY, b"\xff\x00")
         );
+    }
+
+    /// Regression (issue 11): the media type was not hashed, so the same bytes sent as `text/plain` and as
+    /// `application/x-www-form-urlencoded` replayed each other's answer instead of 422.
+    #[test]
+    fn the_media_type_is_part_of_the_request() {
+        let body = b"a=1";
+        let form = fp("POST", "/a", Some("application/x-www-form-urlencoded"), body);
+        assert_ne!(form, fp("POST", "/a", Some("text/plain"), body));
+        assert_ne!(form, fp("POST", "/a", None, body));
+        assert_ne!(
+            json("{}"),
+            fp("POST", "/v1/tools/t", Some("application/merge-patch+json"), b"{}")
+        );
+        // Normalised: case, whitespace and parameters other than the charset do not matter...
+        let plain = fp("POST", "/a", Some("text/plain"), body);
+        for same in [
+            "TEXT/Plain",
+            " text/plain ; format=flowed",
+            "text/plain;delsp=yes",
+        ] {
+            assert_eq!(fp("POST", "/a", Some(same), body), plain, "{same}");
+        }
+        // ...the charset does for bytes hashed as they are: it changes what they say...
+        let utf8 = fp("POST", "/a", Some("text/plain; charset=utf-8"), body);
+        assert_ne!(utf8, plain);
+        assert_ne!(
+            utf8,
+            fp("POST", "/a", Some("text/plain; charset=iso-8859-1"), body)
+        );
+        assert_eq!(utf8, fp("POST", "/a", Some("text/plain;Charset=\"UTF-8\""), body));
+        // ...and not for JSON, whose canonical form is the decoded text.
+        assert_eq!(
+            json("{}"),
+            fp(
+                "POST",
+                "/v1/tools/t",
+                Some("Application/JSON; charset=UTF-8"),
+                b"{}"
+            )
+        );
+    }
+
+    #[test]
+    fn media_types_normalise() {
+        assert_eq!(media_type("Application/JSON"), "application/json");
+        assert_eq!(
+            media_type(" text/plain ; charset = UTF-8 ; x=1"),
+            "text/plain;charset=utf-8"
+        );
+        assert_eq!(media_type("text/plain; format=flowed"), "text/plain");
+        assert_eq!(media_type("garbage"), "garbage");
+        assert_eq!(media_type(""), "");
+    }
+
+    /// Regression (issue 11): integers beyond 64 bits and decimals beyond a double's precision collided.
+    #[test]
+    fn numbers_keep_their_exact_value() {
+        assert_ne!(json("36893488147419103232"), json("36893488147419103233"));
+        assert_ne!(json(r#"{"n":0.1}"#), json(r#"{"n":0.10000000000000000001}"#));
+        assert_eq!(
+            json(r#"{"n":36893488147419103232}"#),
+            json(r#"{"n":3.6893488147419103232e19}"#)
+        );
+    }
+
+    #[test]
+    fn a_member_named_twice_is_an_error() {
+        let error = fingerprint("POST", "/a", JSON, br#"{"to":"A","to":"B"}"#).unwrap_err();
+        assert_eq!(
+            error,
+            AmbiguousJson::DuplicateMember {
+                name: "to".to_owned()
+            }
+        );
+        // Not JSON by its content type: bytes, however they look.
+        assert!(fingerprint("POST", "/a", Some("text/plain"), br#"{"to":"A","to":"B"}"#).is_ok());
     }
 
     #[test]
     fn invalid_json_falls_back_to_raw_bytes() {
         let broken = b"{\"a\":1,}";
         assert_eq!(
-            fingerprint("POST", "/a", JSON, broken),
-            fingerprint("POST", "/a", None, broken)
+            fp("POST", "/a", JSON, broken),
+            digest("POST", "/a", "application/json", RAW_BODY, broken)
         );
         assert_ne!(
-            fingerprint("POST", "/a", JSON, broken),
-            fingerprint("POST", "/a", JSON, b"{\"a\":1, }")
+            fp("POST", "/a", JSON, broken),
+            fp("POST", "/a", JSON, b"{\"a\":1, }")
         );
         assert_eq!(
-            fingerprint("POST", "/a", JSON, b""),
-            fingerprint("POST", "/a", None, b"")
+            fp("POST", "/a", JSON, b""),
+            digest("POST", "/a", "application/json", RAW_BODY, b"")
         );
     }
 
@@ -279,25 +405,27 @@ mod tests {
         // The body's framing tag tells "canonical JSON" from "raw bytes that look like it".
         let body = br#"{"a":1}"#;
         assert_ne!(
-            fingerprint("POST", "/a", JSON, body),
-            fingerprint("POST", "/a", None, body)
+            fp("POST", "/a", JSON, body),
+            digest("POST", "/a", "application/json", RAW_BODY, body)
         );
     }
 
     #[test]
     fn empty_request_is_pinned() {
-        // Pins the framing and domain tag: stored fingerprints must stay comparable across releases.
-        let empty = fingerprint("", "", None, b"");
+        // Pins the framing and domain tag: stored fingerprints must stay comparable across releases. Computed
+        // independently of this code (Python's hashlib over the framed parts).
+        let empty = fp("", "", None, b"");
         assert_eq!(
             empty.to_hex(),
-            "c00398d4cff5ec5d822ac373acdbfd29d48bdd62337c3a62b92093aa58ff88c3"
+            "b43df9611b54ba775b043e8d79922e5747047602b8c534dd8154ebf8ecf0d144"
         );
     }
 
     #[test]
     fn json_request_is_pinned() {
-        // Hashes {"a":1,"b":["é",null]} with the JSON tag; computed independently of this code.
-        let fp = fingerprint(
+        // Hashes {"a":1,"b":["é",null]} with the JSON tag and media type `application/json`; computed
+        // independently of this code (Python's hashlib over the framed parts).
+        let fp = fp(
             "POST",
             "/v1/tools/refund",
             JSON,
@@ -305,7 +433,7 @@ mod tests {
         );
         assert_eq!(
             fp.to_hex(),
-            "e048218494c2876f5ec8ebc25f652c85181f60c2956c7abb46910f4f5809ea43"
+            "8430780a16236ce37ca6514b7b84a4d7be346ffb39fa692e6dc1dc070bae46b9"
         );
     }
 
@@ -374,7 +502,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn reordering_and_respelling_json_keeps_the_fingerprint(value in arb::json(), seed in any::<u64>()) {
+        fn reordering_and_respelling_json_keeps_the_fp(value in arb::json(), seed in any::<u64>()) {
             let a = arb::render(&value, arb::Spelling::Plain, seed);
             let b = arb::render(&value, arb::Spelling::Varied, seed.rotate_left(17));
             prop_assert_eq!(json(&a), json(&b));

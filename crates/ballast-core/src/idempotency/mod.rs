@@ -11,8 +11,8 @@
 //!   call ordinal), so an agent step that is re-run re-sends the same key and two calls in one step do not
 //!   collide.
 //! - Server side: [`IdempotencyKey::parse`] validates the header (1-255 printable ASCII characters, else 400);
-//!   [`fingerprint`] hashes (method, route, body) with SHA-256, JSON bodies in RFC 8785 canonical form
-//!   ([`canonical_json`]), so a retry that re-serialises its arguments in another key order is still the same
+//!   [`fingerprint`] hashes (method, route, media type, body) with SHA-256, JSON bodies in RFC 8785
+//!   canonical form with exact numbers ([`canonical_json`]), so a retry that re-serialises its arguments in another key order is still the same
 //!   request, while a key reused for a different request gets 422 (Stripe: "keys are compared with the
 //!   original request's parameters").
 //!
@@ -26,6 +26,6 @@ mod key;
 #[cfg(test)]
 mod arb;
 
-pub use fingerprint::{Fingerprint, InvalidFingerprint, fingerprint, is_json_content_type};
-pub use jcs::canonical_json;
+pub use fingerprint::{Fingerprint, InvalidFingerprint, fingerprint, is_json_content_type, media_type};
+pub use jcs::{AmbiguousJson, canonical_json};
 pub use key::{IdempotencyKey, InvalidKey};

@@ -126,6 +126,7 @@ pub(crate) fn print(body: &str) -> Fingerprint {
         Some("application/json"),
         body.as_bytes(),
     )
+    .expect("the suite's bodies name no member twice")
 }
 
 pub(crate) fn request(body: &str, lease: Duration) -> ClaimRequest {

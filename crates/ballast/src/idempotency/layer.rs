@@ -75,6 +75,7 @@ pub(crate) struct Settings {
 /// | no key, key required (default) | 400 `urn:ballast:idempotency_key_missing` (not required: passed through) |
 /// | key empty, over 255 characters, not printable ASCII, sent twice | 400 `urn:ballast:idempotency_key_invalid` |
 /// | body over the limit | 413, nothing runs |
+/// | JSON body naming a member twice | 400 `urn:ballast:json_duplicate_member`, nothing runs |
 /// | first request | claimed (a short lease, renewed while it runs), marked `dispatched`, handler runs |
 /// | same key while running | 409 `urn:ballast:idempotency_in_progress`, `Retry-After`, `x-should-retry: true` |
 /// | same key, another request | 422 `urn:ballast:idempotency_key_reused`, nothing runs |
@@ -87,7 +88,9 @@ pub(crate) struct Settings {
 ///   The route is the method and the route's pattern (axum's `MatchedPath`, else the path):
 ///   `POST /refunds/{id}`.
 /// - **Fingerprint**: `ballast_core::fingerprint` over the method, the path as sent (with its query), the
-///   content type and the body — JSON canonicalised (reordered keys match), other bodies byte for byte.
+///   media type (normalised: `type/subtype` in lower case, only the `charset` kept) and the body — JSON
+///   canonicalised (reordered keys and respelled numbers match, every number keeps its exact value), other
+///   bodies byte for byte. A JSON body that names a member twice is a 400 `urn:ballast:json_duplicate_member`.
 /// - **Lease**: short and fixed (10 s), independent of the deadline, and renewed every third of it while the
 ///   request runs (compare-and-set on its owner token): a live holder never loses its key to a retry, however
 ///   long its handler takes, and a crashed one blocks the key for one lease. A holder that vanished before

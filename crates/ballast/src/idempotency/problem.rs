@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use ballast_core::{ErrorCode, InvalidKey, WireError};
+use ballast_core::{AmbiguousJson, ErrorCode, InvalidKey, WireError};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
@@ -28,6 +28,8 @@ pub(crate) enum Problem {
     BodyTooLarge { limit: usize },
     /// The request body could not be read.
     BodyUnreadable,
+    /// The JSON body names a member twice: no one request.
+    AmbiguousJson(AmbiguousJson),
     /// The key's first request is still running.
     InProgress { retry_after: Duration },
     /// The key was used with another request.
@@ -127,6 +129,11 @@ impl Problem {
                 "body_unreadable",
                 "Request body unreadable",
             ),
+            Problem::AmbiguousJson(_) => (
+                StatusCode::BAD_REQUEST,
+                "json_duplicate_member",
+                "JSON body names a member twice",
+            ),
             Problem::InProgress { .. } => (
                 StatusCode::CONFLICT,
                 "idempotency_in_progress",
@@ -173,6 +180,7 @@ impl Problem {
             Problem::BodyUnreadable => {
                 "the request body could not be read to the end; nothing ran, send the request again".to_owned()
             }
+            Problem::AmbiguousJson(ambiguous) => format!("{ambiguous}; nothing ran"),
             Problem::InProgress { retry_after } => format!(
                 "a request with this Idempotency-Key is still being processed; retry the same request with the \
                  same key in {} ms, or poll the operation's status",
@@ -253,6 +261,9 @@ mod tests {
             Problem::KeyRepeated,
             Problem::BodyTooLarge { limit: 10 },
             Problem::BodyUnreadable,
+            Problem::AmbiguousJson(AmbiguousJson::DuplicateMember {
+                name: "amount".to_owned(),
+            }),
             Problem::KeyReused,
             Problem::StoreUnavailable,
             Problem::StoreTooSlow {

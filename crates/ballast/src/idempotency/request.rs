@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::extract::MatchedPath;
-use ballast_core::{Deadline, DeadlineHeader, IdempotencyKey, fingerprint, inbound_timeout};
+use ballast_core::{AmbiguousJson, Deadline, DeadlineHeader, IdempotencyKey, fingerprint, inbound_timeout};
 use ballast_store::{ClaimRequest, OwnerToken, Scope};
 use bytes::Bytes;
 use http::request::Parts;
@@ -69,7 +69,7 @@ where
         .map_or(settings.default_principal.as_str(), Principal::name);
     let scope = Scope::new(principal, route, key);
     let claim = ClaimRequest {
-        fingerprint: request_fingerprint(&parts, &body),
+        fingerprint: request_fingerprint(&parts, &body).map_err(Problem::AmbiguousJson)?,
         owner: OwnerToken::random(),
         lease: settings.lease,
         expired_dispatch: settings.expired_dispatch,
@@ -82,10 +82,10 @@ where
     })
 }
 
-/// The fingerprint: method, the path as sent (with the query), content type and body. The path, not the route's
+/// The fingerprint: method, the path as sent (with the query), media type and body. The path, not the route's
 /// pattern: the scope already holds the pattern, and a key reused on `/orders/2` after `/orders/1` is another
-/// request (422), never a replay of the first.
-fn request_fingerprint(parts: &Parts, body: &[u8]) -> ballast_core::Fingerprint {
+/// request (422), never a replay of the first. A JSON body that names a member twice is no one request.
+fn request_fingerprint(parts: &Parts, body: &[u8]) -> Result<ballast_core::Fingerprint, AmbiguousJson> {
     let target = parts
         .uri
         .path_and_query()
