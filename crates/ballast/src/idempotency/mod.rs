@@ -36,7 +36,7 @@ pub use status::{OperationStatus, operation_status, operations_route};
 
 use self::layer::Settings;
 use self::problem::Problem;
-use self::settle::HeldClaim;
+use self::settle::{HeldClaim, Settlement, Written};
 use crate::{BoxError, clock};
 
 /// The service of [`IdempotencyLayer`]: see its docs for what it does.
@@ -192,19 +192,19 @@ async fn claim_and_run<S, RB>(
     let _ = answer.send(Ok(problem.into_response()));
 }
 
-/// Releases a claim that may have landed although this request will not run (nothing ran): one try, once the
-/// caller has its answer. One, not a loop like the other final writes: a claim nobody renews frees its key after
-/// one lease anyway, and a loop per failed request would hammer a store that is coming back.
+/// Releases a claim that may have landed although this request will not run (nothing ran), once the caller has
+/// its answer: tried with the background writes' backoff for at most one lease. Not longer, unlike the other
+/// final writes: a claim nobody renews frees its key when its lease runs out anyway, and a loop per failed
+/// request for as long as a store is down would hammer it when it comes back.
 async fn give_back(held: &HeldClaim, settings: &Settings) {
-    let release = held.store.release(&held.scope, held.owner);
-    match tokio::time::timeout(settings.first_write_wait, release).await {
-        Ok(Ok(())) | Ok(Err(StoreError::NotHeld)) => {}
-        Ok(Err(error)) => {
-            tracing::warn!(scope = ?held.scope, %error, "could not give back a claim that may have landed; its lease frees it")
+    let release = async {
+        if held.settle_once(&Settlement::Release, settings.first_write_wait).await == Written::Again {
+            held.settle_until_done(&Settlement::Release, settings.first_write_wait, settings.write_backoff)
+                .await;
         }
-        Err(_) => {
-            tracing::warn!(scope = ?held.scope, "giving back a claim that may have landed timed out; its lease frees it")
-        }
+    };
+    if tokio::time::timeout(settings.lease, release).await.is_err() {
+        tracing::warn!(scope = ?held.scope, "could not give back a claim that may have landed; its lease frees it");
     }
 }
 
