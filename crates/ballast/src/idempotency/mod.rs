@@ -198,9 +198,17 @@ async fn claim_and_run<S, RB>(
 /// request for as long as a store is down would hammer it when it comes back.
 async fn give_back(held: &HeldClaim, settings: &Settings) {
     let release = async {
-        if held.settle_once(&Settlement::Release, settings.first_write_wait).await == Written::Again {
-            held.settle_until_done(&Settlement::Release, settings.first_write_wait, settings.write_backoff)
-                .await;
+        if held
+            .settle_once(&Settlement::Release, settings.first_write_wait)
+            .await
+            == Written::Again
+        {
+            held.settle_until_done(
+                &Settlement::Release,
+                settings.first_write_wait,
+                settings.write_backoff,
+            )
+            .await;
         }
     };
     if tokio::time::timeout(settings.lease, release).await.is_err() {
