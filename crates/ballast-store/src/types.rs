@@ -68,6 +68,16 @@ impl OwnerToken {
     /// `outcome_unknown` a claim made of an expired lease keeps the holder's token: its late answer still lands.)
     pub(crate) const RETIRED: OwnerToken = OwnerToken(Uuid::nil());
 
+    /// This token, if it can hold a record: every holder write checks it first, so nobody can write with the
+    /// retired token (which [`from_bytes`](OwnerToken::from_bytes) could otherwise forge) and undo a holder's
+    /// own final `outcome_unknown`.
+    pub(crate) fn holding(self) -> Result<Self, crate::StoreError> {
+        if self == OwnerToken::RETIRED {
+            return Err(crate::StoreError::NotHeld);
+        }
+        Ok(self)
+    }
+
     /// A fresh token from the operating system's random generator (unpredictable: a guessed token could write
     /// another request's record).
     pub fn random() -> Self {

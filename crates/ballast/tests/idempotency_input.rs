@@ -178,6 +178,35 @@ async fn the_fingerprint_tells_apart_what_differs() {
     );
 }
 
+/// Regression (review of issue 11): a request that arrives with no time left past the reserve was answered 503
+/// `store_unavailable`, "the store did not answer" — though the store was never asked — inviting a retry that
+/// meets the same answer. It is 504 `deadline_exceeded`, nothing ran, and a retry with time runs.
+#[tokio::test]
+async fn a_request_without_time_left_is_deadline_exceeded_and_nothing_runs() {
+    let (app, handlers) = fixture().await;
+    for left in ["0", "40"] {
+        let mut request = post_json("/refunds", Some("k1"), "{}");
+        request
+            .headers_mut()
+            .insert("ballast-timeout-ms", left.parse().unwrap());
+        let answer = send(&app, request).await;
+        assert_eq!(answer.status(), 504, "{left} ms: {:?}", answer.body);
+        assert_eq!(answer.problem_type(), "urn:ballast:deadline_exceeded");
+        assert_eq!(answer.json()["code"], "deadline_exceeded");
+        assert_eq!(answer.header("x-should-retry"), Some("false"));
+        let detail = answer.json()["detail"].as_str().unwrap().to_owned();
+        assert!(
+            detail.contains("reserve") && detail.contains("nothing ran"),
+            "{detail}"
+        );
+    }
+    assert_eq!(handlers.runs(), 0);
+    assert_eq!(
+        send(&app, post_json("/refunds", Some("k1"), "{}")).await.status(),
+        201
+    );
+}
+
 #[tokio::test]
 async fn a_key_reused_on_another_path_of_the_same_route_is_422() {
     let (app, handlers) = fixture().await;

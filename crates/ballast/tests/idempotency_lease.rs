@@ -115,6 +115,104 @@ async fn a_late_answer_replaces_an_outcome_unknown_its_expired_lease_left() {
     assert_eq!(handlers.runs(), 1);
 }
 
+/// A layer over a fresh flaky SQLite store with `lease`, and its app and handlers (held at their gate).
+async fn fixture(
+    configure: impl FnOnce(ballast::IdempotencyLayerBuilder) -> ballast::IdempotencyLayerBuilder,
+) -> (axum::Router, Handlers, Arc<FlakyStore>) {
+    let flaky = FlakyStore::new(sqlite().await);
+    let store: Arc<dyn IdempotencyStore> = flaky.clone();
+    let layer = configure(IdempotencyLayer::builder(store.clone()))
+        .build()
+        .unwrap();
+    let handlers = Handlers::new(false);
+    (app(layer, &handlers, store), handlers, flaky)
+}
+
+/// Regression (review of issue 11): the lease runs from when the store took the claim, but renewals were timed
+/// from its reply, so a reply slower than two thirds of the lease let a running holder's lease lapse — a retry
+/// then answered `outcome_unknown`, or ran the handler twice. Renewals count from before the claim was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_claim_reply_does_not_let_the_lease_lapse() {
+    let lease = Duration::from_millis(1200);
+    let (app, handlers, flaky) = fixture(|b| b.lease(lease)).await;
+    flaky.claim_reply_delay_ms.store(1000, Ordering::SeqCst);
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, refund()).await }
+    });
+    handlers.started(1).await;
+    flaky.claim_reply_delay_ms.store(0, Ordering::SeqCst);
+    renewed(&flaky, 2).await;
+    assert_eq!(
+        flaky.lapsed_renewals.load(Ordering::SeqCst),
+        0,
+        "the lease never ran out"
+    );
+    assert_eq!(send(&app, refund()).await.status(), 409);
+    handlers.open();
+    assert_eq!(first.await.unwrap().status(), 201);
+    assert_eq!(handlers.runs(), 1);
+}
+
+/// Regression (review of issue 11): renewals stopped at the first write, so a write slower than the lease's
+/// slack (a slow store, or a short lease) let the lease lapse while the answer was still being stored — a retry
+/// then answered `outcome_unknown` for a request that had succeeded. The lease is renewed until the write lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_renewed_until_the_last_write_lands() {
+    let lease = Duration::from_millis(600);
+    let (app, handlers, flaky) =
+        fixture(|b| b.lease(lease).first_write_wait(Duration::from_millis(500))).await;
+    handlers.open();
+    flaky.hold_complete.store(true, Ordering::SeqCst);
+    let answer = send(&app, refund()).await;
+    assert_eq!(answer.status(), 201, "answered after the first write's wait");
+    let so_far = flaky.renewals.load(Ordering::SeqCst);
+    renewed(&flaky, so_far + 3).await;
+    assert_eq!(
+        flaky.lapsed_renewals.load(Ordering::SeqCst),
+        0,
+        "the lease never ran out"
+    );
+    let retry = send(&app, refund()).await;
+    assert_eq!(retry.status(), 409, "{:?}", retry.body);
+    flaky.hold_complete.store(false, Ordering::SeqCst);
+    flaky.complete_open.notify_one();
+    let replay = poll_until(&app, refund, |a| a.status() != 409).await;
+    assert!(replay.replayed(), "{:?}", replay.body);
+    assert_eq!(handlers.runs(), 1);
+}
+
+/// Regression (review of issue 11): a handler that hangs was renewed forever, so its key answered 409 "retry"
+/// for good. Renewals end at the longest deadline the layer grants (`max_timeout`): the lease then runs out and
+/// a retry learns the outcome is unknown — and if the handler ever answers, its answer still lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_end_at_the_longest_deadline() {
+    let lease = Duration::from_millis(300);
+    let (app, handlers, _flaky) = fixture(|b| {
+        b.lease(lease)
+            .default_timeout(Duration::from_millis(900))
+            .max_timeout(Duration::from_millis(900))
+    })
+    .await;
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, refund()).await }
+    });
+    handlers.started(1).await;
+    let unknown = poll_until(&app, refund, |a| a.status() != 409).await;
+    assert_eq!(unknown.status(), 502, "{:?}", unknown.body);
+    assert_eq!(unknown.problem_type(), "urn:ballast:outcome_unknown");
+    handlers.open();
+    assert_eq!(first.await.unwrap().status(), 201);
+    let replay = send(&app, refund()).await;
+    assert!(
+        replay.replayed(),
+        "the hung handler's late answer landed: {:?}",
+        replay.body
+    );
+    assert_eq!(handlers.runs(), 1);
+}
+
 #[test]
 fn a_zero_lease_is_refused() {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();

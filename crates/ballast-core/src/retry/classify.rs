@@ -85,8 +85,8 @@ pub(super) fn classify(outcome: &AttemptOutcome, kind: CallKind) -> Verdict {
 /// Whether an error answer to a side-effecting call leaves the operation's outcome unknown (DESIGN.md,
 /// "Upstream idempotency" and "Idempotency, client side"): the upstream says so ([`ProblemKind::OutcomeUnknown`]),
 /// or an upstream that does not deduplicate (`none`) answered a 5xx that is not an explicit refusal (a 503 with
-/// `Retry-After`): such a 5xx may come after the commit (Stripe treats a 500 so). A read-only or model call's
-/// answer never does.
+/// `Retry-After`, or another Ballast's [`ProblemKind::NotRun`]): such a 5xx may come after the commit (Stripe
+/// treats a 500 so). A read-only or model call's answer never does.
 ///
 /// The one rule behind the decision (such an answer stops the call: it is never re-sent automatically) and behind
 /// the shell's verdict (the call's outcome is unknown, exactly as for a sent attempt that got no answer).
@@ -94,8 +94,10 @@ pub const fn answer_leaves_outcome_unknown(kind: CallKind, response: &ResponseIn
     let CallKind::SideEffectingTool(upstream) = kind else {
         return false;
     };
-    if matches!(response.problem, ProblemKind::OutcomeUnknown) {
-        return true;
+    match response.problem {
+        ProblemKind::OutcomeUnknown => return true,
+        ProblemKind::NotRun => return false,
+        _ => {}
     }
     let server_error = response.status >= 500 && response.status <= 599;
     let refusal = response.status == 503 && response.retry_after.is_some();
@@ -118,7 +120,10 @@ fn classify_answer(response: &ResponseInfo, kind: CallKind) -> Verdict {
         ProblemKind::ContextLengthExceeded => {
             return Verdict::Stop(StopReason::ContextLengthExceeded { status });
         }
-        ProblemKind::None | ProblemKind::IdempotencyInProgress | ProblemKind::OutcomeUnknown => {}
+        ProblemKind::None
+        | ProblemKind::IdempotencyInProgress
+        | ProblemKind::OutcomeUnknown
+        | ProblemKind::NotRun => {}
     }
     // The upstream's word overrides the status classification only. `false` stops everything; `true` makes the
     // answer retryable, but whether re-sending a side effect is safe stays the table's call: an upstream that

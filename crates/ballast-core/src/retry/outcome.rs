@@ -140,6 +140,11 @@ pub enum ProblemKind {
     /// failed after the request was dispatched), an OpenAI-style `outcome_unknown` code, or another Ballast's
     /// `ballast-outcome: unknown`. A caller that believes it checks the operation before doing it again.
     OutcomeUnknown,
+    /// Another Ballast refused the request before anything ran: `urn:ballast:deadline_exceeded` (no time left),
+    /// `urn:ballast:store_unavailable` (its idempotency store could not be asked), `urn:ballast:overloaded`,
+    /// `urn:ballast:circuit_open`. Ballast answers `outcome_unknown` whenever a sent attempt may have acted, so a
+    /// caller believes these said nothing happened, even as a 5xx from a side effect.
+    NotRun,
 }
 
 impl ProblemKind {
@@ -157,6 +162,11 @@ impl ProblemKind {
             | "urn:ballast:handler-panicked"
             | "outcome_unknown"
             | "handler_panicked" => ProblemKind::OutcomeUnknown,
+            "urn:ballast:deadline_exceeded"
+            | "urn:ballast:store_unavailable"
+            | "urn:ballast:store-unavailable"
+            | "urn:ballast:overloaded"
+            | "urn:ballast:circuit_open" => ProblemKind::NotRun,
             "insufficient_quota" => ProblemKind::InsufficientQuota,
             "context_length_exceeded" => ProblemKind::ContextLengthExceeded,
             _ => ProblemKind::None,

@@ -225,3 +225,33 @@ async fn wait_for_lease_to_run_out(store: &dyn IdempotencyStore, scope: &Scope) 
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
     }
 }
+
+/// A holder's own `outcome_unknown` retires its token: no write with the retired token (which anyone can spell:
+/// the nil UUID) changes that record, or any other.
+pub async fn the_retired_token_writes_nothing(opener: Opener) {
+    let Some(store) = open(opener, StoreOptions::default()).await else {
+        return;
+    };
+    let retired = OwnerToken::from_bytes([0; 16]);
+    let scope = fresh_scope();
+    let holder = request("{}", LONG);
+    acquire(&*store, &scope, &holder).await;
+    store.mark_dispatched(&scope, holder.owner).await.unwrap();
+    store.mark_outcome_unknown(&scope, holder.owner).await.unwrap();
+    not_held(
+        store.complete(&scope, retired, &response(200, b"forged")).await,
+        "complete",
+    );
+    not_held(store.release(&scope, retired).await, "release");
+    not_held(store.renew(&scope, retired, LONG).await, "renew");
+    not_held(store.mark_dispatched(&scope, retired).await, "mark_dispatched");
+    not_held(
+        store.mark_outcome_unknown(&scope, retired).await,
+        "mark_outcome_unknown",
+    );
+    assert_eq!(
+        store.lookup(&scope).await.unwrap().unwrap().state,
+        RecordState::OutcomeUnknown,
+        "still final"
+    );
+}

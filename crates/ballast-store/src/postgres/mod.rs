@@ -232,12 +232,14 @@ impl IdempotencyStore for PostgresStore {
     }
 
     async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let [p, r, k] = sql::key(scope);
         self.change(sql::MARK_DISPATCHED, &[&p, &r, &k, &sql::uuid(owner)])
             .await
     }
 
     async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let [p, r, k] = sql::key(scope);
         let params: [Param<'_>; 6] = [&p, &r, &k, &sql::uuid(owner), &millis(lease), &self.retention_ms];
         self.change(sql::RENEW, &params).await
@@ -249,6 +251,7 @@ impl IdempotencyStore for PostgresStore {
         owner: OwnerToken,
         response: &StoredResponse,
     ) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let [p, r, k] = sql::key(scope);
         let (status, headers) = (i32::from(response.status), encode_headers(&response.headers));
         let body = &response.body[..];
@@ -266,12 +269,14 @@ impl IdempotencyStore for PostgresStore {
     }
 
     async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let [p, r, k] = sql::key(scope);
         let params: [Param<'_>; 5] = [&p, &r, &k, &sql::uuid(owner), &self.retention_ms];
         self.change(sql::MARK_OUTCOME_UNKNOWN, &params).await
     }
 
     async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let [p, r, k] = sql::key(scope);
         self.change(sql::RELEASE, &[&p, &r, &k, &sql::uuid(owner)]).await
     }

@@ -140,6 +140,7 @@ impl RedisStore {
         finishes: bool,
         fields: &[(&str, &[u8])],
     ) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let retention = if finishes {
             self.retention_ms.to_string()
         } else {
@@ -249,6 +250,7 @@ impl IdempotencyStore for RedisStore {
     }
 
     async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+        let owner = owner.holding()?;
         let mut invocation = self.scripts.renew.prepare_invoke();
         invocation
             .key(self.key(scope))

@@ -136,7 +136,11 @@ fn connect(location: &Location) -> Result<Connection, StoreError> {
         (Location::File { path, .. }, StoreError::Unavailable(error)) => held_elsewhere(path, error),
         (_, error) => error,
     })?;
-    let (released, ended) = sql::settle_previous_run(&connection, unix_millis())?;
+    let (released, ended) =
+        sql::settle_previous_run(&connection, unix_millis()).map_err(|error| match (location, error) {
+            (Location::File { path, .. }, StoreError::Unavailable(error)) => held_elsewhere(path, error),
+            (_, error) => error,
+        })?;
     if released + ended > 0 {
         tracing::info!(
             released,

@@ -203,6 +203,7 @@ fn transition(
     set: &str,
     values: &[&dyn rusqlite::ToSql],
 ) -> Result<(), StoreError> {
+    let owner = owner.holding()?;
     let states: Vec<String> = from
         .iter()
         .map(|state| format!("'{}'", state_name(state)))
@@ -314,6 +315,7 @@ pub(super) fn release(
     owner: OwnerToken,
     now: i64,
 ) -> Result<(), StoreError> {
+    let owner = owner.holding()?;
     let sql = format!(
         "DELETE FROM ballast_idempotency WHERE {PK} AND owner = ?4 AND expires_at > ?5 \
          AND state IN ('claimed', 'dispatched', 'outcome_unknown')"

@@ -60,15 +60,8 @@ pub(crate) async fn dispatch<S, B>(
             tracing::warn!(scope = ?claim.scope, ?wait, "the idempotency store did not mark the request dispatched in time; not running it");
             let _ = answer.send(Ok(Problem::StoreTooSlow { waited: wait }.into_response()));
             let _ = marking.await;
-            drop(renewing);
-            finish(
-                &claim,
-                Settlement::Release,
-                None::<Sent<S::Error>>,
-                &settings,
-                &deadline,
-            )
-            .await;
+            let none = None::<Sent<S::Error>>;
+            finish(&claim, renewing, Settlement::Release, none, &settings, &deadline).await;
             return;
         }
     };
@@ -89,8 +82,15 @@ pub(crate) async fn dispatch<S, B>(
         // Nothing ran: give the key back. The mark may have landed with its reply lost, so without the release
         // the key would stay `dispatched` — and later `outcome_unknown` — for a request that never ran.
         let sent = (answer, Ok(problem.into_response()));
-        drop(renewing);
-        finish(&claim, Settlement::Release, Some(sent), &settings, &deadline).await;
+        finish(
+            &claim,
+            renewing,
+            Settlement::Release,
+            Some(sent),
+            &settings,
+            &deadline,
+        )
+        .await;
         return;
     }
     run_and_settle(inner, settings, claim, renewing, deadline, request, answer).await;
@@ -102,25 +102,36 @@ pub(crate) type Sent<E> = (oneshot::Sender<Answer<E>>, Answer<E>);
 /// The record's last write, then the caller's answer (if it was not given yet): one try of `settlement`, given
 /// the first-write wait but never past the caller's deadline minus the reserve, so a caller that retries right
 /// after its answer finds the record final; then, if it did not land, the answer and tries in the background
-/// until it does, the lease kept alive meanwhile (a retry is told "in progress", never run twice).
+/// until it does. The lease is renewed until the write lands (`renewing` is dropped then), so a retry meanwhile
+/// is told "in progress", never run twice or told "outcome unknown".
 pub(crate) async fn finish<E>(
     claim: &HeldClaim,
+    renewing: KeepAlive,
     settlement: Settlement,
     answer: Option<Sent<E>>,
     settings: &Settings,
     deadline: &Deadline,
 ) {
     let wait = settings.first_write_wait.min(deadline.usable(clock::now()));
-    let written = claim.settle_once(&settlement, wait).await;
+    // With no time left the caller is answered at once, and the first try comes after.
+    let first = if wait.is_zero() {
+        None
+    } else {
+        Some(claim.settle_once(&settlement, wait).await)
+    };
     if let Some((to, answer)) = answer {
         let _ = to.send(answer);
     }
+    let written = match first {
+        Some(written) => written,
+        None => claim.settle_once(&settlement, settings.first_write_wait).await,
+    };
     if written == Written::Again {
-        let _renewing = claim.keep_alive();
         claim
             .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
             .await;
     }
+    drop(renewing);
 }
 
 /// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.
@@ -153,10 +164,9 @@ async fn run_and_settle<S, B>(
             Settlement::OutcomeUnknown,
         )
     });
-    // The last write is this request's own: a renewal racing it could only be refused.
-    drop(renewing);
     finish(
         &claim,
+        renewing,
         settlement,
         Some((answer_tx, answer)),
         &settings,

@@ -92,8 +92,9 @@ pub(crate) struct Settings {
 ///   canonicalised (reordered keys and respelled numbers match, every number keeps its exact value), other
 ///   bodies byte for byte. A JSON body that names a member twice is a 400 `urn:ballast:json_duplicate_member`.
 /// - **Lease**: short and fixed (10 s), independent of the deadline, and renewed every third of it while the
-///   request runs (compare-and-set on its owner token): a live holder never loses its key to a retry, however
-///   long its handler takes, and a crashed one blocks the key for one lease. A holder that vanished before
+///   request runs (compare-and-set on its owner token), from the claim until its last write lands: a live
+///   holder never loses its key to a retry, and a crashed one blocks the key for one lease. A handler still
+///   running past `max_timeout` (the longest deadline the layer grants) is treated as gone: its lease runs out. A holder that vanished before
 ///   dispatch is taken over when its lease runs out; one that vanished after dispatch leaves `outcome_unknown`
 ///   ([`ExpiredDispatch`](ballast_store::ExpiredDispatch), configurable for handlers that deduplicate) — and
 ///   if it was only cut off from the store, its answer replaces that `outcome_unknown` when it lands.
@@ -101,7 +102,8 @@ pub(crate) struct Settings {
 ///   smallest inbound deadline header (`ballast-timeout-ms`, `grpc-timeout`, ...; capped; a malformed one is a
 ///   400), else the default timeout. Every wait on the store before the answer is bounded by it, minus the
 ///   reserve: a 300 ms request never waits seconds for a slow store (503, nothing ran, the claim given back in
-///   the background), and the handler's answer is never held past it for the first write.
+///   the background), and the handler's answer is never held past it for the first write. A request that
+///   arrives with no time left past the reserve is 504 `urn:ballast:deadline_exceeded`; nothing runs.
 /// - **The handler runs in a task of its own**, so a caller that disconnects does not cancel a side effect
 ///   half-way: the handler finishes and its answer is stored for the retry. A panic after dispatch leaves
 ///   `outcome_unknown` and answers 500.
@@ -270,7 +272,7 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// Cap on any deadline a caller sends.
+    /// Cap on any deadline a caller sends, and on how long a handler's lease is renewed.
     pub fn max_timeout(mut self, timeout: Duration) -> Self {
         self.settings.max_timeout = timeout;
         self

@@ -128,16 +128,23 @@ async fn claim_and_run<S, RB>(
     RB: HttpBody<Data = Bytes> + Send + 'static,
     RB::Error: Into<BoxError>,
 {
+    let now = clock::now();
     let held = HeldClaim {
         store: Arc::clone(&settings.store),
         scope: incoming.scope,
         owner: incoming.claim.owner,
         lease: settings.lease,
+        since: now,
+        renew_until: now + settings.max_timeout,
     };
-    let wait = incoming.deadline.usable(clock::now());
+    let wait = incoming.deadline.usable(now);
     if wait.is_zero() {
-        // No time left: the store is not even asked, and nothing runs.
-        let _ = answer.send(Ok(Problem::StoreTooSlow { waited: wait }.into_response()));
+        // No time left past the reserve: the store is not even asked, and nothing runs.
+        let problem = Problem::DeadlineExceeded {
+            left: incoming.deadline.remaining(now),
+            reserve: incoming.deadline.reserve(),
+        };
+        let _ = answer.send(Ok(problem.into_response()));
         return;
     }
     let (store, scope, claim) = (Arc::clone(&held.store), held.scope.clone(), incoming.claim);

@@ -38,6 +38,8 @@ pub(crate) enum Problem {
     StoreUnavailable,
     /// The store did not answer within the request's time left (deadline minus reserve): nothing ran.
     StoreTooSlow { waited: Duration },
+    /// The request came with no time left past the reserve: nothing was tried, nothing ran.
+    DeadlineExceeded { left: Duration, reserve: Duration },
     /// The store answered with something it could not read, or something this version does not know.
     StoreFailed,
     /// The key's request was sent and nobody knows whether it acted.
@@ -53,6 +55,7 @@ impl Problem {
         let detail = self.detail();
         let type_uri = match self {
             Problem::OutcomeUnknown => ErrorCode::OutcomeUnknown.problem_type(),
+            Problem::DeadlineExceeded { .. } => ErrorCode::DeadlineExceeded.problem_type(),
             _ => format!("urn:ballast:{slug}"),
         };
         let mut body = json!({
@@ -62,8 +65,10 @@ impl Problem {
             "detail": detail,
         });
         let unknown = matches!(self, Problem::OutcomeUnknown | Problem::HandlerPanicked);
-        if let Problem::OutcomeUnknown = self {
-            body["code"] = json!(ErrorCode::OutcomeUnknown.as_str());
+        match self {
+            Problem::OutcomeUnknown => body["code"] = json!(ErrorCode::OutcomeUnknown.as_str()),
+            Problem::DeadlineExceeded { .. } => body["code"] = json!(ErrorCode::DeadlineExceeded.as_str()),
+            _ => {}
         }
         let mut response = Response::new(Body::from(body.to_string()));
         *response.status_mut() = status;
@@ -155,6 +160,11 @@ impl Problem {
                 "Idempotency record unreadable",
             ),
             Problem::OutcomeUnknown => (StatusCode::BAD_GATEWAY, "outcome_unknown", "Outcome unknown"),
+            Problem::DeadlineExceeded { .. } => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "deadline_exceeded",
+                "No time left to run the request",
+            ),
             Problem::HandlerPanicked => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "handler_panicked",
@@ -197,6 +207,12 @@ impl Problem {
                  the reserve), so the request was not run; retry the same request with the same key, with a \
                  longer deadline if the store stays slow",
                 waited.as_millis()
+            ),
+            Problem::DeadlineExceeded { left, reserve } => format!(
+                "the request arrived with {} ms left before its deadline, within the {} ms reserve: no time to \
+                 claim its key and run it, so nothing ran. Send it again with a longer deadline (and the same key)",
+                left.as_millis(),
+                reserve.as_millis()
             ),
             Problem::StoreFailed => "the idempotency record of this key could not be read; nothing ran. Report \
                 this to the service's operators"
@@ -271,6 +287,10 @@ mod tests {
             },
             Problem::StoreFailed,
             Problem::HandlerPanicked,
+            Problem::DeadlineExceeded {
+                left: Duration::from_millis(20),
+                reserve: Duration::from_millis(50),
+            },
         ];
         for problem in problems {
             let (status, slug, _) = problem.kind();

@@ -14,10 +14,13 @@
 //! retry — which would answer `outcome_unknown` for a handler that is about to succeed, or run it twice.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ballast_core::{Backoff, default_rng};
+use ballast_core::{Backoff, Instant, default_rng};
 use ballast_store::{IdempotencyStore, OwnerToken, Scope, StoreError, StoredResponse};
+
+use crate::clock;
 
 /// How a claim ends.
 #[derive(Debug)]
@@ -30,22 +33,35 @@ pub(crate) enum Settlement {
     OutcomeUnknown,
 }
 
-/// A claim this request holds: where, under which owner token, and for how long a lease.
+/// A claim this request holds: where, under which owner token, for how long a lease, since when, and until
+/// when it is renewed.
 #[derive(Debug)]
 pub(crate) struct HeldClaim {
     pub(crate) store: Arc<dyn IdempotencyStore>,
     pub(crate) scope: Scope,
     pub(crate) owner: OwnerToken,
     pub(crate) lease: Duration,
+    /// Just before the claim was sent: its lease runs from no earlier than this (the store may have taken the
+    /// claim at once and been slow to say so).
+    pub(crate) since: Instant,
+    /// The last renewal: a handler still running then (past the longest deadline the layer grants) is treated
+    /// as gone — its lease runs out, and its answer still settles the record if it ever comes.
+    pub(crate) renew_until: Instant,
 }
 
 /// The renewal of a held claim's lease, running until dropped.
 #[derive(Debug)]
-pub(crate) struct KeepAlive(tokio::task::AbortHandle);
+pub(crate) struct KeepAlive {
+    renewing: tokio::task::AbortHandle,
+    /// Set when the guard is dropped: a renewal refused after that met the holder's own last write, not a
+    /// take-over, and is not worth a warning.
+    ended: Arc<AtomicBool>,
+}
 
 impl Drop for KeepAlive {
     fn drop(&mut self) {
-        self.0.abort();
+        self.ended.store(true, Ordering::Release);
+        self.renewing.abort();
     }
 }
 
@@ -59,9 +75,11 @@ pub(crate) enum Written {
 }
 
 impl HeldClaim {
-    /// Renews the lease every third of it until the guard is dropped. A renewal that fails is logged and tried
-    /// again at the next tick (the holder keeps running: its last write settles the record when the store is
-    /// back); one the store refuses (another request took the key over after the lease ran out) ends it.
+    /// Renews the lease every third of it, counted from [`since`](HeldClaim::since) (so the first renewal is
+    /// due at once when the claim's reply was slow), until the guard is dropped or
+    /// [`renew_until`](HeldClaim::renew_until). A renewal that fails is logged and tried again at the next tick
+    /// (the holder keeps running: its last write settles the record when the store is back); one the store
+    /// refuses (another request took the key over after the lease ran out) ends it.
     pub(crate) fn keep_alive(&self) -> KeepAlive {
         let (store, scope, owner, lease) = (
             Arc::clone(&self.store),
@@ -69,14 +87,25 @@ impl HeldClaim {
             self.owner,
             self.lease,
         );
+        let (since, until) = (self.since, self.renew_until);
+        let ended = Arc::new(AtomicBool::new(false));
+        let ended_seen = Arc::clone(&ended);
         let every = lease / 3;
         let renewing = tokio::spawn(async move {
+            let mut due = since + every;
             loop {
-                tokio::time::sleep(every).await;
+                if due > until {
+                    tracing::warn!(scope = ?scope, "idempotency handler still running past the longest deadline; its lease is left to run out");
+                    return;
+                }
+                tokio::time::sleep_until(clock::to_tokio(due)).await;
+                due = clock::now() + every;
                 match tokio::time::timeout(every, store.renew(&scope, owner, lease)).await {
                     Ok(Ok(())) => {}
                     Ok(Err(StoreError::NotHeld)) => {
-                        tracing::warn!(scope = ?scope, "idempotency lease lost: another request took the key over");
+                        if !ended_seen.load(Ordering::Acquire) {
+                            tracing::warn!(scope = ?scope, "idempotency lease lost: another request took the key over");
+                        }
                         return;
                     }
                     Ok(Err(error)) => {
@@ -88,7 +117,10 @@ impl HeldClaim {
                 }
             }
         });
-        KeepAlive(renewing.abort_handle())
+        KeepAlive {
+            renewing: renewing.abort_handle(),
+            ended,
+        }
     }
 
     /// One try of `settlement`, given at most `wait`.

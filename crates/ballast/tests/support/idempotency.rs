@@ -313,6 +313,10 @@ pub(crate) struct FlakyStore {
     pub(crate) renewals_fail: AtomicBool,
     /// Renewals that landed so far.
     pub(crate) renewals: AtomicU32,
+    /// Renewals that came after the lease had already run out (the key was up for grabs meanwhile).
+    pub(crate) lapsed_renewals: AtomicU32,
+    /// How long a claim's reply takes after the claim landed, in milliseconds.
+    pub(crate) claim_reply_delay_ms: AtomicU32,
 }
 
 impl FlakyStore {
@@ -338,6 +342,8 @@ impl FlakyStore {
             failed_releases: AtomicU32::new(0),
             renewals_fail: AtomicBool::new(false),
             renewals: AtomicU32::new(0),
+            lapsed_renewals: AtomicU32::new(0),
+            claim_reply_delay_ms: AtomicU32::new(0),
         })
     }
 
@@ -356,7 +362,12 @@ impl IdempotencyStore for FlakyStore {
         if self.hold_claim.load(Ordering::SeqCst) {
             self.claim_open.notified().await;
         }
-        self.inner.claim(scope, claim).await
+        let outcome = self.inner.claim(scope, claim).await;
+        let delay = self.claim_reply_delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay.into())).await;
+        }
+        outcome
     }
 
     async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
@@ -377,6 +388,10 @@ impl IdempotencyStore for FlakyStore {
 
     async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
         Self::down(&self.renewals_fail)?;
+        let before = self.inner.lookup(scope).await?;
+        if before.is_some_and(|record| record.lease_left.is_zero()) {
+            self.lapsed_renewals.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.renew(scope, owner, lease).await?;
         self.renewals.fetch_add(1, Ordering::SeqCst);
         Ok(())

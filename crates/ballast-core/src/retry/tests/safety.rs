@@ -162,6 +162,35 @@ fn an_answer_that_says_the_outcome_is_unknown_stops_a_side_effect() {
     }
 }
 
+/// The client believes the server the other way too: another Ballast's refusal before anything ran
+/// (`urn:ballast:deadline_exceeded`, `store_unavailable`, `overloaded`, `circuit_open`) is not an unknown
+/// outcome, even as a 5xx of a `none` upstream — and a `none` upstream still does not re-send on it.
+#[test]
+fn a_refusal_before_running_is_not_an_unknown_outcome() {
+    for code in [
+        "urn:ballast:deadline_exceeded",
+        "urn:ballast:store_unavailable",
+        "urn:ballast:overloaded",
+        "urn:ballast:circuit_open",
+    ] {
+        assert_eq!(ProblemKind::from_code(code), ProblemKind::NotRun, "{code}");
+    }
+    let refused = ResponseInfo::status(504).with_problem(ProblemKind::NotRun);
+    assert!(!crate::answer_leaves_outcome_unknown(NONE, &refused));
+    let decision = first(NONE, answer(refused));
+    assert!(
+        !matches!(
+            decision,
+            RetryDecision::Stop(StopReason::OutcomeUnknownAnswer { .. })
+        ),
+        "{decision:?}"
+    );
+    assert!(
+        !is_retry(decision),
+        "a 504 is no explicit refusal to wait for: {decision:?}"
+    );
+}
+
 /// Regression (review finding 2): `x-should-retry: true` used to override the upstream idempotency table, so
 /// a `none` upstream's 5xx was re-sent and the side effect could run twice.
 #[test]
