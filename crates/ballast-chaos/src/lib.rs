@@ -27,6 +27,6 @@ pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
 pub use model::{ModelError, Reply, SSE_DONE, error_body, models_list, operation_id, reply, sse_data};
 pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorRate, FieldError, KeyMode, Latency, ModelSettings, Outage,
-    Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults,
+    OutageAnswer, Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};

@@ -6,7 +6,9 @@ mod support;
 use std::io::ErrorKind;
 use std::time::Duration;
 
-use ballast_chaos::{Capacity, EndpointProfile, Outage, Profile, RetryAfterForm, ScriptStep, spawn};
+use ballast_chaos::{
+    Capacity, EndpointProfile, Outage, OutageAnswer, Profile, RetryAfterForm, ScriptStep, Window, spawn,
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::*;
@@ -136,6 +138,7 @@ async fn an_outage_window_answers_503_with_the_time_left() {
         outages: vec![Outage {
             start: Duration::ZERO,
             end: Duration::from_secs(60),
+            answer: OutageAnswer::RetryAfter,
         }],
         ..EndpointProfile::default()
     };
@@ -160,6 +163,128 @@ async fn an_outage_window_answers_503_with_the_time_left() {
         .await
         .expect("answer");
     assert_eq!(up.status(), StatusCode::OK, "other endpoints are up");
+}
+
+/// A dead upstream that does not say when it is back (issue 12's `dead-upstream` scenario): 503 without any
+/// `Retry-After`; and one that hangs: no answer at all, no side effect, until the client gives up.
+#[tokio::test]
+async fn an_outage_may_answer_without_retry_after_or_not_at_all() {
+    let down = |answer| EndpointProfile {
+        outages: vec![Outage {
+            start: Duration::ZERO,
+            end: Duration::from_secs(60),
+            answer,
+        }],
+        ..EndpointProfile::default()
+    };
+    let mut both = profile("process_payment", down(OutageAnswer::NoRetryAfter), &[]);
+    both.endpoints.insert(LOOKUP.into(), down(OutageAnswer::Hang));
+    let server = spawn(both).await.expect("server");
+    let silent = call(
+        &client(PATIENCE),
+        &server,
+        "process_payment",
+        &refund("o1", 100),
+        None,
+    )
+    .await
+    .expect("answer");
+    assert_eq!(silent.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(silent.headers().get("retry-after").is_none());
+    assert!(silent.headers().get("retry-after-ms").is_none());
+    let hung = call(
+        &client(Duration::from_millis(200)),
+        &server,
+        LOOKUP,
+        &lookup("o2"),
+        None,
+    )
+    .await
+    .expect_err("never answered");
+    assert!(hung.is_timeout(), "{hung:?}");
+    assert_eq!(executions(&server, "o1").await, 0);
+    assert_eq!(bucket(&server, LOOKUP, "outage").await, 1);
+}
+
+/// During a `closed` window the server accepts no connection: connecting is refused (nothing was sent), and a
+/// connection open when the window starts is reset; when it ends, the same address serves again.
+#[tokio::test]
+async fn a_closed_window_refuses_connections_then_serves_again() {
+    let closed = Profile {
+        closed: vec![Window {
+            start: Duration::from_millis(300),
+            end: Duration::from_millis(900),
+        }],
+        ..Profile::default()
+    };
+    let server = spawn(closed).await.expect("server");
+    let client = client(PATIENCE);
+    let before = call(&client, &server, LOOKUP, &lookup("o1"), None)
+        .await
+        .expect("open");
+    assert_eq!(before.status(), StatusCode::OK);
+    eventually("a refused connection", || async {
+        match call(&client, &server, LOOKUP, &lookup("o2"), None).await {
+            Err(err) => {
+                let refused = caused_by(&err, ErrorKind::ConnectionRefused);
+                assert!(
+                    refused || caused_by(&err, ErrorKind::ConnectionReset) || err.is_request(),
+                    "refused, or the open connection reset: {err:?}"
+                );
+                refused
+            }
+            Ok(_) => false,
+        }
+    })
+    .await;
+    eventually("serving again", || async {
+        call(&client, &server, LOOKUP, &lookup("o3"), None)
+            .await
+            .is_ok_and(|r| r.status() == StatusCode::OK)
+    })
+    .await;
+}
+
+/// A scaled profile runs its clock faster: latencies, outage windows and `Retry-After` shrink by the factor
+/// (a whole-seconds `Retry-After` becomes milliseconds, with whole seconds rounded up beside them).
+#[tokio::test]
+async fn a_scaled_profile_waits_a_fraction_of_the_time() {
+    let faults = EndpointProfile {
+        retry_after: Some(RetryAfterForm::Seconds(2)),
+        outages: vec![Outage {
+            start: Duration::ZERO,
+            end: Duration::from_secs(100),
+            answer: OutageAnswer::RetryAfter,
+        }],
+        ..EndpointProfile::default()
+    };
+    let fast = profile("process_payment", faults, &[]).scaled(0.01);
+    assert_eq!(
+        fast.endpoint("process_payment").retry_after,
+        Some(RetryAfterForm::Millis(20))
+    );
+    assert_eq!(
+        fast.endpoint("process_payment").outages[0].end,
+        Duration::from_secs(1)
+    );
+    let server = spawn(fast).await.expect("server");
+    let down = call(
+        &client(PATIENCE),
+        &server,
+        "process_payment",
+        &refund("o1", 100),
+        None,
+    )
+    .await
+    .expect("answer");
+    assert_eq!(down.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let millis: u64 = down.headers()["retry-after-ms"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(millis <= 1000, "the time left of a 1 s window: {millis}");
+    assert_eq!(down.headers()["retry-after"], "1");
 }
 
 #[tokio::test]

@@ -41,9 +41,54 @@ pub struct Profile {
     pub model: ModelSettings,
     /// Scripted sequences, checked before any random draw ("op X: 503, 503, then ok").
     pub scripts: Vec<Script>,
+    /// Windows, from the server's start, during which it accepts no connection at all: connecting is refused,
+    /// and the connections open when one starts are reset (only under [`serve`](crate::serve) and
+    /// [`spawn`](crate::spawn); a bare [`router`](crate::router) has no listener).
+    pub closed: Vec<Window>,
 }
 
 impl Profile {
+    /// The same profile with its clock running `scale` times as fast as real time (`0.1`: ten times faster):
+    /// every latency, outage and closed window, stall, chunk interval and `Retry-After` is multiplied by
+    /// `scale` (a `Retry-After` in whole seconds becomes one in milliseconds). Rates, capacities and scripts are
+    /// unchanged. A benchmark scales its own durations (timeouts, deadlines, backoff) by the same factor, so a
+    /// run takes a fraction of the time and meets the same faults in the same order.
+    ///
+    /// # Panics
+    /// When `scale` is not a positive finite number.
+    pub fn scaled(&self, scale: f64) -> Profile {
+        assert!(
+            scale.is_finite() && scale > 0.0,
+            "a time scale is a positive number, got {scale}"
+        );
+        let by = |d: Duration| d.mul_f64(scale);
+        let mut scaled = self.clone();
+        for faults in std::iter::once(&mut scaled.default).chain(scaled.endpoints.values_mut()) {
+            if let Some(latency) = &mut faults.latency {
+                latency.p50 = by(latency.p50);
+                latency.p99 = by(latency.p99);
+            }
+            faults.retry_after = faults.retry_after.map(|form| match form {
+                RetryAfterForm::Seconds(s) => {
+                    RetryAfterForm::Millis(by(Duration::from_secs(s)).as_millis() as u64)
+                }
+                RetryAfterForm::Millis(ms) => {
+                    RetryAfterForm::Millis(by(Duration::from_millis(ms)).as_millis() as u64)
+                }
+                RetryAfterForm::HttpDate(delay) => RetryAfterForm::HttpDate(by(delay)),
+            });
+            for outage in &mut faults.outages {
+                (outage.start, outage.end) = (by(outage.start), by(outage.end));
+            }
+            faults.stream.stall_for = by(faults.stream.stall_for);
+        }
+        for window in &mut scaled.closed {
+            (window.start, window.end) = (by(window.start), by(window.end));
+        }
+        scaled.model.chunk_interval = by(scaled.model.chunk_interval);
+        scaled
+    }
+
     /// The faults of `endpoint` (its own entry, else `default`).
     pub fn endpoint(&self, endpoint: &str) -> &EndpointProfile {
         self.endpoints.get(endpoint).unwrap_or(&self.default)
@@ -122,6 +167,9 @@ pub struct ErrorRate {
 pub enum RetryAfterForm {
     /// Delta-seconds: `Retry-After: 1`.
     Seconds(u64),
+    /// Milliseconds: `retry-after-ms: 250` (OpenAI's header), with `Retry-After` in whole seconds rounded up for
+    /// clients that read only that.
+    Millis(u64),
     /// An HTTP-date this far in the future: `Retry-After: Sun, 29 Nov 2026 17:02:03 GMT`.
     HttpDate(Duration),
 }
@@ -139,6 +187,29 @@ pub enum LoseMode {
 /// A window during which an endpoint is down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outage {
+    /// Start, after the server's start.
+    pub start: Duration,
+    /// End, after the server's start (later than `start`).
+    pub end: Duration,
+    /// What a request meets meanwhile.
+    pub answer: OutageAnswer,
+}
+
+/// What an endpoint that is down answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutageAnswer {
+    /// 503 with `Retry-After` (and `retry-after-ms`): the time left of the window.
+    #[default]
+    RetryAfter,
+    /// 503 without any `Retry-After`: a dead upstream that does not say when it will be back.
+    NoRetryAfter,
+    /// Nothing: the request hangs (no side effect) until the client gives up or the server stops.
+    Hang,
+}
+
+/// A window of time, from the server's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
     /// Start, after the server's start.
     pub start: Duration,
     /// End, after the server's start (later than `start`).

@@ -13,7 +13,9 @@
 use std::time::Duration;
 
 use super::error::ProfileError;
-use super::{Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, Outage, Profile, RetryAfterForm};
+use super::{
+    Capacity, EndpointProfile, ErrorRate, KeyMode, Latency, Outage, OutageAnswer, Profile, RetryAfterForm,
+};
 
 /// The tools whose calls have side effects.
 const SIDE_EFFECTING: [&str; 2] = ["create_refund", "process_payment"];
@@ -104,6 +106,7 @@ fn flash_sale() -> Profile {
         payment.outages = vec![Outage {
             start: Duration::from_secs(20),
             end: Duration::from_secs(23),
+            answer: OutageAnswer::RetryAfter,
         }];
     }
     profile.endpoints.insert("model".into(), model);
@@ -251,7 +254,8 @@ mod tests {
             profile.endpoint("process_payment").outages,
             [Outage {
                 start: Duration::from_secs(20),
-                end: Duration::from_secs(23)
+                end: Duration::from_secs(23),
+                answer: OutageAnswer::RetryAfter,
             }]
         );
         assert_eq!(

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{KeyMode, LoseMode};
+use super::{KeyMode, LoseMode, OutageAnswer};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -30,6 +30,9 @@ pub(super) struct RawProfile {
     /// `[[scripts]]`.
     #[serde(default)]
     pub(super) scripts: Vec<RawScript>,
+    /// `closed = [{ start, end }]`.
+    #[serde(default)]
+    pub(super) closed: Vec<RawWindow>,
 }
 
 /// `[model]`.
@@ -96,10 +99,39 @@ impl From<RawLoseMode> for LoseMode {
     }
 }
 
-/// `{ start = "20s", end = "23s" }`.
+/// `{ start = "20s", end = "23s", answer = "no_retry_after" }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawOutage {
+    pub(super) start: toml::Value,
+    pub(super) end: toml::Value,
+    #[serde(default)]
+    pub(super) answer: Option<RawOutageAnswer>,
+}
+
+/// `answer = "retry_after" | "no_retry_after" | "hang"`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RawOutageAnswer {
+    RetryAfter,
+    NoRetryAfter,
+    Hang,
+}
+
+impl From<RawOutageAnswer> for OutageAnswer {
+    fn from(answer: RawOutageAnswer) -> Self {
+        match answer {
+            RawOutageAnswer::RetryAfter => OutageAnswer::RetryAfter,
+            RawOutageAnswer::NoRetryAfter => OutageAnswer::NoRetryAfter,
+            RawOutageAnswer::Hang => OutageAnswer::Hang,
+        }
+    }
+}
+
+/// `{ start = "5s", end = "15s" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawWindow {
     pub(super) start: toml::Value,
     pub(super) end: toml::Value,
 }

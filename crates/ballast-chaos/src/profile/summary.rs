@@ -62,6 +62,7 @@ fn endpoint_line(faults: &EndpointProfile) -> String {
     if let Some(form) = faults.retry_after {
         parts.push(match form {
             RetryAfterForm::Seconds(s) => format!("Retry-After: {s} on 429 and 503"),
+            RetryAfterForm::Millis(ms) => format!("retry-after-ms: {ms} on 429 and 503"),
             RetryAfterForm::HttpDate(d) => format!("Retry-After: an HTTP-date {} ahead on 429 and 503", D(d)),
         });
     }

@@ -34,8 +34,8 @@ pub(crate) enum Flavor {
 pub(crate) struct Answer {
     pub(crate) status: StatusCode,
     pub(crate) body: Value,
-    /// `Retry-After`, already rendered.
-    pub(crate) retry_after: Option<String>,
+    /// `Retry-After` (and `retry-after-ms`), already rendered.
+    pub(crate) retry_after: Option<RetryAfter>,
     /// Replayed from an idempotency key.
     pub(crate) replayed: bool,
     /// The `chaos-fault` header.
@@ -60,7 +60,7 @@ impl Answer {
     pub(crate) fn injected(
         flavor: Flavor,
         status: u16,
-        retry_after: Option<String>,
+        retry_after: Option<RetryAfter>,
         insufficient_quota: bool,
     ) -> Answer {
         let body = match flavor {
@@ -84,7 +84,7 @@ impl Answer {
         flavor: Flavor,
         fault: &'static str,
         message: String,
-        retry_after: Option<String>,
+        retry_after: Option<RetryAfter>,
     ) -> Answer {
         let body = match flavor {
             Flavor::Model => crate::error_body(503, false),
@@ -132,8 +132,13 @@ impl IntoResponse for Answer {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body)).into_response();
         let headers = response.headers_mut();
-        if let Some(value) = self.retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
-            headers.insert(axum::http::header::RETRY_AFTER, value);
+        if let Some(retry_after) = self.retry_after {
+            if let Ok(value) = HeaderValue::from_str(&retry_after.header) {
+                headers.insert(axum::http::header::RETRY_AFTER, value);
+            }
+            if let Some(millis) = retry_after.millis {
+                headers.insert(RETRY_AFTER_MS, HeaderValue::from(millis));
+            }
         }
         if self.replayed {
             headers.insert(IDEMPOTENT_REPLAYED, HeaderValue::from_static("true"));
@@ -145,24 +150,58 @@ impl IntoResponse for Answer {
     }
 }
 
-/// `Retry-After` for `form`: delta-seconds, or the HTTP-date `wall` + the delay, rounded up to the next whole
-/// second (an HTTP-date has no fraction, and never retry earlier than the delay).
-pub(crate) fn retry_after_value(form: RetryAfterForm, wall: SystemTime) -> String {
-    match form {
-        RetryAfterForm::Seconds(seconds) => seconds.to_string(),
-        RetryAfterForm::HttpDate(delay) => {
-            let at = wall + delay;
-            let since_epoch = at.duration_since(UNIX_EPOCH).unwrap_or_default();
-            let whole = since_epoch.as_secs() + u64::from(since_epoch.subsec_nanos() > 0);
-            httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(whole))
+/// `retry-after-ms` (OpenAI's header): the wait in milliseconds, for waits finer than a second.
+pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+
+/// A rendered wait: the `Retry-After` value, and `retry-after-ms` when the wait is not whole seconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RetryAfter {
+    pub(crate) header: String,
+    pub(crate) millis: Option<u64>,
+}
+
+impl RetryAfter {
+    /// `Retry-After: seconds`.
+    pub(crate) fn seconds(seconds: u64) -> RetryAfter {
+        RetryAfter {
+            header: seconds.to_string(),
+            millis: None,
         }
     }
 }
 
-/// Delta-seconds for a wait of `left`, rounded up, at least 1.
-pub(crate) fn seconds_until(left: Duration) -> String {
-    let whole = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-    whole.max(1).to_string()
+/// `Retry-After` for `form`: delta-seconds; milliseconds with delta-seconds rounded up beside them; or the
+/// HTTP-date `wall` + the delay, rounded up to the next whole second (an HTTP-date has no fraction, and never
+/// retry earlier than the delay).
+pub(crate) fn retry_after_value(form: RetryAfterForm, wall: SystemTime) -> RetryAfter {
+    match form {
+        RetryAfterForm::Seconds(seconds) => RetryAfter::seconds(seconds),
+        RetryAfterForm::Millis(millis) => RetryAfter {
+            header: whole_seconds(Duration::from_millis(millis)).to_string(),
+            millis: Some(millis),
+        },
+        RetryAfterForm::HttpDate(delay) => {
+            let at = wall + delay;
+            let since_epoch = at.duration_since(UNIX_EPOCH).unwrap_or_default();
+            RetryAfter {
+                header: httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(whole_seconds(since_epoch))),
+                millis: None,
+            }
+        }
+    }
+}
+
+/// The wait of `left`: delta-seconds rounded up (at least 1), and the exact milliseconds beside them.
+pub(crate) fn seconds_until(left: Duration) -> RetryAfter {
+    RetryAfter {
+        header: whole_seconds(left).max(1).to_string(),
+        millis: Some(left.as_millis().try_into().unwrap_or(u64::MAX)),
+    }
+}
+
+/// Whole seconds of `d`, rounded up.
+fn whole_seconds(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 #[cfg(test)]
@@ -171,27 +210,40 @@ mod tests {
 
     #[test]
     fn delta_seconds_are_rendered_as_is() {
-        assert_eq!(retry_after_value(RetryAfterForm::Seconds(2), UNIX_EPOCH), "2");
+        assert_eq!(
+            retry_after_value(RetryAfterForm::Seconds(2), UNIX_EPOCH),
+            RetryAfter::seconds(2)
+        );
+    }
+
+    #[test]
+    fn milliseconds_carry_whole_seconds_rounded_up_beside_them() {
+        let value = retry_after_value(RetryAfterForm::Millis(1_250), UNIX_EPOCH);
+        assert_eq!((value.header.as_str(), value.millis), ("2", Some(1_250)));
+        let response = Answer::injected(Flavor::Tool, 503, Some(value), false).into_response();
+        assert_eq!(response.headers()["retry-after"], "2");
+        assert_eq!(response.headers()["retry-after-ms"], "1250");
     }
 
     #[test]
     fn an_http_date_is_the_wall_time_plus_the_delay_rounded_up() {
         let wall = UNIX_EPOCH + Duration::from_millis(1_700_000_000_250);
         let value = retry_after_value(RetryAfterForm::HttpDate(Duration::from_secs(3)), wall);
-        let at = httpdate::parse_http_date(&value).expect("an HTTP-date");
+        let at = httpdate::parse_http_date(&value.header).expect("an HTTP-date");
         assert_eq!(at, UNIX_EPOCH + Duration::from_secs(1_700_000_004));
     }
 
     #[test]
     fn waits_round_up_to_whole_seconds_and_never_to_zero() {
-        assert_eq!(seconds_until(Duration::from_millis(2_001)), "3");
-        assert_eq!(seconds_until(Duration::from_secs(2)), "2");
-        assert_eq!(seconds_until(Duration::ZERO), "1");
+        assert_eq!(seconds_until(Duration::from_millis(2_001)).header, "3");
+        assert_eq!(seconds_until(Duration::from_secs(2)).header, "2");
+        assert_eq!(seconds_until(Duration::ZERO).header, "1");
+        assert_eq!(seconds_until(Duration::from_millis(2_001)).millis, Some(2_001));
     }
 
     #[test]
     fn injected_tool_errors_carry_a_code_and_the_fault_header() {
-        let answer = Answer::injected(Flavor::Tool, 503, Some("1".into()), false);
+        let answer = Answer::injected(Flavor::Tool, 503, Some(RetryAfter::seconds(1)), false);
         assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(answer.body["error"]["code"], "service_unavailable");
         let response = answer.into_response();

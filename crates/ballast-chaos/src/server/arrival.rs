@@ -15,7 +15,10 @@ use super::answer::{Answer, Flavor, retry_after_value, seconds_until};
 use super::clock;
 use super::state::Epoch;
 use super::stats::{Outcome, Visit};
-use crate::{Draw, Outage, RetryAfterForm};
+use tokio_util::sync::CancellationToken;
+
+use super::lose::{self, ConnectionHandle};
+use crate::{Draw, Outage, OutageAnswer, RetryAfterForm};
 
 /// The header that carries the attempt number (1-based) of a request, set by Ballast on every attempt.
 pub(crate) const ATTEMPT_HEADER: &str = "ballast-attempt";
@@ -31,6 +34,14 @@ pub(crate) struct Arrival {
     pub(crate) slot: Option<OwnedSemaphorePermit>,
 }
 
+/// Where a request came from: what a hang during an outage needs to end it.
+pub(crate) struct Door<'a> {
+    /// Cancelled when the server stops.
+    pub(crate) stopping: &'a CancellationToken,
+    /// The connection, to reset it (only under `serve`).
+    pub(crate) conn: Option<ConnectionHandle>,
+}
+
 /// Lets a request to `endpoint` for operation `op` in, or answers it (outage, shed) with a `flavor` body.
 pub(crate) async fn arrive(
     epoch: &Epoch,
@@ -38,17 +49,26 @@ pub(crate) async fn arrive(
     op: &str,
     headers: &HeaderMap,
     flavor: Flavor,
+    door: Door<'_>,
 ) -> Result<Arrival, Response> {
     let mut visit = Visit::enter(epoch.stats.clone(), endpoint);
     let attempt = attempt_header(headers).unwrap_or_else(|| epoch.count_attempt(endpoint, op));
     let faults = epoch.profile.endpoint(endpoint);
     let age = clock::now().instant.duration_since(epoch.started);
-    if let Some(left) = outage_left(&faults.outages, age) {
+    if let Some((left, how)) = outage_left(&faults.outages, age) {
         let message = format!(
             "{endpoint} is down (chaos outage) for another {} ms",
             left.as_millis()
         );
-        let answer = Answer::refused(flavor, "outage", message, Some(seconds_until(left)));
+        let retry_after = match how {
+            OutageAnswer::RetryAfter => Some(seconds_until(left)),
+            OutageAnswer::NoRetryAfter => None,
+            OutageAnswer::Hang => {
+                visit.count(Outcome::Outage, false);
+                return Err(lose::hang(door.stopping, door.conn).await);
+            }
+        };
+        let answer = Answer::refused(flavor, "outage", message, retry_after);
         return Err(reply(&mut visit, answer, Outcome::Outage));
     }
     let slot = match epoch.gate(endpoint) {
@@ -98,7 +118,7 @@ pub(crate) fn injected(
     )
 }
 
-fn render_retry_after(form: RetryAfterForm) -> String {
+fn render_retry_after(form: RetryAfterForm) -> super::answer::RetryAfter {
     retry_after_value(form, clock::now().wall)
 }
 
@@ -108,13 +128,14 @@ fn attempt_header(headers: &HeaderMap) -> Option<u32> {
     value.trim().parse().ok().filter(|attempt| *attempt >= 1)
 }
 
-/// The time left of the outage window covering `age` (time since the start), if any.
-fn outage_left(outages: &[Outage], age: Duration) -> Option<Duration> {
+/// The time left of the outage window covering `age` (time since the start), if any, and what it answers (of
+/// overlapping windows, the one that lasts longest).
+fn outage_left(outages: &[Outage], age: Duration) -> Option<(Duration, OutageAnswer)> {
     outages
         .iter()
         .filter(|window| window.start <= age && age < window.end)
-        .map(|window| window.end - age)
-        .max()
+        .map(|window| (window.end - age, window.answer))
+        .max_by_key(|(left, _)| *left)
 }
 
 #[cfg(test)]
@@ -132,14 +153,20 @@ mod tests {
         let windows = [Outage {
             start: secs(10),
             end: secs(13),
+            answer: OutageAnswer::NoRetryAfter,
         }];
-        assert_eq!(outage_left(&windows, secs(9)), None);
-        assert_eq!(outage_left(&windows, secs(10)), Some(secs(3)));
+        let left = |age| outage_left(&windows, age).map(|(left, _)| left);
+        assert_eq!(left(secs(9)), None);
+        assert_eq!(left(secs(10)), Some(secs(3)));
         assert_eq!(
-            outage_left(&windows, Duration::from_millis(12_500)),
+            left(Duration::from_millis(12_500)),
             Some(Duration::from_millis(500))
         );
-        assert_eq!(outage_left(&windows, secs(13)), None);
+        assert_eq!(left(secs(13)), None);
+        assert_eq!(
+            outage_left(&windows, secs(11)).map(|(_, how)| how),
+            Some(OutageAnswer::NoRetryAfter)
+        );
     }
 
     #[test]
@@ -148,13 +175,18 @@ mod tests {
             Outage {
                 start: secs(0),
                 end: secs(5),
+                answer: OutageAnswer::Hang,
             },
             Outage {
                 start: secs(2),
                 end: secs(9),
+                answer: OutageAnswer::RetryAfter,
             },
         ];
-        assert_eq!(outage_left(&windows, secs(3)), Some(secs(6)));
+        assert_eq!(
+            outage_left(&windows, secs(3)),
+            Some((secs(6), OutageAnswer::RetryAfter))
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::answer::{Answer, Flavor};
-use super::arrival::{Arrival, answer, arrive, injected};
+use super::arrival::{Arrival, Door, answer, arrive, injected};
 use super::lose::{self, ConnectionHandle};
 use super::state::{App, Epoch};
 use super::stats::Outcome;
@@ -34,7 +34,12 @@ pub(crate) async fn chat_completions(
         .and_then(crate::operation_id)
         .unwrap_or_else(|| body_hash(&body));
     let epoch = app.epoch();
-    let mut arrival = match arrive(&epoch, MODEL, &op, &headers, Flavor::Model).await {
+    let conn = conn.map(|Extension(conn)| conn);
+    let door = Door {
+        stopping: app.stopping(),
+        conn: conn.clone(),
+    };
+    let mut arrival = match arrive(&epoch, MODEL, &op, &headers, Flavor::Model, door).await {
         Ok(arrival) => arrival,
         Err(refused) => return refused,
     };
@@ -42,7 +47,7 @@ pub(crate) async fn chat_completions(
         let error = ModelError::InvalidRequest("the body is not a JSON chat-completions request".into());
         return answer(&mut arrival.visit, model_error(&error));
     };
-    respond(&app, &epoch, arrival, &request, conn.map(|Extension(conn)| conn)).await
+    respond(&app, &epoch, arrival, &request, conn).await
 }
 
 /// Plays the attempt's fault.

@@ -21,31 +21,52 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+use super::clock;
 use super::lose::ConnectionHandle;
+use crate::Window;
 
-/// Accepts connections on `listener` and serves `router` on each until `shutdown` completes, then drains.
+/// Accepts connections on `listener` and serves `router` on each until `shutdown` completes, then drains. During
+/// each of the `closed` windows (from now) no connection is accepted: the listener is dropped, so connecting is
+/// refused, and the connections open when the window starts are reset; it is bound again at the window's end.
 pub(crate) async fn serve_router(
     listener: TcpListener,
     router: Router,
     stopping: CancellationToken,
     shutdown: impl Future<Output = ()>,
+    closed: Vec<Window>,
 ) -> io::Result<()> {
+    let addr = listener.local_addr()?;
+    let started = clock::now().instant;
+    let mut listener = Some(listener);
     let mut connections = JoinSet::new();
+    // Cancelled when a closed window starts: every connection open then is reset.
+    let mut closing = CancellationToken::new();
     let mut shutdown = pin!(shutdown);
     let mut failures = 0;
     loop {
+        let age = clock::now().instant.duration_since(started);
+        let inside = closed.iter().any(|w| w.start <= age && age < w.end);
+        if inside && listener.is_some() {
+            listener = None;
+            closing.cancel();
+            closing = CancellationToken::new();
+        } else if !inside && listener.is_none() {
+            listener = Some(TcpListener::bind(addr).await?);
+        }
+        let next_change = next_boundary(&closed, age).map(|at| started + at);
         tokio::select! {
             () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
+            accepted = accept(listener.as_ref()) => match accepted {
                 Ok((stream, _peer)) => {
                     failures = 0;
-                    connections.spawn(serve_connection(stream, router.clone(), stopping.clone()));
+                    connections.spawn(serve_connection(stream, router.clone(), stopping.clone(), closing.clone()));
                 }
                 Err(err) => {
                     failures += 1;
                     survive_accept_error(err, failures).await?;
                 }
             },
+            () = sleep_until(next_change) => {}
             Some(_finished) = connections.join_next(), if !connections.is_empty() => {}
         }
     }
@@ -55,8 +76,39 @@ pub(crate) async fn serve_router(
     Ok(())
 }
 
-/// Serves one connection until it closes, a handler asks for a reset, or (after draining) the server stops.
-async fn serve_connection(stream: TcpStream, router: Router, stopping: CancellationToken) {
+/// The next start or end of a window after `age`, if any.
+fn next_boundary(windows: &[Window], age: Duration) -> Option<Duration> {
+    windows
+        .iter()
+        .flat_map(|w| [w.start, w.end])
+        .filter(|at| *at > age)
+        .min()
+}
+
+/// The next connection on `listener`; never, while it is closed.
+async fn accept(listener: Option<&TcpListener>) -> io::Result<(TcpStream, std::net::SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Until `at`; never, without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Serves one connection until it closes, a handler asks for a reset, a closed window starts (a reset too), or
+/// (after draining) the server stops.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    stopping: CancellationToken,
+    closing: CancellationToken,
+) {
     // Best effort: small answers and SSE chunks leave at once; a failure only costs latency.
     let _ = stream.set_nodelay(true);
     let handle = ConnectionHandle::default();
@@ -73,6 +125,7 @@ async fn serve_connection(stream: TcpStream, router: Router, stopping: Cancellat
         tokio::select! {
             _closed = &mut conn => return,
             () = signal.reset_requested() => break,
+            () = closing.cancelled() => break,
             () = stopping.cancelled(), if !draining => {
                 draining = true;
                 std::pin::Pin::new(&mut conn).graceful_shutdown();

@@ -56,6 +56,7 @@ pub fn router(profile: Profile) -> Router {
 
 /// Serves `profile` on `listener` until `shutdown` completes, then stops gracefully: it stops accepting, ends
 /// hangs, lets every request in flight finish, and returns. A handler's reset drops its connection with an RST.
+/// During the profile's `closed` windows (from this call) it refuses connections and resets those open.
 ///
 /// # Errors
 /// When accepting connections keeps failing (six errors in a row that are not about one connection).
@@ -83,8 +84,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let stopping = CancellationToken::new();
+    let closed = profile.closed.clone();
     let router = routes(App::new(profile, stopping.clone()));
-    connection::serve_router(listener, router, stopping, shutdown).await
+    connection::serve_router(listener, router, stopping, shutdown, closed).await
 }
 
 fn routes(app: App) -> Router {

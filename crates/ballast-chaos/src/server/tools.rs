@@ -24,7 +24,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use super::answer::{Answer, Flavor};
-use super::arrival::{Arrival, answer, arrive, injected};
+use super::arrival::{Arrival, Door, answer, arrive, injected};
 use super::keys::{Claim, KeyCheck, idempotency_key};
 use super::lose::{self, ConnectionHandle};
 use super::state::{App, Epoch, lock};
@@ -93,7 +93,12 @@ pub(crate) async fn call_tool(
         None => body_hash(&body),
     };
     let epoch = app.epoch();
-    let mut arrival = match arrive(&epoch, tool.name(), &op, &headers, Flavor::Tool).await {
+    let conn = conn.map(|Extension(conn)| conn);
+    let door = Door {
+        stopping: app.stopping(),
+        conn: conn.clone(),
+    };
+    let mut arrival = match arrive(&epoch, tool.name(), &op, &headers, Flavor::Tool, door).await {
         Ok(arrival) => arrival,
         Err(refused) => return refused,
     };
@@ -101,7 +106,7 @@ pub(crate) async fn call_tool(
         Ok(call) => call,
         Err(refusal) => return answer(&mut arrival.visit, refusal),
     };
-    play(&app, &epoch, arrival, call, conn.map(|Extension(conn)| conn)).await
+    play(&app, &epoch, arrival, call, conn).await
 }
 
 /// Validates the body and checks the key: the call to execute, or the answer instead (400, replay, 409, 422).
@@ -251,7 +256,7 @@ fn key_in_use(key: &str) -> Answer {
     let message =
         format!("a request with Idempotency-Key {key:?} is still being processed; retry after it completes");
     Answer {
-        retry_after: Some("1".into()),
+        retry_after: Some(super::answer::RetryAfter::seconds(1)),
         ..Answer::tool_error(
             StatusCode::CONFLICT,
             "idempotency_error",

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::profile::duration::{DurationError, parse_duration};
 use crate::profile::error::{Problem, Problems};
-use crate::profile::{RetryAfterForm, ScriptStep};
+use crate::profile::{RetryAfterForm, ScriptStep, Window};
 
 /// A rate: a finite number in `0..=1`.
 pub(super) fn rate(problems: &mut Problems, path: String, value: f64) -> Option<f64> {
@@ -51,6 +51,12 @@ pub(super) fn retry_after(
         toml::Value::Table(table) if table.len() == 1 => match table.iter().next() {
             Some((key, inner)) if key == "seconds" => (format!("{path}.seconds"), inner, false),
             Some((key, inner)) if key == "http_date" => (format!("{path}.http_date"), inner, true),
+            Some((key, inner)) if key == "millis" => {
+                let wait = duration(problems, format!("{path}.millis"), inner)?;
+                return Some(RetryAfterForm::Millis(
+                    wait.as_millis().try_into().unwrap_or(u64::MAX),
+                ));
+            }
             _ => return not_a_retry_after(problems, path, value),
         },
         _ => return not_a_retry_after(problems, path, value),
@@ -65,6 +71,23 @@ pub(super) fn retry_after(
     } else {
         RetryAfterForm::Seconds(wait.as_secs())
     })
+}
+
+/// A window `{ start, end }` at `at`, `end` after `start`.
+pub(super) fn window(
+    problems: &mut Problems,
+    at: &str,
+    start: &toml::Value,
+    end: &toml::Value,
+) -> Option<Window> {
+    let start = duration(problems, format!("{at}.start"), start);
+    let end = duration(problems, format!("{at}.end"), end);
+    let (start, end) = (start?, end?);
+    if end <= start {
+        problems.push(at.to_owned(), Problem::OutageEndsBeforeStart { start, end });
+        return None;
+    }
+    Some(Window { start, end })
 }
 
 fn not_a_retry_after(problems: &mut Problems, path: &str, value: &toml::Value) -> Option<RetryAfterForm> {

@@ -112,20 +112,18 @@ fn errors(path: &str, raw: &BTreeMap<String, f64>, problems: &mut Problems) -> V
 }
 
 fn outages(path: &str, raw: &[RawOutage], problems: &mut Problems) -> Vec<Outage> {
-    let mut outages = Vec::with_capacity(raw.len());
-    for (i, outage) in raw.iter().enumerate() {
-        let at = format!("{path}[{i}]");
-        let start = check::duration(problems, format!("{at}.start"), &outage.start);
-        let end = check::duration(problems, format!("{at}.end"), &outage.end);
-        if let (Some(start), Some(end)) = (start, end) {
-            if end > start {
-                outages.push(Outage { start, end });
-            } else {
-                problems.push(at, Problem::OutageEndsBeforeStart { start, end });
-            }
-        }
-    }
-    outages
+    raw.iter()
+        .enumerate()
+        .filter_map(|(i, outage)| {
+            let at = format!("{path}[{i}]");
+            let window = check::window(problems, &at, &outage.start, &outage.end)?;
+            Some(Outage {
+                start: window.start,
+                end: window.end,
+                answer: outage.answer.map(Into::into).unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 fn capacity(path: &str, raw: RawCapacity, problems: &mut Problems) -> Option<Capacity> {

@@ -40,12 +40,21 @@ pub(super) fn validate(raw: &RawProfile) -> Result<Profile, ProfileError> {
         })
         .collect();
     let scripts = scripts(&raw.scripts, &mut problems);
+    let closed = raw
+        .closed
+        .iter()
+        .enumerate()
+        .filter_map(|(i, window)| {
+            check::window(&mut problems, &format!("closed[{i}]"), &window.start, &window.end)
+        })
+        .collect();
     problems.into_result(Profile {
         seed: raw.seed,
         default,
         endpoints,
         model,
         scripts,
+        closed,
     })
 }
 

@@ -114,6 +114,41 @@ fn outages_end_after_they_start() {
 }
 
 #[test]
+fn outages_say_what_they_answer_and_closed_windows_are_windows() {
+    use crate::profile::{OutageAnswer, Window};
+    let profile = valid(
+        "closed = [ { start = \"5s\", end = \"15s\" } ]\n[default]\noutages = [ { start = \"1s\", end = \"2s\" }, \
+         { start = \"3s\", end = \"4s\", answer = \"no_retry_after\" }, { start = \"5s\", end = \"6s\", answer = \"hang\" } ]\n",
+    );
+    let answers: Vec<OutageAnswer> = profile.default.outages.iter().map(|o| o.answer).collect();
+    assert_eq!(
+        answers,
+        [
+            OutageAnswer::RetryAfter,
+            OutageAnswer::NoRetryAfter,
+            OutageAnswer::Hang
+        ]
+    );
+    assert_eq!(
+        profile.closed,
+        [Window {
+            start: Duration::from_secs(5),
+            end: Duration::from_secs(15)
+        }]
+    );
+    assert_eq!(
+        problems("closed = [ { start = \"5s\", end = \"1s\" } ]\n"),
+        ["closed[0]: end (1s) is not after start (5s)"]
+    );
+    let unknown = Profile::from_toml_str(
+        "[default]\noutages = [ { start = \"1s\", end = \"2s\", answer = \"explode\" } ]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(unknown.contains("explode"), "{unknown}");
+}
+
+#[test]
 fn capacity_admits_someone() {
     assert_eq!(
         problems("[default]\ncapacity = { concurrent = 0, queue = 8 }\n"),
@@ -168,6 +203,7 @@ fn retry_after_forms() {
             .retry_after
     };
     assert_eq!(form("\"1s\""), Some(RetryAfterForm::Seconds(1)));
+    assert_eq!(form("{ millis = \"250ms\" }"), Some(RetryAfterForm::Millis(250)));
     assert_eq!(form("{ seconds = \"2m\" }"), Some(RetryAfterForm::Seconds(120)));
     assert_eq!(
         form("{ http_date = \"2s\" }"),
