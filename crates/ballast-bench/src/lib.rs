@@ -1,9 +1,12 @@
-//! Ballast's benchmarks (`cargo bench -p ballast-bench`); the flash-sale scenario (`ballast bench`) will live
-//! here too. Benchmarks are not tests: results go to BENCHMARKS.md with their command.
+//! Ballast's benchmarks: the tool-call stack's cost (`cargo bench -p ballast-bench`) and the flash-sale scenario
+//! (`ballast bench flash-sale`). Benchmarks are not tests: results go to BENCHMARKS.md with their command.
 //!
 //! # Layout
 //! - [`stack`] — what the stack bench (`benches/stack.rs`) and its instruction-count twin
 //!   (`examples/stack_calls.rs`) both call: the `lookup_order` tool's config and its in-memory client.
+//! - [`flash_sale`] — the flash-sale bench: scenarios, the naive and Ballast strategies, the report and chart.
+
+pub mod flash_sale;
 
 pub mod stack {
     //! The tool-call stack bench's fixtures, shared by the criterion bench and the callgrind example so both

@@ -1,0 +1,246 @@
+//! The flash-sale bench (`ballast bench flash-sale`): N agents at once, each one conversation — model →
+//! `lookup_order` → `create_refund` or `process_payment` → model — under one deadline per conversation, against
+//! the chaos upstream served in process on 127.0.0.1, once per strategy on the same seed.
+//!
+//! Why the same seed is fair: the chaos upstream draws each fault from (seed, endpoint, operation, attempt), the
+//! conversations and their arrival times come from the seed too, so every strategy meets the same agents at the
+//! same times and the same fault on the same try of the same call. Each strategy gets a fresh upstream (its own
+//! ledger, stats and clock), so one strategy's load never reaches another's run.
+//!
+//! # Layout
+//! - `scenario` — [`Scenario`], [`Dead`], [`Arrivals`], [`Conversation`]: what a run is made of.
+//! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`].
+//! - `naive` — [`Naive`]: the agent code of reference/000 and /002.
+//! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it.
+//! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
+//! - `chart` — the SVG chart of successes and failures over time.
+
+mod chart;
+mod naive;
+mod report;
+mod scenario;
+mod strategy;
+mod with_ballast;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast::clock;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::task::JoinSet;
+
+pub use chart::chart_svg;
+pub use naive::Naive;
+pub use report::{Summary, table};
+pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
+pub use strategy::{Agents, BreakerChange, Outcome, Strategy};
+pub use with_ballast::WithBallast;
+
+/// A failure that took at most this long (before time scaling) failed fast: the caller learned it at once
+/// instead of waiting out its deadline.
+pub const FAST_FAILURE: Duration = Duration::from_secs(1);
+/// How far past its deadline a conversation may end and still count as within it.
+pub const DEADLINE_SLACK: Duration = Duration::from_millis(50);
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// The upstream's faults.
+    pub scenario: Scenario,
+    /// Conversations per run.
+    pub agents: usize,
+    /// When they start; `None`: the scenario's own ([`Scenario::default_arrivals`]).
+    pub arrivals: Option<Arrivals>,
+    /// The seed of the faults, the arrivals and the jitter.
+    pub seed: u64,
+    /// The clock's pace: `0.1` runs ten times faster than real time (every duration of the scenario, the
+    /// upstream and the strategies times 0.1).
+    pub time_scale: f64,
+    /// Each conversation's deadline (before time scaling).
+    pub deadline: Duration,
+    /// Scripted faults added to the scenario's profile (a test's sure commit-then-lose).
+    pub scripts: Vec<ballast_chaos::Script>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            scenario: Scenario::FlashSale,
+            agents: 200,
+            arrivals: None,
+            seed: 1,
+            time_scale: 1.0,
+            deadline: Duration::from_secs(30),
+            scripts: Vec::new(),
+        }
+    }
+}
+
+impl Options {
+    /// The arrivals of the run.
+    pub fn arrivals(&self) -> Arrivals {
+        self.arrivals.unwrap_or(self.scenario.default_arrivals())
+    }
+
+    /// The conversations' deadline, scaled.
+    pub fn scaled_deadline(&self) -> Duration {
+        self.deadline.mul_f64(self.time_scale)
+    }
+}
+
+/// One conversation as it went.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Record {
+    /// The agent.
+    pub agent: usize,
+    /// When it started, from the run's start.
+    #[serde(serialize_with = "report::millis")]
+    pub started: Duration,
+    /// How long it took.
+    #[serde(serialize_with = "report::millis")]
+    pub took: Duration,
+    /// What it came to.
+    pub outcome: Outcome,
+}
+
+/// One strategy's run on one seed: every conversation, and what the upstream saw.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Run {
+    /// The strategy.
+    pub strategy: String,
+    /// The seed.
+    pub seed: u64,
+    /// The conversations, by agent.
+    pub records: Vec<Record>,
+    /// Side effects executed more than once for one operation (the chaos ledger's `duplicates`).
+    pub duplicates: u64,
+    /// Requests the upstream received (every try of every call).
+    pub upstream_requests: u64,
+    /// The breakers' changes, in order.
+    pub breaker_changes: Vec<BreakerChange>,
+    /// The conversations' deadline (scaled).
+    #[serde(serialize_with = "report::millis")]
+    pub deadline: Duration,
+    /// The time scale.
+    pub time_scale: f64,
+    /// When the upstream was dead, for a dead-upstream scenario (scaled).
+    #[serde(skip)]
+    pub outage: Option<(Duration, Duration)>,
+}
+
+/// Runs `strategy` once with `options`: a fresh chaos upstream, the agents at their arrival times, then the
+/// upstream's ledger and stats. `done` is called as each conversation ends (a progress bar).
+pub async fn run(
+    options: &Options,
+    strategy: &dyn Strategy,
+    done: &(dyn Fn() + Sync),
+) -> Result<Run, String> {
+    let scale = options.time_scale;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!("the time scale must be a positive number, not {scale}"));
+    }
+    let mut profile = options.scenario.profile(options.seed, scale);
+    profile.scripts.extend(options.scripts.iter().cloned());
+    let upstream = ballast_chaos::spawn(profile)
+        .await
+        .map_err(|error| format!("the chaos upstream did not start: {error}"))?;
+    let base_url = upstream.url("");
+    let agents: Arc<dyn Agents> = Arc::from(strategy.agents(&base_url, scale)?);
+    let offsets = options.arrivals().offsets(
+        options.agents,
+        options.scenario.arrival_span().mul_f64(scale),
+        options.seed,
+    );
+    let start = clock::now();
+    let deadline = options.scaled_deadline();
+    let mut conversations = JoinSet::new();
+    for (agent, offset) in offsets.into_iter().enumerate() {
+        let agents = Arc::clone(&agents);
+        let conversation = Conversation::new(options.seed, agent, deadline);
+        conversations.spawn(async move {
+            tokio::time::sleep_until(clock::to_tokio(start + offset)).await;
+            let began = clock::now();
+            let outcome = agents.converse(&conversation).await;
+            Record {
+                agent,
+                started: began.saturating_duration_since(start),
+                took: clock::now().saturating_duration_since(began),
+                outcome,
+            }
+        });
+    }
+    let mut records = Vec::with_capacity(options.agents);
+    let mut breaker_changes = Vec::new();
+    let look_every = Duration::from_millis(10);
+    let mut looks = tokio::time::interval(look_every);
+    looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            finished = conversations.join_next() => match finished {
+                Some(Ok(record)) => {
+                    records.push(record);
+                    done();
+                }
+                Some(Err(error)) => return Err(format!("a conversation panicked: {error}")),
+                None => break,
+            },
+            _ = looks.tick() => {
+                let at = clock::now().saturating_duration_since(start);
+                breaker_changes.extend(agents.breaker_changes().into_iter().map(|change| BreakerChange { at, ..change }));
+            }
+        }
+    }
+    let at = clock::now().saturating_duration_since(start);
+    breaker_changes.extend(
+        agents
+            .breaker_changes()
+            .into_iter()
+            .map(|change| BreakerChange { at, ..change }),
+    );
+    records.sort_by_key(|record| record.agent);
+    let (duplicates, upstream_requests) = upstream_counts(&upstream).await?;
+    upstream
+        .shutdown()
+        .await
+        .map_err(|error| format!("the chaos upstream failed: {error}"))?;
+    Ok(Run {
+        strategy: strategy.name().to_owned(),
+        seed: options.seed,
+        records,
+        duplicates,
+        upstream_requests,
+        breaker_changes,
+        deadline,
+        time_scale: scale,
+        outage: options.scenario.outage(scale),
+    })
+}
+
+/// The chaos ledger's duplicates and the requests its stats counted.
+async fn upstream_counts(upstream: &ballast_chaos::ChaosServer) -> Result<(u64, u64), String> {
+    let client = reqwest::Client::new();
+    let get = |path: &'static str| {
+        let request = client.get(upstream.url(path)).send();
+        async move {
+            let answer = request.await.map_err(|error| format!("GET {path}: {error}"))?;
+            answer
+                .json::<Value>()
+                .await
+                .map_err(|error| format!("GET {path}: {error}"))
+        }
+    };
+    let ledger = get("/ledger").await?;
+    let stats = get("/stats").await?;
+    let duplicates = ledger["totals"]["duplicates"].as_u64().unwrap_or_default();
+    let requests = stats["endpoints"]
+        .as_object()
+        .map(|endpoints| {
+            endpoints
+                .values()
+                .filter_map(|endpoint| endpoint["requests"].as_u64())
+                .sum()
+        })
+        .unwrap_or_default();
+    Ok((duplicates, requests))
+}

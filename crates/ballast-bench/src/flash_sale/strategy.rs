@@ -1,0 +1,84 @@
+//! The trait every client strategy implements, and what a conversation comes to.
+//!
+//! A strategy builds its agents for one run against one upstream; each agent runs one conversation. An HTTP
+//! strategy (any gateway, Ballast's own over HTTP) implements the same trait later: the runner and the report
+//! know nothing of how a strategy calls the upstream.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+
+use super::scenario::Conversation;
+
+/// A way of calling the model and the tools.
+pub trait Strategy: Send + Sync {
+    /// Its name in reports: `naive`, `ballast`.
+    fn name(&self) -> &'static str;
+
+    /// The agents of one run against the chaos upstream at `base_url` (`http://127.0.0.1:PORT`), whose clock
+    /// runs `time_scale` times real time (its own timeouts and backoffs scale alike).
+    fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String>;
+}
+
+/// One run's agents: they share whatever the strategy shares between agents (clients, breakers, budgets).
+pub trait Agents: Send + Sync {
+    /// Runs one conversation to its end.
+    fn converse<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, Outcome>;
+
+    /// The circuit breakers' changes since the last call, for strategies that have breakers.
+    fn breaker_changes(&self) -> Vec<BreakerChange> {
+        Vec::new()
+    }
+}
+
+/// What a conversation came to, as the agent saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    /// The action went through and the model gave its final answer.
+    pub succeeded: bool,
+    /// Why not, as a stable code: Ballast's error code (`deadline_exceeded`, `outcome_unknown`, ...), or the
+    /// naive client's kind of failure (`timeout`, `connect_error`, `status_503`, ...).
+    pub failure: Option<String>,
+    /// The call that failed: `model`, `lookup_order`, `create_refund`, `process_payment`.
+    pub failed_call: Option<String>,
+    /// The admission class of a call shed under load (`sheddable`, `critical`, ...).
+    pub shed_class: Option<String>,
+    /// Logical calls made (model turns and tool calls, however many attempts each took).
+    pub calls: u32,
+}
+
+impl Outcome {
+    /// A conversation that went through after `calls` calls.
+    pub fn success(calls: u32) -> Outcome {
+        Outcome {
+            succeeded: true,
+            calls,
+            ..Outcome::default()
+        }
+    }
+
+    /// A conversation whose call `call` (the `calls`-th) failed with `code`.
+    pub fn failed(calls: u32, call: &str, code: impl Into<String>) -> Outcome {
+        Outcome {
+            failure: Some(code.into()),
+            failed_call: Some(call.to_owned()),
+            calls,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// One change of a circuit breaker's state, with its reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BreakerChange {
+    /// The breaker: the tool's name, or the model route and deployment.
+    pub breaker: String,
+    /// `closed -> open`, ...
+    pub change: String,
+    /// Why (`5 consecutive failures`, `open time elapsed`, ...).
+    pub reason: String,
+    /// When it was seen, from the run's start; filled in by the runner.
+    #[serde(serialize_with = "super::report::millis")]
+    pub at: Duration,
+}

@@ -1,0 +1,295 @@
+//! The `ballast` strategy: the `ballast` crate in process, configured as a user would configure it.
+//!
+//! The configuration sets what a user sets: a per-try timeout per call (model 5 s, lookup 1 s, refund and
+//! payment 2 s), `max_attempts = 4`, the tools' priorities (payment over refund over lookup), and that the
+//! refund and payment upstreams take an idempotency key (`side_effects = true`, `upstream_idempotency =
+//! "keyed"`, as the flash-sale upstream does). Every breaker, budget, admission limit and the run allowance are
+//! at their defaults. Each conversation is one run under one deadline, and its key for a side effect is derived
+//! from the run and the step, so every retry carries the same key.
+//!
+//! At a time scale other than 1 the durations of those defaults are written out scaled (backoff, breaker open
+//! time, longest `Retry-After`, the budget window down to its 1 s minimum), so every clock of the run keeps the
+//! same pace; at 1 the configuration is exactly the one above.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use ballast::{
+    ChatCall, ChatClients, ChatRequest, HttpTransport, Message, Role, Runs, ToolCall, ToolCallRef,
+    ToolClients, clock, scope,
+};
+use ballast_config::Config;
+use ballast_core::{CircuitBreaker, Deadline};
+use futures::future::BoxFuture;
+use serde_json::{Map, Value};
+
+use super::scenario::Conversation;
+use super::strategy::{Agents, BreakerChange, Outcome, Strategy};
+
+/// The model route's name.
+const ROUTE: &str = "agent";
+/// Model turns before the agent gives up on a conversation that never ends.
+const MAX_TURNS: u32 = 4;
+/// The tools, their per-try timeouts and priorities.
+const TOOLS: [(&str, Duration, &str); 3] = [
+    ("lookup_order", Duration::from_secs(1), "sheddable_plus"),
+    ("create_refund", Duration::from_secs(2), "critical"),
+    ("process_payment", Duration::from_secs(2), "critical_plus"),
+];
+/// The model's per-try timeout.
+const MODEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The `ballast` strategy (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WithBallast;
+
+impl Strategy for WithBallast {
+    fn name(&self) -> &'static str {
+        "ballast"
+    }
+
+    fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
+        let config = Config::from_toml_str(&config(base_url, time_scale))
+            .map_err(|error| format!("the ballast strategy's config: {error}"))?;
+        let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|error| format!("an HTTP client: {error}"))?;
+        let tools = ToolClients::from_config_with_runs(
+            &config,
+            HttpTransport::new(http.clone(), 1 << 20),
+            Arc::clone(&runs),
+        )
+        .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
+        let no_env = |_: &str| None;
+        let models =
+            ChatClients::from_config_with_runs(&config, &no_env, HttpTransport::new(http, 1 << 20), runs)
+                .map_err(|error| format!("the ballast strategy's model: {error}"))?;
+        let model = models.route(ROUTE).map_err(|error| error.to_string())?;
+        let mut breakers = vec![(
+            format!("{ROUTE}[0]"),
+            Arc::clone(model.breaker(0).ok_or("the model route has a deployment")?),
+        )];
+        for (name, _, _) in TOOLS {
+            let tool = tools.get(name).ok_or("every tool is configured")?;
+            breakers.push((name.to_owned(), Arc::clone(tool.breaker())));
+        }
+        let seen = Mutex::new(vec![0; breakers.len()]);
+        Ok(Box::new(BallastAgents {
+            models,
+            tools,
+            breakers,
+            seen,
+        }))
+    }
+}
+
+/// The configuration (see the module docs).
+fn config(base_url: &str, time_scale: f64) -> String {
+    let ms = |d: Duration| format!("\"{}ms\"", d.mul_f64(time_scale).as_millis().max(1));
+    // The defaults' durations, scaled, when the clock is not real time.
+    let (server, retry, breaker, budget) = if time_scale == 1.0 {
+        (String::new(), String::new(), String::new(), String::new())
+    } else {
+        let budget_window = Duration::from_secs(10)
+            .mul_f64(time_scale)
+            .max(Duration::from_secs(1));
+        (
+            format!("max_retry_after = {}\n", ms(Duration::from_secs(60))),
+            format!(
+                ", base = {}, cap = {}",
+                ms(Duration::from_millis(100)),
+                ms(Duration::from_secs(2))
+            ),
+            format!(
+                "breaker = {{ open_for = {}, window = {} }}\n",
+                ms(Duration::from_secs(30)),
+                ms(Duration::from_secs(10))
+            ),
+            format!(
+                "budget = {{ kind = \"ratio\", window = \"{}ms\" }}\n",
+                budget_window.as_millis()
+            ),
+        )
+    };
+    let mut toml = format!(
+        "version = 1\n[server]\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
+         deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\" }} ]\n\
+         per_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
+        ms(MODEL_TIMEOUT)
+    );
+    for (name, timeout, priority) in TOOLS {
+        let side_effects = if name == "lookup_order" {
+            ""
+        } else {
+            "side_effects = true\nupstream_idempotency = \"keyed\"\n"
+        };
+        toml.push_str(&format!(
+            "\n[[tools]]\nname = \"{name}\"\nupstream = {{ method = \"POST\", url = \"{base_url}/tools/{name}\" }}\n\
+             {side_effects}priority = \"{priority}\"\nper_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n\
+             {breaker}{budget}",
+            ms(timeout)
+        ));
+    }
+    toml
+}
+
+struct BallastAgents {
+    models: ChatClients,
+    tools: ToolClients,
+    /// Every breaker of the run, by name.
+    breakers: Vec<(String, Arc<CircuitBreaker>)>,
+    /// Transitions of each breaker reported so far.
+    seen: Mutex<Vec<u64>>,
+}
+
+impl Agents for BallastAgents {
+    fn converse<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, Outcome> {
+        let deadline = Deadline::after(clock::now(), conversation.deadline);
+        Box::pin(scope(deadline, self.conversation(conversation)))
+    }
+
+    fn breaker_changes(&self) -> Vec<BreakerChange> {
+        let now = clock::now();
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut changes = Vec::new();
+        for ((name, breaker), seen) in self.breakers.iter().zip(seen.iter_mut()) {
+            let snapshot = breaker.snapshot(now);
+            if snapshot.transitions == *seen {
+                continue;
+            }
+            let unseen = snapshot.transitions - *seen - 1;
+            *seen = snapshot.transitions;
+            if let Some(transition) = snapshot.last_transition {
+                let mut reason = transition.reason.to_string();
+                if unseen > 0 {
+                    reason.push_str(&format!(" ({unseen} earlier changes between two looks)"));
+                }
+                changes.push(BreakerChange {
+                    breaker: name.clone(),
+                    change: format!("{} -> {}", transition.from, transition.to),
+                    reason,
+                    at: Duration::ZERO,
+                });
+            }
+        }
+        changes
+    }
+}
+
+impl BallastAgents {
+    async fn conversation(&self, conversation: &Conversation) -> Outcome {
+        let Ok(model) = self.models.route(ROUTE) else {
+            return Outcome::failed(0, "model", "unknown_route");
+        };
+        let run = conversation.op.as_str();
+        let mut messages = vec![Message::text(Role::User, conversation.user_turn())];
+        let mut calls = 0;
+        let mut acted = false;
+        for step in 1..=MAX_TURNS {
+            calls += 1;
+            let request = ChatRequest {
+                model: ROUTE.into(),
+                messages: messages.clone(),
+                tools: None,
+                stream: None,
+                extra: Map::new(),
+            };
+            let answer = match model.complete(ChatCall::new(request).run(run)).await {
+                Ok(answer) => answer,
+                Err(error) => return Outcome::failed(calls, "model", error.code().as_str()),
+            };
+            let Some(reply) = answer.response.choices.into_iter().next().and_then(|c| c.message) else {
+                return Outcome::failed(calls, "model", "no_message");
+            };
+            messages.push(reply.clone());
+            let Some(tool_calls) = reply.tool_calls.filter(|calls| !calls.is_empty()) else {
+                return if acted {
+                    Outcome::success(calls)
+                } else {
+                    Outcome::failed(calls, "model", "answered_without_acting")
+                };
+            };
+            for (ordinal, tool_call) in (0_u32..).zip(tool_calls) {
+                calls += 1;
+                match self.call_tool(&tool_call, run, step, ordinal).await {
+                    Ok((name, message)) => {
+                        acted |= name != "lookup_order";
+                        messages.push(message);
+                    }
+                    Err(outcome) => return Outcome { calls, ..outcome },
+                }
+            }
+        }
+        Outcome::failed(calls, "model", "too_many_turns")
+    }
+
+    /// One tool call the model asked for, through its `ToolClient`: the tool's name and the `tool` message that
+    /// answers it, or the conversation's failure.
+    async fn call_tool(
+        &self,
+        tool_call: &ToolCallRef,
+        run: &str,
+        step: u32,
+        ordinal: u32,
+    ) -> Result<(String, Message), Outcome> {
+        let function = tool_call.extra.get("function").cloned().unwrap_or(Value::Null);
+        let name = function["name"].as_str().unwrap_or_default().to_owned();
+        let arguments = function["arguments"]
+            .as_str()
+            .and_then(|a| serde_json::from_str::<Value>(a).ok());
+        let (Some(tool), Some(arguments)) = (self.tools.get(&name), arguments) else {
+            return Err(Outcome::failed(0, &name, "unknown_tool"));
+        };
+        let call = ToolCall::new(arguments)
+            .run(run)
+            .step(format!("step-{step}"), ordinal);
+        match tool.call(call).await {
+            Ok(answer) => Ok((
+                name,
+                Message {
+                    role: Role::Tool,
+                    content: Some(Value::String(answer.body.to_string())),
+                    tool_calls: None,
+                    tool_call_id: tool_call.id.clone(),
+                    extra: Map::new(),
+                },
+            )),
+            Err(error) => {
+                let code = error.code().as_str();
+                let mut outcome = Outcome::failed(0, &name, code);
+                if code == "overloaded" {
+                    outcome.shed_class = TOOLS
+                        .iter()
+                        .find(|(tool, _, _)| *tool == name)
+                        .map(|(_, _, class)| (*class).to_owned());
+                }
+                Err(outcome)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_sets_only_what_a_user_sets_at_real_time() {
+        let toml = config("http://127.0.0.1:1", 1.0);
+        assert!(
+            !toml.contains("breaker") && !toml.contains("budget") && !toml.contains("base ="),
+            "{toml}"
+        );
+        let config = Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        assert_eq!(config.tools.len(), 3);
+    }
+
+    #[test]
+    fn a_scaled_config_is_valid() {
+        for scale in [0.01, 0.05, 0.5, 2.0] {
+            let toml = config("http://127.0.0.1:1", scale);
+            Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("scale {scale}: {e}\n{toml}"));
+        }
+    }
+}
