@@ -42,5 +42,9 @@ async fn ballast_never_doubles_a_side_effect_nor_overruns_and_naive_does_double(
     assert_eq!(ballast.duplicates, 0, "{ballast:#?}");
     assert_eq!(ballast.overruns, 0, "{ballast:#?}");
     assert!(naive.duplicates >= 1, "the trap is there: {naive:#?}");
-    assert!(ballast.p99 <= options().scaled_deadline() + Duration::from_millis(50));
+    // Reported in real time: within the 30 s deadline and its slack (50 ms at a twentieth of real time).
+    assert!(
+        ballast.max <= options().deadline + Duration::from_millis(50).div_f64(0.05),
+        "{ballast:#?}"
+    );
 }

@@ -1,5 +1,6 @@
 //! The `ballast` command: argument parsing and wiring only; the work is in the library crates.
 
+mod bench;
 mod chaos;
 
 use std::net::SocketAddr;
@@ -32,6 +33,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a benchmark against the chaos upstream, served in process on 127.0.0.1.
+    Bench {
+        #[command(subcommand)]
+        bench: BenchCommand,
+    },
     /// Serve the chaos upstream: a mock OpenAI-compatible model and mock tools that fail the way real ones do,
     /// deterministically (the fault of an attempt follows from the seed). Prints the bound address first, then
     /// what it serves; Ctrl-C stops it gracefully.
@@ -51,6 +57,14 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// The flash sale: N agents at once, each one conversation (model, lookup_order, a refund or a payment,
+    /// model) under one deadline, naive code and Ballast side by side on the same faults. Prints a table per
+    /// seed (and pooled over a seed range), or JSON; optionally an SVG chart.
+    FlashSale(bench::FlashSale),
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
@@ -61,6 +75,9 @@ fn main() -> ExitCode {
             preset,
             seed,
         } => chaos::run(listen, profile.as_deref(), preset.as_deref(), seed),
+        Command::Bench {
+            bench: BenchCommand::FlashSale(args),
+        } => bench::flash_sale(&args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

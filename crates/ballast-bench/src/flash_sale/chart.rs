@@ -1,5 +1,6 @@
-//! The SVG chart: successes and failures over time, per strategy — conversations counted by the time they ended,
-//! in buckets of a second (scaled), one line per strategy and outcome.
+//! The SVG chart: successes and failures over time, per strategy — conversations ended so far, counted at every
+//! tenth of a second (unscaled), one line per strategy and outcome. A strategy that fails fast rises at once; one
+//! that waits out its timeouts rises late; a dead upstream shows as a flat stretch of successes.
 
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ pub fn chart_svg(title: &str, runs: &[Run]) -> Result<String, String> {
         }
     }
     let scale = runs.first().map_or(1.0, |run| run.time_scale);
-    let bucket = Duration::from_secs(1).mul_f64(scale);
+    let bucket = Duration::from_millis(100).mul_f64(scale);
     let series: Vec<(&str, Line, Line)> = strategies
         .iter()
         .map(|strategy| {
@@ -60,7 +61,7 @@ pub fn chart_svg(title: &str, runs: &[Run]) -> Result<String, String> {
         chart
             .configure_mesh()
             .x_desc("seconds since the start (unscaled)")
-            .y_desc("conversations ended per second")
+            .y_desc("conversations ended so far")
             .draw()
             .map_err(draw_error)?;
         for (i, (strategy, ok, failed)) in series.iter().enumerate() {
@@ -92,8 +93,8 @@ pub fn chart_svg(title: &str, runs: &[Run]) -> Result<String, String> {
     Ok(svg)
 }
 
-/// Per bucket (its start in unscaled seconds): conversations that ended in it having succeeded within their
-/// deadline, and the others.
+/// Per bucket (its end in unscaled seconds): conversations ended by then having succeeded within their deadline,
+/// and the others.
 fn buckets(runs: &[&Run], bucket: Duration, scale: f64) -> (Line, Line) {
     let end = |record: &super::Record| record.started + record.took;
     let last = runs
@@ -113,11 +114,19 @@ fn buckets(runs: &[&Run], bucket: Duration, scale: f64) -> (Line, Line) {
             }
         }
     }
-    let at = |i: usize| bucket.mul_f64(i as f64).as_secs_f64() / scale;
-    (
-        ok.into_iter().enumerate().map(|(i, n)| (at(i), n)).collect(),
-        failed.into_iter().enumerate().map(|(i, n)| (at(i), n)).collect(),
-    )
+    let at = |i: usize| bucket.mul_f64(i as f64 + 1.0).as_secs_f64() / scale;
+    let cumulative = |counts: Vec<u32>| -> Line {
+        let mut total = 0;
+        counts
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| {
+                total += n;
+                (at(i), total)
+            })
+            .collect()
+    };
+    (cumulative(ok), cumulative(failed))
 }
 
 fn draw_error(error: impl std::fmt::Display) -> String {
@@ -157,9 +166,15 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
         assert!(svg.contains("naive: succeeded") && svg.contains("ballast: failed or late"));
         let (ok, failed) = buckets(&[&run("x")], Duration::from_secs(1), 1.0);
+        let last = |line: &Line| line.last().map_or(0, |(_, n)| *n);
         assert_eq!(
-            ok.iter().map(|(_, n)| n).sum::<u32>() + failed.iter().map(|(_, n)| n).sum::<u32>(),
-            10
+            (last(&ok), last(&failed)),
+            (6, 4),
+            "every conversation counted once, by the end"
+        );
+        assert!(
+            ok.windows(2).all(|w| w[0].1 <= w[1].1),
+            "so far: never decreasing"
         );
     }
 }

@@ -20,7 +20,8 @@ fn millis_opt<S: Serializer>(duration: &Option<Duration>, serializer: S) -> Resu
     }
 }
 
-/// One strategy's numbers over the runs it is made of (one seed, or several pooled).
+/// One strategy's numbers over the runs it is made of (one seed, or several pooled). Every duration is in real
+/// time: a run at time scale 0.1 reports its durations divided by 0.1, as if it had run at full scale.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     /// The strategy.
@@ -79,7 +80,11 @@ impl Summary {
             .iter()
             .filter(|(run, record)| record.outcome.succeeded && within(run, record.took))
             .count();
-        let mut times: Vec<Duration> = records.iter().map(|(_, record)| record.took).collect();
+        let unscaled = |run: &Run, d: Duration| d.div_f64(run.time_scale);
+        let mut times: Vec<Duration> = records
+            .iter()
+            .map(|(run, record)| unscaled(run, record.took))
+            .collect();
         times.sort();
         let percentile = |p: f64| {
             if times.is_empty() {
@@ -125,7 +130,15 @@ impl Summary {
             requests_per_call: ratio(requests as f64, calls as f64),
             shed,
             failures,
-            breaker_changes: runs.iter().flat_map(|run| run.breaker_changes.clone()).collect(),
+            breaker_changes: runs
+                .iter()
+                .flat_map(|run| {
+                    run.breaker_changes.iter().map(|change| BreakerChange {
+                        at: unscaled(run, change.at),
+                        ..change.clone()
+                    })
+                })
+                .collect(),
             dead_upstream: runs.iter().any(|run| run.outage.is_some()),
             fail_fast_after: worst(runs, fail_fast_after),
             recovered_after: worst(runs, recovered_after),
@@ -164,7 +177,7 @@ fn fail_fast_after(run: &Run) -> Option<Option<Duration>> {
         .rposition(|record| record.outcome.succeeded || record.took > fast);
     Some(match last_slow {
         None => Some(Duration::ZERO),
-        Some(i) if i + 1 < during.len() => Some(during[i + 1].started - start),
+        Some(i) if i + 1 < during.len() => Some((during[i + 1].started - start).div_f64(run.time_scale)),
         Some(_) => None,
     })
 }
@@ -187,7 +200,7 @@ fn recovered_after(run: &Run) -> Option<Option<Duration>> {
         succeeded_after += usize::from(within(record));
         let count = after.len() - i;
         if succeeded_after as f64 >= 0.99 * count as f64 {
-            found = Some(record.started - end);
+            found = Some((record.started - end).div_f64(run.time_scale));
         }
     }
     Some(found)

@@ -1,0 +1,65 @@
+//! `ballast bench flash-sale` as a user runs it: the real binary, a short scaled run, its JSON and its chart.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ballast(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ballast"))
+        .args(args)
+        .output()
+        .expect("the ballast binary runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_short_flash_sale_prints_json_per_seed_and_pooled_and_draws_its_chart() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let chart = dir.path().join("flash-sale.svg");
+    let out = ballast(&[
+        "bench",
+        "flash-sale",
+        "--agents",
+        "12",
+        "--time-scale",
+        "0.02",
+        "--seed",
+        "1..2",
+        "--json",
+        "--chart",
+        chart.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let report = &reports[0];
+    assert_eq!(report["scenario"], "flash-sale");
+    assert_eq!(report["per_seed"].as_array().map(Vec::len), Some(2));
+    let pooled = report["pooled"].as_array().expect("pooled over the two seeds");
+    let strategies: Vec<&str> = pooled.iter().filter_map(|s| s["strategy"].as_str()).collect();
+    assert_eq!(strategies, ["naive", "ballast"]);
+    assert_eq!(pooled[1]["conversations"], 24);
+    assert_eq!(pooled[1]["duplicates"], 0, "{}", pooled[1]);
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    assert!(svg.starts_with("<svg") && svg.contains("ballast: succeeded"));
+}
+
+#[test]
+fn bad_arguments_say_what_is_accepted() {
+    for (args, expected) in [
+        (&["--scenario", "dead-upstream:gone"][..], "dead-upstream:refused"),
+        (&["--seed", "5..1"][..], "ends before it starts"),
+        (&["--strategies", "magic"][..], "naive, ballast"),
+        (&["--time-scale", "0"][..], "positive"),
+        (&["--arrivals", "flood"][..], "burst, ramp, poisson, steady"),
+    ] {
+        let mut all = vec!["bench", "flash-sale"];
+        all.extend_from_slice(args);
+        let out = ballast(&all);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
