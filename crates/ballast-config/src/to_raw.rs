@@ -3,9 +3,9 @@
 
 use crate::raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
-    RawRetry, RawRun, RawServer, RawStore, RawTool, RawUpstream, SCHEMA_VERSION,
+    RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
-use ballast_core::BreakerConfig;
+use ballast_core::{BreakerConfig, ThrottleConfig};
 
 use crate::typed::{
     BudgetConfig, Config, ModelRoute, PrincipalKey, RetryConfig, StoreLocation, ToolConfig, ToolFallback,
@@ -55,6 +55,7 @@ impl From<&Config> for RawConfig {
             },
             run: RawRun {
                 retry_allowance: Some(i64::from(config.run.retry_allowance)),
+                retry_allowance_per_call: Some(config.run.retry_allowance_per_call),
                 ttl: duration(config.run.ttl),
             },
             models: config.models.iter().map(raw_model).collect(),
@@ -80,6 +81,10 @@ fn raw_model(m: &ModelRoute) -> RawModel {
         retry: Some(raw_retry(&m.retry)),
         budget: Some(raw_budget(&m.budget)),
         breaker: Some(raw_breaker(&m.breaker)),
+        throttle: Some(raw_throttle(m.throttle.as_ref())),
+        priority: Some(m.priority.as_str().to_owned()),
+        concurrency: Some(i64::from(m.concurrency)),
+        queue: Some(i64::from(m.queue)),
         context: Some(RawContext {
             on_overflow: Some(m.context.on_overflow.as_str().to_owned()),
         }),
@@ -106,6 +111,7 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
         retry: Some(raw_retry(&t.retry)),
         budget: Some(raw_budget(&t.budget)),
         breaker: Some(raw_breaker(&t.breaker)),
+        throttle: Some(raw_throttle(t.throttle.as_ref())),
         concurrency: Some(i64::from(t.concurrency)),
         queue: Some(i64::from(t.queue)),
         fallback_tool,
@@ -139,6 +145,21 @@ fn raw_budget(b: &BudgetConfig) -> RawBudget {
         } => RawBudget::TokenBucket {
             capacity: Some(i64::from(capacity)),
             refill_per_sec: Some(refill_per_sec),
+        },
+    }
+}
+
+fn raw_throttle(t: Option<&ThrottleConfig>) -> RawThrottle {
+    match t {
+        None => RawThrottle {
+            enabled: Some(false),
+            ..RawThrottle::default()
+        },
+        Some(t) => RawThrottle {
+            enabled: Some(true),
+            accept_multiplier: Some(t.accept_multiplier()),
+            window: duration(t.window()),
+            min_requests: Some(i64::from(t.min_requests())),
         },
     }
 }

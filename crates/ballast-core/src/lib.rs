@@ -29,7 +29,9 @@ mod deadline;
 mod idempotency;
 mod name;
 mod retry;
+mod throttle;
 mod time;
+mod window;
 mod wire;
 
 // admission
@@ -59,9 +61,13 @@ pub use name::UnknownName;
 // retry
 pub use retry::{
     AttemptOutcome, CallKind, CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER,
-    DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, InvalidRetryPolicy, ProblemKind, ResponseInfo,
+    DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE, InvalidRetryPolicy, ProblemKind, ResponseInfo,
     RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency, answer_leaves_outcome_unknown,
     retries_allowed_here,
+};
+// throttle
+pub use throttle::{
+    AdaptiveThrottle, InvalidThrottle, ThrottleConfig, ThrottleOutcome, ThrottleSnapshot, Throttled,
 };
 // time
 pub use time::Instant;

@@ -79,7 +79,7 @@ mod transport;
 pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use body::Body;
-pub use breaker::{BreakerLayer, BreakerService};
+pub use breaker::{BreakerLayer, BreakerService, THROTTLED};
 pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{
     ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,

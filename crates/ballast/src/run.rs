@@ -3,7 +3,7 @@
 //! Why: an agent request is many calls (model, tool, model, tool...), often made as separate HTTP requests from
 //! Python or TypeScript. A run keeps, for all of them, the earliest deadline it was ever given — so one deadline
 //! holds across the whole request — and one retry allowance (reference/002's "retry budget per request"):
-//! default 3 retries for the whole run, not 3 per call.
+//! by default 3 retries plus half a retry per call the run makes, for the whole run, not 3 per call.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,12 +20,17 @@ pub struct Run {
 }
 
 impl Run {
-    /// A run with `allowance` retries and no deadline yet.
+    /// A run with a fixed `allowance` of retries and no deadline yet.
     pub fn new(id: String, allowance: u32) -> Self {
+        Run::with_allowance(id, RunAllowance::new(allowance))
+    }
+
+    /// A run with `allowance` and no deadline yet.
+    pub fn with_allowance(id: String, allowance: RunAllowance) -> Self {
         Run {
             id,
             deadline: Mutex::new(None),
-            allowance: RunAllowance::new(allowance),
+            allowance,
         }
     }
 
@@ -57,17 +62,28 @@ impl Run {
 #[derive(Debug)]
 pub struct Runs {
     allowance: u32,
+    per_call: f64,
     ttl: Duration,
     runs: Mutex<HashMap<String, (Arc<Run>, Instant)>>,
 }
 
 impl Runs {
-    /// A registry giving each new run `allowance` retries and forgetting runs unused for `ttl`.
+    /// A registry giving each new run a fixed `allowance` of retries and forgetting runs unused for `ttl`.
     pub fn new(allowance: u32, ttl: Duration) -> Self {
         Runs {
             allowance,
+            per_call: 0.0,
             ttl,
             runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry of a `[run]` configuration: `retry_allowance` retries per run plus
+    /// `retry_allowance_per_call` per call the run makes, runs forgotten after `ttl`.
+    pub fn of(config: &ballast_config::RunConfig) -> Self {
+        Runs {
+            per_call: config.retry_allowance_per_call,
+            ..Runs::new(config.retry_allowance, config.ttl)
         }
     }
 
@@ -78,7 +94,10 @@ impl Runs {
         runs.retain(|_, (_, used)| now.saturating_duration_since(*used) < ttl);
         let entry = runs
             .entry(id.to_owned())
-            .or_insert_with(|| (Arc::new(Run::new(id.to_owned(), self.allowance)), now));
+            .or_insert_with(|| {
+                let allowance = RunAllowance::with_share(self.allowance, self.per_call);
+                (Arc::new(Run::with_allowance(id.to_owned(), allowance)), now)
+            });
         entry.1 = now;
         Arc::clone(&entry.0)
     }

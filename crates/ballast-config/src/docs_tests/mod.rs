@@ -40,6 +40,15 @@ fn breaker() -> Option<RawBreaker> {
     })
 }
 
+fn throttle() -> Option<RawThrottle> {
+    Some(RawThrottle {
+        enabled: Some(true),
+        accept_multiplier: Some(1.5),
+        window: text("3s"),
+        min_requests: Some(20),
+    })
+}
+
 /// Every field of every raw struct set. Struct literals without `..`: a field added to a raw struct does not
 /// compile until it is added here, and then the tests below ask for its documentation.
 fn fully_populated() -> RawConfig {
@@ -56,6 +65,7 @@ fn fully_populated() -> RawConfig {
         retry: retry(),
         budget: Some(budget),
         breaker: breaker(),
+        throttle: throttle(),
         concurrency: Some(8),
         queue: Some(16),
         fallback_tool,
@@ -93,6 +103,7 @@ fn fully_populated() -> RawConfig {
         },
         run: RawRun {
             retry_allowance: Some(5),
+            retry_allowance_per_call: Some(1.0),
             ttl: text("15m"),
         },
         models: vec![
@@ -121,6 +132,10 @@ fn fully_populated() -> RawConfig {
                     window: text("30s"),
                 }),
                 breaker: breaker(),
+                throttle: throttle(),
+                priority: Some("critical_plus".into()),
+                concurrency: Some(32),
+                queue: Some(128),
                 context: Some(RawContext {
                     on_overflow: Some("fallback".into()),
                 }),

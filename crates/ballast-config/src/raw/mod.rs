@@ -124,9 +124,12 @@ pub struct RawStore {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRun {
-    /// Retries across one run's calls (`3`).
+    /// Retries across one run's calls, the base (`3`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_allowance: Option<i64>,
+    /// Retries added per call of the run (`0.5`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_allowance_per_call: Option<f64>,
     /// How long a run's state is kept after its last call (`"10m"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl: Option<HumanValue>,
@@ -160,6 +163,18 @@ pub struct RawModel {
     /// Circuit breaker per deployment.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<RawBreaker>,
+    /// Adaptive throttle per deployment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<RawThrottle>,
+    /// Admission class of the route's calls (`"critical"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// Calls in flight at most, per deployment (`64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<i64>,
+    /// Calls waiting at most, per deployment (`256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<i64>,
     /// Context-overflow policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<RawContext>,
@@ -232,7 +247,7 @@ pub enum RawBudget {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBreaker {
-    /// Failures in a row that open it (`5`; `0` = off).
+    /// Failures in a row, in start order, that open it (`10`; `0` = off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consecutive_failures: Option<i64>,
     /// Failure rate that opens it (`0.5`; `0` = off).
@@ -241,16 +256,16 @@ pub struct RawBreaker {
     /// Failure-rate window (`"10s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<HumanValue>,
-    /// Calls before the rate counts (`20`).
+    /// Calls before the rate counts (`100`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min_calls: Option<i64>,
     /// Slower calls count as failures (off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slow_call: Option<HumanValue>,
-    /// Time open before probing (`"30s"`).
+    /// Time open before probing (`"5s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_for: Option<HumanValue>,
-    /// Relative jitter on `open_for` (`0.1`).
+    /// Relative jitter on `open_for` (`0.2`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_jitter: Option<f64>,
     /// Probes while half-open (`3`).
@@ -259,6 +274,24 @@ pub struct RawBreaker {
     /// Successes that close it (`half_open_probes`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub success_threshold: Option<i64>,
+}
+
+/// A `throttle` table (models and tools).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawThrottle {
+    /// Whether the throttle runs (`true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// K: refusals start below 1/K accepted (`2.0`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accept_multiplier: Option<f64>,
+    /// Sliding window (`"2s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<HumanValue>,
+    /// Requests in the window before anything is refused (`10`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_requests: Option<i64>,
 }
 
 /// A model route's `context` table.
@@ -301,6 +334,9 @@ pub struct RawTool {
     /// Circuit breaker.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<RawBreaker>,
+    /// Adaptive throttle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<RawThrottle>,
     /// Calls in flight at most (`64`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<i64>,

@@ -13,11 +13,14 @@ use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use ballast_core::{DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, DEFAULT_RUN_ALLOWANCE};
+use ballast_core::{
+    DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE,
+};
 
 pub use budget::BudgetConfig;
 pub use route::{
-    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
+    ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
+    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
     DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
     ModelRoute, OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream,
 };
@@ -223,10 +226,13 @@ impl fmt::Display for StoreKind {
 }
 
 /// `[run]`: the calls of one agent request, grouped by `ballast-run-id`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
-    /// Retries allowed across all the calls of one run (default 3; 0 = a run's calls are never retried).
+    /// Retries allowed across all the calls of one run, the base (default 3; with `retry_allowance_per_call`
+    /// 0 too, a run's calls are never retried).
     pub retry_allowance: u32,
+    /// Retries added to the run's allowance per call it makes (default 0.5): a long run is not starved.
+    pub retry_allowance_per_call: f64,
     /// How long a run's state (deadline, allowance) is kept after its last call (default 10 min; at least
     /// `server.max_timeout`, so a run cannot be forgotten while its deadline still holds).
     pub ttl: Duration,
@@ -236,6 +242,7 @@ impl Default for RunConfig {
     fn default() -> Self {
         RunConfig {
             retry_allowance: DEFAULT_RUN_ALLOWANCE,
+            retry_allowance_per_call: DEFAULT_RUN_ALLOWANCE_SHARE,
             ttl: Duration::from_secs(600),
         }
     }

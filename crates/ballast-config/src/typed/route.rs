@@ -9,7 +9,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use ballast_core::{
-    Backoff, BreakerConfig, DEFAULT_MAX_ATTEMPTS, Priority, UnknownName, UpstreamIdempotency,
+    Backoff, BreakerConfig, DEFAULT_MAX_ATTEMPTS, Priority, ThrottleConfig, UnknownName, UpstreamIdempotency,
 };
 
 use super::BudgetConfig;
@@ -26,6 +26,10 @@ pub const DEFAULT_PRIMARY_SHARE: f64 = 0.6;
 pub const DEFAULT_TOOL_CONCURRENCY: u32 = 64;
 /// Default admission queue length of a tool: 256 waiting calls.
 pub const DEFAULT_TOOL_QUEUE: u32 = 256;
+/// Default concurrency limit of each model deployment: 64 calls in flight (docs/config.md says why).
+pub const DEFAULT_MODEL_CONCURRENCY: u32 = 64;
+/// Default admission queue length of each model deployment: 256 waiting calls.
+pub const DEFAULT_MODEL_QUEUE: u32 = 256;
 
 /// A model route: the name clients ask for, and the deployments that serve it, in fallback order.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +51,14 @@ pub struct ModelRoute {
     pub budget: BudgetConfig,
     /// The circuit breaker's settings, as ballast-core built them; each deployment gets its own breaker.
     pub breaker: BreakerConfig,
+    /// The adaptive throttle's settings (`None`: off); each deployment gets its own throttle.
+    pub throttle: Option<ThrottleConfig>,
+    /// Admission class of the route's calls (default `critical`; `ballast-priority` may lower it).
+    pub priority: Priority,
+    /// Calls in flight at most, per deployment (default 64; at least 1).
+    pub concurrency: u32,
+    /// Calls waiting for a slot at most, per deployment (default 256).
+    pub queue: u32,
     /// What to do when the prompt does not fit the model's context.
     pub context: ContextConfig,
 }
@@ -134,6 +146,8 @@ pub struct ToolConfig {
     pub budget: BudgetConfig,
     /// The tool's circuit breaker's settings, as ballast-core built them.
     pub breaker: BreakerConfig,
+    /// The tool's adaptive throttle's settings (`None`: off).
+    pub throttle: Option<ThrottleConfig>,
     /// Calls in flight at most (default 64; at least 1).
     pub concurrency: u32,
     /// Calls waiting for a slot at most (default 256; 0 = shed as soon as every slot is busy).

@@ -7,6 +7,7 @@
 //! for form here and for presence by [`Config::missing_secrets`], so `ballast plan` works on any machine.
 
 mod breaker;
+mod throttle;
 mod check;
 mod policy;
 mod routes;
@@ -279,6 +280,13 @@ impl Checker {
     fn run(&mut self, raw: &RawRun, server: &ServerConfig, raw_server: &RawServer) -> RunConfig {
         let d = RunConfig::default();
         let allowance = self.int("run.retry_allowance", raw.retry_allowance, d.retry_allowance, 0);
+        let per_call = self.float(
+            "run.retry_allowance_per_call",
+            raw.retry_allowance_per_call,
+            d.retry_allowance_per_call,
+            |x| (0.0..=100.0).contains(&x),
+            "between 0 and 100",
+        );
         let ttl = self.duration("run.ttl", raw.ttl.as_ref(), d.ttl, DurationRule::Positive);
         // Compared with the server's value as validated (its default if it was invalid and already reported).
         if let Some(ttl) = ttl
@@ -295,6 +303,7 @@ impl Checker {
         }
         RunConfig {
             retry_allowance: allowance.unwrap_or(d.retry_allowance),
+            retry_allowance_per_call: per_call.unwrap_or(d.retry_allowance_per_call),
             ttl: ttl.unwrap_or(d.ttl),
         }
     }

@@ -11,7 +11,8 @@ use crate::error::Problem;
 use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
 use crate::typed::{
     ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
-    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
+    DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_QUEUE, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT,
+    DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
     ModelRoute, OnOverflow, ToolConfig, ToolFallback, Upstream,
 };
 
@@ -88,6 +89,14 @@ impl Checker {
         if on_overflow == OnOverflow::Fallback && deployments.len() < 2 {
             self.report(overflow_path, Problem::NeedsFallbackDeployment);
         }
+        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), Priority::Critical);
+        let concurrency = self.int(
+            &join(path, "concurrency"),
+            raw.concurrency,
+            DEFAULT_MODEL_CONCURRENCY,
+            1,
+        );
+        let queue = self.int(&join(path, "queue"), raw.queue, DEFAULT_MODEL_QUEUE, 0);
         ModelRoute {
             name,
             deployments,
@@ -97,6 +106,10 @@ impl Checker {
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
             budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
             breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
+            throttle: self.throttle(&join(path, "throttle"), raw.throttle.as_ref()),
+            priority: priority.unwrap_or_default(),
+            concurrency: concurrency.unwrap_or(DEFAULT_MODEL_CONCURRENCY),
+            queue: queue.unwrap_or(DEFAULT_MODEL_QUEUE),
             context: ContextConfig { on_overflow },
         }
     }
@@ -197,6 +210,7 @@ impl Checker {
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
             budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
             breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
+            throttle: self.throttle(&join(path, "throttle"), raw.throttle.as_ref()),
             concurrency: concurrency.unwrap_or(DEFAULT_TOOL_CONCURRENCY),
             queue: queue.unwrap_or(DEFAULT_TOOL_QUEUE),
             fallback,

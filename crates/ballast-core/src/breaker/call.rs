@@ -6,6 +6,9 @@
 ///   upstream is unwell or unreachable.
 /// - [`Success`](CallResult::Success): a 2xx, and also a 4xx: a client's bad request says nothing about the
 ///   upstream's health (resilience4j's `ignoreExceptions`/`recordExceptions` split makes the same call).
+/// - [`Overloaded`](CallResult::Overloaded): the upstream refused for load — a 429, a 529, a 503 with
+///   `Retry-After`, a capacity refusal. It says "less, please", not "broken": the breaker does not count it (the
+///   adaptive throttle does), so a crowd that fills an upstream never opens its breaker.
 /// - [`Ignored`](CallResult::Ignored): cancellations (the client went away or the deadline fired on our side
 ///   before an answer), replays served from the idempotency store, gateway-local rejections. Nothing reached
 ///   or came back from the upstream, so nothing is learnt. A half-open probe recorded as ignored frees its slot
@@ -19,6 +22,8 @@ pub enum CallResult {
     Success,
     /// The upstream failed (5xx, timeout, transport error).
     Failure,
+    /// The upstream refused for load (429, 529, 503 with `Retry-After`): not a health signal, not counted.
+    Overloaded,
     /// Not counted: cancelled, replayed or rejected before reaching the upstream.
     Ignored,
 }
@@ -41,9 +46,29 @@ impl CallResult {
         }
     }
 
+    /// The result for an answer with `status`, which carried a `Retry-After` (or `retry-after-ms`) or not: an
+    /// overload refusal — 429, 529 (Anthropic's "overloaded"), 503 with `Retry-After` (a capacity refusal, a
+    /// maintenance page) — is [`Overloaded`](CallResult::Overloaded); anything else as [`from_status`](Self::from_status).
+    /// A 503 without `Retry-After` is a failure: that is how many dead upstreams answer.
+    ///
+    /// ```
+    /// use ballast_core::CallResult;
+    /// assert_eq!(CallResult::from_answer(429, false), CallResult::Overloaded);
+    /// assert_eq!(CallResult::from_answer(503, true), CallResult::Overloaded);
+    /// assert_eq!(CallResult::from_answer(503, false), CallResult::Failure);
+    /// assert_eq!(CallResult::from_answer(500, true), CallResult::Failure);
+    /// ```
+    pub fn from_answer(status: u16, retry_after: bool) -> Self {
+        match status {
+            429 | 529 => CallResult::Overloaded,
+            503 if retry_after => CallResult::Overloaded,
+            _ => CallResult::from_status(status),
+        }
+    }
+
     /// Whether the breaker counts this result at all.
     pub fn is_counted(self) -> bool {
-        !matches!(self, CallResult::Ignored)
+        matches!(self, CallResult::Success | CallResult::Failure)
     }
 }
 
@@ -60,6 +85,13 @@ mod tests {
             assert_eq!(CallResult::from_status(s), CallResult::Failure, "{s}");
         }
         assert!(!CallResult::Ignored.is_counted());
+        assert!(!CallResult::Overloaded.is_counted());
+        for (status, retry_after) in [(429, false), (429, true), (529, false), (503, true)] {
+            assert_eq!(CallResult::from_answer(status, retry_after), CallResult::Overloaded, "{status}");
+        }
+        for (status, result) in [(503, CallResult::Failure), (500, CallResult::Failure), (200, CallResult::Success)] {
+            assert_eq!(CallResult::from_answer(status, false), result, "{status}");
+        }
         assert!(CallResult::Success.is_counted() && CallResult::Failure.is_counted());
     }
 }

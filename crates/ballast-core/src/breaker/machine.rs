@@ -1,11 +1,12 @@
 //! The breaker's state machine, single-threaded: [`CircuitBreaker`](super::CircuitBreaker) wraps it in a mutex.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use rand::Rng;
 
 use super::TransitionReason as Reason;
-use super::window::Window;
+use crate::window::Window;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};
 use crate::Instant;
 use crate::time::saturating_nanos;
@@ -17,14 +18,104 @@ enum Phase {
     HalfOpen,
 }
 
-/// The value of [`Machine::closed_generation`] when the breaker is not closed (never a real generation).
-pub(super) const NOT_CLOSED: u64 = u64::MAX;
 
-/// What a permit remembers: the generation it was granted in and whether it holds a half-open probe slot.
+/// What a permit remembers: the generation it was granted in, whether it holds a half-open probe slot, and
+/// (closed) its place in the start order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Ticket {
     pub(super) generation: u64,
     pub(super) probe: bool,
+    pub(super) seq: u64,
+}
+
+/// How long a result waits for an earlier-started call that has not answered before that call is skipped (not
+/// counted): longer than any per-try timeout in practice, so a hang still counts, yet bounded, so one stream left
+/// open for minutes does not stop the breaker from judging.
+pub(crate) const MAX_WAIT_FOR_EARLIER: Duration = Duration::from_secs(60);
+
+/// The most calls the start order holds: beyond it the oldest unanswered one is skipped (bounds memory).
+pub(crate) const MAX_START_ORDER: usize = 4096;
+
+/// One closed-state call in the start order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Sent, not answered yet.
+    Pending { started: Instant },
+    /// Answered: failed or not (slow calls already judged).
+    Answered { failed: bool },
+    /// Counts nothing: dropped unrecorded, ignored, an overload answer.
+    Skipped,
+}
+
+/// The closed state's calls in the order they started. A result is counted only once every call that started
+/// before it has answered (or been skipped), and in start order: so the fast failures of a burst, which finish
+/// before the slow successes that started with them, are judged after those successes, not before. This is
+/// what "consecutive" means here — failures in a row by start, none still out before them — and what feeds the
+/// rate's window.
+#[derive(Debug, Default)]
+struct StartOrder {
+    /// The sequence number of `slots[0]`.
+    first: u64,
+    slots: VecDeque<Slot>,
+    /// Unanswered calls skipped so far (too old, or holding too much back): their results count nowhere.
+    skipped: u64,
+}
+
+impl StartOrder {
+    /// A new call started at `now`: its sequence number.
+    fn push(&mut self, now: Instant) -> u64 {
+        self.slots.push_back(Slot::Pending { started: now });
+        self.first + self.slots.len() as u64 - 1
+    }
+
+    /// Sets call `seq`'s slot (a call already skipped past keeps nothing).
+    fn settle(&mut self, seq: u64, slot: Slot) {
+        if let Some(index) = seq.checked_sub(self.first)
+            && let Some(place) = usize::try_from(index).ok().and_then(|i| self.slots.get_mut(i))
+        {
+            *place = slot;
+        }
+    }
+
+    /// The next result to count in start order, once every earlier call has answered: `Some(failed)`; skipped
+    /// slots are passed, and so is an unanswered call that started over [`MAX_WAIT_FOR_EARLIER`] before `now`
+    /// or that holds more than [`MAX_START_ORDER`] results back.
+    fn pop(&mut self, now: Instant) -> Option<bool> {
+        loop {
+            let front = *self.slots.front()?;
+            match front {
+                Slot::Pending { started }
+                    if now.saturating_duration_since(started) < MAX_WAIT_FOR_EARLIER
+                        && self.slots.len() <= MAX_START_ORDER =>
+                {
+                    return None;
+                }
+                _ => {
+                    self.slots.pop_front();
+                    self.first += 1;
+                    match front {
+                        Slot::Answered { failed } => return Some(failed),
+                        Slot::Pending { .. } => self.skipped += 1,
+                        Slot::Skipped => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Calls started and not answered.
+    fn pending(&self) -> u64 {
+        self.slots
+            .iter()
+            .filter(|slot| matches!(slot, Slot::Pending { .. }))
+            .count() as u64
+    }
+
+    /// Forgets every call (a transition: their results are late).
+    fn clear(&mut self) {
+        self.first += self.slots.len() as u64;
+        self.slots.clear();
+    }
 }
 
 /// Counters and phase of one breaker. Every transition bumps `generation`, so results of permits granted
@@ -36,6 +127,7 @@ pub(super) struct Machine<R> {
     generation: u64,
     consecutive: u32,
     window: Window,
+    order: StartOrder,
     probes_out: u32,
     probe_successes: u32,
     last: Option<Transition>,
@@ -51,6 +143,7 @@ impl<R> Machine<R> {
             phase: Phase::Closed,
             generation: 0,
             consecutive: 0,
+            order: StartOrder::default(),
             probes_out: 0,
             probe_successes: 0,
             last: None,
@@ -71,7 +164,14 @@ impl<R> Machine<R> {
     pub(super) fn acquire(&mut self, now: Instant) -> Result<Ticket, BreakerRejected> {
         self.advance(now);
         let probe = match self.phase {
-            Phase::Closed => false,
+            Phase::Closed => {
+                let seq = self.order.push(now);
+                return Ok(Ticket {
+                    generation: self.generation,
+                    probe: false,
+                    seq,
+                });
+            }
             Phase::Open { until } => {
                 return Err(BreakerRejected::Open {
                     retry_in: until.saturating_duration_since(now),
@@ -90,22 +190,21 @@ impl<R> Machine<R> {
         Ok(Ticket {
             generation: self.generation,
             probe,
+            seq: 0,
         })
     }
 
-    /// Gives back a probe slot that was never answered (a dropped permit, an ignored result).
+    /// Gives back a permit that was never answered (dropped, ignored, an overload answer): a probe frees its slot;
+    /// a closed-state call counts nothing and stops holding back the results of calls that started after it.
+    /// The results it let through are counted by the caller of `release` (see `record`).
     pub(super) fn release(&mut self, ticket: Ticket) {
-        if ticket.probe && ticket.generation == self.generation && self.phase == Phase::HalfOpen {
-            self.probes_out = self.probes_out.saturating_sub(1);
+        if ticket.generation != self.generation {
+            return;
         }
-    }
-
-    /// The generation while closed, else [`NOT_CLOSED`]: what the breaker mirrors in an atomic so a closed
-    /// breaker grants permits without locking.
-    pub(super) fn closed_generation(&self) -> u64 {
         match self.phase {
-            Phase::Closed => self.generation,
-            _ => NOT_CLOSED,
+            Phase::HalfOpen if ticket.probe => self.probes_out = self.probes_out.saturating_sub(1),
+            Phase::Closed => self.order.settle(ticket.seq, Slot::Skipped),
+            _ => {}
         }
     }
 
@@ -134,6 +233,11 @@ impl<R> Machine<R> {
         self.advance(now);
         self.window.advance(now);
         let (window_calls, window_failures) = self.window.totals();
+        let in_flight = match self.phase {
+            Phase::Closed => self.order.pending(),
+            _ => 0,
+        };
+        let skipped = self.order.skipped;
         let open_until = match self.phase {
             Phase::Open { until } => Some(until),
             _ => None,
@@ -147,6 +251,8 @@ impl<R> Machine<R> {
             consecutive_failures: self.consecutive,
             window_calls,
             window_failures,
+            in_flight,
+            skipped,
             probes_in_flight: self.probes_out,
             probe_successes: self.probe_successes,
             generation: self.generation,
@@ -171,14 +277,10 @@ impl<R> Machine<R> {
             at,
         };
         self.phase = phase;
-        // Wraps after 2^64 - 1 transitions, skipping the `NOT_CLOSED` marker.
-        self.generation = if self.generation + 1 == NOT_CLOSED {
-            0
-        } else {
-            self.generation + 1
-        };
+        self.generation = self.generation.wrapping_add(1);
         self.consecutive = 0;
         self.window.clear();
+        self.order.clear();
         self.probes_out = 0;
         self.probe_successes = 0;
         self.last = Some(transition);
@@ -200,15 +302,18 @@ impl<R: Rng> Machine<R> {
             return None;
         }
         let failed = match result {
-            CallResult::Ignored => {
+            CallResult::Ignored | CallResult::Overloaded => {
                 self.release(ticket);
-                return None;
+                return self.count_in_start_order(now);
             }
             CallResult::Failure => true,
             CallResult::Success => self.config.slow_call().is_some_and(|slow| latency > slow),
         };
         match self.phase {
-            Phase::Closed => self.count_closed(failed, now),
+            Phase::Closed => {
+                self.order.settle(ticket.seq, Slot::Answered { failed });
+                self.count_in_start_order(now)
+            }
             Phase::HalfOpen if failed => Some(self.open(Reason::ProbeFailed, now)),
             Phase::HalfOpen => {
                 self.probes_out = self.probes_out.saturating_sub(1);
@@ -220,6 +325,19 @@ impl<R: Rng> Machine<R> {
             // Unreachable with a current ticket: no permit is granted while open.
             Phase::Open { .. } => None,
         }
+    }
+
+    /// Counts, in start order, every closed-state result no earlier-started call holds back any more.
+    fn count_in_start_order(&mut self, now: Instant) -> Option<Transition> {
+        if self.phase != Phase::Closed {
+            return None;
+        }
+        while let Some(failed) = self.order.pop(now) {
+            if let Some(opened) = self.count_closed(failed, now) {
+                return Some(opened);
+            }
+        }
+        None
     }
 
     fn count_closed(&mut self, failed: bool, now: Instant) -> Option<Transition> {

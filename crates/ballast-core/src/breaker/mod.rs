@@ -5,14 +5,21 @@
 //! problem 4; reference/000 and /002). A breaker per upstream fails those calls fast, or sends them to a
 //! fallback, until the upstream recovers (Nygard, *Release It!*; Fowler, "CircuitBreaker").
 //!
-//! # Rules (DESIGN.md, "Circuit breaker")
+//! # Rules (DESIGN.md, "Circuit breaker — a dead upstream, not a crowd")
 //! - **Inputs**: each attempt's upstream outcome as a [`CallResult`]: 5xx, timeouts and transport errors are
-//!   failures; 2xx and 4xx successes; cancellations, replays and gateway-local rejections are not counted. With
+//!   failures; 2xx and 4xx successes; overload answers (429, 529, 503 with `Retry-After`: "less, please", the
+//!   adaptive throttle's business), cancellations, replays and gateway-local rejections are not counted. With
 //!   `slow_call` set, a success slower than it counts as a failure (resilience4j's slow-call threshold).
-//! - **Closed -> Open** on `consecutive_failures` failures in a row (a success resets the count; an ignored
-//!   result does not), or when the failure rate over the sliding `window` reaches `failure_rate` with at least
-//!   `min_calls` counted calls (resilience4j's time-based window and minimum number of calls: a rate over three
-//!   calls is noise). The rate is checked after every counted call. Either trigger may be off.
+//! - **Start order.** Results are counted in the order their calls *started*, each once every call that started
+//!   before it has answered. Why: in a burst, fast failures finish before the slow successes that started with
+//!   them; counted as they complete, the first completions of any burst look like an outage ("5 consecutive
+//!   failures", "13 of the first 20 calls failed"). Counted by start, a burst is judged on what the upstream
+//!   really did. An unanswered call holds later results back for at most a minute (then it is skipped), and the
+//!   queue is bounded. A call dropped unrecorded stops holding results back; they are counted at the next result.
+//! - **Closed -> Open** on `consecutive_failures` failures in a row in start order (a success resets the count;
+//!   an uncounted result does not), or when the failure rate over the sliding `window` reaches `failure_rate`
+//!   with at least `min_calls` counted calls (resilience4j's time-based window and minimum number of calls).
+//!   The rate is checked after every counted call. Either trigger may be off.
 //! - **Open** for `open_for`, jittered uniformly by `open_jitter` so breakers that opened together (on many
 //!   gateway instances, for many tools behind one failing host) do not probe together. Nothing is let through.
 //! - **Open -> HalfOpen** when the open time ends. This happens lazily, on the first call that looks: a breaker
@@ -39,9 +46,7 @@
 //! An attempt whose outcome is known only later — a streamed answer, judged when the stream ends — takes an
 //! [`OwnedPermit`] instead ([`CircuitBreaker::try_acquire_owned`]): it holds a clone of the `Arc`, and records
 //! and drops exactly like a [`Permit`]. The state is a small struct behind a `std` mutex held for a few dozen
-//! nanoseconds. A closed breaker grants permits without locking (one atomic
-//! load of the closed generation), and a closed-state permit dropped unrecorded does not lock either; only
-//! recording an outcome takes the lock.
+//! nanoseconds, taken to grant a permit (its place in the start order), to record it and to drop it unrecorded.
 //! Time is always passed in (`now`), and the open-time jitter comes from the breaker's own seedable RNG.
 
 mod call;
@@ -50,13 +55,11 @@ mod error;
 mod machine;
 mod owned;
 mod state;
-mod window;
 
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -68,7 +71,7 @@ pub use error::{BreakerRejected, InvalidBreaker};
 pub use owned::OwnedPermit;
 pub use state::{BreakerSnapshot, BreakerState, Transition, TransitionReason};
 
-use machine::{Machine, NOT_CLOSED, Ticket};
+use machine::{Machine, Ticket};
 
 use crate::cache_line::OwnCacheLine;
 use crate::{DefaultRng, Instant, default_rng};
@@ -92,11 +95,11 @@ use crate::{DefaultRng, Instant, default_rng};
 /// assert_eq!(breaker.state(now), BreakerState::Open);
 ///
 /// // While open, calls fail fast and say how long is left (the `Retry-After`).
-/// let refused = breaker.try_acquire(now + Duration::from_secs(10)).unwrap_err();
-/// assert_eq!(refused.retry_in(), Some(Duration::from_secs(20)));
+/// let refused = breaker.try_acquire(now + Duration::from_secs(1)).unwrap_err();
+/// assert_eq!(refused.retry_in(), Some(Duration::from_secs(4)));
 ///
-/// // After `open_for` (30 s) a probe goes through; three good probes close it.
-/// let later = now + Duration::from_secs(30);
+/// // After `open_for` (5 s) a probe goes through; three good probes close it.
+/// let later = now + Duration::from_secs(5);
 /// for _ in 0..3 {
 ///     let probe = breaker.try_acquire(later).unwrap();
 ///     probe.record(CallResult::Success, Duration::from_millis(20), later);
@@ -105,11 +108,6 @@ use crate::{DefaultRng, Instant, default_rng};
 /// ```
 pub struct CircuitBreaker<R = DefaultRng> {
     config: BreakerConfig,
-    /// The machine's [`closed_generation`](Machine::closed_generation), republished after every locked step:
-    /// while closed, `try_acquire` reads it and grants a permit without taking the lock. A permit granted from
-    /// a value that is just being replaced is simply late (its result is dropped), as if granted a moment before.
-    /// Read by every call while closed; kept off the lines the lock and the `Arc`'s counts write.
-    closed_generation: OwnCacheLine<AtomicU64>,
     machine: OwnCacheLine<Mutex<Machine<R>>>,
 }
 
@@ -124,11 +122,9 @@ impl CircuitBreaker<DefaultRng> {
 impl<R> CircuitBreaker<R> {
     /// A closed breaker drawing its open-time jitter from `rng`.
     pub fn new(config: BreakerConfig, rng: R) -> Self {
-        let machine = Machine::new(config, rng);
         CircuitBreaker {
             config,
-            closed_generation: OwnCacheLine(AtomicU64::new(machine.closed_generation())),
-            machine: OwnCacheLine(Mutex::new(machine)),
+            machine: OwnCacheLine(Mutex::new(Machine::new(config, rng))),
         }
     }
 
@@ -177,17 +173,9 @@ impl<R> CircuitBreaker<R> {
         })
     }
 
-    /// The ticket of a new permit at `now`: without the lock while closed (see `closed_generation`).
+    /// The ticket of a new permit at `now`.
     fn ticket(&self, now: Instant) -> Result<Ticket, BreakerRejected> {
-        let generation = self.closed_generation.load(Ordering::Acquire);
-        if generation == NOT_CLOSED {
-            self.with_machine(|m| m.acquire(now))
-        } else {
-            Ok(Ticket {
-                generation,
-                probe: false,
-            })
-        }
+        self.with_machine(|m| m.acquire(now))
     }
 
     /// The state at `now`.
@@ -211,17 +199,12 @@ impl<R> CircuitBreaker<R> {
         self.with_machine(|m| m.reset(now))
     }
 
-    /// Runs `step` on the machine under the lock, then republishes whether it is closed.
+    /// Runs `step` on the machine under the lock.
     fn with_machine<T>(&self, step: impl FnOnce(&mut Machine<R>) -> T) -> T {
         // The machine is consistent between statements that can panic (none of them do), so a poisoned lock
         // still guards a usable state: carry on rather than take every caller down.
         let mut machine = self.machine.lock().unwrap_or_else(PoisonError::into_inner);
-        let out = step(&mut machine);
-        let closed_generation = machine.closed_generation();
-        if self.closed_generation.load(Ordering::Relaxed) != closed_generation {
-            self.closed_generation.store(closed_generation, Ordering::Release);
-        }
-        out
+        step(&mut machine)
     }
 }
 
@@ -276,8 +259,9 @@ impl<R> Permit<'_, R> {
 
 impl<R> Drop for Permit<'_, R> {
     fn drop(&mut self) {
-        // Only a probe holds anything to give back; a closed-state permit is free to drop.
-        if !self.done && self.ticket.probe {
+        // A probe gives its slot back; a closed-state call stops holding back later results (they are counted
+        // at the next result recorded).
+        if !self.done {
             let ticket = self.ticket;
             self.breaker.with_machine(|m| m.release(ticket));
         }

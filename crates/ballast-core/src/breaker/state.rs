@@ -145,6 +145,12 @@ pub struct BreakerSnapshot {
     pub window_calls: u64,
     /// While closed: failures (slow calls included) in the window.
     pub window_failures: u64,
+    /// While closed: calls sent and not answered yet (their results, and those of calls started after them,
+    /// are counted once they answer: start order).
+    pub in_flight: u64,
+    /// Closed-state calls skipped unanswered since the breaker was made: one that held later results back for
+    /// over a minute, or behind which over 4096 results waited. Its result, if it comes, counts nowhere.
+    pub skipped: u64,
     /// While half-open: probes let through and not yet answered.
     pub probes_in_flight: u32,
     /// While half-open: probes that succeeded so far.

@@ -88,7 +88,7 @@ use std::str::FromStr;
 
 use crate::UnknownName;
 
-pub use allowance::{DEFAULT_RUN_ALLOWANCE, RunAllowance, retries_allowed_here};
+pub use allowance::{DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE, RunAllowance, retries_allowed_here};
 pub use classify::answer_leaves_outcome_unknown;
 pub use outcome::{AttemptOutcome, CallKind, ProblemKind, ResponseInfo};
 pub use policy::{

@@ -81,6 +81,9 @@ pub enum StopReason {
     RetryBudgetExhausted,
     /// The run's retry allowance (`ballast-run-id`) is spent.
     RunAllowanceExhausted,
+    /// The upstream's adaptive throttle refused the retry before it was sent: the upstream refused most recent
+    /// attempts for load. The call ends with the last real answer.
+    Throttled,
 }
 
 impl StopReason {
@@ -101,6 +104,7 @@ impl StopReason {
             | StopReason::ContextLengthExceeded { .. }
             | StopReason::RetryAfterTooLong { .. }
             | StopReason::RetriesAtCaller
+            | StopReason::Throttled
             | StopReason::AttemptsExhausted { .. } => ErrorCode::UpstreamError,
         }
     }
@@ -132,6 +136,7 @@ impl StopReason {
                     | StopReason::RunAllowanceExhausted
                     | StopReason::RetryAfterTooLong { .. }
                     | StopReason::InsufficientQuota { .. }
+                    | StopReason::Throttled
             ),
         }
     }
@@ -154,6 +159,7 @@ impl StopReason {
             StopReason::AttemptsExhausted { .. } => "attempts_exhausted",
             StopReason::RetryBudgetExhausted => "retry_budget_exhausted",
             StopReason::RunAllowanceExhausted => "run_allowance_exhausted",
+            StopReason::Throttled => "throttled",
         }
     }
 
@@ -243,6 +249,10 @@ impl fmt::Display for StopReason {
             StopReason::RunAllowanceExhausted => f.write_str(
                 "run allowance exhausted: the calls of this run (one agent request) have used the retries it \
                  allows them, so the last upstream error is returned; a new agent request starts a new run",
+            ),
+            StopReason::Throttled => f.write_str(
+                "throttled: the upstream refused most recent attempts for load, so the retry was refused here \
+                 before it was sent (adaptive throttling) and the last upstream error is returned; try again later",
             ),
         }
     }

@@ -1,8 +1,11 @@
-//! One attempt through the breaker: ask, call, tell — or, for a stream, hand the permit on inside the answer.
+//! One attempt through the throttle and the breaker: ask both, call, tell both — or, for a stream, hand the
+//! breaker's permit on inside the answer.
 
 use std::sync::Arc;
 
-use ballast_core::{CallResult, CircuitBreaker, Instant};
+use ballast_core::{
+    AdaptiveThrottle, BreakerState, CallResult, CircuitBreaker, Instant, ThrottleOutcome, TransitionReason,
+};
 use tower::Service;
 
 use super::StreamPermit;
@@ -15,6 +18,7 @@ use crate::{AttemptNumber, Body, Error, Report, clock};
 /// cancelled attempt is not counted, and a probe slot it held is freed.
 pub(super) async fn gated<S, B>(
     breaker: Arc<CircuitBreaker>,
+    throttle: Option<Arc<AdaptiveThrottle>>,
     mut inner: S,
     request: http::Request<bytes::Bytes>,
     report: Option<Report>,
@@ -24,26 +28,43 @@ where
     B: Into<Body>,
 {
     let acquired = clock::now();
+    let refuse = |refused: Error| {
+        // An attempt a retry loop made is a line of the report, not sent (used alone, the layer refused a call,
+        // not an attempt).
+        let number = request.extensions().get::<AttemptNumber>();
+        if let (Some(report), Some(AttemptNumber(number))) = (&report, number) {
+            report.refused_attempt(*number, refused.to_string());
+        }
+        write_state(report.as_ref(), &breaker, acquired);
+        Err(refused)
+    };
+    if let Some(throttle) = &throttle
+        && let Err(throttled) = throttle.try_admit(acquired)
+    {
+        tracing::debug!(%throttled, "adaptive throttle refused the attempt; nothing sent");
+        return refuse(Error::Overloaded {
+            reason: THROTTLED,
+            retry_after: Some(throttle.config().window() / 2),
+        });
+    }
     let permit = match breaker.try_acquire(acquired) {
         Ok(permit) => permit,
         Err(rejected) => {
             tracing::debug!(%rejected, "circuit breaker refused the attempt; nothing sent");
-            let refused = Error::CircuitOpen {
+            // Not a request the throttle counts: the breaker, not the upstream, refused it.
+            return refuse(Error::CircuitOpen {
                 retry_in: rejected.retry_in(),
-            };
-            // An attempt a retry loop made is a line of the report, not sent (used alone, the layer refused a call,
-            // not an attempt).
-            let number = request.extensions().get::<AttemptNumber>();
-            if let (Some(report), Some(AttemptNumber(number))) = (&report, number) {
-                report.refused_attempt(*number, refused.to_string());
-            }
-            write_state(report.as_ref(), &breaker, acquired);
-            return Err(refused);
+            });
         }
     };
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
+    if let Some(throttle) = &throttle
+        && let Some(outcome) = throttle_outcome(&result)
+    {
+        throttle.record(outcome, answered);
+    }
     match (breaker_result(&result), &mut result) {
         // A stream's health shows only at its end: its reader records the permit (see `BreakerLayer`).
         (Some(CallResult::Success), Ok(response))
@@ -55,6 +76,7 @@ where
         (Some(outcome), _) => {
             if let Some(transition) = permit.record(outcome, latency, answered) {
                 tracing::info!(%transition, "circuit breaker changed state");
+                restart_on_close(throttle.as_deref(), transition.to, transition.reason);
             }
         }
         // Not about the upstream: the permit goes back unrecorded (and frees its probe slot).
@@ -64,12 +86,55 @@ where
     result
 }
 
+/// The `reason` of an [`Error::Overloaded`] the adaptive throttle answers (`ballast-shed: throttled`).
+pub const THROTTLED: &str = "throttled";
+
+/// The throttle's window restarts when the breaker closes after successful probes: what it counted before
+/// says nothing about the recovered upstream (DESIGN.md, "Overload").
+fn restart_on_close(
+    throttle: Option<&AdaptiveThrottle>,
+    to: BreakerState,
+    reason: TransitionReason,
+) {
+    if let Some(throttle) = throttle
+        && to == BreakerState::Closed
+        && matches!(reason, TransitionReason::ProbesSucceeded(_))
+    {
+        throttle.restart();
+    }
+}
+
+/// Whether an answer carried a `Retry-After` (or `retry-after-ms`).
+fn has_retry_after<B>(response: &http::Response<B>) -> bool {
+    let headers = response.headers();
+    headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key("retry-after-ms")
+}
+
 /// What an attempt's result tells the breaker; `None` when it tells it nothing (see `BreakerLayer`).
 pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Option<CallResult> {
     match result {
         Ok(response) if crate::headers::is_replayed(response) => Some(CallResult::Ignored),
-        Ok(response) => Some(CallResult::from_status(response.status().as_u16())),
+        Ok(response) => Some(CallResult::from_answer(
+            response.status().as_u16(),
+            has_retry_after(response),
+        )),
         Err(error) if error.attempt_outcome().is_some() => Some(CallResult::Failure),
+        Err(_) => None,
+    }
+}
+
+/// What an attempt's result tells the throttle; `None` when it tells it nothing (a local refusal below, a
+/// cancellation).
+fn throttle_outcome(result: &Result<http::Response<Body>, Error>) -> Option<ThrottleOutcome> {
+    match result {
+        Ok(response) => Some(
+            match CallResult::from_answer(response.status().as_u16(), has_retry_after(response)) {
+                CallResult::Overloaded => ThrottleOutcome::Overloaded,
+                _ => ThrottleOutcome::Accepted,
+            },
+        ),
+        // A timeout, a reset, a connection refused: nothing accepted.
+        Err(error) if error.attempt_outcome().is_some() => Some(ThrottleOutcome::Unanswered),
         Err(_) => None,
     }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ballast_core::CircuitBreaker;
+use ballast_core::{AdaptiveThrottle, CircuitBreaker};
 use tower::Layer;
 
 use super::BreakerService;
@@ -22,8 +22,9 @@ use super::BreakerService;
 /// rather than spending its budget against an open circuit.
 ///
 /// # What one attempt tells the breaker
-/// - An answer: its status, through [`CallResult::from_status`] — 5xx is a failure; 2xx, 3xx and 4xx are
-///   successes (a client's bad request says nothing about the upstream's health).
+/// - An answer: its status, through [`CallResult::from_answer`] — 5xx is a failure; 2xx, 3xx and 4xx are
+///   successes (a client's bad request says nothing about the upstream's health); an overload refusal (429,
+///   529, 503 with `Retry-After`) is not counted: a crowd is not a dead upstream (the throttle takes it).
 /// - A replayed answer (`Idempotent-Replayed: true`): [`CallResult::Ignored`]. The upstream served a stored
 ///   answer and did no work, so it says nothing about its health now; a half-open probe slot it held is freed.
 /// - An error that is an attempt's outcome ([`Error::attempt_outcome`]: a timeout, a transport error, a
@@ -81,19 +82,39 @@ use super::BreakerService;
 ///
 /// [`CallContext`]: crate::CallContext
 /// [`Permit::into_owned`]: ballast_core::Permit::into_owned
-/// [`CallResult::from_status`]: ballast_core::CallResult::from_status
+/// [`CallResult::from_answer`]: ballast_core::CallResult::from_answer
 /// [`CallResult::Ignored`]: ballast_core::CallResult::Ignored
 /// [`Error::CircuitOpen`]: crate::Error::CircuitOpen
 /// [`Error::attempt_outcome`]: crate::Error::attempt_outcome
 #[derive(Clone, Debug)]
 pub struct BreakerLayer {
     breaker: Arc<CircuitBreaker>,
+    throttle: Option<Arc<AdaptiveThrottle>>,
 }
 
 impl BreakerLayer {
     /// A layer over `breaker`, the one breaker of its upstream.
     pub fn new(breaker: Arc<CircuitBreaker>) -> Self {
-        BreakerLayer { breaker }
+        BreakerLayer {
+            breaker,
+            throttle: None,
+        }
+    }
+
+    /// The same layer with the upstream's adaptive throttle in front of its breaker (DESIGN.md's order: retry
+    /// -> throttle -> breaker -> attempt). The throttle is asked first and refuses locally with
+    /// [`Error::Overloaded`] (`reason` [`THROTTLED`](crate::THROTTLED)); an attempt the breaker then refuses
+    /// is not counted by the throttle; every other attempt is (an overload answer — 429, 529, 503 with
+    /// `Retry-After` — a request not accepted; a timeout or transport error the same; any other answer an
+    /// accept), and the throttle's window restarts when the breaker closes after successful probes.
+    pub fn with_throttle(mut self, throttle: Option<Arc<AdaptiveThrottle>>) -> Self {
+        self.throttle = throttle;
+        self
+    }
+
+    /// The upstream's throttle, if it has one.
+    pub fn throttle(&self) -> Option<&Arc<AdaptiveThrottle>> {
+        self.throttle.as_ref()
     }
 
     /// The upstream's breaker, for `/status` and metrics.
@@ -106,6 +127,6 @@ impl<S> Layer<S> for BreakerLayer {
     type Service = BreakerService<S>;
 
     fn layer(&self, inner: S) -> BreakerService<S> {
-        BreakerService::new(inner, Arc::clone(&self.breaker))
+        BreakerService::new(inner, Arc::clone(&self.breaker)).with_throttle(self.throttle.clone())
     }
 }

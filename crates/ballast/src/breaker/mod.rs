@@ -11,13 +11,14 @@ mod tests;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use ballast_core::CircuitBreaker;
+use ballast_core::{AdaptiveThrottle, CircuitBreaker};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use tower::Service;
 
 use crate::{Body, CallContext, Error};
 
+pub use attempt::THROTTLED;
 pub use layer::BreakerLayer;
 pub(crate) use stream::StreamPermit;
 
@@ -26,12 +27,23 @@ pub(crate) use stream::StreamPermit;
 pub struct BreakerService<S> {
     inner: S,
     breaker: Arc<CircuitBreaker>,
+    throttle: Option<Arc<AdaptiveThrottle>>,
 }
 
 impl<S> BreakerService<S> {
     /// `inner` behind `breaker` (shared with every other service of the same upstream).
     pub fn new(inner: S, breaker: Arc<CircuitBreaker>) -> Self {
-        BreakerService { inner, breaker }
+        BreakerService {
+            inner,
+            breaker,
+            throttle: None,
+        }
+    }
+
+    /// The same service, with the upstream's adaptive throttle asked before the breaker.
+    pub fn with_throttle(mut self, throttle: Option<Arc<AdaptiveThrottle>>) -> Self {
+        self.throttle = throttle;
+        self
     }
 
     /// The upstream's breaker, for `/status` and metrics.
@@ -62,6 +74,12 @@ where
             .extensions()
             .get::<CallContext>()
             .map(|ctx| ctx.report.clone());
-        Box::pin(attempt::gated(Arc::clone(&self.breaker), inner, request, report))
+        Box::pin(attempt::gated(
+            Arc::clone(&self.breaker),
+            self.throttle.clone(),
+            inner,
+            request,
+            report,
+        ))
     }
 }

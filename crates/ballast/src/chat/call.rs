@@ -1,6 +1,6 @@
 //! A model call's inputs and results: [`ChatCall`], [`ChatAnswer`], [`ChatError`].
 
-use ballast_core::Deadline;
+use ballast_core::{Deadline, Priority};
 use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
@@ -14,6 +14,7 @@ use crate::client::{CallError, CallOptions};
 pub struct ChatCall {
     pub(crate) request: ChatRequest,
     pub(crate) options: CallOptions,
+    pub(crate) priority: Option<Priority>,
 }
 
 impl ChatCall {
@@ -22,7 +23,15 @@ impl ChatCall {
         ChatCall {
             request,
             options: CallOptions::default(),
+            priority: None,
         }
+    }
+
+    /// A priority for this call at each deployment's admission; it may only lower the route's configured
+    /// priority (what `ballast-priority` does over HTTP).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = Some(priority);
+        self
     }
 
     /// The call's deadline (otherwise the enclosing scope's, else the configured default timeout from now). All

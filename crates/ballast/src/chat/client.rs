@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ballast_config::ModelRoute;
-use ballast_core::{CallKind, ErrorCode, Priority};
+use ballast_core::{CallKind, ErrorCode};
 
 use super::ChatResponse;
 use super::call::{ChatAnswer, ChatCall, ChatError};
@@ -82,6 +82,11 @@ impl ChatClient {
         self.inner.deployments.get(index).map(|d| d.upstream.breaker())
     }
 
+    /// The adaptive throttle of deployment `index` (`None` when off or no such deployment).
+    pub fn throttle(&self, index: usize) -> Option<&Arc<ballast_core::AdaptiveThrottle>> {
+        self.inner.deployments.get(index).and_then(|d| d.upstream.throttle())
+    }
+
     /// The retry budget of deployment `index`.
     pub fn budget(&self, index: usize) -> Option<&Arc<dyn ballast_core::RetryBudget>> {
         self.inner.deployments.get(index).map(|d| d.upstream.budget())
@@ -129,10 +134,12 @@ impl ChatClient {
     fn context(&self, call: &ChatCall) -> CallContext {
         let kind = CallKind::Model;
         let report = Report::default();
+        let configured = self.inner.route.priority;
+        let priority = call.priority.map_or(configured, |p| p.min(configured));
         self.inner.core.context(
             &call.options,
             kind,
-            Priority::default(),
+            priority,
             None,
             report,
             clock::now(),

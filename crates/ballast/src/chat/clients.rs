@@ -36,7 +36,7 @@ impl ChatClients {
         T::Future: Send + 'static,
         B: Into<Body> + 'static,
     {
-        let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        let runs = Arc::new(Runs::of(&config.run));
         Self::from_config_with_runs(config, env, transport, runs)
     }
 

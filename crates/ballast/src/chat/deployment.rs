@@ -1,18 +1,20 @@
 //! One deployment of a model route: its URL, model name and key, and its own stack (the client core's
-//! `Upstream`) — breaker and retry budget its own, so a failing deployment is isolated from the others of the
-//! route.
+//! `Upstream`) — admission, breaker, throttle and retry budget its own, so a failing deployment is isolated from
+//! the others of the route.
 //!
 //! ```text
-//! deadline -> retry -> BreakerLayer -> AttemptLayer -> transport
+//! deadline -> admission -> retry -> BreakerLayer (throttle, breaker) -> AttemptLayer -> transport
 //! ```
 //!
-//! No admission layer: a model route has no concurrency limit of its own in the configuration (the provider's
-//! rate limits answer 429, which the retry layer honours).
+//! Admission on every deployment (the route's `concurrency` and `queue`, per deployment): 200 agents must not
+//! reach a provider at once because nobody limited them — a crowd queues here, by priority and deadline, and a
+//! call that cannot be served before its deadline is shed at once, which moves it to the next deployment.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use ballast_config::{Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
-use ballast_core::{CircuitBreaker, InvalidRetryPolicy, RetryPolicy};
+use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
 use tower::Service;
@@ -44,6 +46,14 @@ pub enum InvalidChatRoute {
         /// The URL as configured.
         url: String,
     },
+    /// Its admission settings (validation normally catches these first).
+    #[error("models.{route}: {source}")]
+    Admission {
+        /// The route.
+        route: String,
+        /// Why.
+        source: ballast_core::InvalidAdmission,
+    },
     /// A deployment's API key is missing from the environment, or cannot be sent as a header.
     #[error(transparent)]
     ApiKey(#[from] MissingSecret),
@@ -60,7 +70,12 @@ pub(super) struct DeploymentClient {
     uri: Uri,
     authorization: Option<HeaderValue>,
     pub(super) upstream: Upstream,
+    /// Until when this deployment is skipped: it answered insufficient quota (DESIGN.md, "Fallback").
+    quota_spent_until: Mutex<Option<Instant>>,
 }
+
+/// How long a deployment that answered insufficient quota without a `Retry-After` is skipped.
+pub(super) const QUOTA_SKIP: Duration = Duration::from_secs(60);
 
 impl DeploymentClient {
     /// Deployment `index` of `route`, its key read from `env`, sending through `transport`.
@@ -93,11 +108,20 @@ impl DeploymentClient {
                 source,
             })?
             .with_max_retry_after(server.max_retry_after);
+        let admission = upstream::admission(route.concurrency, route.queue).map_err(|source| {
+            InvalidChatRoute::Admission {
+                route: route.name.clone(),
+                source,
+            }
+        })?;
         let parts = upstream::Parts {
             policy,
             budget: route.budget.build(),
             breaker: Arc::new(CircuitBreaker::seeded(route.breaker, None)),
-            admission: None,
+            throttle: route
+                .throttle
+                .map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
+            admission: Some(admission),
             per_try: config.per_try_timeout,
         };
         let name = format!("{}[{index}] {}", route.name, config.model);
@@ -108,7 +132,22 @@ impl DeploymentClient {
             uri,
             authorization,
             upstream: Upstream::new(parts, transport),
+            quota_spent_until: Mutex::new(None),
         })
+    }
+
+    /// Skips this deployment from `now` for `retry_after` (else [`QUOTA_SKIP`]): it answered insufficient quota,
+    /// which no retry fixes, so calls go to the next deployment first rather than each asking it again.
+    pub(super) fn quota_spent(&self, retry_after: Option<Duration>, now: Instant) {
+        let until = now + retry_after.unwrap_or(QUOTA_SKIP);
+        let mut spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
+        *spent = Some(spent.map_or(until, |before| before.max(until)));
+    }
+
+    /// Whether the deployment is skipped at `now` (its quota was spent, and the wait it asked has not passed).
+    pub(super) fn quota_skipped(&self, now: Instant) -> bool {
+        let spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
+        spent.is_some_and(|until| now < until)
     }
 
     /// One trip through the stack with `body` under `ctx` (streamed when `ctx` has a commit rule);

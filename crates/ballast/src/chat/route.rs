@@ -4,8 +4,9 @@
 //! not succeed, the verdict (`judge`) is one of:
 //! - **next deployment** — the deployment is failing or cannot serve now: its breaker is open, its retries are
 //!   spent (attempts, budget, run allowance), it asked for a `Retry-After` too long for `max_retry_after` or for
-//!   the deadline, its quota is spent (`insufficient_quota`: at once, never waited for), or the primary used up
-//!   its share of the deadline. (The core's [`StopReason::moves_to_fallback`] is the rule for the stop reasons.)
+//!   the deadline, its quota is spent (`insufficient_quota`: at once, never waited for — and the deployment is
+//!   then passed over by every call for the `Retry-After` it gave, 60 s without one, while a later deployment
+//!   can serve), it was throttled or shed at its admission, or the primary used up its share of the deadline. (The core's [`StopReason::moves_to_fallback`] is the rule for the stop reasons.)
 //! - **truncate and resend** — a context-length error on a route with `on_overflow = "truncate"`: whole older
 //!   turns are dropped and the same deployment is asked again (its attempts numbered after the first trip's).
 //! - **the end** — anything else: a 4xx the next deployment would answer too, a deadline that cannot hold another
@@ -95,6 +96,12 @@ impl ChatClient {
         });
         let mut failure = Failure::Error(Error::Cancelled);
         for (index, deployment) in deployments.iter().enumerate() {
+            // A deployment whose quota is spent is passed while a later one is not (the last one standing is
+            // asked: its quota may be back, and its answer says more than a refusal made up here).
+            let now = clock::now();
+            if deployment.quota_skipped(now) && deployments[index + 1..].iter().any(|d| !d.quota_skipped(now)) {
+                continue;
+            }
             let report = Report::default();
             report.update(|r| r.target.clone_from(&deployment.name));
             tried.reports.push(report.clone());
@@ -120,7 +127,7 @@ impl ChatClient {
                 }
                 let stop = trip.stop;
                 failure = Failure::of(trip.result);
-                match self.judge(&failure, stop, &mut request, tried) {
+                match self.judge(deployment, &failure, stop, &mut request, tried) {
                     Then::Resend => {}
                     Then::NextDeployment => break,
                     Then::End => return Err(failure),
@@ -206,6 +213,7 @@ impl ChatClient {
     /// What to do after a trip that did not succeed and stopped for `stop` (module docs).
     fn judge(
         &self,
+        deployment: &DeploymentClient,
         failure: &Failure,
         stop: Option<StopReason>,
         request: &mut ChatRequest,
@@ -230,6 +238,7 @@ impl ChatClient {
             }
             // A spent quota, even when only the provider's own wording says so: no wait helps.
             if error.kind == ProviderErrorKind::InsufficientQuota {
+                deployment.quota_spent(error.retry_after, clock::now());
                 return Then::NextDeployment;
             }
         }

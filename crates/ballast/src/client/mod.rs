@@ -75,6 +75,8 @@ impl Core {
         let run = options.run_id.as_deref().map(|id| self.runs.get(id, now));
         if let Some(run) = &run {
             deadline = run.offer_deadline(deadline);
+            // Each logical call grows the run's allowance by its share.
+            run.allowance().note_call();
         }
         CallContext {
             deadline,

@@ -1,7 +1,7 @@
 //! One upstream (a tool, a model deployment) and a trip through its stack.
 //!
 //! ```text
-//! deadline -> admission -> retry -> BreakerService -> AttemptService -> transport
+//! deadline -> admission -> retry -> BreakerService (throttle, breaker) -> AttemptService -> transport
 //! ```
 //!
 //! The attempt-level part is a tower stack ([`BreakerLayer`], [`AttemptLayer`] over the transport): each attempt
@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AdmissionConfig, CircuitBreaker, RetryBudget, RetryPolicy};
+use ballast_core::{AdaptiveThrottle, AdmissionConfig, CircuitBreaker, RetryBudget, RetryPolicy};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
@@ -28,12 +28,13 @@ use crate::outcome::Trip;
 use crate::retry::{Polling, Shared, run};
 use crate::{AdmissionLayer, AttemptLayer, Body, BreakerLayer, CallContext, Error, RetryLayer, clock};
 
-/// One upstream's stack: its admission (tools; model deployments have none yet), its retry policy and budget, its
-/// breaker, and the attempt-level services over the transport.
+/// One upstream's stack: its admission, its retry policy and budget, its throttle and breaker, and the
+/// attempt-level services over the transport.
 pub(crate) struct Upstream {
     admission: Option<AdmissionLayer>,
     retry: RetryLayer,
     breaker: Arc<CircuitBreaker>,
+    throttle: Option<Arc<AdaptiveThrottle>>,
     attempts: Box<dyn Attempts>,
 }
 
@@ -42,6 +43,7 @@ pub(crate) struct Parts {
     pub(crate) policy: RetryPolicy,
     pub(crate) budget: Arc<dyn RetryBudget>,
     pub(crate) breaker: Arc<CircuitBreaker>,
+    pub(crate) throttle: Option<Arc<AdaptiveThrottle>>,
     pub(crate) admission: Option<AdmissionLayer>,
     pub(crate) per_try: Duration,
 }
@@ -55,6 +57,7 @@ impl Upstream {
         B: Into<Body> + 'static,
     {
         let attempts = BreakerLayer::new(Arc::clone(&parts.breaker))
+            .with_throttle(parts.throttle.clone())
             .layer(AttemptLayer::new(parts.per_try).layer(transport));
         Self::over(parts, attempts)
     }
@@ -69,6 +72,7 @@ impl Upstream {
             admission: parts.admission,
             retry: RetryLayer::new(parts.policy, parts.budget),
             breaker: parts.breaker,
+            throttle: parts.throttle,
             attempts: Box::new(attempts),
         }
     }
@@ -76,6 +80,11 @@ impl Upstream {
     /// The upstream's breaker.
     pub(crate) fn breaker(&self) -> &Arc<CircuitBreaker> {
         &self.breaker
+    }
+
+    /// The upstream's adaptive throttle, if it has one.
+    pub(crate) fn throttle(&self) -> Option<&Arc<AdaptiveThrottle>> {
+        self.throttle.as_ref()
     }
 
     /// The upstream's retry budget.
@@ -177,6 +186,7 @@ mod tests {
             policy: RetryPolicy::default(),
             budget: Arc::new(RatioBudget::default()),
             breaker: Arc::new(CircuitBreaker::seeded(BreakerConfig::default(), Some(1))),
+            throttle: None,
             admission: Some(admission(4, 4).unwrap()),
             per_try: Duration::from_millis(100),
         }

@@ -17,7 +17,7 @@ use tower::Service;
 use super::poll::Polling;
 use super::{Shared, classify_response};
 use crate::outcome::{Reach, Trip, stop_of};
-use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Run, clock, current_deadline};
+use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Run, THROTTLED, clock, current_deadline};
 
 /// The deadline of a call with no [`CallContext`] and no enclosing deadline scope: DESIGN.md's default
 /// `max_timeout`, the longest deadline Ballast accepts from anyone.
@@ -40,6 +40,8 @@ where
     let mut made = Made::default();
     // The retry paid for by the last decision, until its attempt goes out.
     let mut paid: Option<PaidRetry> = None;
+    // The last attempt's result while its retry waits: what the call ends with if the throttle refuses the retry.
+    let mut last: Option<Result<Response<Body>, Error>> = None;
     loop {
         if ctx.cancel.is_cancelled() {
             drop(paid.take());
@@ -85,6 +87,10 @@ where
                         paid.refund();
                     }
                 }
+                // A retry the throttle refused ends with the last real answer (DESIGN.md, "Overload").
+                if let (Error::Overloaded { reason: THROTTLED, .. }, Some(last)) = (&error, last.take()) {
+                    return made.ended(End::Stopped(StopReason::Throttled, last));
+                }
                 return made.ended(End::Rejected(error));
             }
         };
@@ -100,8 +106,9 @@ where
             RetryDecision::Stop(reason) => return made.ended(End::Stopped(reason, result)),
             RetryDecision::Retry { after } => {
                 paid = Some(PaidRetry::new(shared, ctx, now));
-                // The failed answer's buffered body is freed now, not after the sleep.
-                drop(result);
+                // Kept through the wait (an error answer's body is small): the call's end if the retry is
+                // throttled.
+                last = Some(result);
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 // Boxed: the rare wait would otherwise size every call's future.
                 if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {

@@ -61,6 +61,11 @@ impl ToolClient {
         self.inner.upstream.breaker()
     }
 
+    /// The tool's adaptive throttle (`None` when `throttle.enabled = false`), for `/status` and metrics.
+    pub fn throttle(&self) -> Option<&Arc<ballast_core::AdaptiveThrottle>> {
+        self.inner.upstream.throttle()
+    }
+
     /// The tool's retry budget.
     pub fn budget(&self) -> &Arc<dyn RetryBudget> {
         self.inner.upstream.budget()

@@ -93,6 +93,7 @@ fn upstream_failing(trip: &Trip, unknown: bool) -> bool {
                 | StopReason::RetryBudgetExhausted
                 | StopReason::RunAllowanceExhausted
                 | StopReason::RetryAfterTooLong { .. }
+                | StopReason::Throttled
         )
     };
     match &trip.result {

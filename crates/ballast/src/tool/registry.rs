@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballast_config::{Config, ToolConfig, ToolFallback};
-use ballast_core::{CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
+use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{Request, Response};
 use tower::Service;
@@ -52,7 +52,7 @@ impl ToolClients {
         T::Future: Send + 'static,
         B: Into<Body> + 'static,
     {
-        let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        let runs = Arc::new(Runs::of(&config.run));
         Self::from_config_with_runs(config, transport, runs)
     }
 
@@ -144,6 +144,9 @@ where
         policy,
         budget: tool.budget.build(),
         breaker: Arc::new(CircuitBreaker::seeded(tool.breaker, None)),
+        throttle: tool
+            .throttle
+            .map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
         admission: Some(admission),
         per_try: tool.per_try_timeout,
     };

@@ -18,7 +18,7 @@ pub use builder::BreakerConfigBuilder;
 ///
 /// let config = BreakerConfig::builder()
 ///     .consecutive_failures(5)
-///     .open_for(Duration::from_secs(30))
+///     .open_for(Duration::from_secs(10))
 ///     .half_open_probes(3)
 ///     .build()
 ///     .unwrap();
@@ -43,20 +43,25 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// Default consecutive failures that open the breaker (DESIGN.md example: 5).
-    pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 5;
-    /// Default failure-rate threshold (resilience4j's default: 50%).
+    /// Default consecutive failures, in start order, that open the breaker: 10. A dead upstream fails every
+    /// call, so ten in a row come within a second of its first outcomes at ten calls a second; an upstream that
+    /// fails 20% of calls at random makes ten in a row once in 10^7 calls (0.2^10).
+    pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 10;
+    /// Default failure-rate threshold (Resilience4j's and Hystrix's default: 50%).
     pub const DEFAULT_FAILURE_RATE: f64 = 0.5;
-    /// Default sliding window (the same 10 s as the retry budget's).
+    /// Default sliding window (Hystrix's 10 s; the retry budget's window too).
     pub const DEFAULT_WINDOW: Duration = Duration::from_secs(10);
     /// Default number of buckets the window is split into (1 s each by default).
     pub const DEFAULT_WINDOW_BUCKETS: u32 = 10;
-    /// Default least number of calls in the window before the rate can open the breaker.
-    pub const DEFAULT_MIN_CALLS: u32 = 20;
-    /// Default time the breaker stays open (DESIGN.md example: 30 s).
-    pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(30);
-    /// Default jitter on the open time: drawn in `[0.9, 1.1] x open_for`.
-    pub const DEFAULT_OPEN_JITTER: f64 = 0.1;
+    /// Default least number of calls in the window before the rate can open the breaker: Resilience4j's 100,
+    /// more than a burst's first completions.
+    pub const DEFAULT_MIN_CALLS: u32 = 100;
+    /// Default time the breaker stays open: 5 s, short next to a deadline (30 s by default), so a false trip
+    /// costs seconds, and long enough that a dead upstream is asked a few probes, not every call.
+    pub const DEFAULT_OPEN_FOR: Duration = Duration::from_secs(5);
+    /// Default jitter on the open time: drawn in `[0.8, 1.2] x open_for`, so breakers that opened together do
+    /// not probe together.
+    pub const DEFAULT_OPEN_JITTER: f64 = 0.2;
     /// Default number of probes a half-open breaker lets through at once (DESIGN.md example: 3).
     pub const DEFAULT_HALF_OPEN_PROBES: u32 = 3;
     /// The most buckets a window may have (bounds memory and the work of aging a whole window out).
@@ -71,7 +76,7 @@ impl BreakerConfig {
         BreakerConfigBuilder::default()
     }
 
-    /// Consecutive failures (while closed) that open the breaker; 0 when this trigger is off.
+    /// Consecutive failures in start order (while closed) that open the breaker; 0 when this trigger is off.
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures
     }

@@ -8,16 +8,16 @@ const MS: Duration = Duration::from_millis(1);
 fn defaults_are_the_documented_ones_and_valid() {
     let c = BreakerConfig::default();
     assert_eq!(BreakerConfig::builder().build(), Ok(c));
-    assert_eq!(c.consecutive_failures(), 5);
+    assert_eq!(c.consecutive_failures(), 10);
     assert_eq!(c.failure_rate(), Some(0.5));
     assert_eq!(
         (c.window(), c.window_buckets(), c.min_calls()),
-        (10_000 * MS, 10, 20)
+        (10_000 * MS, 10, 100)
     );
-    assert_eq!((c.open_for(), c.open_jitter()), (30_000 * MS, 0.1));
+    assert_eq!((c.open_for(), c.open_jitter()), (5_000 * MS, 0.2));
     assert_eq!((c.half_open_probes(), c.success_threshold()), (3, 3));
     assert_eq!(c.slow_call(), None);
-    assert_eq!(c.open_time_bounds(), (27_000 * MS, 33_000 * MS));
+    assert_eq!(c.open_time_bounds(), (4_000 * MS, 6_000 * MS));
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn edge_values_are_accepted() {
         .half_open_probes(1)
         .build()
         .unwrap();
-    assert_eq!(c.open_time_bounds(), (30_000 * MS, 30_000 * MS));
+    assert_eq!(c.open_time_bounds(), (5_000 * MS, 5_000 * MS));
     let day = BreakerConfig::builder()
         .open_for(BreakerConfig::MAX_OPEN_FOR)
         .open_jitter(0.5)
@@ -182,5 +182,5 @@ fn can_open_needs_a_trigger() {
         .unwrap();
     assert!(!never.can_open());
     assert_eq!(never.min_calls_per_second(), None);
-    assert_eq!(b().build().unwrap().min_calls_per_second(), Some(2.0)); // 20 calls / 10 s
+    assert_eq!(b().build().unwrap().min_calls_per_second(), Some(10.0)); // 100 calls / 10 s
 }

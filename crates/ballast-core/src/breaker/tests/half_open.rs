@@ -160,7 +160,8 @@ fn a_slow_probe_reopens_the_breaker() {
 fn a_call_started_before_the_breaker_opened_cannot_reopen_it() {
     let b = breaker(no_jitter().consecutive_failures(1));
     let slow_call = b.try_acquire(at(0)).unwrap(); // closed generation
-    call(&b, CallResult::Failure, at(1)); // opens
+    // (A later failure waits for the earlier call in start order, so an operator opens it here.)
+    b.force_open(at(1));
     let probe = b.try_acquire(at(30_001)).unwrap(); // half-open
     assert_eq!(slow_call.record(CallResult::Failure, QUICK, at(30_002)), None);
     let s = b.snapshot(at(30_002));
@@ -172,7 +173,7 @@ fn a_call_started_before_the_breaker_opened_cannot_reopen_it() {
 fn a_result_from_before_a_reclose_does_not_enter_the_new_window() {
     let b = breaker(no_jitter().consecutive_failures(1).half_open_probes(1));
     let old = b.try_acquire(at(0)).unwrap();
-    trip(&b, at(0));
+    b.force_open(at(0));
     call(&b, CallResult::Success, at(30_000)); // closes again
     assert_eq!(old.record(CallResult::Failure, QUICK, at(30_001)), None);
     let s = b.snapshot(at(30_001));

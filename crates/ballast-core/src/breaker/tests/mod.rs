@@ -2,6 +2,7 @@
 //! property that only the legal transitions ever happen. Shared helpers live here.
 
 mod closed;
+mod crowd;
 mod half_open;
 mod owned;
 mod props;

@@ -83,7 +83,7 @@ fn late_owned_permits_count_nothing_and_free_nothing() {
     // A closed-generation permit recorded after the breaker opened and went half-open.
     let b = breaker(no_jitter().consecutive_failures(1).half_open_probes(1));
     let stream = b.try_acquire_owned(at(0)).unwrap();
-    call(&b, CallResult::Failure, at(1)); // opens
+    b.force_open(at(1));
     let probe = b.try_acquire(at(30_001)).unwrap();
     assert_eq!(stream.record(CallResult::Failure, QUICK, at(30_002)), None);
     assert_eq!(b.snapshot(at(30_002)).probes_in_flight, 1);

@@ -28,7 +28,10 @@ fn concurrent_records_are_never_lost() {
         })
         .collect();
     threads.into_iter().for_each(|t| t.join().unwrap());
-    assert_eq!(b.snapshot(at(0)).window_calls, 40_000);
+    let s = b.snapshot(at(0));
+    // A thread descheduled between its permit and its result holds the others' results back; past the start
+    // order's bound its call is skipped (counted nowhere), never lost silently.
+    assert_eq!((s.window_calls + s.skipped, s.in_flight), (40_000, 0), "{s:?}");
 }
 
 #[test]
@@ -89,3 +92,4 @@ fn a_mixed_concurrent_load_keeps_the_invariants() {
     );
     assert!(s.last_transition.unwrap().is_automatic());
 }
+

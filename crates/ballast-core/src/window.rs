@@ -1,4 +1,5 @@
-//! The sliding window of the failure-rate trigger: a ring of time buckets with running totals.
+//! A sliding time window of counts: a ring of time buckets with running totals (the breaker's failure rate, the
+//! adaptive throttle's requests and accepts).
 //!
 //! Why buckets: keeping every call's time would cost memory per call; a ring of `n` buckets costs `n` counters
 //! and ages calls out one bucket at a time (resilience4j's time-based sliding window, Hystrix's rolling
@@ -19,7 +20,7 @@ struct Bucket {
 
 /// Counted calls and failures over the last `window`, in `n` buckets.
 #[derive(Clone, Debug)]
-pub(super) struct Window {
+pub(crate) struct Window {
     buckets: Box<[Bucket]>,
     bucket_nanos: u64,
     /// The bucket number (`nanos / bucket_nanos`) of the newest bucket.
@@ -33,7 +34,7 @@ pub(super) struct Window {
 impl Window {
     /// A window of `window` split into `buckets` buckets; the config guarantees `buckets >= 1` and a bucket of
     /// at least 1 ms.
-    pub(super) fn new(window: Duration, buckets: u32) -> Self {
+    pub(crate) fn new(window: Duration, buckets: u32) -> Self {
         let nanos = saturating_nanos(window);
         let n = buckets.max(1);
         Window {
@@ -48,7 +49,7 @@ impl Window {
 
     /// Ages out the buckets that ended before `now`'s bucket. A `now` earlier than one already seen (threads
     /// racing by a few nanoseconds) leaves the window as it is.
-    pub(super) fn advance(&mut self, now: Instant) {
+    pub(crate) fn advance(&mut self, now: Instant) {
         let bucket = now.as_nanos() / self.bucket_nanos;
         if bucket <= self.head {
             return;
@@ -73,7 +74,7 @@ impl Window {
     }
 
     /// Counts one call at `now` (into the newest bucket if `now` is earlier than it).
-    pub(super) fn record(&mut self, now: Instant, failed: bool) {
+    pub(crate) fn record(&mut self, now: Instant, failed: bool) {
         self.advance(now);
         let slot = &mut self.buckets[self.head_slot];
         slot.calls += 1;
@@ -85,12 +86,12 @@ impl Window {
     }
 
     /// Calls and failures in the window as of the last `advance` or `record`.
-    pub(super) fn totals(&self) -> (u64, u64) {
+    pub(crate) fn totals(&self) -> (u64, u64) {
         (self.calls, self.failures)
     }
 
     /// Forgets every call (the breaker closed again: the old window says nothing about the recovered upstream).
-    pub(super) fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.buckets.fill(Bucket::default());
         self.calls = 0;
         self.failures = 0;

@@ -1,0 +1,315 @@
+//! The adaptive throttle: refuse locally, with a probability, what an overloaded upstream would refuse anyway.
+//!
+//! Why: overload answers (429, 529, 503 with `Retry-After`, a capacity refusal) mean "less, please", not
+//! "broken". A breaker that counted them would trip on every crowd and jump from 0 to 100% refused; sending
+//! everything anyway turns a crowd into a retry storm. Google's client-side throttling (*Site Reliability
+//! Engineering*, "Handling Overload") degrades smoothly between the two (DESIGN.md, "Overload — adaptive
+//! throttling").
+//!
+//! # The rule
+//! Over a sliding `window`, per upstream: `requests` — every attempt the throttle was asked about and that
+//! ended (answered, timed out, or refused here; not one an open breaker refused, not one cancelled) — and
+//! `accepts` — attempts the upstream answered with anything but an overload refusal (a timeout is not an
+//! accept). A new attempt is refused locally with probability
+//!
+//! ```text
+//! max(0, (requests - K x accepts) / (requests + 1))      K = accept_multiplier, 2 by default
+//! ```
+//!
+//! so nothing is refused until fewer than half the attempts are accepted, and an upstream that refuses
+//! everything is refused locally almost always, as a breaker would. Local refusals count as requests, which
+//! keeps the probability up while the upstream refuses; the window is short (seconds, not the book's two
+//! minutes) so recovery is quick, and it restarts when the upstream's breaker closes after successful probes.
+//!
+//! Two differences from the book, both for crowds: attempts are counted when they *end*, not when asked — a burst
+//! of 200 attempts asked at once, none answered yet, would otherwise read as 200 requests and no accepts and
+//! refuse itself; and nothing is refused while the window holds fewer than `min_requests` requests — at a trickle,
+//! one 429 would otherwise refuse half the next calls (1 request, 0 accepts: probability 1/2).
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rand::Rng;
+
+use crate::window::Window;
+use crate::{DefaultRng, Instant, default_rng};
+
+/// How one attempt the throttle let through ended, as the throttle counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ThrottleOutcome {
+    /// The upstream answered with anything but an overload refusal (a 2xx, a 4xx, a 500 too): a request and an
+    /// accept.
+    Accepted,
+    /// The upstream refused for load (429, 529, 503 with `Retry-After`): a request, not an accept.
+    Overloaded,
+    /// No answer (a timeout, a transport error): a request, not an accept.
+    Unanswered,
+}
+
+/// The throttle's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ThrottleConfig {
+    accept_multiplier: f64,
+    window: Duration,
+    window_buckets: u32,
+    min_requests: u32,
+}
+
+/// A throttle setting that cannot be used.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidThrottle {
+    /// `K` under 1 would refuse attempts to a healthy upstream.
+    #[error("accept_multiplier: {0} is not at least 1 (K x accepts must cover a healthy upstream's requests)")]
+    AcceptMultiplier(f64),
+    /// The window cannot be split into its buckets.
+    #[error("window: {window:?} is too short for {buckets} buckets of at least 1 ms")]
+    Window {
+        /// The window.
+        window: Duration,
+        /// Its buckets.
+        buckets: u32,
+    },
+    /// Buckets out of `1..=1000`.
+    #[error("window_buckets: {0} is not in 1..=1000")]
+    WindowBuckets(u32),
+}
+
+impl ThrottleConfig {
+    /// Default `K`: the book's 2 — no throttling until fewer than half the attempts are accepted.
+    pub const DEFAULT_ACCEPT_MULTIPLIER: f64 = 2.0;
+    /// Default window: 2 s — an upstream that refuses everything is refused locally about a window after its
+    /// first refusals, and one that recovers is sent everything again a window after its first accepts.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(2);
+    /// Default buckets: 20 of 100 ms.
+    pub const DEFAULT_WINDOW_BUCKETS: u32 = 20;
+    /// Default least requests in the window before anything is refused: 10.
+    pub const DEFAULT_MIN_REQUESTS: u32 = 10;
+
+    /// A validated configuration.
+    pub fn new(
+        accept_multiplier: f64,
+        window: Duration,
+        window_buckets: u32,
+        min_requests: u32,
+    ) -> Result<Self, InvalidThrottle> {
+        if !(accept_multiplier >= 1.0 && accept_multiplier.is_finite()) {
+            return Err(InvalidThrottle::AcceptMultiplier(accept_multiplier));
+        }
+        if !(1..=1000).contains(&window_buckets) {
+            return Err(InvalidThrottle::WindowBuckets(window_buckets));
+        }
+        if window < Duration::from_millis(u64::from(window_buckets)) {
+            return Err(InvalidThrottle::Window {
+                window,
+                buckets: window_buckets,
+            });
+        }
+        Ok(ThrottleConfig {
+            accept_multiplier,
+            window,
+            window_buckets,
+            min_requests,
+        })
+    }
+
+    /// `K`.
+    pub fn accept_multiplier(&self) -> f64 {
+        self.accept_multiplier
+    }
+
+    /// The sliding window.
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
+    /// Its buckets.
+    pub fn window_buckets(&self) -> u32 {
+        self.window_buckets
+    }
+
+    /// The least requests in the window before anything is refused.
+    pub fn min_requests(&self) -> u32 {
+        self.min_requests
+    }
+
+    /// The refusal probability for `requests` and `accepts` in the window: `(requests - K x accepts) /
+    /// (requests + 1)`, at least 0; 0 under `min_requests`.
+    ///
+    /// ```
+    /// use ballast_core::ThrottleConfig;
+    /// let config = ThrottleConfig::default();
+    /// assert_eq!(config.probability(100, 80), 0.0); // 20% refused: nothing throttled
+    /// assert_eq!(config.probability(100, 50), 0.0); // half accepted: still nothing
+    /// assert!((config.probability(100, 25) - 50.0 / 101.0).abs() < 1e-12);
+    /// assert!(config.probability(100, 0) > 0.99); // refuses everything: refused almost always
+    /// assert_eq!(config.probability(5, 0), 0.0); // a trickle: too little to judge
+    /// ```
+    pub fn probability(&self, requests: u64, accepts: u64) -> f64 {
+        if requests < u64::from(self.min_requests) {
+            return 0.0;
+        }
+        let requests = requests as f64;
+        ((requests - self.accept_multiplier * accepts as f64) / (requests + 1.0)).max(0.0)
+    }
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        ThrottleConfig {
+            accept_multiplier: Self::DEFAULT_ACCEPT_MULTIPLIER,
+            window: Self::DEFAULT_WINDOW,
+            window_buckets: Self::DEFAULT_WINDOW_BUCKETS,
+            min_requests: Self::DEFAULT_MIN_REQUESTS,
+        }
+    }
+}
+
+/// An attempt refused locally by the throttle: nothing was sent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Throttled {
+    /// The refusal probability it was drawn against.
+    pub probability: f64,
+}
+
+impl fmt::Display for Throttled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "throttled: the upstream refused most recent attempts for load, so {:.0}% of attempts are refused \
+             here before they are sent",
+            self.probability * 100.0
+        )
+    }
+}
+
+/// What `/status` and the metrics show of a throttle.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct ThrottleSnapshot {
+    /// Requests in the window (local refusals included).
+    pub requests: u64,
+    /// Accepts in the window.
+    pub accepts: u64,
+    /// The probability a new attempt is refused now.
+    pub probability: f64,
+    /// Attempts refused locally since the throttle was made.
+    pub refused_total: u64,
+}
+
+#[derive(Debug)]
+struct Inner<R> {
+    /// Requests, and those not accepted ("marked").
+    window: Window,
+    refused_total: u64,
+    rng: R,
+}
+
+/// The adaptive throttle of one upstream, shared by every call to it.
+///
+/// ```
+/// use ballast_core::{AdaptiveThrottle, Instant, ThrottleConfig, ThrottleOutcome};
+/// use std::time::Duration;
+///
+/// let throttle = AdaptiveThrottle::seeded(ThrottleConfig::default(), Some(1));
+/// let now = Instant::from_millis(0);
+/// // A maintenance page: every attempt refused for load.
+/// for _ in 0..50 {
+///     throttle.record(ThrottleOutcome::Overloaded, now);
+/// }
+/// let refused = (0..100).filter(|_| throttle.try_admit(now).is_err()).count();
+/// assert!(refused > 95, "{refused}");
+/// // Two seconds later the window has forgotten it.
+/// assert!(throttle.try_admit(now + Duration::from_secs(2)).is_ok());
+/// ```
+#[derive(Debug)]
+pub struct AdaptiveThrottle<R = DefaultRng> {
+    config: ThrottleConfig,
+    inner: Mutex<Inner<R>>,
+}
+
+impl AdaptiveThrottle<DefaultRng> {
+    /// A throttle drawing from a [`DefaultRng`] seeded with `seed` (tests, reproducible runs) or from the
+    /// operating system.
+    pub fn seeded(config: ThrottleConfig, seed: Option<u64>) -> Self {
+        AdaptiveThrottle::new(config, default_rng(seed))
+    }
+}
+
+impl<R> AdaptiveThrottle<R> {
+    /// A throttle with an empty window, drawing from `rng`.
+    pub fn new(config: ThrottleConfig, rng: R) -> Self {
+        AdaptiveThrottle {
+            config,
+            inner: Mutex::new(Inner {
+                window: Window::new(config.window, config.window_buckets),
+                refused_total: 0,
+                rng,
+            }),
+        }
+    }
+
+    /// Its parameters.
+    pub fn config(&self) -> &ThrottleConfig {
+        &self.config
+    }
+
+    fn with_inner<T>(&self, step: impl FnOnce(&mut Inner<R>) -> T) -> T {
+        // Counters only: a poisoned lock still guards usable numbers.
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        step(&mut inner)
+    }
+
+    /// Counts one attempt it let through that ended at `now` with `outcome`.
+    pub fn record(&self, outcome: ThrottleOutcome, now: Instant) {
+        self.with_inner(|inner| {
+            inner
+                .window
+                .record(now, outcome != ThrottleOutcome::Accepted);
+        });
+    }
+
+    /// Forgets the window (the upstream's breaker closed after successful probes: what came before says nothing
+    /// about the recovered upstream).
+    pub fn restart(&self) {
+        self.with_inner(|inner| inner.window.clear());
+    }
+
+    /// The counts and the refusal probability at `now`.
+    pub fn snapshot(&self, now: Instant) -> ThrottleSnapshot {
+        self.with_inner(|inner| {
+            inner.window.advance(now);
+            let (requests, not_accepted) = inner.window.totals();
+            let accepts = requests - not_accepted;
+            ThrottleSnapshot {
+                requests,
+                accepts,
+                probability: self.config.probability(requests, accepts),
+                refused_total: inner.refused_total,
+            }
+        })
+    }
+}
+
+impl<R: Rng> AdaptiveThrottle<R> {
+    /// Asks to send one attempt at `now`: `Ok` to send it (record how it ended), or refused here — a refusal
+    /// counts as a request, not an accept.
+    pub fn try_admit(&self, now: Instant) -> Result<(), Throttled> {
+        self.with_inner(|inner| {
+            inner.window.advance(now);
+            let (requests, not_accepted) = inner.window.totals();
+            let probability = self.config.probability(requests, requests - not_accepted);
+            if probability > 0.0 && inner.rng.random::<f64>() < probability {
+                inner.window.record(now, true);
+                inner.refused_total += 1;
+                Err(Throttled { probability })
+            } else {
+                Ok(())
+            }
+        })
+    }
+}

@@ -1,0 +1,147 @@
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn throttle() -> AdaptiveThrottle {
+    AdaptiveThrottle::seeded(ThrottleConfig::default(), Some(7))
+}
+
+/// Refusals out of `n` asks at `now`.
+fn refusals(t: &AdaptiveThrottle, n: usize, now: Instant) -> usize {
+    (0..n).filter(|_| t.try_admit(now).is_err()).count()
+}
+
+#[test]
+fn a_steady_twenty_percent_of_overload_answers_is_never_throttled() {
+    let t = throttle();
+    for i in 0..10_000_u64 {
+        let now = at(i);
+        assert!(t.try_admit(now).is_ok(), "attempt {i} refused");
+        let outcome = if i % 5 == 0 {
+            ThrottleOutcome::Overloaded
+        } else {
+            ThrottleOutcome::Accepted
+        };
+        t.record(outcome, now);
+    }
+    assert_eq!(t.snapshot(at(10_000)).refused_total, 0);
+}
+
+#[test]
+fn a_burst_asked_at_once_is_not_refused_before_anything_ended() {
+    let t = throttle();
+    assert_eq!(refusals(&t, 500, at(0)), 0, "asks are not requests until they end");
+}
+
+#[test]
+fn an_upstream_refusing_everything_is_refused_locally_and_recovers_after_the_window() {
+    let t = throttle();
+    for ms in 0..1000 {
+        t.record(ThrottleOutcome::Overloaded, at(ms));
+    }
+    let snapshot = t.snapshot(at(1000));
+    assert_eq!((snapshot.requests, snapshot.accepts), (1000, 0));
+    assert!(snapshot.probability > 0.99);
+    assert!(refusals(&t, 1000, at(1000)) > 980);
+    // The window (2 s) forgets; the refusals made it longer only by their own bucket.
+    assert_eq!(t.snapshot(at(3100)).requests, 0);
+    assert_eq!(refusals(&t, 100, at(3100)), 0);
+}
+
+#[test]
+fn timeouts_are_not_accepts_but_answers_of_any_status_are() {
+    let t = throttle();
+    for ms in 0..30 {
+        t.record(ThrottleOutcome::Unanswered, at(ms));
+    }
+    assert_eq!(t.snapshot(at(30)).accepts, 0);
+    t.restart();
+    for ms in 0..30 {
+        t.record(ThrottleOutcome::Accepted, at(ms));
+    }
+    let snapshot = t.snapshot(at(30));
+    assert_eq!((snapshot.requests, snapshot.accepts, snapshot.probability), (30, 30, 0.0));
+}
+
+#[test]
+fn restart_forgets_the_window() {
+    let t = throttle();
+    for ms in 0..100 {
+        t.record(ThrottleOutcome::Overloaded, at(ms));
+    }
+    t.restart();
+    assert_eq!(t.snapshot(at(100)).requests, 0);
+    assert_eq!(refusals(&t, 100, at(100)), 0);
+}
+
+#[test]
+fn invalid_settings_are_refused() {
+    assert!(matches!(
+        ThrottleConfig::new(0.5, Duration::from_secs(2), 20, 10),
+        Err(InvalidThrottle::AcceptMultiplier(_))
+    ));
+    assert!(ThrottleConfig::new(f64::NAN, Duration::from_secs(2), 20, 10).is_err());
+    assert!(matches!(
+        ThrottleConfig::new(2.0, Duration::from_millis(5), 20, 10),
+        Err(InvalidThrottle::Window { .. })
+    ));
+    assert!(matches!(
+        ThrottleConfig::new(2.0, Duration::from_secs(2), 0, 10),
+        Err(InvalidThrottle::WindowBuckets(0))
+    ));
+    assert_eq!(
+        ThrottleConfig::new(2.0, Duration::from_secs(2), 20, 10).unwrap(),
+        ThrottleConfig::default()
+    );
+}
+
+proptest! {
+    /// The refusal rate follows the formula: over many draws at fixed counts, the share refused is the
+    /// probability (each draw's own refusal moves the counts by one request in thousands).
+    #[test]
+    fn refusals_follow_the_formula(accepted in 0_u64..400, overloaded in 10_u64..400) {
+        let config = ThrottleConfig::new(2.0, Duration::from_secs(100), 10, 10).unwrap();
+        let t = AdaptiveThrottle::seeded(config, Some(accepted * 1000 + overloaded));
+        for _ in 0..accepted {
+            t.record(ThrottleOutcome::Accepted, at(0));
+        }
+        for _ in 0..overloaded {
+            t.record(ThrottleOutcome::Overloaded, at(0));
+        }
+        let requests = accepted + overloaded;
+        let expected = config.probability(requests, accepted);
+        prop_assert_eq!(expected, ((requests as f64 - 2.0 * accepted as f64) / (requests as f64 + 1.0)).max(0.0));
+        // Draw against a snapshot of the counts: restart and refill between draws so refusals do not pile up.
+        let draws = 400;
+        let mut refused = 0;
+        for _ in 0..draws {
+            if t.try_admit(at(0)).is_err() {
+                refused += 1;
+                t.restart();
+                for _ in 0..accepted { t.record(ThrottleOutcome::Accepted, at(0)); }
+                for _ in 0..overloaded { t.record(ThrottleOutcome::Overloaded, at(0)); }
+            }
+        }
+        let share = f64::from(refused) / f64::from(draws);
+        // Binomial: within 5 standard deviations (and 0 exactly when the formula says 0).
+        let sd = (expected * (1.0 - expected) / f64::from(draws)).sqrt();
+        if expected == 0.0 {
+            prop_assert_eq!(refused, 0);
+        } else {
+            prop_assert!((share - expected).abs() <= 5.0 * sd + 1e-9, "share {share} expected {expected}");
+        }
+    }
+
+    /// Nothing is refused while at least half the attempts are accepted, whatever the mix and counts.
+    #[test]
+    fn nothing_is_refused_while_half_are_accepted(accepted in 0_u64..500, other in 0_u64..500) {
+        prop_assume!(accepted * 2 >= accepted + other);
+        prop_assert_eq!(ThrottleConfig::default().probability(accepted + other, accepted), 0.0);
+    }
+}
