@@ -94,8 +94,17 @@ fn results_map_as_the_design_says() {
         (Ok(answer(200, false)), Some(CallResult::Success)),
         (Ok(streamed(200)), Some(CallResult::Success)),
         (Ok(answer(404, false)), Some(CallResult::Success)),
-        (Ok(answer(429, false)), Some(CallResult::Success)),
+        (Ok(answer(429, false)), Some(CallResult::Overloaded)),
         (Ok(answer(503, false)), Some(CallResult::Failure)),
+        (
+            Ok(http::Response::builder().status(503).header("retry-after", "1").body(Body::empty()).unwrap()),
+            Some(CallResult::Overloaded),
+        ),
+        (
+            Ok(http::Response::builder().status(503).header("retry-after-ms", "10").body(Body::empty()).unwrap()),
+            Some(CallResult::Overloaded),
+        ),
+        (Ok(answer(529, false)), Some(CallResult::Overloaded)),
         (Ok(answer(200, true)), Some(CallResult::Ignored)),
         (Ok(answer(500, true)), Some(CallResult::Ignored)),
         (

@@ -36,6 +36,11 @@ use crate::client::Failure;
 use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
 
+/// What the report of a deployment passed over for its spent quota says.
+const QUOTA_PASSED_OVER: &str =
+    "passed over: this deployment answered insufficient_quota, and is skipped for the Retry-After it gave (60 s \
+     without one) while a later deployment can serve";
+
 /// A 2xx answer of deployment `index` (for a streamed call, its body is the stream).
 #[derive(Debug)]
 pub(super) struct Committed {
@@ -98,13 +103,15 @@ impl ChatClient {
         for (index, deployment) in deployments.iter().enumerate() {
             // A deployment whose quota is spent is passed while a later one is not (the last one standing is
             // asked: its quota may be back, and its answer says more than a refusal made up here).
-            let now = clock::now();
-            if deployment.quota_skipped(now) && deployments[index + 1..].iter().any(|d| !d.quota_skipped(now)) {
-                continue;
-            }
             let report = Report::default();
             report.update(|r| r.target.clone_from(&deployment.name));
             tried.reports.push(report.clone());
+            let now = clock::now();
+            if deployment.quota_skipped(now) && deployments[index + 1..].iter().any(|d| !d.quota_skipped(now)) {
+                report.refused_attempt(1, QUOTA_PASSED_OVER.to_owned());
+                report.update(|r| r.code = Some(ErrorCode::UpstreamError));
+                continue;
+            }
             let mut ctx = ctx.clone();
             ctx.report = report;
             ctx.target = Some(Arc::clone(&deployment.target));

@@ -106,9 +106,9 @@ where
             RetryDecision::Stop(reason) => return made.ended(End::Stopped(reason, result)),
             RetryDecision::Retry { after } => {
                 paid = Some(PaidRetry::new(shared, ctx, now));
-                // Kept through the wait (an error answer's body is small): the call's end if the retry is
-                // throttled.
-                last = Some(result);
+                // Kept through the wait — the call's end if the throttle refuses the retry — but a large body
+                // is freed now, not after the sleep (many calls may wait at once).
+                last = Some(kept_through_the_wait(result));
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 // Boxed: the rare wait would otherwise size every call's future.
                 if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {
@@ -118,6 +118,22 @@ where
             }
         }
     }
+}
+
+/// The most of a failed answer's body kept while its retry waits; a larger one is dropped (the status and
+/// headers stay).
+const KEPT_BODY: usize = 16 * 1024;
+
+/// `result`, with an answer's body dropped when it is over [`KEPT_BODY`].
+fn kept_through_the_wait(result: Result<Response<Body>, Error>) -> Result<Response<Body>, Error> {
+    result.map(|response| {
+        let small = response.body().as_bytes().is_some_and(|b| b.len() <= KEPT_BODY);
+        if small {
+            return response;
+        }
+        let (parts, _large) = response.into_parts();
+        Response::from_parts(parts, Body::empty())
+    })
 }
 
 /// Waits until `inner` is ready, at most until the call's deadline can no longer hold an attempt

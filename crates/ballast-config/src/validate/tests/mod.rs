@@ -111,17 +111,18 @@ fn tool_defaults() {
     assert_eq!(t.queue, 256);
     assert_eq!(t.fallback, None);
     let b = t.breaker;
-    assert_eq!(b.consecutive_failures(), 5);
+    assert_eq!(b.consecutive_failures(), 10);
     assert_eq!(b.failure_rate(), Some(0.5));
     assert_eq!(
         (b.window(), b.min_calls(), b.slow_call(), b.open_for()),
-        (secs(10), 20, None, secs(30))
+        (secs(10), 100, None, secs(5))
     );
     assert_eq!(
         (b.open_jitter(), b.half_open_probes(), b.success_threshold()),
-        (0.1, 3, 3)
+        (0.2, 3, 3)
     );
     assert_eq!(b, BreakerConfig::default(), "ballast-core's defaults");
+    assert_eq!(t.throttle, Some(ballast_core::ThrottleConfig::default()));
     // The method defaults to POST; side-effecting tools with no deduplication still get 3 attempts (only
     // never-sent errors are retried for them, a rule of the retry decision, not of the config).
     let c =
@@ -140,7 +141,10 @@ fn model_defaults() {
     assert_eq!(m.retry, RetryConfig::default());
     assert_eq!(m.budget, BudgetConfig::default());
     assert_eq!(m.breaker, BreakerConfig::default());
+    assert_eq!(m.throttle, Some(ballast_core::ThrottleConfig::default()));
+    assert_eq!((m.priority, m.concurrency, m.queue), (Priority::Critical, 64, 256));
     assert_eq!(m.context.on_overflow, OnOverflow::Error);
+    assert_eq!(c.run.retry_allowance_per_call, 0.5);
     let d = &m.deployments[0];
     assert_eq!(
         (d.model.as_str(), d.api_key_env.as_deref()),
@@ -152,6 +156,20 @@ fn model_defaults() {
         secs(20),
         "inherits the route's per-try timeout"
     );
+}
+
+#[test]
+fn a_throttle_can_be_turned_off_or_tuned_and_bad_values_are_named() {
+    let c = load(&format!("{MODEL}throttle = {{ enabled = false }}\n")).unwrap();
+    assert_eq!(c.models[0].throttle, None);
+    let c = load(&format!("{MODEL}throttle = {{ accept_multiplier = 1.5, window = \"5s\", min_requests = 3 }}\n")).unwrap();
+    let t = c.models[0].throttle.unwrap();
+    assert_eq!((t.accept_multiplier(), t.window(), t.min_requests()), (1.5, secs(5), 3));
+    let errors = load(&format!("{MODEL}throttle = {{ accept_multiplier = 0.5, window = \"0s\" }}\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(errors.contains("models[0].throttle.accept_multiplier: 0.5 must be between 1 and 1000"), "{errors}");
+    assert!(errors.contains("models[0].throttle.window"), "{errors}");
 }
 
 #[test]
