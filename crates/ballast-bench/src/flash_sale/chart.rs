@@ -158,6 +158,7 @@ mod tests {
             duplicates: 0,
             upstream_requests: 40,
             breaker_changes: Vec::new(),
+            throttled: None,
             deadline: Duration::from_secs(1),
             time_scale: 1.0,
             outage: None,

@@ -119,6 +119,8 @@ pub struct Run {
     pub upstream_requests: u64,
     /// The breakers' changes, in order.
     pub breaker_changes: Vec<BreakerChange>,
+    /// Attempts refused by the strategy's adaptive throttles (`None`: it has none).
+    pub throttled: Option<u64>,
     /// The conversations' deadline (scaled).
     #[serde(serialize_with = "report::millis")]
     pub deadline: Duration,
@@ -199,6 +201,7 @@ pub async fn run(
             .map(|change| BreakerChange { at, ..change }),
     );
     records.sort_by_key(|record| record.agent);
+    let throttled = agents.throttled();
     let (duplicates, upstream_requests) = upstream_counts(&upstream).await?;
     upstream
         .shutdown()
@@ -211,6 +214,7 @@ pub async fn run(
         duplicates,
         upstream_requests,
         breaker_changes,
+        throttled,
         deadline,
         time_scale: scale,
         outage: options.scenario.outage(scale),

@@ -51,6 +51,8 @@ pub struct Summary {
     pub requests_per_call: f64,
     /// Calls shed by admission, per class.
     pub shed: BTreeMap<String, usize>,
+    /// Attempts refused by the adaptive throttles, nothing sent (`None`: the strategy has none).
+    pub throttled: Option<u64>,
     /// Failed conversations by stable code.
     pub failures: BTreeMap<String, usize>,
     /// Circuit-breaker changes, with their reasons (all runs, in order).
@@ -129,6 +131,10 @@ impl Summary {
             duplicates: runs.iter().map(|run| run.duplicates).sum(),
             requests_per_call: ratio(requests as f64, calls as f64),
             shed,
+            throttled: runs
+                .iter()
+                .map(|run| run.throttled)
+                .try_fold(0, |sum, n| n.map(|n| sum + n)),
             failures,
             breaker_changes: runs
                 .iter()
@@ -160,8 +166,10 @@ fn worst(runs: &[Run], measure: fn(&Run) -> Option<Option<Duration>>) -> Option<
     measured.into_iter().flatten().max()
 }
 
-/// From the outage's start until every conversation started from then to the outage's end failed fast.
-/// `None` for a run without an outage; `Some(None)` when they never did.
+/// From the outage's start until at least 95 % of the conversations started from then to the outage's end
+/// failed fast (in at most 1 s, scaled): the rest are the probes a breaker lets through and the attempts a
+/// throttle still admits, which are meant to reach the upstream. `None` for a run without an outage;
+/// `Some(None)` when they never did.
 fn fail_fast_after(run: &Run) -> Option<Option<Duration>> {
     let (start, end) = run.outage?;
     let fast = FAST_FAILURE.mul_f64(run.time_scale);
@@ -171,15 +179,17 @@ fn fail_fast_after(run: &Run) -> Option<Option<Duration>> {
         .filter(|record| start <= record.started && record.started < end)
         .collect();
     during.sort_by_key(|record| record.started);
-    // The first conversation after which none is slow: just after the last slow one.
-    let last_slow = during
-        .iter()
-        .rposition(|record| record.outcome.succeeded || record.took > fast);
-    Some(match last_slow {
-        None => Some(Duration::ZERO),
-        Some(i) if i + 1 < during.len() => Some((during[i + 1].started - start).div_f64(run.time_scale)),
-        Some(_) => None,
-    })
+    let failed_fast = |record: &super::Record| !record.outcome.succeeded && record.took <= fast;
+    // The earliest start from which the rest fail fast at 95 % or more.
+    let mut fast_after = 0;
+    let mut found = None;
+    for (i, record) in during.iter().enumerate().rev() {
+        fast_after += usize::from(failed_fast(record));
+        if fast_after as f64 >= 0.95 * (during.len() - i) as f64 {
+            found = Some((record.started - start).div_f64(run.time_scale));
+        }
+    }
+    Some(found)
 }
 
 /// From the outage's end until at least 99 % of the conversations started from then on succeed.
@@ -253,6 +263,13 @@ pub fn table(summaries: &[Summary]) -> String {
         (
             "shed per class",
             summaries.iter().map(|s| counts(&s.shed)).collect(),
+        ),
+        (
+            "throttled attempts",
+            summaries
+                .iter()
+                .map(|s| s.throttled.map_or_else(|| "-".to_owned(), |n| n.to_string()))
+                .collect(),
         ),
         (
             "failures by code",
@@ -333,6 +350,7 @@ mod tests {
             duplicates: 2,
             upstream_requests: 12,
             breaker_changes: Vec::new(),
+            throttled: None,
             deadline: Duration::from_millis(1000),
             time_scale: 1.0,
             outage: outage.map(|(a, b)| (Duration::from_millis(a), Duration::from_millis(b))),

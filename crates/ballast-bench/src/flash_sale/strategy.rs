@@ -30,6 +30,11 @@ pub trait Agents: Send + Sync {
     fn breaker_changes(&self) -> Vec<BreakerChange> {
         Vec::new()
     }
+
+    /// Attempts the strategy's adaptive throttles refused so far (nothing sent), for strategies that have them.
+    fn throttled(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What a conversation came to, as the agent saw it.

@@ -15,11 +15,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    ChatCall, ChatClients, ChatRequest, HttpTransport, Message, Role, Runs, ToolCall, ToolCallRef,
-    ToolClients, clock, scope,
+    CallError, ChatCall, ChatClients, ChatRequest, Error, HttpTransport, Message, Role, Runs, THROTTLED, ToolCall,
+    ToolCallRef, ToolClients, ToolError, clock, scope,
 };
 use ballast_config::Config;
-use ballast_core::{CircuitBreaker, Deadline};
+use ballast_core::{AdaptiveThrottle, BreakerConfig, CircuitBreaker, Deadline, ThrottleConfig};
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
@@ -51,7 +51,7 @@ impl Strategy for WithBallast {
     fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
         let config = Config::from_toml_str(&config(base_url, time_scale))
             .map_err(|error| format!("the ballast strategy's config: {error}"))?;
-        let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+        let runs = Arc::new(Runs::of(&config.run));
         let http = reqwest::Client::builder()
             .build()
             .map_err(|error| format!("an HTTP client: {error}"))?;
@@ -74,11 +74,17 @@ impl Strategy for WithBallast {
             let tool = tools.get(name).ok_or("every tool is configured")?;
             breakers.push((name.to_owned(), Arc::clone(tool.breaker())));
         }
+        let mut throttles: Vec<Arc<AdaptiveThrottle>> = model.throttle(0).into_iter().cloned().collect();
+        for (name, _, _) in TOOLS {
+            let tool = tools.get(name).ok_or("every tool is configured")?;
+            throttles.extend(tool.throttle().cloned());
+        }
         let seen = Mutex::new(vec![0; breakers.len()]);
         Ok(Box::new(BallastAgents {
             models,
             tools,
             breakers,
+            throttles,
             seen,
         }))
     }
@@ -102,9 +108,10 @@ fn config(base_url: &str, time_scale: f64) -> String {
                 ms(Duration::from_secs(2))
             ),
             format!(
-                "breaker = {{ open_for = {}, window = {} }}\n",
-                ms(Duration::from_secs(30)),
-                ms(Duration::from_secs(10))
+                "breaker = {{ open_for = {}, window = {} }}\nthrottle = {{ window = {} }}\n",
+                ms(BreakerConfig::DEFAULT_OPEN_FOR),
+                ms(BreakerConfig::DEFAULT_WINDOW),
+                ms(ThrottleConfig::DEFAULT_WINDOW)
             ),
             format!(
                 "budget = {{ kind = \"ratio\", window = \"{}ms\" }}\n",
@@ -139,6 +146,8 @@ struct BallastAgents {
     tools: ToolClients,
     /// Every breaker of the run, by name.
     breakers: Vec<(String, Arc<CircuitBreaker>)>,
+    /// Every adaptive throttle of the run.
+    throttles: Vec<Arc<AdaptiveThrottle>>,
     /// Transitions of each breaker reported so far.
     seen: Mutex<Vec<u64>>,
 }
@@ -147,6 +156,11 @@ impl Agents for BallastAgents {
     fn converse<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, Outcome> {
         let deadline = Deadline::after(clock::now(), conversation.deadline);
         Box::pin(scope(deadline, self.conversation(conversation)))
+    }
+
+    fn throttled(&self) -> Option<u64> {
+        let now = clock::now();
+        Some(self.throttles.iter().map(|t| t.snapshot(now).refused_total).sum())
     }
 
     fn breaker_changes(&self) -> Vec<BreakerChange> {
@@ -197,7 +211,14 @@ impl BallastAgents {
             };
             let answer = match model.complete(ChatCall::new(request).run(run)).await {
                 Ok(answer) => answer,
-                Err(error) => return Outcome::failed(calls, "model", error.code().as_str()),
+                Err(error) => {
+                    let mut outcome = Outcome::failed(calls, "model", error.code().as_str());
+                    if shed_by_admission(&error) {
+                        // The model route's class: its default, `critical`.
+                        outcome.shed_class = Some(ballast_core::Priority::Critical.as_str().to_owned());
+                    }
+                    return outcome;
+                }
             };
             let Some(reply) = answer.response.choices.into_iter().next().and_then(|c| c.message) else {
                 return Outcome::failed(calls, "model", "no_message");
@@ -258,7 +279,7 @@ impl BallastAgents {
             Err(error) => {
                 let code = error.code().as_str();
                 let mut outcome = Outcome::failed(0, &name, code);
-                if code == "overloaded" {
+                if shed_by_admission(&error) {
                     outcome.shed_class = TOOLS
                         .iter()
                         .find(|(tool, _, _)| *tool == name)
@@ -268,6 +289,14 @@ impl BallastAgents {
             }
         }
     }
+}
+
+/// Whether `error` is a shed by admission (not a throttle's refusal, which is `overloaded` too).
+fn shed_by_admission(error: &ToolError) -> bool {
+    matches!(
+        error,
+        CallError::Failed { error: Error::Overloaded { reason, .. }, .. } if *reason != THROTTLED
+    )
 }
 
 #[cfg(test)]

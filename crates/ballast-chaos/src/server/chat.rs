@@ -29,9 +29,11 @@ pub(crate) async fn chat_completions(
     body: Bytes,
 ) -> Response {
     let request: Option<Value> = serde_json::from_slice(&body).ok();
+    // Each turn of a conversation is its own request: its faults are keyed by the operation and the turn (the
+    // assistant messages so far), so the turns of one conversation do not all meet the same fault.
     let op = request
         .as_ref()
-        .and_then(crate::operation_id)
+        .and_then(|request| Some(format!("{}/turn-{}", crate::operation_id(request)?, turn_of(request))))
         .unwrap_or_else(|| body_hash(&body));
     let epoch = app.epoch();
     let conn = conn.map(|Extension(conn)| conn);
@@ -115,4 +117,17 @@ fn model_error(error: &ModelError) -> Answer {
         status,
         ..Answer::ok(error.body())
     }
+}
+
+/// The turn a chat request asks for: how many assistant messages its conversation holds already.
+fn turn_of(request: &Value) -> usize {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, |messages| {
+            messages
+                .iter()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                .count()
+        })
 }
