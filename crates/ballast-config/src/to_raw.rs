@@ -168,6 +168,7 @@ fn raw_breaker(b: &BreakerConfig) -> RawBreaker {
     RawBreaker {
         // 0 is the file's "off", for both triggers.
         consecutive_failures: Some(i64::from(b.consecutive_failures())),
+        consecutive_spread: duration(b.consecutive_spread()),
         failure_rate: Some(b.failure_rate().unwrap_or(0.0)),
         window: duration(b.window()),
         min_calls: Some(i64::from(b.min_calls())),

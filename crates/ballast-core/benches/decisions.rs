@@ -1,6 +1,6 @@
-//! The hot decisions, each timed alone: a retry decision, a budget withdrawal, a breaker check + record, an
-//! admission enqueue/dequeue, a deadline header parse and the fingerprint of a 2 KiB JSON body. The budget and
-//! the breaker are also timed with a second thread hammering the same instance (contention).
+//! The hot decisions, each timed alone: a retry decision, a budget withdrawal, a breaker check + record, a
+//! throttle admit + record, an admission enqueue/dequeue, a deadline header parse and the fingerprint of a 2 KiB JSON body. The budget and
+//! the breaker and the throttle are also timed with a second thread hammering the same instance (contention).
 //!
 //! Run: `cargo bench -p ballast-core --bench decisions`. Target: each decision under 200 ns median (the
 //! fingerprint hashes 2 KiB and is measured for reference). Results: BENCHMARKS.md.
@@ -12,9 +12,9 @@ use std::thread;
 use std::time::Duration;
 
 use ballast_core::{
-    Admission, AdmissionConfig, AttemptOutcome, BreakerConfig, CallKind, CallResult, CallState,
+    AdaptiveThrottle, Admission, AdmissionConfig, AttemptOutcome, BreakerConfig, CallKind, CallResult, CallState,
     CircuitBreaker, Deadline, Instant, Offer, Priority, RatioBudget, RetryBudget, RetryPolicy, TokenBucket,
-    default_rng, fingerprint, inbound_timeout,
+    ThrottleConfig, ThrottleOutcome, default_rng, fingerprint, inbound_timeout,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -126,6 +126,45 @@ fn breaker_check_record(c: &mut Criterion) {
     group.finish();
 }
 
+fn throttle_op(throttle: &AdaptiveThrottle, i: u64) {
+    let now = Instant::from_nanos(i * 1_000);
+    if throttle.try_admit(now).is_ok() {
+        // One attempt in ten refused for load: the throttle's window has work to do, and nothing is refused.
+        let outcome = if i % 10 == 0 {
+            ThrottleOutcome::Overloaded
+        } else {
+            ThrottleOutcome::Accepted
+        };
+        throttle.record(outcome, now);
+    }
+}
+
+fn throttle_admit_record(c: &mut Criterion) {
+    let mut group = c.benchmark_group("throttle");
+    let throttle = Arc::new(AdaptiveThrottle::seeded(ThrottleConfig::default(), Some(1)));
+    let mut i = 0u64;
+    group.bench_function("admit+record", |b| {
+        b.iter(|| {
+            i += 1;
+            throttle_op(&throttle, i)
+        })
+    });
+    let shared = Arc::new(Arc::clone(&throttle));
+    with_contention(
+        shared,
+        |t: &Arc<AdaptiveThrottle>, i| throttle_op(t, i),
+        || {
+            group.bench_function("admit+record/2_threads", |b| {
+                b.iter(|| {
+                    i += 1;
+                    throttle_op(&throttle, i)
+                })
+            });
+        },
+    );
+    group.finish();
+}
+
 fn admission_enqueue_dequeue(c: &mut Criterion) {
     let mut group = c.benchmark_group("admission");
     for waiting in [16usize, 256] {
@@ -199,6 +238,7 @@ criterion_group!(
     retry_decision,
     budget_withdraw,
     breaker_check_record,
+    throttle_admit_record,
     admission_enqueue_dequeue,
     deadline_header_parse,
     fingerprint_2k

@@ -68,7 +68,11 @@ fn stack(
 }
 
 fn breaker() -> Arc<CircuitBreaker> {
-    let config = BreakerConfig::builder().consecutive_failures(3).build().unwrap();
+    let config = BreakerConfig::builder()
+        .consecutive_failures(3)
+        .consecutive_spread(Duration::ZERO)
+        .build()
+        .unwrap();
     Arc::new(CircuitBreaker::seeded(config, Some(9)))
 }
 

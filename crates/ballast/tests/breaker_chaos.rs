@@ -37,6 +37,7 @@ impl Fixture {
     fn new(probes: u32, successes: u32) -> Self {
         let config = BreakerConfig::builder()
             .consecutive_failures(5)
+            .consecutive_spread(Duration::ZERO)
             .half_open_probes(probes)
             .success_threshold(successes)
             .build()

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The primary's breaker: 3 failures in a row open it for exactly 30 s, one probe at a time closes it; its
 /// window (rate trigger kept out of the way) outlasts every test, so its counts show every call counted.
-const BREAKER: &str = r#"breaker = { consecutive_failures = 3, failure_rate = 1.0, min_calls = 100, window = "10m", open_for = "30s", open_jitter = 0.0, half_open_probes = 1 }
+const BREAKER: &str = r#"breaker = { consecutive_failures = 3, consecutive_spread = "0s", failure_rate = 1.0, min_calls = 100, window = "10m", open_for = "30s", open_jitter = 0.0, half_open_probes = 1 }
 stream_idle_timeout = "1s""#;
 
 const CUT_AFTER_FIRST: &str = "[endpoints.model]\nstream = { cut = 1.0, cut_after_chunks = 1 }";

@@ -166,30 +166,40 @@ fn worst(runs: &[Run], measure: fn(&Run) -> Option<Option<Duration>>) -> Option<
     measured.into_iter().flatten().max()
 }
 
-/// From the outage's start until at least 95 % of the conversations started from then to the outage's end
-/// failed fast (in at most 1 s, scaled): the rest are the probes a breaker lets through and the attempts a
-/// throttle still admits, which are meant to reach the upstream. `None` for a run without an outage;
-/// `Some(None)` when they never did.
+/// From the outage's start until the conversations started from then to the outage's end fail fast (in at most
+/// 1 s, scaled): at least 95 % of them, and at least 80 % of those of every second — the rest are the probes a
+/// breaker lets through and the attempts a throttle still admits, which are meant to reach the upstream; the
+/// per-second rule keeps a slow second from hiding in a long outage's average. `None` for a run without an
+/// outage; `Some(None)` when they never did.
 fn fail_fast_after(run: &Run) -> Option<Option<Duration>> {
     let (start, end) = run.outage?;
     let fast = FAST_FAILURE.mul_f64(run.time_scale);
+    let second = Duration::from_secs(1).mul_f64(run.time_scale);
     let mut during: Vec<&super::Record> = run
         .records
         .iter()
         .filter(|record| start <= record.started && record.started < end)
         .collect();
     during.sort_by_key(|record| record.started);
-    let failed_fast = |record: &super::Record| !record.outcome.succeeded && record.took <= fast;
-    // The earliest start from which the rest fail fast at 95 % or more.
-    let mut fast_after = 0;
-    let mut found = None;
-    for (i, record) in during.iter().enumerate().rev() {
-        fast_after += usize::from(failed_fast(record));
-        if fast_after as f64 >= 0.95 * (during.len() - i) as f64 {
-            found = Some((record.started - start).div_f64(run.time_scale));
+    let failed_fast = |record: &&super::Record| !record.outcome.succeeded && record.took <= fast;
+    let holds_from = |i: usize| {
+        let rest = &during[i..];
+        let overall = rest.iter().filter(|r| failed_fast(r)).count() as f64 >= 0.95 * rest.len() as f64;
+        let from = rest[0].started;
+        let mut seconds: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+        for record in rest {
+            let bucket = ((record.started - from).as_secs_f64() / second.as_secs_f64()) as u32;
+            let entry = seconds.entry(bucket).or_default();
+            entry.0 += usize::from(failed_fast(record));
+            entry.1 += 1;
         }
-    }
-    Some(found)
+        overall && seconds.values().all(|&(fast, all)| fast as f64 >= 0.8 * all as f64)
+    };
+    Some(
+        (0..during.len())
+            .find(|&i| holds_from(i))
+            .map(|i| (during[i].started - start).div_f64(run.time_scale)),
+    )
 }
 
 /// From the outage's end until at least 99 % of the conversations started from then on succeed.

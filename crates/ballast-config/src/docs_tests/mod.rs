@@ -29,6 +29,7 @@ fn retry() -> Option<RawRetry> {
 fn breaker() -> Option<RawBreaker> {
     Some(RawBreaker {
         consecutive_failures: Some(4),
+        consecutive_spread: text("1s"),
         failure_rate: Some(0.4),
         window: text("20s"),
         min_calls: Some(10),

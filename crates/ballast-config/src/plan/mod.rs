@@ -157,6 +157,7 @@ impl Plan {
         for (i, tool) in config.tools.iter().enumerate() {
             plan.add_tool(config, &format!("tools[{i}]"), tool);
         }
+        plan.warn_run_allowance(config);
         let (default, max) = (plan.deadline.default_timeout, plan.deadline.max_timeout);
         for row in &mut plan.rows {
             row.ballast_bound = row.naive_worst_case.min(default);

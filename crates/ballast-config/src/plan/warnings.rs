@@ -4,8 +4,54 @@ use std::time::Duration;
 
 use ballast_core::UpstreamIdempotency;
 
+use ballast_core::BreakerConfig;
+
 use super::{Plan, Warning, fmt, naive_worst_case};
 use crate::{Config, Deployment, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
+
+/// A model route's concurrency from which `plan` calls it no limit at all.
+const AS_GOOD_AS_UNLIMITED: u32 = 1000;
+
+/// The conversation the run-allowance check sizes for: model, tool, tool, model.
+const CONVERSATION_CALLS: u32 = 4;
+
+/// The share of attempts failing in the run-allowance check: a bad day, not an outage.
+const FAILING: f64 = 0.2;
+
+/// The retries `calls` calls need together with probability at least `quantile`, when each attempt fails with
+/// probability `failing` and a call makes at most `attempts` attempts (so at most `attempts - 1` retries): the
+/// quantile of a sum of truncated geometric distributions, by convolution.
+pub(crate) fn retries_needed(calls: u32, attempts: u32, failing: f64, quantile: f64) -> u64 {
+    let most = attempts.saturating_sub(1) as usize;
+    // One call's retries: k with probability failing^k (1 - failing), and `most` for the rest.
+    let one: Vec<f64> = (0..=most)
+        .map(|k| {
+            if k < most {
+                failing.powi(k as i32) * (1.0 - failing)
+            } else {
+                failing.powi(k as i32)
+            }
+        })
+        .collect();
+    let mut total = vec![1.0];
+    for _ in 0..calls {
+        let mut next = vec![0.0; total.len() + most];
+        for (i, p) in total.iter().enumerate() {
+            for (k, q) in one.iter().enumerate() {
+                next[i + k] += p * q;
+            }
+        }
+        total = next;
+    }
+    let mut sum = 0.0;
+    for (retries, p) in total.iter().enumerate() {
+        sum += p;
+        if sum >= quantile {
+            return retries as u64;
+        }
+    }
+    (total.len() - 1) as u64
+}
 
 impl Plan {
     /// A model route's checks: the primary within its share, the fallbacks' time, per-try and breaker.
@@ -25,6 +71,69 @@ impl Plan {
             path,
             model.deployments.iter().map(|d| d.per_try_timeout),
             model.breaker.can_open(),
+        );
+        self.warn_open_for(path, &model.breaker, has_fallbacks);
+        if model.concurrency >= AS_GOOD_AS_UNLIMITED {
+            self.warn(
+                path,
+                format!(
+                    "concurrency {} is as good as no limit: a crowd of agents reaches the provider all at once, \
+                     which answers it with 429 and 503, instead of queueing here by priority and deadline; set it \
+                     to what the provider account serves at once (default 64)",
+                    model.concurrency
+                ),
+            );
+        }
+    }
+
+    /// An open breaker with nothing to fall back to fails every call for `open_for`: longer than the default
+    /// deadline, a false trip fails whole agent requests that had time to succeed.
+    fn warn_open_for(&mut self, path: &str, breaker: &BreakerConfig, has_fallback: bool) {
+        let deadline = self.deadline.default_timeout;
+        if has_fallback || !breaker.can_open() || breaker.open_for() <= deadline {
+            return;
+        }
+        self.warn(
+            &format!("{path}.breaker"),
+            format!(
+                "open_for {} is longer than the {} default deadline, and nothing falls back: once open, every call \
+                 for {} fails with circuit_open, whole agent requests that had time to succeed; shorten open_for \
+                 (default 5s) or configure a fallback",
+                fmt(breaker.open_for()),
+                fmt(deadline),
+                fmt(breaker.open_for())
+            ),
+        );
+    }
+
+    /// The run allowance against what one conversation of [`CONVERSATION_CALLS`] calls typically needs when
+    /// [`FAILING`] of the attempts fail, at the config's largest `max_attempts`: the retries it needs in 99 of 100
+    /// conversations. Less, and the allowance, not the upstream, fails such conversations.
+    pub(super) fn warn_run_allowance(&mut self, config: &Config) {
+        let attempts = (config.models.iter().map(|m| m.retry.max_attempts))
+            .chain(config.tools.iter().map(|t| t.retry.max_attempts))
+            .max();
+        let Some(attempts) = attempts.filter(|a| *a > 1) else {
+            return;
+        };
+        let needed = retries_needed(CONVERSATION_CALLS, attempts, FAILING, 0.99);
+        let run = &config.run;
+        let allowed = u64::from(run.retry_allowance)
+            + (run.retry_allowance_per_call * f64::from(CONVERSATION_CALLS)).floor() as u64;
+        if allowed >= needed {
+            return;
+        }
+        self.warn(
+            "run",
+            format!(
+                "the run allowance gives a conversation of {CONVERSATION_CALLS} calls {allowed} retries \
+                 (retry_allowance {} + retry_allowance_per_call {} per call), under the {needed} that 99 in 100 such \
+                 conversations need when {:.0}% of attempts fail at max_attempts = {attempts}: the allowance, not \
+                 the upstream, would fail them; raise retry_allowance or retry_allowance_per_call",
+                run.retry_allowance,
+                run.retry_allowance_per_call,
+                FAILING * 100.0
+            ),
         );
     }
 
@@ -81,6 +190,7 @@ impl Plan {
             std::iter::once(tool.per_try_timeout),
             tool.breaker.can_open(),
         );
+        self.warn_open_for(path, &tool.breaker, tool.fallback.is_some());
     }
 
     /// The same for a tool: what the primary's worst case leaves of the default deadline, minus the reserve,

@@ -250,6 +250,9 @@ pub struct RawBreaker {
     /// Failures in a row, in start order, that open it (`10`; `0` = off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub consecutive_failures: Option<i64>,
+    /// Least time from the first to the last failure of such a streak (`"500ms"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub consecutive_spread: Option<HumanValue>,
     /// Failure rate that opens it (`0.5`; `0` = off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure_rate: Option<f64>,

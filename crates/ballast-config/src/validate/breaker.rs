@@ -20,6 +20,7 @@ use crate::raw::{HumanValue, RawBreaker};
 #[derive(Clone, Copy)]
 enum Setting {
     ConsecutiveFailures(u32),
+    ConsecutiveSpread(Duration),
     FailureRate(Option<f64>),
     Window(Duration),
     MinCalls(u32),
@@ -35,6 +36,7 @@ impl Setting {
     fn field(self) -> &'static str {
         match self {
             Setting::ConsecutiveFailures(_) => "consecutive_failures",
+            Setting::ConsecutiveSpread(_) => "consecutive_spread",
             Setting::FailureRate(_) => "failure_rate",
             Setting::Window(_) => "window",
             Setting::MinCalls(_) => "min_calls",
@@ -49,6 +51,7 @@ impl Setting {
     fn apply(self, builder: BreakerConfigBuilder) -> BreakerConfigBuilder {
         match self {
             Setting::ConsecutiveFailures(n) => builder.consecutive_failures(n),
+            Setting::ConsecutiveSpread(spread) => builder.consecutive_spread(spread),
             Setting::FailureRate(rate) => builder.failure_rate(rate),
             Setting::Window(window) => builder.window(window),
             Setting::MinCalls(n) => builder.min_calls(n),
@@ -112,7 +115,12 @@ impl Checker {
                 Setting::SuccessThreshold,
             ),
         ];
-        let times: [(&str, Option<&HumanValue>, Time); 3] = [
+        let times: [(&str, Option<&HumanValue>, Time); 4] = [
+            (
+                "consecutive_spread",
+                raw.consecutive_spread.as_ref(),
+                Setting::ConsecutiveSpread,
+            ),
             ("window", raw.window.as_ref(), Setting::Window),
             ("slow_call", raw.slow_call.as_ref(), Setting::SlowCall),
             ("open_for", raw.open_for.as_ref(), Setting::OpenFor),

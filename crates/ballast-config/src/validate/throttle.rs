@@ -1,8 +1,11 @@
 //! The `throttle` table models and tools share, checked by ballast-core's [`ThrottleConfig::new`].
 
+use std::time::Duration;
+
 use ballast_core::ThrottleConfig;
 
 use super::check::{Checker, DurationRule, join};
+use crate::error::Problem;
 use crate::raw::RawThrottle;
 
 impl Checker {
@@ -18,14 +21,17 @@ impl Checker {
             |k| (1.0..=1000.0).contains(&k),
             "between 1 and 1000",
         );
-        let window = self.duration(
-            &join(path, "window"),
-            raw.window.as_ref(),
-            d.window(),
-            DurationRule::Positive,
-        );
+        let window_path = join(path, "window");
+        let mut window = self.duration(&window_path, raw.window.as_ref(), d.window(), DurationRule::Positive);
+        if let (Some(short), Some(raw_window)) = (window, &raw.window)
+            && short < Duration::from_millis(1)
+        {
+            let must_be = "at least 1ms".to_owned();
+            self.report(&window_path, Problem::Range { value: raw_window.to_string(), must_be });
+            window = None;
+        }
         let min_requests = self.int(&join(path, "min_requests"), raw.min_requests, d.min_requests(), 0);
-        // 100 ms buckets, or 1 ms ones in a window under 100 ms... at least one bucket per millisecond.
+        // 20 buckets of a twentieth of the window, fewer in a window under 20 ms (a bucket is at least 1 ms).
         let window = window.unwrap_or(d.window());
         let buckets = u32::try_from(window.as_millis().clamp(1, 20)).unwrap_or(20);
         let config = ThrottleConfig::new(

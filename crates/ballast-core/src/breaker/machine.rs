@@ -25,24 +25,32 @@ enum Phase {
 pub(super) struct Ticket {
     pub(super) generation: u64,
     pub(super) probe: bool,
+    /// Its place in the start order, or [`DETACHED`].
     pub(super) seq: u64,
+    /// When it was granted.
+    pub(super) started: Instant,
 }
 
-/// How long a result waits for an earlier-started call that has not answered before that call is skipped (not
-/// counted): longer than any per-try timeout in practice, so a hang still counts, yet bounded, so one stream left
-/// open for minutes does not stop the breaker from judging.
-pub(crate) const MAX_WAIT_FOR_EARLIER: Duration = Duration::from_secs(60);
+/// The `seq` of a permit that holds no place in the start order: a stream that started answering, whose result
+/// counts when it ends.
+const DETACHED: u64 = u64::MAX;
 
-/// The most calls the start order holds: beyond it the oldest unanswered one is skipped (bounds memory).
-pub(crate) const MAX_START_ORDER: usize = 4096;
+/// How long a result waits for an earlier-started call that has not answered before that call is skipped (not
+/// counted): longer than any attempt lives (each is bounded by its deadline, at most `server.max_timeout`, 300 s
+/// by default), so a hang still counts; streams leave the start order when they start answering.
+pub(crate) const MAX_WAIT_FOR_EARLIER: Duration = Duration::from_secs(300);
+
+/// The most calls the start order holds: beyond it the oldest unanswered one is skipped (bounds memory: 16 bytes
+/// a call, 256 KiB at most).
+pub(crate) const MAX_START_ORDER: usize = 16_384;
 
 /// One closed-state call in the start order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
     /// Sent, not answered yet.
     Pending { started: Instant },
-    /// Answered: failed or not (slow calls already judged).
-    Answered { failed: bool },
+    /// Answered: failed or not (slow calls already judged), and when it started.
+    Answered { failed: bool, started: Instant },
     /// Counts nothing: dropped unrecorded, ignored, an overload answer.
     Skipped,
 }
@@ -80,7 +88,7 @@ impl StartOrder {
     /// The next result to count in start order, once every earlier call has answered: `Some(failed)`; skipped
     /// slots are passed, and so is an unanswered call that started over [`MAX_WAIT_FOR_EARLIER`] before `now`
     /// or that holds more than [`MAX_START_ORDER`] results back.
-    fn pop(&mut self, now: Instant) -> Option<bool> {
+    fn pop(&mut self, now: Instant) -> Option<(bool, Instant)> {
         loop {
             let front = *self.slots.front()?;
             match front {
@@ -94,12 +102,21 @@ impl StartOrder {
                     self.slots.pop_front();
                     self.first += 1;
                     match front {
-                        Slot::Answered { failed } => return Some(failed),
+                        Slot::Answered { failed, started } => return Some((failed, started)),
                         Slot::Pending { .. } => self.skipped += 1,
                         Slot::Skipped => {}
                     }
                 }
             }
+        }
+    }
+
+    /// Drops the skipped slots at the front (nothing to count), so a breaker whose permits are only ever
+    /// dropped does not grow its queue.
+    fn trim(&mut self) {
+        while self.slots.front() == Some(&Slot::Skipped) {
+            self.slots.pop_front();
+            self.first += 1;
         }
     }
 
@@ -126,6 +143,8 @@ pub(super) struct Machine<R> {
     phase: Phase,
     generation: u64,
     consecutive: u32,
+    /// When the first failure of the current streak started.
+    streak_since: Option<Instant>,
     window: Window,
     order: StartOrder,
     probes_out: u32,
@@ -143,6 +162,7 @@ impl<R> Machine<R> {
             phase: Phase::Closed,
             generation: 0,
             consecutive: 0,
+            streak_since: None,
             order: StartOrder::default(),
             probes_out: 0,
             probe_successes: 0,
@@ -170,6 +190,7 @@ impl<R> Machine<R> {
                     generation: self.generation,
                     probe: false,
                     seq,
+                    started: now,
                 });
             }
             Phase::Open { until } => {
@@ -190,8 +211,23 @@ impl<R> Machine<R> {
         Ok(Ticket {
             generation: self.generation,
             probe,
-            seq: 0,
+            seq: DETACHED,
+            started: now,
         })
+    }
+
+    /// Takes a closed-state permit out of the start order: its call started answering (a stream) and its result
+    /// comes at the stream's end, which may be minutes away; later calls' results must not wait for it. Its result
+    /// then counts when it is recorded.
+    pub(super) fn detach(&mut self, ticket: Ticket) -> Ticket {
+        if ticket.generation == self.generation && self.phase == Phase::Closed && ticket.seq != DETACHED {
+            self.order.settle(ticket.seq, Slot::Skipped);
+            self.order.trim();
+        }
+        Ticket {
+            seq: DETACHED,
+            ..ticket
+        }
     }
 
     /// Gives back a permit that was never answered (dropped, ignored, an overload answer): a probe frees its slot;
@@ -203,7 +239,10 @@ impl<R> Machine<R> {
         }
         match self.phase {
             Phase::HalfOpen if ticket.probe => self.probes_out = self.probes_out.saturating_sub(1),
-            Phase::Closed => self.order.settle(ticket.seq, Slot::Skipped),
+            Phase::Closed if ticket.seq != DETACHED => {
+                self.order.settle(ticket.seq, Slot::Skipped);
+                self.order.trim();
+            }
             _ => {}
         }
     }
@@ -279,6 +318,7 @@ impl<R> Machine<R> {
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);
         self.consecutive = 0;
+        self.streak_since = None;
         self.window.clear();
         self.order.clear();
         self.probes_out = 0;
@@ -310,8 +350,12 @@ impl<R: Rng> Machine<R> {
             CallResult::Success => self.config.slow_call().is_some_and(|slow| latency > slow),
         };
         match self.phase {
+            Phase::Closed if ticket.seq == DETACHED => self
+                .count_closed(failed, ticket.started, now)
+                .or_else(|| self.count_in_start_order(now)),
             Phase::Closed => {
-                self.order.settle(ticket.seq, Slot::Answered { failed });
+                let started = ticket.started;
+                self.order.settle(ticket.seq, Slot::Answered { failed, started });
                 self.count_in_start_order(now)
             }
             Phase::HalfOpen if failed => Some(self.open(Reason::ProbeFailed, now)),
@@ -332,24 +376,30 @@ impl<R: Rng> Machine<R> {
         if self.phase != Phase::Closed {
             return None;
         }
-        while let Some(failed) = self.order.pop(now) {
-            if let Some(opened) = self.count_closed(failed, now) {
+        while let Some((failed, started)) = self.order.pop(now) {
+            if let Some(opened) = self.count_closed(failed, started, now) {
                 return Some(opened);
             }
         }
         None
     }
 
-    fn count_closed(&mut self, failed: bool, now: Instant) -> Option<Transition> {
+    /// Counts one closed-state result of a call that `started` then, at `now`.
+    fn count_closed(&mut self, failed: bool, started: Instant, now: Instant) -> Option<Transition> {
         self.window.record(now, failed);
         if failed {
             self.consecutive = self.consecutive.saturating_add(1);
+            let since = *self.streak_since.get_or_insert(started);
             let threshold = self.config.consecutive_failures();
-            if threshold > 0 && self.consecutive >= threshold {
+            // The streak must be spread over time: a blip that fails the calls of one instant is not an outage.
+            let spread = threshold <= 1
+                || started.saturating_duration_since(since) >= self.config.consecutive_spread();
+            if threshold > 0 && self.consecutive >= threshold && spread {
                 return Some(self.open(Reason::ConsecutiveFailures(self.consecutive), now));
             }
         } else {
             self.consecutive = 0;
+            self.streak_since = None;
         }
         let threshold = self.config.failure_rate()?;
         let (calls, failures) = self.window.totals();

@@ -85,13 +85,15 @@ use crate::{DefaultRng, Instant, default_rng};
 ///
 /// let config = BreakerConfig::builder().consecutive_failures(2).open_jitter(0.0).build().unwrap();
 /// let breaker = Arc::new(CircuitBreaker::seeded(config, Some(1)));
-/// let now = Instant::from_millis(1_000);
 ///
-/// // Two 503s in a row open it.
+/// // Two 503s in a row, half a second apart (the default spread), open it.
+/// let mut now = Instant::from_millis(500);
 /// for _ in 0..2 {
 ///     let permit = breaker.try_acquire(now).unwrap();
 ///     permit.record(CallResult::from_status(503), Duration::from_millis(20), now);
+///     now = now + Duration::from_millis(500);
 /// }
+/// let now = Instant::from_millis(1_000);
 /// assert_eq!(breaker.state(now), BreakerState::Open);
 ///
 /// // While open, calls fail fast and say how long is left (the `Retry-After`).

@@ -65,7 +65,8 @@ impl<R: Rng> OwnedPermit<R> {
 impl<'a, R> Permit<'a, R> {
     /// The same permit, now owning a share of its breaker: for an attempt that learns only from its answer that
     /// its outcome will be known later (a 2xx that is a stream). `breaker` is the `Arc` this permit's breaker
-    /// lives in.
+    /// lives in. The call has started answering, so it leaves the start order: later calls' results no longer
+    /// wait for it, and its own counts when it is recorded (a stream may last minutes).
     ///
     /// # Panics
     /// When `breaker` is another breaker than the one that granted the permit (its ticket would be recorded on
@@ -75,11 +76,13 @@ impl<'a, R> Permit<'a, R> {
             std::ptr::eq(self.breaker, Arc::as_ptr(breaker)),
             "Permit::into_owned: the Arc of another breaker"
         );
-        // The ticket moves to the owned permit: this one must not give it back when it drops.
+        // The ticket moves to the owned permit: this one must not give it back when it drops. Its call started
+        // answering: it leaves the start order, and its result counts when it is recorded.
         self.done = true;
+        let ticket = self.breaker.with_machine(|m| m.detach(self.ticket));
         OwnedPermit {
             breaker: Arc::clone(breaker),
-            ticket: self.ticket,
+            ticket,
             done: false,
         }
     }

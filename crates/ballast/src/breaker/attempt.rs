@@ -70,7 +70,7 @@ where
         (Some(CallResult::Success), Ok(response))
             if response.status().is_success() && response.body().is_stream() =>
         {
-            let permit = StreamPermit::new(permit.into_owned(&breaker), latency);
+            let permit = StreamPermit::new(permit.into_owned(&breaker), latency, throttle.clone());
             let _whole_bodies_keep_no_permit = response.body_mut().keep_permit(permit);
         }
         (Some(outcome), _) => {
@@ -91,7 +91,7 @@ pub const THROTTLED: &str = "throttled";
 
 /// The throttle's window restarts when the breaker closes after successful probes: what it counted before
 /// says nothing about the recovered upstream (DESIGN.md, "Overload").
-fn restart_on_close(
+pub(super) fn restart_on_close(
     throttle: Option<&AdaptiveThrottle>,
     to: BreakerState,
     reason: TransitionReason,

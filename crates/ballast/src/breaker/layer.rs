@@ -62,7 +62,11 @@ use super::BreakerService;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {
-/// let config = BreakerConfig::builder().consecutive_failures(2).build().unwrap();
+/// let config = BreakerConfig::builder()
+///     .consecutive_failures(2)
+///     .consecutive_spread(Duration::ZERO) // the two calls below share an instant
+///     .build()
+///     .unwrap();
 /// let breaker = Arc::new(CircuitBreaker::seeded(config, Some(7)));
 /// let upstream = service_fn(|_request: http::Request<Bytes>| async {
 ///     Ok::<_, Error>(http::Response::builder().status(503).body(Bytes::new()).unwrap())

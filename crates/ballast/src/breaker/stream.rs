@@ -3,9 +3,10 @@
 //!
 //! [`Body`]: crate::Body
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{BreakerState, CallResult, Instant, OwnedPermit};
+use ballast_core::{AdaptiveThrottle, BreakerState, CallResult, Instant, OwnedPermit};
 
 /// The permit of a streamed attempt that answered 2xx, not recorded yet. Whatever reads the stream records its
 /// outcome when it ends ([`record`](StreamPermit::record)), with the time to first byte as the latency. Dropped
@@ -16,19 +17,26 @@ pub(crate) struct StreamPermit {
     permit: OwnedPermit,
     /// From the permit to the answer the stack saw (its commit point).
     first_byte: Duration,
+    /// The upstream's throttle, restarted if this stream's end closes the breaker.
+    throttle: Option<Arc<AdaptiveThrottle>>,
 }
 
 impl StreamPermit {
-    pub(crate) fn new(permit: OwnedPermit, first_byte: Duration) -> Self {
-        StreamPermit { permit, first_byte }
+    pub(crate) fn new(permit: OwnedPermit, first_byte: Duration, throttle: Option<Arc<AdaptiveThrottle>>) -> Self {
+        StreamPermit {
+            permit,
+            first_byte,
+            throttle,
+        }
     }
 
     /// Records the stream's outcome at `now` (its end), with the time to first byte as its latency; returns the
     /// breaker's state after it.
     pub(crate) fn record(self, result: CallResult, now: Instant) -> BreakerState {
-        let breaker = std::sync::Arc::clone(self.permit.breaker());
+        let breaker = Arc::clone(self.permit.breaker());
         if let Some(transition) = self.permit.record(result, self.first_byte, now) {
             tracing::info!(%transition, "circuit breaker changed state at the end of a stream");
+            super::attempt::restart_on_close(self.throttle.as_deref(), transition.to, transition.reason);
         }
         breaker.state(now)
     }

@@ -16,10 +16,12 @@ const OPEN_FOR: Duration = Duration::from_secs(30);
 
 type Answer = Result<http::Response<Body>, Error>;
 
-/// A breaker opening on `failures` in a row, open exactly `OPEN_FOR`, one probe closing it.
+/// A breaker opening on `failures` in a row (at any spread: the tests' calls share an instant), open exactly
+/// `OPEN_FOR`, one probe closing it.
 fn breaker(failures: u32, slow_call: Option<Duration>) -> Arc<CircuitBreaker> {
     let config = BreakerConfig::builder()
         .consecutive_failures(failures)
+        .consecutive_spread(Duration::ZERO)
         .failure_rate(None)
         .open_for(OPEN_FOR)
         .open_jitter(0.0)

@@ -72,6 +72,9 @@ pub(super) struct DeploymentClient {
     pub(super) upstream: Upstream,
     /// Until when this deployment is skipped: it answered insufficient quota (DESIGN.md, "Fallback").
     quota_spent_until: Mutex<Option<Instant>>,
+    /// The longest skip: `server.max_retry_after` (a `Retry-After` of a day does not take a deployment out for a
+    /// day).
+    max_skip: Duration,
 }
 
 /// How long a deployment that answered insufficient quota without a `Retry-After` is skipped.
@@ -133,21 +136,23 @@ impl DeploymentClient {
             authorization,
             upstream: Upstream::new(parts, transport),
             quota_spent_until: Mutex::new(None),
+            max_skip: server.max_retry_after,
         })
     }
 
     /// Skips this deployment from `now` for `retry_after` (else [`QUOTA_SKIP`]): it answered insufficient quota,
     /// which no retry fixes, so calls go to the next deployment first rather than each asking it again.
     pub(super) fn quota_spent(&self, retry_after: Option<Duration>, now: Instant) {
-        let until = now + retry_after.unwrap_or(QUOTA_SKIP);
+        let until = now + retry_after.unwrap_or(QUOTA_SKIP).min(self.max_skip);
         let mut spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
         *spent = Some(spent.map_or(until, |before| before.max(until)));
     }
 
-    /// Whether the deployment is skipped at `now` (its quota was spent, and the wait it asked has not passed).
-    pub(super) fn quota_skipped(&self, now: Instant) -> bool {
+    /// Until when the deployment is skipped, if it is at `now` (its quota was spent, and the wait it asked has
+    /// not passed).
+    pub(super) fn quota_skipped_until(&self, now: Instant) -> Option<Instant> {
         let spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
-        spent.is_some_and(|until| now < until)
+        spent.filter(|until| now < *until)
     }
 
     /// One trip through the stack with `body` under `ctx` (streamed when `ctx` has a commit rule);

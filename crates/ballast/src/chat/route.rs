@@ -39,7 +39,7 @@ use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
 /// What the report of a deployment passed over for its spent quota says.
 const QUOTA_PASSED_OVER: &str =
     "passed over: this deployment answered insufficient_quota, and is skipped for the Retry-After it gave (60 s \
-     without one) while a later deployment can serve";
+     without one, at most server.max_retry_after) while another deployment can serve";
 
 /// A 2xx answer of deployment `index` (for a streamed call, its body is the stream).
 #[derive(Debug)]
@@ -106,8 +106,7 @@ impl ChatClient {
             let report = Report::default();
             report.update(|r| r.target.clone_from(&deployment.name));
             tried.reports.push(report.clone());
-            let now = clock::now();
-            if deployment.quota_skipped(now) && deployments[index + 1..].iter().any(|d| !d.quota_skipped(now)) {
+            if passed_over(deployments, index, clock::now()) {
                 report.refused_attempt(1, QUOTA_PASSED_OVER.to_owned());
                 report.update(|r| r.code = Some(ErrorCode::UpstreamError));
                 continue;
@@ -259,6 +258,27 @@ impl ChatClient {
         };
         if moves_on { Then::NextDeployment } else { Then::End }
     }
+}
+
+/// Whether deployment `index` is passed over at `now`: its quota is spent, and another deployment is not — or,
+/// when every one's is, another's skip ends sooner (that one alone is asked: its quota may be back).
+fn passed_over(deployments: &[DeploymentClient], index: usize, now: Instant) -> bool {
+    let Some(until) = deployments[index].quota_skipped_until(now) else {
+        return false;
+    };
+    let others: Vec<Option<Instant>> = (deployments.iter().enumerate())
+        .filter(|(i, _)| *i != index)
+        .map(|(_, d)| d.quota_skipped_until(now))
+        .collect();
+    if others.iter().any(Option::is_none) {
+        return true;
+    }
+    // Every deployment is skipped: only the first of those whose skip ends soonest is asked.
+    let soonest = others.iter().flatten().min().copied();
+    let earlier_equal = deployments[..index]
+        .iter()
+        .any(|d| d.quota_skipped_until(now) == Some(until));
+    soonest.is_some_and(|s| s < until) || earlier_equal
 }
 
 /// Whether a trip ended on its deadline: refused or dropped by it, or its retries stopped by it.

@@ -209,3 +209,104 @@ fn a_fallback_with_less_time_than_one_try_is_warned_about() {
     );
     assert!(tools("9s").warnings.is_empty(), "{:?}", tools("9s").warnings);
 }
+
+#[test]
+fn an_open_for_longer_than_the_deadline_without_a_fallback_is_warned_about() {
+    let tool = |breaker: &str, fallback: &str| {
+        plan_of(&format!(
+            r#"
+            version = 1
+            [[tools]]
+            name = "lookup_order"
+            upstream = {{ method = "GET", url = "http://127.0.0.1:9000/tools/lookup_order" }}
+            breaker = {breaker}
+            {fallback}
+            "#
+        ))
+    };
+    let plan = tool("{ open_for = \"60s\" }", "");
+    let warnings = warnings_at(&plan, "tools[0].breaker");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("open_for 1m is longer than the 30s default deadline, and nothing falls back"),
+        "{}",
+        warnings[0]
+    );
+    let with_fallback = tool("{ open_for = \"60s\" }", "fallback_response = { status = \"unknown\" }");
+    assert!(warnings_at(&with_fallback, "tools[0].breaker").is_empty());
+    assert!(warnings_at(&tool("{ open_for = \"5s\" }", ""), "tools[0].breaker").is_empty());
+    let model = plan_of(
+        r#"
+        version = 1
+        [[models]]
+        name = "gpt-4.1"
+        per_try_timeout = "5s"
+        breaker = { open_for = "45s" }
+        deployments = [ { base_url = "https://api.openai.com/v1" } ]
+        "#,
+    );
+    assert_eq!(warnings_at(&model, "models[0].breaker").len(), 1);
+}
+
+#[test]
+fn a_model_route_without_a_real_concurrency_limit_is_warned_about() {
+    let route = |concurrency: u32| {
+        plan_of(&format!(
+            r#"
+            version = 1
+            [[models]]
+            name = "gpt-4.1"
+            per_try_timeout = "5s"
+            concurrency = {concurrency}
+            deployments = [ {{ base_url = "https://api.openai.com/v1" }} ]
+            "#
+        ))
+    };
+    let plan = route(100_000);
+    let warnings = warnings_at(&plan, "models[0]");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("concurrency 100000 is as good as no limit"), "{}", warnings[0]);
+    assert!(warnings_at(&route(64), "models[0]").is_empty());
+}
+
+#[test]
+fn a_run_allowance_smaller_than_a_conversation_needs_is_warned_about() {
+    let run = |run: &str| {
+        plan_of(&format!(
+            r#"
+            version = 1
+            [run]
+            {run}
+            [[tools]]
+            name = "lookup_order"
+            upstream = {{ method = "GET", url = "http://127.0.0.1:9000/tools/lookup_order" }}
+            per_try_timeout = "1s"
+            retry = {{ max_attempts = 4 }}
+            "#
+        ))
+    };
+    let flat = run("retry_allowance = 1\nretry_allowance_per_call = 0");
+    let warnings = warnings_at(&flat, "run");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("gives a conversation of 4 calls 1 retries")
+            && warnings[0].contains("under the 4 that 99 in 100 such conversations need"),
+        "{}",
+        warnings[0]
+    );
+    assert!(warnings_at(&run(""), "run").is_empty(), "the defaults give 5");
+}
+
+#[test]
+fn the_retries_a_conversation_needs_are_the_quantile_of_its_calls() {
+    use crate::plan::warnings::retries_needed;
+    // One call, one attempt: never a retry.
+    assert_eq!(retries_needed(1, 1, 0.2, 0.99), 0);
+    // One call of 2 attempts failing 20%: a retry 20% of the time.
+    assert_eq!(retries_needed(1, 2, 0.2, 0.79), 0);
+    assert_eq!(retries_needed(1, 2, 0.2, 0.81), 1);
+    // Four calls of 4 attempts: P(0) = 0.8^4 = 0.41; the 99th percentile is 4.
+    assert_eq!(retries_needed(4, 4, 0.2, 0.40), 0);
+    assert_eq!(retries_needed(4, 4, 0.2, 0.96), 3); // P(<= 3) = 0.970
+    assert_eq!(retries_needed(4, 4, 0.2, 0.99), 4); // P(<= 4) = 0.992
+}

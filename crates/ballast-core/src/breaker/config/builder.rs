@@ -19,6 +19,13 @@ impl BreakerConfigBuilder {
         self
     }
 
+    /// The least time between the starts of the first and the last failure of a streak that opens the breaker
+    /// (`Duration::ZERO`: any streak of `consecutive_failures`).
+    pub fn consecutive_spread(mut self, spread: Duration) -> Self {
+        self.config.consecutive_spread = spread;
+        self
+    }
+
     /// The failure rate in `(0, 1]` that opens the breaker, or `None` to turn the rate trigger off.
     pub fn failure_rate(mut self, rate: Option<f64>) -> Self {
         self.config.failure_rate = rate;

@@ -31,6 +31,7 @@ pub use builder::BreakerConfigBuilder;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BreakerConfig {
     consecutive_failures: u32,
+    consecutive_spread: Duration,
     failure_rate: Option<f64>,
     window: Duration,
     window_buckets: u32,
@@ -47,6 +48,11 @@ impl BreakerConfig {
     /// call, so ten in a row come within a second of its first outcomes at ten calls a second; an upstream that
     /// fails 20% of calls at random makes ten in a row once in 10^7 calls (0.2^10).
     pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 10;
+    /// Default least time between the starts of the first and the last failure of a streak that opens the
+    /// breaker: 500 ms. A blip that fails every call of one instant (a load balancer's restart, a burst met by
+    /// one bad moment) is not a dead upstream; a dead one keeps failing, and half a second of it comes within
+    /// the second DESIGN.md allows.
+    pub const DEFAULT_CONSECUTIVE_SPREAD: Duration = Duration::from_millis(500);
     /// Default failure-rate threshold (Resilience4j's and Hystrix's default: 50%).
     pub const DEFAULT_FAILURE_RATE: f64 = 0.5;
     /// Default sliding window (Hystrix's 10 s; the retry budget's window too).
@@ -79,6 +85,11 @@ impl BreakerConfig {
     /// Consecutive failures in start order (while closed) that open the breaker; 0 when this trigger is off.
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures
+    }
+
+    /// The least time between the starts of the first and the last failure of a streak that opens the breaker.
+    pub fn consecutive_spread(&self) -> Duration {
+        self.consecutive_spread
     }
 
     /// The failure rate over the window that opens the breaker, or `None` when this trigger is off.
@@ -168,6 +179,7 @@ impl Default for BreakerConfig {
     fn default() -> Self {
         BreakerConfig {
             consecutive_failures: Self::DEFAULT_CONSECUTIVE_FAILURES,
+            consecutive_spread: Self::DEFAULT_CONSECUTIVE_SPREAD,
             failure_rate: Some(Self::DEFAULT_FAILURE_RATE),
             window: Self::DEFAULT_WINDOW,
             window_buckets: Self::DEFAULT_WINDOW_BUCKETS,

@@ -66,6 +66,50 @@ fn a_dropped_call_stops_holding_results_back() {
     assert!(call(&b, CallResult::Failure, at(2)).is_some(), "both failures count once it is gone");
 }
 
+/// A blip — every call of one instant failing — is not an outage: a streak must spread over 500 ms by default.
+#[test]
+fn a_streak_of_one_instant_does_not_open_a_default_breaker_but_a_spread_one_does() {
+    let b = breaker(BreakerConfig::builder());
+    for _ in 0..50 {
+        assert_eq!(call(&b, CallResult::Failure, at(1_000)), None, "a blip");
+    }
+    assert_eq!(b.snapshot(at(1_000)).consecutive_failures, 50);
+    call(&b, CallResult::Success, at(1_100));
+    for ms in (2_000..2_450).step_by(50) {
+        assert_eq!(call(&b, CallResult::Failure, at(ms)), None, "nine, over 400 ms: not yet");
+    }
+    let t = call(&b, CallResult::Failure, at(2_500)).expect("spread over 500 ms");
+    assert_eq!(t.reason, TransitionReason::ConsecutiveFailures(10));
+}
+
+/// A stream leaves the start order when it starts answering: a long stream does not hold back the results of
+/// the calls after it, and its own result counts when it ends.
+#[test]
+fn a_stream_that_started_answering_holds_nothing_back() {
+    let b = breaker(no_jitter().consecutive_failures(3).failure_rate(None));
+    let stream = b.try_acquire(at(0)).unwrap().into_owned(&b);
+    for ms in 1..3 {
+        assert_eq!(call(&b, CallResult::Failure, at(ms)), None);
+    }
+    assert!(call(&b, CallResult::Failure, at(3)).is_some(), "not held back by the open stream");
+    // Its end, late, counts nothing in the new generation.
+    assert_eq!(stream.record(CallResult::Failure, QUICK, at(60_000)), None);
+    let b = breaker(no_jitter().consecutive_failures(2).failure_rate(None));
+    let stream = b.try_acquire(at(0)).unwrap().into_owned(&b);
+    call(&b, CallResult::Failure, at(1));
+    assert!(stream.record(CallResult::Failure, QUICK, at(90_000)).is_some(), "its failure counts at its end");
+}
+
+#[test]
+fn permits_only_ever_dropped_do_not_grow_the_queue() {
+    let b = breaker(BreakerConfig::builder());
+    for ms in 0..100_000 {
+        drop(b.try_acquire(at(ms)).unwrap());
+    }
+    let s = b.snapshot(at(100_000));
+    assert_eq!((s.in_flight, s.skipped, s.window_calls), (0, 0, 0));
+}
+
 #[test]
 fn overload_answers_are_not_health_signals() {
     let b = breaker(no_jitter().consecutive_failures(3).min_calls(3));
