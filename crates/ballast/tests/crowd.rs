@@ -68,7 +68,7 @@ async fn a_dead_upstream_answering_503_is_failed_fast_within_a_second() {
 }
 
 /// 503 with `Retry-After` (a maintenance page): not a health signal for the breaker — the throttle refuses
-/// locally once the upstream accepted nothing for a window (2 s) and the calls waiting on the `Retry-After` come
+/// locally once the upstream accepted nothing for most of a window (1 s) and the calls waiting on the `Retry-After` come
 /// back refused.
 #[tokio::test(start_paused = true)]
 async fn an_upstream_refusing_everything_with_retry_after_is_throttled() {
@@ -162,7 +162,8 @@ async fn a_throttled_primary_falls_back() {
 async fn a_throttled_retry_ends_with_the_last_real_answer() {
     let upstreams = Upstreams::new(&[(
         "primary",
-        profile("[endpoints.model]\nerrors = { 429 = 1.0 }\nretry_after = \"1s\""),
+        // Retries 300 ms later: within the throttle's 1 s window of the first attempts' refusals.
+        profile("[endpoints.model]\nerrors = { 429 = 1.0 }\nretry_after = { millis = \"300ms\" }"),
     )]);
     let route = single(&upstreams, "retry = { max_attempts = 4 }");
     // Twenty at once: their first attempts fill the throttle's window with refusals (a trickle would not: under

@@ -31,9 +31,11 @@ impl Checker {
             window = None;
         }
         let min_requests = self.int(&join(path, "min_requests"), raw.min_requests, d.min_requests(), 0);
-        // 20 buckets of a twentieth of the window, fewer in a window under 20 ms (a bucket is at least 1 ms).
+        // The default's 10 buckets of a tenth of the window, fewer in a window under 10 ms (a bucket is at least
+        // 1 ms).
         let window = window.unwrap_or(d.window());
-        let buckets = u32::try_from(window.as_millis().clamp(1, 20)).unwrap_or(20);
+        let most = d.window_buckets();
+        let buckets = u32::try_from(window.as_millis().clamp(1, u128::from(most))).unwrap_or(most);
         let config = ThrottleConfig::new(
             multiplier.unwrap_or(d.accept_multiplier()),
             window,

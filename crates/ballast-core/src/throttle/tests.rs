@@ -42,16 +42,16 @@ fn a_burst_asked_at_once_is_not_refused_before_anything_ended() {
 #[test]
 fn an_upstream_refusing_everything_is_refused_locally_and_recovers_after_the_window() {
     let t = throttle();
-    for ms in 0..1000 {
-        t.record(ThrottleOutcome::Overloaded, at(ms));
+    for i in 0..1000 {
+        t.record(ThrottleOutcome::Overloaded, at(i / 2));
     }
-    let snapshot = t.snapshot(at(1000));
+    let snapshot = t.snapshot(at(500));
     assert_eq!((snapshot.requests, snapshot.accepts), (1000, 0));
     assert!(snapshot.probability > 0.99);
-    assert!(refusals(&t, 1000, at(1000)) > 980);
-    // The window (2 s) forgets; the refusals made it longer only by their own bucket.
-    assert_eq!(t.snapshot(at(3100)).requests, 0);
-    assert_eq!(refusals(&t, 100, at(3100)), 0);
+    assert!(refusals(&t, 1000, at(500)) > 980);
+    // The window (1 s) forgets; the refusals made it longer only by their own bucket.
+    assert_eq!(t.snapshot(at(1600)).requests, 0);
+    assert_eq!(refusals(&t, 100, at(1600)), 0);
 }
 
 #[test]
@@ -61,12 +61,38 @@ fn timeouts_are_not_accepts_but_answers_of_any_status_are() {
         t.record(ThrottleOutcome::Unanswered, at(ms));
     }
     assert_eq!(t.snapshot(at(30)).accepts, 0);
+    assert!(t.snapshot(at(30)).probability > 0.9, "timeouts are not accepts");
     t.restart();
     for ms in 0..30 {
         t.record(ThrottleOutcome::Accepted, at(ms));
     }
     let snapshot = t.snapshot(at(30));
     assert_eq!((snapshot.requests, snapshot.accepts, snapshot.probability), (30, 30, 0.0));
+}
+
+/// After an upstream refused everything, a recovered one is sent everything again within a few windows, with
+/// attempts asked all along (each refusal is a request, so the probability halves its excess per window).
+#[test]
+fn a_recovered_upstream_is_sent_everything_again_within_a_few_windows() {
+    let t = throttle();
+    // 2 s of everything refused for load, 100 asks a second.
+    for ms in (0..2000).step_by(10) {
+        if t.try_admit(at(ms)).is_ok() {
+            t.record(ThrottleOutcome::Overloaded, at(ms));
+        }
+    }
+    assert!(t.snapshot(at(2000)).probability > 0.9);
+    // Recovered from 2 s: every admitted attempt is accepted.
+    let mut refused_after = Vec::new();
+    for ms in (2000..8000).step_by(10) {
+        if t.try_admit(at(ms)).is_ok() {
+            t.record(ThrottleOutcome::Accepted, at(ms));
+        } else {
+            refused_after.push(ms);
+        }
+    }
+    let last = refused_after.last().copied().unwrap_or(2000);
+    assert!(last < 6000, "still refusing at {last} ms, 4 s after the recovery");
 }
 
 #[test]
@@ -96,7 +122,7 @@ fn invalid_settings_are_refused() {
         Err(InvalidThrottle::WindowBuckets(0))
     ));
     assert_eq!(
-        ThrottleConfig::new(2.0, Duration::from_secs(2), 20, 10).unwrap(),
+        ThrottleConfig::new(2.0, Duration::from_secs(1), 10, 5).unwrap(),
         ThrottleConfig::default()
     );
 }

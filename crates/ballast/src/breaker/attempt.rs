@@ -38,6 +38,9 @@ where
         write_state(report.as_ref(), &breaker, acquired);
         Err(refused)
     };
+    // The throttle is for an upstream that is closed and overloaded; once its breaker has opened, the breaker
+    // alone decides (its probes must reach the upstream), and the throttle neither refuses nor counts.
+    let throttle = throttle.filter(|_| breaker.state(acquired) == BreakerState::Closed);
     if let Some(throttle) = &throttle
         && let Err(throttled) = throttle.try_admit(acquired)
     {

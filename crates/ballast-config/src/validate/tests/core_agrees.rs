@@ -41,6 +41,7 @@ fn assert_core_accepts(config: &Config) {
         let _live = budget.build();
         let rebuilt = BreakerConfig::builder()
             .consecutive_failures(breaker.consecutive_failures())
+            .consecutive_spread(breaker.consecutive_spread())
             .failure_rate(breaker.failure_rate())
             .window(breaker.window())
             .window_buckets(breaker.window_buckets())
@@ -129,6 +130,7 @@ fn core_breaker(raw: Option<&RawBreaker>) -> Result<BreakerConfig, ()> {
     let d = BreakerConfig::default();
     let mut b = BreakerConfig::builder()
         .consecutive_failures(whole(raw.consecutive_failures, d.consecutive_failures())?)
+        .consecutive_spread(time(raw.consecutive_spread.as_ref(), d.consecutive_spread()))
         .min_calls(whole(raw.min_calls, d.min_calls())?)
         .half_open_probes(whole(raw.half_open_probes, d.half_open_probes())?)
         .window(time(raw.window.as_ref(), d.window()))
@@ -232,16 +234,22 @@ fn budget() -> BoxedStrategy<Option<RawBudget>> {
 
 fn breaker() -> BoxedStrategy<Option<RawBreaker>> {
     let counts = (whole_number(), whole_number(), whole_number(), whole_number());
-    let times = (duration(10..60_000), duration(1..10_000), duration(1..60_000));
+    let times = (
+        duration(10..60_000),
+        duration(1..10_000),
+        duration(1..60_000),
+        duration(0..2_000),
+    );
     let table = (counts, times, number(), number()).prop_map(
         |(
             (consecutive_failures, min_calls, half_open_probes, success_threshold),
-            (window, slow_call, open_for),
+            (window, slow_call, open_for, consecutive_spread),
             failure_rate,
             open_jitter,
         )| {
             RawBreaker {
                 consecutive_failures,
+                consecutive_spread,
                 failure_rate,
                 window,
                 min_calls,

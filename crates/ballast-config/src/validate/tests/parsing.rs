@@ -65,7 +65,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             &model("breaker = { threshold = 3 }")[..],
-            "models[0].breaker.threshold: unknown field `threshold`, expected one of `consecutive_failures`, `failure_rate`, `window`, `min_calls`, `slow_call`, `open_for`, `open_jitter`, `half_open_probes`, `success_threshold` (line 5, column 13)",
+            "models[0].breaker.threshold: unknown field `threshold`, expected one of `consecutive_failures`, `consecutive_spread`, `failure_rate`, `window`, `min_calls`, `slow_call`, `open_for`, `open_jitter`, `half_open_probes`, `success_threshold` (line 5, column 13)",
         ),
         (
             &model("context = { overflow = \"error\" }")[..],
