@@ -53,9 +53,9 @@ pub use raw::{
 pub use secrets::{Env, MissingSecret, SecretProblem};
 pub use typed::{
     BudgetConfig, Config, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
-    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE,
-    DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT,
-    DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
-    RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT,
+    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
+    ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig,
+    StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
 };
 pub use validate::validate;

@@ -12,9 +12,9 @@ use std::thread;
 use std::time::Duration;
 
 use ballast_core::{
-    AdaptiveThrottle, Admission, AdmissionConfig, AttemptOutcome, BreakerConfig, CallKind, CallResult, CallState,
-    CircuitBreaker, Deadline, Instant, Offer, Priority, RatioBudget, RetryBudget, RetryPolicy, TokenBucket,
-    ThrottleConfig, ThrottleOutcome, default_rng, fingerprint, inbound_timeout,
+    AdaptiveThrottle, Admission, AdmissionConfig, AttemptOutcome, BreakerConfig, CallKind, CallResult,
+    CallState, CircuitBreaker, Deadline, Instant, Offer, Priority, RatioBudget, RetryBudget, RetryPolicy,
+    ThrottleConfig, ThrottleOutcome, TokenBucket, default_rng, fingerprint, inbound_timeout,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 
@@ -130,7 +130,7 @@ fn throttle_op(throttle: &AdaptiveThrottle, i: u64) {
     let now = Instant::from_nanos(i * 1_000);
     if throttle.try_admit(now).is_ok() {
         // One attempt in ten refused for load: the throttle's window has work to do, and nothing is refused.
-        let outcome = if i % 10 == 0 {
+        let outcome = if i.is_multiple_of(10) {
             ThrottleOutcome::Overloaded
         } else {
             ThrottleOutcome::Accepted

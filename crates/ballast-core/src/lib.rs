@@ -61,9 +61,9 @@ pub use name::UnknownName;
 // retry
 pub use retry::{
     AttemptOutcome, CallKind, CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER,
-    DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE, InvalidRetryPolicy, ProblemKind, ResponseInfo,
-    RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency, answer_leaves_outcome_unknown,
-    retries_allowed_here,
+    DEFAULT_RETRY_AFTER_JITTER, DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE, InvalidRetryPolicy,
+    ProblemKind, ResponseInfo, RetryDecision, RetryPolicy, RunAllowance, StopReason, UpstreamIdempotency,
+    answer_leaves_outcome_unknown, retries_allowed_here,
 };
 // throttle
 pub use throttle::{

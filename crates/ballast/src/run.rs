@@ -92,12 +92,10 @@ impl Runs {
         let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         let ttl = self.ttl;
         runs.retain(|_, (_, used)| now.saturating_duration_since(*used) < ttl);
-        let entry = runs
-            .entry(id.to_owned())
-            .or_insert_with(|| {
-                let allowance = RunAllowance::with_share(self.allowance, self.per_call);
-                (Arc::new(Run::with_allowance(id.to_owned(), allowance)), now)
-            });
+        let entry = runs.entry(id.to_owned()).or_insert_with(|| {
+            let allowance = RunAllowance::with_share(self.allowance, self.per_call);
+            (Arc::new(Run::with_allowance(id.to_owned(), allowance)), now)
+        });
         entry.1 = now;
         Arc::clone(&entry.0)
     }

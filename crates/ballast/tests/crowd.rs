@@ -137,7 +137,10 @@ async fn a_throttled_primary_falls_back() {
     let before = upstreams.count("primary");
     let mut refused_here = 0;
     for i in 40..60 {
-        let answer = route.complete(call(&first_turn(&format!("op-{i}")))).await.unwrap();
+        let answer = route
+            .complete(call(&first_turn(&format!("op-{i}"))))
+            .await
+            .unwrap();
         assert_eq!(answer.deployment, "agent[1] gpt-4.1");
         let primary = &answer.report;
         if primary.attempts.iter().all(|a| !a.sent) {
@@ -221,7 +224,10 @@ async fn a_full_deployment_sheds_by_class() {
     assert_eq!(shed.code(), ErrorCode::Overloaded);
     assert!(shed.to_string().contains("evicted"), "{shed}");
     assert!(first.await.unwrap().is_ok());
-    assert!(critical.await.unwrap().is_ok(), "the critical call waited and was served");
+    assert!(
+        critical.await.unwrap().is_ok(),
+        "the critical call waited and was served"
+    );
     assert_eq!(upstreams.count("primary"), 2);
 }
 
@@ -233,14 +239,20 @@ async fn a_spent_quota_is_passed_over_for_a_minute() {
     let upstreams = Upstreams::new(&[("primary", profile(quota)), ("fallback", profile(""))]);
     let route = client(&config(""), &upstreams);
     for i in 0..5 {
-        route.complete(call(&first_turn(&format!("q-{i}")))).await.unwrap();
+        route
+            .complete(call(&first_turn(&format!("q-{i}"))))
+            .await
+            .unwrap();
     }
     assert_eq!(upstreams.count("primary"), 1, "asked once, then passed over");
     assert_eq!(upstreams.count("fallback"), 5);
     tokio::time::sleep(Duration::from_secs(59)).await;
     let answer = route.complete(call(&first_turn("q-5"))).await.unwrap();
     assert!(
-        answer.report.to_string().contains("passed over: this deployment answered insufficient_quota"),
+        answer
+            .report
+            .to_string()
+            .contains("passed over: this deployment answered insufficient_quota"),
         "{}",
         answer.report
     );

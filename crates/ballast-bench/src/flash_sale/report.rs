@@ -193,7 +193,10 @@ fn fail_fast_after(run: &Run) -> Option<Option<Duration>> {
             entry.0 += usize::from(failed_fast(record));
             entry.1 += 1;
         }
-        overall && seconds.values().all(|&(fast, all)| fast as f64 >= 0.8 * all as f64)
+        overall
+            && seconds
+                .values()
+                .all(|&(fast, all)| fast as f64 >= 0.8 * all as f64)
     };
     Some(
         (0..during.len())

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatCall, ChatClients, ChatRequest, Error, HttpTransport, Message, Role, Runs, THROTTLED, ToolCall,
-    ToolCallRef, ToolClients, ToolError, clock, scope,
+    CallError, ChatCall, ChatClients, ChatRequest, Error, HttpTransport, Message, Role, Runs, THROTTLED,
+    ToolCall, ToolCallRef, ToolClients, ToolError, clock, scope,
 };
 use ballast_config::Config;
 use ballast_core::{AdaptiveThrottle, BreakerConfig, CircuitBreaker, Deadline, ThrottleConfig};

@@ -104,7 +104,10 @@ impl Profile {
             // On the model endpoint the op is `op/turn-N`: a script naming the conversation's op covers its turns.
             .find(|s| {
                 s.endpoint == endpoint
-                    && (s.op == op || op.strip_prefix(s.op.as_str()).is_some_and(|turn| turn.starts_with("/turn-")))
+                    && (s.op == op
+                        || op
+                            .strip_prefix(s.op.as_str())
+                            .is_some_and(|turn| turn.starts_with("/turn-")))
             })
             .and_then(|s| s.steps.get(attempt.saturating_sub(1) as usize));
         match scripted {

@@ -33,7 +33,13 @@ pub(crate) async fn chat_completions(
     // assistant messages so far), so the turns of one conversation do not all meet the same fault.
     let op = request
         .as_ref()
-        .and_then(|request| Some(format!("{}/turn-{}", crate::operation_id(request)?, turn_of(request))))
+        .and_then(|request| {
+            Some(format!(
+                "{}/turn-{}",
+                crate::operation_id(request)?,
+                turn_of(request)
+            ))
+        })
         .unwrap_or_else(|| body_hash(&body));
     let epoch = app.epoch();
     let conn = conn.map(|Extension(conn)| conn);

@@ -14,15 +14,16 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use ballast_core::{
-    DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, DEFAULT_RUN_ALLOWANCE, DEFAULT_RUN_ALLOWANCE_SHARE,
+    DEFAULT_MAX_RETRY_AFTER, DEFAULT_MIN_ATTEMPT, DEFAULT_RESERVE, DEFAULT_RUN_ALLOWANCE,
+    DEFAULT_RUN_ALLOWANCE_SHARE,
 };
 
 pub use budget::BudgetConfig;
 pub use route::{
     ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
-    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT,
-    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
-    ModelRoute, OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream,
+    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
+    RetryConfig, ToolConfig, ToolFallback, Upstream,
 };
 
 /// A validated Ballast configuration.

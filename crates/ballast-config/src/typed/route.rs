@@ -28,8 +28,8 @@ pub const DEFAULT_TOOL_CONCURRENCY: u32 = 64;
 pub const DEFAULT_TOOL_QUEUE: u32 = 256;
 /// Default concurrency limit of each model deployment: 64 calls in flight (docs/config.md says why).
 pub const DEFAULT_MODEL_CONCURRENCY: u32 = 64;
-/// Default admission queue length of each model deployment: 256 waiting calls.
-pub const DEFAULT_MODEL_QUEUE: u32 = 256;
+/// Default admission queue length of each model deployment: 1024 waiting calls (docs/config.md says why).
+pub const DEFAULT_MODEL_QUEUE: u32 = 1024;
 
 /// A model route: the name clients ask for, and the deployments that serve it, in fallback order.
 #[derive(Clone, Debug, PartialEq)]

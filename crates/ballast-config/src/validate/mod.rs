@@ -7,13 +7,13 @@
 //! for form here and for presence by [`Config::missing_secrets`], so `ballast plan` works on any machine.
 
 mod breaker;
-mod throttle;
 mod check;
 mod policy;
 mod routes;
 #[cfg(test)]
 mod tests;
 mod text;
+mod throttle;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

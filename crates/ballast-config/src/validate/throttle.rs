@@ -22,12 +22,23 @@ impl Checker {
             "between 1 and 1000",
         );
         let window_path = join(path, "window");
-        let mut window = self.duration(&window_path, raw.window.as_ref(), d.window(), DurationRule::Positive);
+        let mut window = self.duration(
+            &window_path,
+            raw.window.as_ref(),
+            d.window(),
+            DurationRule::Positive,
+        );
         if let (Some(short), Some(raw_window)) = (window, &raw.window)
             && short < Duration::from_millis(1)
         {
             let must_be = "at least 1ms".to_owned();
-            self.report(&window_path, Problem::Range { value: raw_window.to_string(), must_be });
+            self.report(
+                &window_path,
+                Problem::Range {
+                    value: raw_window.to_string(),
+                    must_be,
+                },
+            );
             window = None;
         }
         let min_requests = self.int(&join(path, "min_requests"), raw.min_requests, d.min_requests(), 0);

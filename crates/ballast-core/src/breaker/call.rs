@@ -87,9 +87,17 @@ mod tests {
         assert!(!CallResult::Ignored.is_counted());
         assert!(!CallResult::Overloaded.is_counted());
         for (status, retry_after) in [(429, false), (429, true), (529, false), (503, true)] {
-            assert_eq!(CallResult::from_answer(status, retry_after), CallResult::Overloaded, "{status}");
+            assert_eq!(
+                CallResult::from_answer(status, retry_after),
+                CallResult::Overloaded,
+                "{status}"
+            );
         }
-        for (status, result) in [(503, CallResult::Failure), (500, CallResult::Failure), (200, CallResult::Success)] {
+        for (status, result) in [
+            (503, CallResult::Failure),
+            (500, CallResult::Failure),
+            (200, CallResult::Success),
+        ] {
             assert_eq!(CallResult::from_answer(status, false), result, "{status}");
         }
         assert!(CallResult::Success.is_counted() && CallResult::Failure.is_counted());

@@ -6,10 +6,10 @@ use std::time::Duration;
 use rand::Rng;
 
 use super::TransitionReason as Reason;
-use crate::window::Window;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};
 use crate::Instant;
 use crate::time::saturating_nanos;
+use crate::window::Window;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -17,7 +17,6 @@ enum Phase {
     Open { until: Instant },
     HalfOpen,
 }
-
 
 /// What a permit remembers: the generation it was granted in, whether it holds a half-open probe slot, and
 /// (closed) its place in the start order.

@@ -64,7 +64,9 @@ pub struct ThrottleConfig {
 #[non_exhaustive]
 pub enum InvalidThrottle {
     /// `K` under 1 would refuse attempts to a healthy upstream.
-    #[error("accept_multiplier: {0} is not at least 1 (K x accepts must cover a healthy upstream's requests)")]
+    #[error(
+        "accept_multiplier: {0} is not at least 1 (K x accepts must cover a healthy upstream's requests)"
+    )]
     AcceptMultiplier(f64),
     /// The window cannot be split into its buckets.
     #[error("window: {window:?} is too short for {buckets} buckets of at least 1 ms")]
@@ -270,9 +272,7 @@ impl<R> AdaptiveThrottle<R> {
     /// Counts one attempt it let through that ended at `now` with `outcome`.
     pub fn record(&self, outcome: ThrottleOutcome, now: Instant) {
         self.with_inner(|inner| {
-            inner
-                .window
-                .record(now, outcome != ThrottleOutcome::Accepted);
+            inner.window.record(now, outcome != ThrottleOutcome::Accepted);
         });
     }
 

@@ -36,7 +36,11 @@ fn a_steady_twenty_percent_of_overload_answers_is_never_throttled() {
 #[test]
 fn a_burst_asked_at_once_is_not_refused_before_anything_ended() {
     let t = throttle();
-    assert_eq!(refusals(&t, 500, at(0)), 0, "asks are not requests until they end");
+    assert_eq!(
+        refusals(&t, 500, at(0)),
+        0,
+        "asks are not requests until they end"
+    );
 }
 
 #[test]
@@ -67,7 +71,10 @@ fn timeouts_are_not_accepts_but_answers_of_any_status_are() {
         t.record(ThrottleOutcome::Accepted, at(ms));
     }
     let snapshot = t.snapshot(at(30));
-    assert_eq!((snapshot.requests, snapshot.accepts, snapshot.probability), (30, 30, 0.0));
+    assert_eq!(
+        (snapshot.requests, snapshot.accepts, snapshot.probability),
+        (30, 30, 0.0)
+    );
 }
 
 /// After an upstream refused everything, a recovered one is sent everything again within a few windows, with

@@ -22,7 +22,11 @@ pub(crate) struct StreamPermit {
 }
 
 impl StreamPermit {
-    pub(crate) fn new(permit: OwnedPermit, first_byte: Duration, throttle: Option<Arc<AdaptiveThrottle>>) -> Self {
+    pub(crate) fn new(
+        permit: OwnedPermit,
+        first_byte: Duration,
+        throttle: Option<Arc<AdaptiveThrottle>>,
+    ) -> Self {
         StreamPermit {
             permit,
             first_byte,

@@ -99,11 +99,19 @@ fn results_map_as_the_design_says() {
         (Ok(answer(429, false)), Some(CallResult::Overloaded)),
         (Ok(answer(503, false)), Some(CallResult::Failure)),
         (
-            Ok(http::Response::builder().status(503).header("retry-after", "1").body(Body::empty()).unwrap()),
+            Ok(http::Response::builder()
+                .status(503)
+                .header("retry-after", "1")
+                .body(Body::empty())
+                .unwrap()),
             Some(CallResult::Overloaded),
         ),
         (
-            Ok(http::Response::builder().status(503).header("retry-after-ms", "10").body(Body::empty()).unwrap()),
+            Ok(http::Response::builder()
+                .status(503)
+                .header("retry-after-ms", "10")
+                .body(Body::empty())
+                .unwrap()),
             Some(CallResult::Overloaded),
         ),
         (Ok(answer(529, false)), Some(CallResult::Overloaded)),

@@ -84,7 +84,10 @@ impl ChatClient {
 
     /// The adaptive throttle of deployment `index` (`None` when off or no such deployment).
     pub fn throttle(&self, index: usize) -> Option<&Arc<ballast_core::AdaptiveThrottle>> {
-        self.inner.deployments.get(index).and_then(|d| d.upstream.throttle())
+        self.inner
+            .deployments
+            .get(index)
+            .and_then(|d| d.upstream.throttle())
     }
 
     /// The retry budget of deployment `index`.
@@ -136,14 +139,9 @@ impl ChatClient {
         let report = Report::default();
         let configured = self.inner.route.priority;
         let priority = call.priority.map_or(configured, |p| p.min(configured));
-        self.inner.core.context(
-            &call.options,
-            kind,
-            priority,
-            None,
-            report,
-            clock::now(),
-        )
+        self.inner
+            .core
+            .context(&call.options, kind, priority, None, report, clock::now())
     }
 
     /// A 2xx answer read as a completion, its tokens recorded as the answer's.

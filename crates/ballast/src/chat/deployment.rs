@@ -144,14 +144,20 @@ impl DeploymentClient {
     /// which no retry fixes, so calls go to the next deployment first rather than each asking it again.
     pub(super) fn quota_spent(&self, retry_after: Option<Duration>, now: Instant) {
         let until = now + retry_after.unwrap_or(QUOTA_SKIP).min(self.max_skip);
-        let mut spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut spent = self
+            .quota_spent_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         *spent = Some(spent.map_or(until, |before| before.max(until)));
     }
 
     /// Until when the deployment is skipped, if it is at `now` (its quota was spent, and the wait it asked has
     /// not passed).
     pub(super) fn quota_skipped_until(&self, now: Instant) -> Option<Instant> {
-        let spent = self.quota_spent_until.lock().unwrap_or_else(PoisonError::into_inner);
+        let spent = self
+            .quota_spent_until
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         spent.filter(|until| now < *until)
     }
 

@@ -37,8 +37,7 @@ use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
 
 /// What the report of a deployment passed over for its spent quota says.
-const QUOTA_PASSED_OVER: &str =
-    "passed over: this deployment answered insufficient_quota, and is skipped for the Retry-After it gave (60 s \
+const QUOTA_PASSED_OVER: &str = "passed over: this deployment answered insufficient_quota, and is skipped for the Retry-After it gave (60 s \
      without one, at most server.max_retry_after) while another deployment can serve";
 
 /// A 2xx answer of deployment `index` (for a streamed call, its body is the stream).

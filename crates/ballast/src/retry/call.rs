@@ -88,7 +88,13 @@ where
                     }
                 }
                 // A retry the throttle refused ends with the last real answer (DESIGN.md, "Overload").
-                if let (Error::Overloaded { reason: THROTTLED, .. }, Some(last)) = (&error, last.take()) {
+                if let (
+                    Error::Overloaded {
+                        reason: THROTTLED, ..
+                    },
+                    Some(last),
+                ) = (&error, last.take())
+                {
                     return made.ended(End::Stopped(StopReason::Throttled, last));
                 }
                 return made.ended(End::Rejected(error));

@@ -232,7 +232,10 @@ fn an_open_for_longer_than_the_deadline_without_a_fallback_is_warned_about() {
         "{}",
         warnings[0]
     );
-    let with_fallback = tool("{ open_for = \"60s\" }", "fallback_response = { status = \"unknown\" }");
+    let with_fallback = tool(
+        "{ open_for = \"60s\" }",
+        "fallback_response = { status = \"unknown\" }",
+    );
     assert!(warnings_at(&with_fallback, "tools[0].breaker").is_empty());
     assert!(warnings_at(&tool("{ open_for = \"5s\" }", ""), "tools[0].breaker").is_empty());
     let model = plan_of(
@@ -265,7 +268,11 @@ fn a_model_route_without_a_real_concurrency_limit_is_warned_about() {
     let plan = route(100_000);
     let warnings = warnings_at(&plan, "models[0]");
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].contains("concurrency 100000 is as good as no limit"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("concurrency 100000 is as good as no limit"),
+        "{}",
+        warnings[0]
+    );
     assert!(warnings_at(&route(64), "models[0]").is_empty());
 }
 

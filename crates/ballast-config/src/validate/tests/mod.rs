@@ -142,7 +142,10 @@ fn model_defaults() {
     assert_eq!(m.budget, BudgetConfig::default());
     assert_eq!(m.breaker, BreakerConfig::default());
     assert_eq!(m.throttle, Some(ballast_core::ThrottleConfig::default()));
-    assert_eq!((m.priority, m.concurrency, m.queue), (Priority::Critical, 64, 256));
+    assert_eq!(
+        (m.priority, m.concurrency, m.queue),
+        (Priority::Critical, 64, 1024)
+    );
     assert_eq!(m.context.on_overflow, OnOverflow::Error);
     assert_eq!(c.run.retry_allowance_per_call, 0.5);
     let d = &m.deployments[0];
@@ -162,13 +165,24 @@ fn model_defaults() {
 fn a_throttle_can_be_turned_off_or_tuned_and_bad_values_are_named() {
     let c = load(&format!("{MODEL}throttle = {{ enabled = false }}\n")).unwrap();
     assert_eq!(c.models[0].throttle, None);
-    let c = load(&format!("{MODEL}throttle = {{ accept_multiplier = 1.5, window = \"5s\", min_requests = 3 }}\n")).unwrap();
+    let c = load(&format!(
+        "{MODEL}throttle = {{ accept_multiplier = 1.5, window = \"5s\", min_requests = 3 }}\n"
+    ))
+    .unwrap();
     let t = c.models[0].throttle.unwrap();
-    assert_eq!((t.accept_multiplier(), t.window(), t.min_requests()), (1.5, secs(5), 3));
-    let errors = load(&format!("{MODEL}throttle = {{ accept_multiplier = 0.5, window = \"0s\" }}\n"))
-        .unwrap_err()
-        .to_string();
-    assert!(errors.contains("models[0].throttle.accept_multiplier: 0.5 must be between 1 and 1000"), "{errors}");
+    assert_eq!(
+        (t.accept_multiplier(), t.window(), t.min_requests()),
+        (1.5, secs(5), 3)
+    );
+    let errors = load(&format!(
+        "{MODEL}throttle = {{ accept_multiplier = 0.5, window = \"0s\" }}\n"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        errors.contains("models[0].throttle.accept_multiplier: 0.5 must be between 1 and 1000"),
+        "{errors}"
+    );
     assert!(errors.contains("models[0].throttle.window"), "{errors}");
 }
 

@@ -14,14 +14,22 @@ fn fast_failures_of_a_burst_wait_for_the_slow_successes_that_started_first() {
     let slow: Vec<_> = (0..3).map(|_| b.try_acquire(at(0)).unwrap()).collect();
     let fast: Vec<_> = (0..20).map(|_| b.try_acquire(at(0)).unwrap()).collect();
     for permit in fast {
-        assert_eq!(permit.record(CallResult::Failure, QUICK, at(5)), None, "held back");
+        assert_eq!(
+            permit.record(CallResult::Failure, QUICK, at(5)),
+            None,
+            "held back"
+        );
     }
     let s = b.snapshot(at(5));
     assert_eq!((s.state, s.in_flight, s.window_calls), (Closed, 3, 0));
     // The first-started answers: its success comes first in start order, then two more...
     let mut slow = slow.into_iter();
     slow.next().unwrap().record(CallResult::Success, QUICK, at(900));
-    assert_eq!(b.snapshot(at(900)).window_calls, 1, "the others started before the failures");
+    assert_eq!(
+        b.snapshot(at(900)).window_calls,
+        1,
+        "the others started before the failures"
+    );
     slow.next().unwrap().record(CallResult::Success, QUICK, at(950));
     // ...and once the last earlier call answers, the twenty failures count, in a row, after it.
     let t = slow
@@ -48,7 +56,11 @@ fn a_call_that_never_answers_is_skipped_after_a_minute() {
     let b = breaker(no_jitter().consecutive_failures(3).failure_rate(None));
     let stuck = b.try_acquire(at(0)).unwrap();
     for ms in 1..=3 {
-        assert_eq!(call(&b, CallResult::Failure, at(ms)), None, "held back by the stuck call");
+        assert_eq!(
+            call(&b, CallResult::Failure, at(ms)),
+            None,
+            "held back by the stuck call"
+        );
     }
     let later = at(0) + machine::MAX_WAIT_FOR_EARLIER;
     let t = call(&b, CallResult::Failure, later).expect("the stuck call is skipped; four in a row");
@@ -63,7 +75,10 @@ fn a_dropped_call_stops_holding_results_back() {
     let cancelled = b.try_acquire(at(0)).unwrap();
     call(&b, CallResult::Failure, at(1));
     drop(cancelled);
-    assert!(call(&b, CallResult::Failure, at(2)).is_some(), "both failures count once it is gone");
+    assert!(
+        call(&b, CallResult::Failure, at(2)).is_some(),
+        "both failures count once it is gone"
+    );
 }
 
 /// A blip — every call of one instant failing — is not an outage: a streak must spread over 500 ms by default.
@@ -76,7 +91,11 @@ fn a_streak_of_one_instant_does_not_open_a_default_breaker_but_a_spread_one_does
     assert_eq!(b.snapshot(at(1_000)).consecutive_failures, 50);
     call(&b, CallResult::Success, at(1_100));
     for ms in (2_000..2_450).step_by(50) {
-        assert_eq!(call(&b, CallResult::Failure, at(ms)), None, "nine, over 400 ms: not yet");
+        assert_eq!(
+            call(&b, CallResult::Failure, at(ms)),
+            None,
+            "nine, over 400 ms: not yet"
+        );
     }
     let t = call(&b, CallResult::Failure, at(2_500)).expect("spread over 500 ms");
     assert_eq!(t.reason, TransitionReason::ConsecutiveFailures(10));
@@ -91,13 +110,19 @@ fn a_stream_that_started_answering_holds_nothing_back() {
     for ms in 1..3 {
         assert_eq!(call(&b, CallResult::Failure, at(ms)), None);
     }
-    assert!(call(&b, CallResult::Failure, at(3)).is_some(), "not held back by the open stream");
+    assert!(
+        call(&b, CallResult::Failure, at(3)).is_some(),
+        "not held back by the open stream"
+    );
     // Its end, late, counts nothing in the new generation.
     assert_eq!(stream.record(CallResult::Failure, QUICK, at(60_000)), None);
     let b = breaker(no_jitter().consecutive_failures(2).failure_rate(None));
     let stream = b.try_acquire(at(0)).unwrap().into_owned(&b);
     call(&b, CallResult::Failure, at(1));
-    assert!(stream.record(CallResult::Failure, QUICK, at(90_000)).is_some(), "its failure counts at its end");
+    assert!(
+        stream.record(CallResult::Failure, QUICK, at(90_000)).is_some(),
+        "its failure counts at its end"
+    );
 }
 
 #[test]
@@ -140,7 +165,11 @@ fn a_burst_with_twenty_percent_scattered_failures_never_opens_a_default_breaker(
         while !in_flight.is_empty() {
             let next = (0..in_flight.len()).min_by_key(|&i| in_flight[i].0).unwrap();
             let (end, permit, failed, left) = in_flight.swap_remove(next);
-            let result = if failed { CallResult::Failure } else { CallResult::Success };
+            let result = if failed {
+                CallResult::Failure
+            } else {
+                CallResult::Success
+            };
             let changed = permit.record(result, QUICK, at(end));
             assert_eq!(changed, None, "seed {seed}: opened at {end} ms");
             if left > 1 {

@@ -28,7 +28,9 @@ fn breaker(config: BreakerConfigBuilder) -> Arc<CircuitBreaker> {
 
 fn no_jitter() -> BreakerConfigBuilder {
     // And no spread: most tests make their calls at one instant.
-    BreakerConfig::builder().open_jitter(0.0).consecutive_spread(Duration::ZERO)
+    BreakerConfig::builder()
+        .open_jitter(0.0)
+        .consecutive_spread(Duration::ZERO)
 }
 
 /// One attempt at `now` that answers `result` quickly; panics if refused.

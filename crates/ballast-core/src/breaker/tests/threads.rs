@@ -92,4 +92,3 @@ fn a_mixed_concurrent_load_keeps_the_invariants() {
     );
     assert!(s.last_transition.unwrap().is_automatic());
 }
-
