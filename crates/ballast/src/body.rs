@@ -26,6 +26,7 @@ use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 
 use crate::BoxError;
+use crate::admission::Slot;
 use crate::breaker::StreamPermit;
 
 /// An answer's body: whole bytes, or a stream committed at its first event (module docs).
@@ -48,6 +49,8 @@ pub(crate) struct Stream {
     pub(crate) event_limit: usize,
     /// The attempt's breaker permit, once the breaker layer has seen the answer.
     pub(crate) permit: Option<StreamPermit>,
+    /// The call's admission slot: a stream occupies its upstream until it ends.
+    pub(crate) slot: Option<Slot>,
 }
 
 impl Body {
@@ -68,6 +71,7 @@ impl Body {
             rest,
             event_limit,
             permit: None,
+            slot: None,
         })))
     }
 
@@ -91,6 +95,14 @@ impl Body {
         match &mut self.0 {
             Kind::Stream(stream) => stream.permit.replace(permit),
             Kind::Whole(_) => Some(permit),
+        }
+    }
+
+    /// Gives a stream its call's admission slot, freed when the stream ends. A whole body gives the slot back.
+    pub(crate) fn keep_slot(&mut self, slot: Slot) -> Option<Slot> {
+        match &mut self.0 {
+            Kind::Stream(stream) => stream.slot.replace(slot.for_stream()),
+            Kind::Whole(_) => Some(slot),
         }
     }
 

@@ -261,3 +261,22 @@ async fn a_spent_quota_is_passed_over_for_a_minute() {
     route.complete(call(&first_turn("q-6"))).await.unwrap();
     assert_eq!(upstreams.count("primary"), 2, "asked again after a minute");
 }
+
+/// A stream occupies its deployment until it ends: with one slot, a second call waits for the first call's
+/// stream to be read to its end (or dropped), not only for its first chunk.
+#[tokio::test(start_paused = true)]
+async fn a_stream_holds_its_deployments_slot_until_it_ends() {
+    let upstreams = Upstreams::new(&[("primary", profile(""))]);
+    let route = single(&upstreams, "concurrency = 1\nqueue = 4");
+    let stream = route.stream(call(&first_turn("s-1"))).await.expect("committed");
+    let second = tokio::spawn({
+        let route = route.clone();
+        async move { route.complete(call(&first_turn("s-2"))).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!second.is_finished(), "the open stream still holds the only slot");
+    assert_eq!(upstreams.count("primary"), 1);
+    drop(stream);
+    let answer = second.await.unwrap().expect("served once the stream ended");
+    assert_eq!(answer.deployment, "agent[0] mock");
+}

@@ -96,17 +96,22 @@ impl AdmissionLayer {
 }
 
 /// Runs `work` holding `slot` until its result; the slot is freed before the result is handed on (the next waiter
-/// starts now), having told the core how long it was held when the result says the work reached the upstream.
+/// starts now), having told the core how long it was held when the result says the work reached the upstream —
+/// unless the result is a stream that started answering ([`ReachedUpstream::keep_slot`]): a stream occupies the
+/// upstream until it ends, so it carries the slot in its body and frees it then (the core is told the time to
+/// its first event, what a queued call waits for a stream to start).
 pub(crate) async fn holding<F, T>(mut slot: Slot, work: F) -> T
 where
     F: Future<Output = T>,
     T: ReachedUpstream,
 {
-    let result = work.await;
+    let mut result = work.await;
     if result.reached_upstream() {
         slot.report_latency();
     }
-    drop(slot);
+    if let Some(unkept) = result.keep_slot(slot) {
+        drop(unkept);
+    }
     result
 }
 
@@ -116,6 +121,11 @@ where
 pub(crate) trait ReachedUpstream {
     /// Whether it reached the upstream.
     fn reached_upstream(&self) -> bool;
+
+    /// Keeps `slot` inside a streamed answer, freed when the stream ends; gives it back otherwise.
+    fn keep_slot(&mut self, slot: Slot) -> Option<Slot> {
+        Some(slot)
+    }
 }
 
 impl ReachedUpstream for Result<Response<Body>, Error> {

@@ -85,6 +85,13 @@ impl Slot {
         self.ended = Some(ended);
     }
 
+    /// The slot of a stream that started answering, kept until the stream ends: released then, at that time
+    /// (its latency, to the first event, was reported already).
+    pub(crate) fn for_stream(mut self) -> Self {
+        self.ended = None;
+        self
+    }
+
     /// Forgets the slot without releasing it: the caller releases it itself.
     fn defuse(mut self) {
         self.shared = None;

@@ -162,6 +162,8 @@ struct Reader {
     usage: Option<Usage>,
     /// The attempt's breaker permit, recorded when the stream ends (`None` without a breaker layer).
     permit: Option<StreamPermit>,
+    /// The call's admission slot, freed when the stream ends (with the reader).
+    _slot: Option<crate::admission::Slot>,
 }
 
 impl ChatStream {
@@ -174,17 +176,17 @@ impl ChatStream {
     ) -> ChatStream {
         let Committed { index, response } = committed;
         let (parts, body) = response.into_parts();
-        let (decoder, body, permit) = match body.into_stream() {
+        let (decoder, body, permit, slot) = match body.into_stream() {
             Ok(stream) => {
                 let mut decoder = SseDecoder::new(stream.event_limit);
                 decoder.push(&stream.head);
-                (decoder, Some(stream.rest), stream.permit)
+                (decoder, Some(stream.rest), stream.permit, stream.slot)
             }
             // A whole answer (a transport that read it all): every byte is here, bounded by the transport.
             Err(whole) => {
                 let mut decoder = SseDecoder::new(whole.len());
                 decoder.push(&whole);
-                (decoder, None, None)
+                (decoder, None, None, None)
             }
         };
         let report = tried.reports[index].clone();
@@ -201,6 +203,7 @@ impl ChatStream {
             tried: std::sync::Arc::clone(&tried),
             usage: None,
             permit,
+            _slot: slot,
         };
         let items = futures::stream::unfold(Some(reader), |reader| async move {
             let mut reader = reader?;

@@ -162,6 +162,13 @@ impl ReachedUpstream for Trip {
     fn reached_upstream(&self) -> bool {
         self.result.reached_upstream()
     }
+
+    fn keep_slot(&mut self, slot: crate::admission::Slot) -> Option<crate::admission::Slot> {
+        match &mut self.result {
+            Ok(response) if response.status().is_success() => response.body_mut().keep_slot(slot),
+            _ => Some(slot),
+        }
+    }
 }
 
 /// The admission of an upstream limited to `concurrency` calls at once with `queue` waiting.

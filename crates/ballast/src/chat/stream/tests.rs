@@ -32,6 +32,7 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         tried: Arc::new(Tried::default()),
         usage: None,
         permit: None,
+        _slot: None,
     }
 }
 
