@@ -68,7 +68,7 @@ async fn a_dead_upstream_answering_503_is_failed_fast_within_a_second() {
 }
 
 /// 503 with `Retry-After` (a maintenance page): not a health signal for the breaker — the throttle refuses
-/// locally once the upstream accepted nothing for most of a window (1 s) and the calls waiting on the `Retry-After` come
+/// locally once the upstream accepted nothing for most of a window (2 s) and the calls waiting on the `Retry-After` come
 /// back refused.
 #[tokio::test(start_paused = true)]
 async fn an_upstream_refusing_everything_with_retry_after_is_throttled() {

@@ -84,16 +84,18 @@ pub enum InvalidThrottle {
 impl ThrottleConfig {
     /// Default `K`: the book's 2 — no throttling until fewer than half the attempts are accepted.
     pub const DEFAULT_ACCEPT_MULTIPLIER: f64 = 2.0;
-    /// Default window: 1 s — an upstream that starts refusing everything is refused locally within about three
-    /// quarters of a window (once the requests outnumber twice the accepts still in it), and one that recovers
-    /// is sent everything again a few windows after its first accepts (each window halves what the refusals
-    /// add: `p' = 2p - 1`).
-    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
-    /// Default buckets: 10 of 100 ms.
-    pub const DEFAULT_WINDOW_BUCKETS: u32 = 10;
-    /// Default least requests in the window before anything is refused: 5 — one 429 at a trickle refuses
-    /// nothing, five refusals in a second with nothing accepted do.
-    pub const DEFAULT_MIN_REQUESTS: u32 = 5;
+    /// Default window: 2 s — an upstream that starts refusing everything is refused locally within about one
+    /// and a half windows' worth of its accepts ageing out (once the requests outnumber twice the accepts still
+    /// in it), and one that recovers is sent everything again a few windows after its first accepts (each window
+    /// halves what the refusals add: `p' = 2p - 1`). Seconds, not the book's two minutes; long enough that ten
+    /// requests come within it at a few calls a second.
+    pub const DEFAULT_WINDOW: Duration = Duration::from_secs(2);
+    /// Default buckets: 20 of 100 ms.
+    pub const DEFAULT_WINDOW_BUCKETS: u32 = 20;
+    /// Default least requests in the window before anything is refused: 10 — a trickle's random 429s refuse
+    /// nothing (at 10 % of overload answers, six of ten come once in 7,000 windows), ten attempts refused with
+    /// nothing accepted do.
+    pub const DEFAULT_MIN_REQUESTS: u32 = 10;
 
     /// A validated configuration.
     pub fn new(
@@ -152,7 +154,7 @@ impl ThrottleConfig {
     /// assert_eq!(config.probability(100, 50), 0.0); // half accepted: still nothing
     /// assert!((config.probability(100, 25) - 50.0 / 101.0).abs() < 1e-12);
     /// assert!(config.probability(100, 0) > 0.99); // refuses everything: refused almost always
-    /// assert_eq!(config.probability(4, 0), 0.0); // a trickle: too little to judge
+    /// assert_eq!(config.probability(9, 0), 0.0); // a trickle: too little to judge
     /// ```
     pub fn probability(&self, requests: u64, accepts: u64) -> f64 {
         if requests < u64::from(self.min_requests) {
@@ -228,7 +230,7 @@ struct Inner<R> {
 /// }
 /// let refused = (0..100).filter(|_| throttle.try_admit(now).is_err()).count();
 /// assert!(refused > 95, "{refused}");
-/// // A second later the window has forgotten it.
+/// // Two seconds later the window has forgotten it.
 /// assert!(throttle.try_admit(now + Duration::from_secs(2)).is_ok());
 /// ```
 #[derive(Debug)]

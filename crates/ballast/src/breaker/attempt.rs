@@ -38,18 +38,6 @@ where
         write_state(report.as_ref(), &breaker, acquired);
         Err(refused)
     };
-    // The throttle is for an upstream that is closed and overloaded; once its breaker has opened, the breaker
-    // alone decides (its probes must reach the upstream), and the throttle neither refuses nor counts.
-    let throttle = throttle.filter(|_| breaker.state(acquired) == BreakerState::Closed);
-    if let Some(throttle) = &throttle
-        && let Err(throttled) = throttle.try_admit(acquired)
-    {
-        tracing::debug!(%throttled, "adaptive throttle refused the attempt; nothing sent");
-        return refuse(Error::Overloaded {
-            reason: THROTTLED,
-            retry_after: Some(throttle.config().window() / 2),
-        });
-    }
     let permit = match breaker.try_acquire(acquired) {
         Ok(permit) => permit,
         Err(rejected) => {
@@ -60,6 +48,22 @@ where
             });
         }
     };
+    // The throttle is for an upstream whose breaker is closed: once it has opened, the breaker alone decides (its
+    // half-open probes must reach the upstream), and the throttle neither refuses nor counts. Asked after the
+    // breaker's permit (one lock fewer than reading the breaker's state first), its refusal drops the permit
+    // unrecorded: to the breaker, the attempt never happened — the order of DESIGN.md's layers, throttle before
+    // breaker, holds.
+    let throttle = throttle.filter(|_| !permit.is_probe());
+    if let Some(throttle) = &throttle
+        && let Err(throttled) = throttle.try_admit(acquired)
+    {
+        tracing::debug!(%throttled, "adaptive throttle refused the attempt; nothing sent");
+        drop(permit);
+        return refuse(Error::Overloaded {
+            reason: THROTTLED,
+            retry_after: Some(throttle.config().window() / 2),
+        });
+    }
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
