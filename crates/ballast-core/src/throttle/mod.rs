@@ -21,6 +21,9 @@
 //! keeps the probability up while the upstream refuses; the window is short (seconds, not the book's two
 //! minutes) so recovery is quick, and it restarts when the upstream's breaker closes after successful probes.
 //!
+//! An overload answer's `Retry-After` is honoured too ([`AdaptiveThrottle::hold`]): while the throttle is refusing,
+//! every attempt is refused until the time the upstream named, and told so.
+//!
 //! Two differences from the book, both for crowds: attempts are counted when they *end*, not when asked — a burst
 //! of 200 attempts asked at once, none answered yet, would otherwise read as 200 requests and no accepts and
 //! refuse itself; and nothing is refused while the window holds fewer than `min_requests` requests — at a trickle,
@@ -179,8 +182,10 @@ impl Default for ThrottleConfig {
 /// An attempt refused locally by the throttle: nothing was sent.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Throttled {
-    /// The refusal probability it was drawn against.
+    /// The refusal probability it was drawn against (1 while the upstream's `Retry-After` holds).
     pub probability: f64,
+    /// When the upstream said to come back, if it did and that time has not come: the refusal's `Retry-After`.
+    pub retry_in: Option<Duration>,
 }
 
 impl fmt::Display for Throttled {
@@ -213,8 +218,13 @@ struct Inner<R> {
     /// Requests, and those not accepted ("marked").
     window: Window,
     refused_total: u64,
+    /// The latest time an overload answer's `Retry-After` named (at most [`MAX_HOLD`] ahead).
+    hold_until: Option<Instant>,
     rng: R,
 }
+
+/// The longest `Retry-After` the throttle holds an upstream to (DESIGN.md's `max_retry_after` default).
+pub const MAX_HOLD: Duration = Duration::from_secs(60);
 
 /// The adaptive throttle of one upstream, shared by every call to it.
 ///
@@ -255,6 +265,7 @@ impl<R> AdaptiveThrottle<R> {
             inner: Mutex::new(Inner {
                 window: Window::new(config.window, config.window_buckets),
                 refused_total: 0,
+                hold_until: None,
                 rng,
             }),
         }
@@ -278,10 +289,31 @@ impl<R> AdaptiveThrottle<R> {
         });
     }
 
-    /// Forgets the window (the upstream's breaker closed after successful probes: what came before says nothing
-    /// about the recovered upstream).
+    /// An overload answer at `now` said `Retry-After: retry_after` (at most [`MAX_HOLD`] is kept): if the
+    /// throttle is refusing (its probability above 0), every attempt is refused until that time, and told when
+    /// to come back — the upstream said when it will take requests again, so the attempts the probability would
+    /// let through would only be refused there (or wait out the same time). The hold's refusals are not counted
+    /// as requests: when it ends, the window holds what the upstream answered.
+    pub fn hold(&self, retry_after: Duration, now: Instant) {
+        let until = now + retry_after.min(MAX_HOLD);
+        self.with_inner(|inner| {
+            // Only an upstream the throttle already judges to be refusing most attempts is held: a lone 429 with
+            // `Retry-After` (a flash sale's random one) holds nothing.
+            inner.window.advance(now);
+            let (requests, not_accepted) = inner.window.totals();
+            if self.config.probability(requests, requests - not_accepted) > 0.0 {
+                inner.hold_until = Some(inner.hold_until.map_or(until, |held| held.max(until)));
+            }
+        });
+    }
+
+    /// Forgets the window and any hold (the upstream's breaker closed after successful probes: what came before
+    /// says nothing about the recovered upstream).
     pub fn restart(&self) {
-        self.with_inner(|inner| inner.window.clear());
+        self.with_inner(|inner| {
+            inner.window.clear();
+            inner.hold_until = None;
+        });
     }
 
     /// The counts and the refusal probability at `now`.
@@ -307,11 +339,24 @@ impl<R: Rng> AdaptiveThrottle<R> {
         self.with_inner(|inner| {
             inner.window.advance(now);
             let (requests, not_accepted) = inner.window.totals();
+            let held = inner.hold_until.filter(|until| now < *until);
+            if let Some(until) = held {
+                // The upstream's own word, not a draw: refused, and not counted as a request (when the time comes
+                // the window holds what the upstream answered, not this wait).
+                inner.refused_total += 1;
+                return Err(Throttled {
+                    probability: 1.0,
+                    retry_in: Some(until.saturating_duration_since(now)),
+                });
+            }
             let probability = self.config.probability(requests, requests - not_accepted);
             if probability > 0.0 && inner.rng.random::<f64>() < probability {
                 inner.window.record(now, true);
                 inner.refused_total += 1;
-                Err(Throttled { probability })
+                Err(Throttled {
+                    probability,
+                    retry_in: None,
+                })
             } else {
                 Ok(())
             }

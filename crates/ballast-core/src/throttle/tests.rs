@@ -113,6 +113,45 @@ fn a_recovered_upstream_is_sent_everything_again_within_a_few_windows() {
     );
 }
 
+/// An upstream refusing everything said when to come back: every attempt is refused until then (not drawn), the
+/// refusals are not counted, and at that time the window holds only what it answered.
+#[test]
+fn a_retry_after_holds_a_refusing_upstream_until_it_passes() {
+    let t = throttle();
+    for ms in 0..20 {
+        t.record(ThrottleOutcome::Overloaded, at(ms));
+        t.hold(Duration::from_secs(5), at(ms));
+    }
+    let refused = t.try_admit(at(100)).unwrap_err();
+    assert_eq!(
+        (refused.probability, refused.retry_in),
+        (1.0, Some(Duration::from_millis(4919)))
+    );
+    assert_eq!(refusals(&t, 1000, at(1000)), 1000, "every one, not a draw");
+    assert_eq!(
+        t.snapshot(at(1000)).requests,
+        20,
+        "the hold's refusals are not requests"
+    );
+    // At 5 s the window has forgotten the refusals of the upstream: everything goes.
+    assert_eq!(refusals(&t, 100, at(5019)), 0);
+    // A Retry-After while the throttle is not refusing holds nothing (a flash sale's random 429s).
+    let calm = throttle();
+    for ms in 0..50 {
+        calm.record(ThrottleOutcome::Accepted, at(ms));
+    }
+    calm.record(ThrottleOutcome::Overloaded, at(50));
+    calm.hold(Duration::from_secs(30), at(50));
+    assert_eq!(refusals(&calm, 100, at(60)), 0);
+    // And a day is held a minute at most.
+    let long = throttle();
+    for ms in 0..20 {
+        long.record(ThrottleOutcome::Overloaded, at(ms));
+    }
+    long.hold(Duration::from_secs(86_400), at(20));
+    assert_eq!(long.try_admit(at(20)).unwrap_err().retry_in, Some(MAX_HOLD));
+}
+
 #[test]
 fn restart_forgets_the_window() {
     let t = throttle();

@@ -53,24 +53,31 @@ where
     // breaker's permit (one lock fewer than reading the breaker's state first), its refusal drops the permit
     // unrecorded: to the breaker, the attempt never happened — the order of DESIGN.md's layers, throttle before
     // breaker, holds.
-    let throttle = throttle.filter(|_| !permit.is_probe());
-    if let Some(throttle) = &throttle
+    let counted = throttle.as_ref().filter(|_| !permit.is_probe());
+    if let Some(throttle) = counted
         && let Err(throttled) = throttle.try_admit(acquired)
     {
         tracing::debug!(%throttled, "adaptive throttle refused the attempt; nothing sent");
         drop(permit);
         return refuse(Error::Overloaded {
             reason: THROTTLED,
-            retry_after: Some(throttle.config().window() / 2),
+            retry_after: throttled.retry_in.or(Some(throttle.config().window() / 2)),
         });
     }
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
-    if let Some(throttle) = &throttle
+    if let Some(throttle) = counted
         && let Some(outcome) = throttle_outcome(&result)
     {
         throttle.record(outcome, answered);
+        // An overload answer that says when to come back: honoured while the throttle is refusing.
+        if outcome == ThrottleOutcome::Overloaded
+            && let Ok(response) = &result
+            && let Some(retry_after) = crate::retry::classify_response(response).retry_after
+        {
+            throttle.hold(retry_after, answered);
+        }
     }
     match (breaker_result(&result), &mut result) {
         // A stream's health shows only at its end: its reader records the permit (see `BreakerLayer`).

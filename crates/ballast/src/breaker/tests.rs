@@ -318,3 +318,49 @@ async fn a_streamed_probe_holds_its_slot_until_its_permit_goes() {
     let _ = call_once(&breaker, Duration::ZERO, || Ok(answer(200, false)), None).await;
     assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
 }
+
+/// Through the layer with a throttle: `status` answered at once.
+async fn through_with_throttle(
+    breaker: &Arc<CircuitBreaker>,
+    throttle: &Arc<ballast_core::AdaptiveThrottle>,
+    status: u16,
+) -> Answer {
+    let upstream =
+        service_fn(
+            move |_request: http::Request<Bytes>| async move { Ok::<_, Error>(answer(status, false)) },
+        );
+    BreakerLayer::new(Arc::clone(breaker))
+        .with_throttle(Some(Arc::clone(throttle)))
+        .layer(upstream)
+        .oneshot(http::Request::new(Bytes::new()))
+        .await
+}
+
+/// When the breaker closes after successful probes, the throttle forgets what it counted: the timeouts of
+/// attempts sent before the breaker opened, which end while it is open or half-open, must not throttle the
+/// recovered upstream (they did, for seconds, in the bench's dead-upstream run with hangs).
+#[tokio::test(start_paused = true)]
+async fn a_breaker_closing_after_its_probes_restarts_the_throttle() {
+    use ballast_core::{AdaptiveThrottle, ThrottleConfig, ThrottleOutcome};
+    let breaker = breaker(1, None);
+    let throttle = Arc::new(AdaptiveThrottle::seeded(ThrottleConfig::default(), Some(1)));
+    let _ = through_with_throttle(&breaker, &throttle, 500).await;
+    assert_eq!(breaker.state(clock::now()), BreakerState::Open);
+    tokio::time::advance(OPEN_FOR).await;
+    // Late timeouts of attempts sent before it opened.
+    for _ in 0..20 {
+        throttle.record(ThrottleOutcome::Unanswered, clock::now());
+    }
+    assert!(throttle.snapshot(clock::now()).probability > 0.9);
+    let probe = through_with_throttle(&breaker, &throttle, 200)
+        .await
+        .expect("the probe is not throttled");
+    assert_eq!(probe.status(), 200);
+    assert_eq!(breaker.state(clock::now()), BreakerState::Closed);
+    let after = throttle.snapshot(clock::now());
+    assert_eq!(
+        (after.requests, after.refused_total),
+        (0, 0),
+        "restarted, and the probe was never refused"
+    );
+}

@@ -111,7 +111,7 @@ fn tool_defaults() {
     assert_eq!(t.queue, 256);
     assert_eq!(t.fallback, None);
     let b = t.breaker;
-    assert_eq!(b.consecutive_failures(), 10);
+    assert_eq!(b.consecutive_failures(), 7);
     assert_eq!(b.failure_rate(), Some(0.5));
     assert_eq!(
         (b.window(), b.min_calls(), b.slow_call(), b.open_for()),

@@ -44,10 +44,11 @@ pub struct BreakerConfig {
 }
 
 impl BreakerConfig {
-    /// Default consecutive failures, in start order, that open the breaker: 10. A dead upstream fails every
-    /// call, so ten in a row come within a second of its first outcomes at ten calls a second; an upstream that
-    /// fails 20% of calls at random makes ten in a row once in 10^7 calls (0.2^10).
-    pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 10;
+    /// Default consecutive failures, in start order, that open the breaker: 7. A dead upstream fails every call,
+    /// so seven in a row come within a second of its first outcomes at seven calls a second; an upstream that
+    /// fails 20% of calls at random makes seven in a row once in 78,000 calls (0.2^7), and only where calls are
+    /// sparse enough for seven of them to span the spread (500 ms) — at 5% of failures, once in 10^9.
+    pub const DEFAULT_CONSECUTIVE_FAILURES: u32 = 7;
     /// Default least time between the starts of the first and the last failure of a streak that opens the
     /// breaker: 500 ms. A blip that fails every call of one instant (a load balancer's restart, a burst met by
     /// one bad moment) is not a dead upstream; a dead one keeps failing, and half a second of it comes within

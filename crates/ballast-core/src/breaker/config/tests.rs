@@ -8,7 +8,7 @@ const MS: Duration = Duration::from_millis(1);
 fn defaults_are_the_documented_ones_and_valid() {
     let c = BreakerConfig::default();
     assert_eq!(BreakerConfig::builder().build(), Ok(c));
-    assert_eq!(c.consecutive_failures(), 10);
+    assert_eq!(c.consecutive_failures(), 7);
     assert_eq!(c.failure_rate(), Some(0.5));
     assert_eq!(
         (c.window(), c.window_buckets(), c.min_calls()),
