@@ -67,8 +67,9 @@ where
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
+    let judged = breaker_result(&result);
     if let Some(throttle) = counted
-        && let Some(outcome) = throttle_outcome(&result)
+        && let Some(outcome) = throttle_outcome(&result, judged)
     {
         throttle.record(outcome, answered);
         // An overload answer that says when to come back: honoured while the throttle is refusing.
@@ -79,7 +80,7 @@ where
             throttle.hold(retry_after, answered);
         }
     }
-    match (breaker_result(&result), &mut result) {
+    match (judged, &mut result) {
         // A stream's health shows only at its end: its reader records the permit (see `BreakerLayer`).
         (Some(CallResult::Success), Ok(response))
             if response.status().is_success() && response.body().is_stream() =>
@@ -121,17 +122,21 @@ pub(super) fn restart_on_close(
 /// Whether an answer carried a `Retry-After` (or `retry-after-ms`).
 fn has_retry_after<B>(response: &http::Response<B>) -> bool {
     let headers = response.headers();
-    headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key("retry-after-ms")
+    headers.contains_key(http::header::RETRY_AFTER) || headers.contains_key(crate::headers::RETRY_AFTER_MS)
+}
+
+/// What an answer tells the breaker: its status, and for a 503 whether it named a `Retry-After` (looked up only
+/// then: the headers of every other answer say nothing more).
+fn answer_result<B>(response: &http::Response<B>) -> CallResult {
+    let status = response.status().as_u16();
+    CallResult::from_answer(status, status == 503 && has_retry_after(response))
 }
 
 /// What an attempt's result tells the breaker; `None` when it tells it nothing (see `BreakerLayer`).
 pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Option<CallResult> {
     match result {
         Ok(response) if crate::headers::is_replayed(response) => Some(CallResult::Ignored),
-        Ok(response) => Some(CallResult::from_answer(
-            response.status().as_u16(),
-            has_retry_after(response),
-        )),
+        Ok(response) => Some(answer_result(response)),
         Err(error) if error.attempt_outcome().is_some() => Some(CallResult::Failure),
         Err(_) => None,
     }
@@ -139,14 +144,14 @@ pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Op
 
 /// What an attempt's result tells the throttle; `None` when it tells it nothing (a local refusal below, a
 /// cancellation).
-fn throttle_outcome(result: &Result<http::Response<Body>, Error>) -> Option<ThrottleOutcome> {
+fn throttle_outcome(
+    result: &Result<http::Response<Body>, Error>,
+    judged: Option<CallResult>,
+) -> Option<ThrottleOutcome> {
     match result {
-        Ok(response) => Some(
-            match CallResult::from_answer(response.status().as_u16(), has_retry_after(response)) {
-                CallResult::Overloaded => ThrottleOutcome::Overloaded,
-                _ => ThrottleOutcome::Accepted,
-            },
-        ),
+        // Any answer but an overload refusal is an accept (a replay too: the upstream answered).
+        Ok(_) if judged == Some(CallResult::Overloaded) => Some(ThrottleOutcome::Overloaded),
+        Ok(_) => Some(ThrottleOutcome::Accepted),
         // A timeout, a reset, a connection refused: nothing accepted.
         Err(error) if error.attempt_outcome().is_some() => Some(ThrottleOutcome::Unanswered),
         Err(_) => None,
