@@ -1,19 +1,9 @@
 //! `ballast bench flash-sale` as a user runs it: the real binary, a short scaled run, its JSON and its chart.
 
-use std::process::{Command, Output};
+mod support;
 
 use serde_json::Value;
-
-fn ballast(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ballast"))
-        .args(args)
-        .output()
-        .expect("the ballast binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::{ballast, text};
 
 #[test]
 fn a_short_flash_sale_prints_json_per_seed_and_pooled_and_draws_its_chart() {

@@ -1,21 +1,13 @@
 //! `ballast plan` as a user runs it: the real binary, its output and its exit code.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use support::{ballast, text};
 
 fn repo_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(name)
-}
-
-fn ballast(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ballast"))
-        .args(args)
-        .output()
-        .expect("the ballast binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

@@ -67,7 +67,7 @@ pub use retry::{
 };
 // throttle
 pub use throttle::{
-    AdaptiveThrottle, InvalidThrottle, MAX_HOLD, ThrottleConfig, ThrottleOutcome, ThrottleSnapshot, Throttled,
+    AdaptiveThrottle, InvalidThrottle, ThrottleConfig, ThrottleOutcome, ThrottleSnapshot, Throttled,
 };
 // time
 pub use time::Instant;

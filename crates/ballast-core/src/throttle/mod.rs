@@ -39,7 +39,7 @@ use std::time::Duration;
 use rand::Rng;
 
 use crate::window::Window;
-use crate::{DefaultRng, Instant, default_rng};
+use crate::{DEFAULT_MAX_RETRY_AFTER, DefaultRng, Instant, default_rng};
 
 /// How one attempt the throttle let through ended, as the throttle counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -218,13 +218,10 @@ struct Inner<R> {
     /// Requests, and those not accepted ("marked").
     window: Window,
     refused_total: u64,
-    /// The latest time an overload answer's `Retry-After` named (at most [`MAX_HOLD`] ahead).
+    /// The latest time an overload answer's `Retry-After` named (at most [`DEFAULT_MAX_RETRY_AFTER`] ahead).
     hold_until: Option<Instant>,
     rng: R,
 }
-
-/// The longest `Retry-After` the throttle holds an upstream to (DESIGN.md's `max_retry_after` default).
-pub const MAX_HOLD: Duration = Duration::from_secs(60);
 
 /// The adaptive throttle of one upstream, shared by every call to it.
 ///
@@ -289,13 +286,13 @@ impl<R> AdaptiveThrottle<R> {
         });
     }
 
-    /// An overload answer at `now` said `Retry-After: retry_after` (at most [`MAX_HOLD`] is kept): if the
+    /// An overload answer at `now` said `Retry-After: retry_after` (at most [`DEFAULT_MAX_RETRY_AFTER`], the longest wait the retry decision accepts, is kept): if the
     /// throttle is refusing (its probability above 0), every attempt is refused until that time, and told when
     /// to come back — the upstream said when it will take requests again, so the attempts the probability would
     /// let through would only be refused there (or wait out the same time). The hold's refusals are not counted
     /// as requests: when it ends, the window holds what the upstream answered.
     pub fn hold(&self, retry_after: Duration, now: Instant) {
-        let until = now + retry_after.min(MAX_HOLD);
+        let until = now + retry_after.min(DEFAULT_MAX_RETRY_AFTER);
         self.with_inner(|inner| {
             // Only an upstream the throttle already judges to be refusing most attempts is held: a lone 429 with
             // `Retry-After` (a flash sale's random one) holds nothing.

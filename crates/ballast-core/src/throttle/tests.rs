@@ -149,7 +149,10 @@ fn a_retry_after_holds_a_refusing_upstream_until_it_passes() {
         long.record(ThrottleOutcome::Overloaded, at(ms));
     }
     long.hold(Duration::from_secs(86_400), at(20));
-    assert_eq!(long.try_admit(at(20)).unwrap_err().retry_in, Some(MAX_HOLD));
+    assert_eq!(
+        long.try_admit(at(20)).unwrap_err().retry_in,
+        Some(crate::DEFAULT_MAX_RETRY_AFTER)
+    );
 }
 
 #[test]

@@ -1,0 +1,16 @@
+//! What the black-box tests of the `ballast` binary share: running it, and reading what it printed.
+
+use std::process::{Command, Output};
+
+/// Runs the real `ballast` binary with `args` and waits for it.
+pub(crate) fn ballast(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ballast"))
+        .args(args)
+        .output()
+        .expect("the ballast binary runs")
+}
+
+/// Printed bytes as text.
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
