@@ -85,6 +85,11 @@ impl Window {
         }
     }
 
+    /// When the newest bucket ends: until then, nothing ages out.
+    pub(crate) fn newest_ends(&self) -> Instant {
+        Instant::from_nanos(self.head.saturating_add(1).saturating_mul(self.bucket_nanos))
+    }
+
     /// Calls and failures in the window as of the last `advance` or `record`.
     pub(crate) fn totals(&self) -> (u64, u64) {
         (self.calls, self.failures)

@@ -1,6 +1,8 @@
 //! The breaker's state machine, single-threaded: [`CircuitBreaker`](super::CircuitBreaker) wraps it in a mutex.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rand::Rng;
@@ -8,6 +10,7 @@ use rand::Rng;
 use super::TransitionReason as Reason;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};
 use crate::Instant;
+use crate::cache_line::OwnCacheLine;
 use crate::time::saturating_nanos;
 use crate::window::Window;
 
@@ -34,14 +37,53 @@ pub(super) struct Ticket {
 /// counts when it ends.
 const DETACHED: u64 = u64::MAX;
 
-/// How long a result waits for an earlier-started call that has not answered before that call is skipped (not
-/// counted): longer than any attempt lives (each is bounded by its deadline, at most `server.max_timeout`, 300 s
-/// by default), so a hang still counts; streams leave the start order when they start answering.
+/// How long an earlier-started call that has not answered holds back the result of a call that started after it
+/// (from that later call's start) before it is skipped (not counted): longer than any attempt lives (each is
+/// bounded by its deadline, at most `server.max_timeout`, 300 s by default), so a hang still counts; streams leave
+/// the start order when they start answering.
 pub(crate) const MAX_WAIT_FOR_EARLIER: Duration = Duration::from_secs(300);
 
-/// The most calls the start order holds: beyond it the oldest unanswered one is skipped (bounds memory: 16 bytes
-/// a call, 256 KiB at most).
+/// The most calls the start order keeps once a result is counted: beyond it the oldest unanswered ones are
+/// skipped (bounds memory: 16 bytes a call, 256 KiB; between two results it holds one slot per call in flight).
 pub(crate) const MAX_START_ORDER: usize = 16_384;
+
+/// [`Gate::closed`] while the breaker is not closed.
+const NOT_CLOSED: u64 = u64::MAX;
+
+/// What a closed breaker's permits need without its lock: whether it is closed, in which generation, and the
+/// next place in the start order. A closed breaker grants a permit with one load and one `fetch_add`; the start
+/// order learns of the call when it (or a later one) is recorded or dropped. Written under the lock, at every
+/// transition.
+#[derive(Debug, Default)]
+pub(super) struct Gate {
+    /// The generation while closed, or [`NOT_CLOSED`].
+    closed: OwnCacheLine<AtomicU64>,
+    /// The next place in the start order (never reset: the places of one closed generation start where the
+    /// previous generation's ended, see [`StartOrder::restart`]).
+    pub(super) next_seq: OwnCacheLine<AtomicU64>,
+}
+
+impl Gate {
+    /// A closed-state permit's ticket at `now`, without the lock; `None` when not closed (the lock decides).
+    ///
+    /// A thread that read the generation just before a transition takes a place after the new generation's
+    /// first: its ticket is of the old generation, and recording or dropping it skips that place (see
+    /// [`Machine::release`]), so it holds nothing back.
+    pub(super) fn closed_ticket(&self, now: Instant) -> Option<Ticket> {
+        let generation = self.closed.load(Ordering::SeqCst);
+        (generation != NOT_CLOSED).then(|| Ticket {
+            generation,
+            probe: false,
+            seq: self.next_seq.fetch_add(1, Ordering::SeqCst),
+            started: now,
+        })
+    }
+
+    /// Whether the breaker is closed (a read without the lock; a transition may be under way).
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed) != NOT_CLOSED
+    }
+}
 
 /// One closed-state call in the start order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,9 +101,12 @@ enum Slot {
 /// before the slow successes that started with them, are judged after those successes, not before. This is
 /// what "consecutive" means here — failures in a row by start, none still out before them — and what feeds the
 /// rate's window.
+///
+/// Places are handed out without the lock ([`Gate`]); the queue holds the places from `first` up to the latest
+/// one recorded or dropped, and every place before that which has not answered yet is pending.
 #[derive(Debug, Default)]
 struct StartOrder {
-    /// The sequence number of `slots[0]`.
+    /// The sequence number of `slots[0]`: the first place of the current closed generation, or a later one.
     first: u64,
     slots: VecDeque<Slot>,
     /// Unanswered calls skipped so far (too old, or holding too much back): their results count nowhere.
@@ -69,19 +114,21 @@ struct StartOrder {
 }
 
 impl StartOrder {
-    /// A new call started at `now`: its sequence number.
-    fn push(&mut self, now: Instant) -> u64 {
-        self.slots.push_back(Slot::Pending { started: now });
-        self.first + self.slots.len() as u64 - 1
-    }
-
-    /// Sets call `seq`'s slot (a call already skipped past keeps nothing).
-    fn settle(&mut self, seq: u64, slot: Slot) {
-        if let Some(index) = seq.checked_sub(self.first)
-            && let Some(place) = usize::try_from(index).ok().and_then(|i| self.slots.get_mut(i))
-        {
-            *place = slot;
+    /// Sets the slot of the call in place `seq`, which started at `started` (a call already skipped past keeps
+    /// nothing). The places before it not seen yet are calls that started before it and have not answered:
+    /// pending, and taken to have started when it did (they started no later; so they are skipped no sooner than
+    /// [`MAX_WAIT_FOR_EARLIER`] after it started).
+    fn settle(&mut self, seq: u64, slot: Slot, started: Instant) {
+        let Some(index) = seq
+            .checked_sub(self.first)
+            .and_then(|index| usize::try_from(index).ok())
+        else {
+            return;
+        };
+        if index >= self.slots.len() {
+            self.slots.resize(index + 1, Slot::Pending { started });
         }
+        self.slots[index] = slot;
     }
 
     /// The next result to count in start order, once every earlier call has answered: `Some(failed)`; skipped
@@ -119,17 +166,20 @@ impl StartOrder {
         }
     }
 
-    /// Calls started and not answered.
-    fn pending(&self) -> u64 {
-        self.slots
+    /// Calls started and not answered, of the `next` places handed out.
+    fn pending(&self, next: u64) -> u64 {
+        let queued = self
+            .slots
             .iter()
             .filter(|slot| matches!(slot, Slot::Pending { .. }))
-            .count() as u64
+            .count() as u64;
+        queued + next.saturating_sub(self.first + self.slots.len() as u64)
     }
 
-    /// Forgets every call (a transition: their results are late).
-    fn clear(&mut self) {
-        self.first += self.slots.len() as u64;
+    /// Forgets every call (a transition: their results are late); the next closed generation's places start at
+    /// `next`.
+    fn restart(&mut self, next: u64) {
+        self.first = next;
         self.slots.clear();
     }
 }
@@ -146,6 +196,7 @@ pub(super) struct Machine<R> {
     streak_since: Option<Instant>,
     window: Window,
     order: StartOrder,
+    gate: Arc<Gate>,
     probes_out: u32,
     probe_successes: u32,
     last: Option<Transition>,
@@ -154,7 +205,10 @@ pub(super) struct Machine<R> {
 }
 
 impl<R> Machine<R> {
-    pub(super) fn new(config: BreakerConfig, rng: R) -> Self {
+    /// A closed machine; `gate` is its lock-free side, shared with the breaker.
+    pub(super) fn new(config: BreakerConfig, rng: R, gate: Arc<Gate>) -> Self {
+        gate.closed.store(0, Ordering::SeqCst);
+        let first = gate.next_seq.load(Ordering::SeqCst);
         Machine {
             window: Window::new(config.window(), config.window_buckets()),
             config,
@@ -162,7 +216,11 @@ impl<R> Machine<R> {
             generation: 0,
             consecutive: 0,
             streak_since: None,
-            order: StartOrder::default(),
+            order: StartOrder {
+                first,
+                ..StartOrder::default()
+            },
+            gate,
             probes_out: 0,
             probe_successes: 0,
             last: None,
@@ -183,12 +241,12 @@ impl<R> Machine<R> {
     pub(super) fn acquire(&mut self, now: Instant) -> Result<Ticket, BreakerRejected> {
         self.advance(now);
         let probe = match self.phase {
+            // Usually granted without the lock (`Gate::closed_ticket`); here when a transition was under way.
             Phase::Closed => {
-                let seq = self.order.push(now);
                 return Ok(Ticket {
                     generation: self.generation,
                     probe: false,
-                    seq,
+                    seq: self.gate.next_seq.fetch_add(1, Ordering::SeqCst),
                     started: now,
                 });
             }
@@ -219,10 +277,7 @@ impl<R> Machine<R> {
     /// comes at the stream's end, which may be minutes away; later calls' results must not wait for it. Its result
     /// then counts when it is recorded.
     pub(super) fn detach(&mut self, ticket: Ticket) -> Ticket {
-        if ticket.generation == self.generation && self.phase == Phase::Closed && ticket.seq != DETACHED {
-            self.order.settle(ticket.seq, Slot::Skipped);
-            self.order.trim();
-        }
+        self.skip_place(ticket);
         Ticket {
             seq: DETACHED,
             ..ticket
@@ -233,16 +288,19 @@ impl<R> Machine<R> {
     /// a closed-state call counts nothing and stops holding back the results of calls that started after it.
     /// The results it let through are counted by the caller of `release` (see `record`).
     pub(super) fn release(&mut self, ticket: Ticket) {
-        if ticket.generation != self.generation {
-            return;
+        if ticket.generation == self.generation && self.phase == Phase::HalfOpen && ticket.probe {
+            self.probes_out = self.probes_out.saturating_sub(1);
         }
-        match self.phase {
-            Phase::HalfOpen if ticket.probe => self.probes_out = self.probes_out.saturating_sub(1),
-            Phase::Closed if ticket.seq != DETACHED => {
-                self.order.settle(ticket.seq, Slot::Skipped);
-                self.order.trim();
-            }
-            _ => {}
+        self.skip_place(ticket);
+    }
+
+    /// Marks the ticket's place in the start order as counting nothing — for a ticket of this closed generation,
+    /// and for one of an older generation that took its place after this one began (granted without the lock
+    /// across a transition: its place is this generation's, and nothing will ever answer for it).
+    fn skip_place(&mut self, ticket: Ticket) {
+        if self.phase == Phase::Closed && ticket.seq != DETACHED && ticket.seq >= self.order.first {
+            self.order.settle(ticket.seq, Slot::Skipped, ticket.started);
+            self.order.trim();
         }
     }
 
@@ -272,7 +330,7 @@ impl<R> Machine<R> {
         self.window.advance(now);
         let (window_calls, window_failures) = self.window.totals();
         let in_flight = match self.phase {
-            Phase::Closed => self.order.pending(),
+            Phase::Closed => self.order.pending(self.gate.next_seq.load(Ordering::SeqCst)),
             _ => 0,
         };
         let skipped = self.order.skipped;
@@ -319,7 +377,15 @@ impl<R> Machine<R> {
         self.consecutive = 0;
         self.streak_since = None;
         self.window.clear();
-        self.order.clear();
+        if phase == Phase::Closed {
+            // The new generation's places start after every place handed out so far; only then may permits be
+            // granted without the lock in it.
+            self.order.restart(self.gate.next_seq.load(Ordering::SeqCst));
+            self.gate.closed.store(self.generation, Ordering::SeqCst);
+        } else {
+            self.gate.closed.store(NOT_CLOSED, Ordering::SeqCst);
+            self.order.restart(0);
+        }
         self.probes_out = 0;
         self.probe_successes = 0;
         self.last = Some(transition);
@@ -338,7 +404,9 @@ impl<R: Rng> Machine<R> {
         now: Instant,
     ) -> Option<Transition> {
         if ticket.generation != self.generation {
-            return None;
+            // Late; but a place it took in this generation must not hold later results back.
+            self.skip_place(ticket);
+            return self.count_in_start_order(now);
         }
         let failed = match result {
             CallResult::Ignored | CallResult::Overloaded => {
@@ -354,7 +422,8 @@ impl<R: Rng> Machine<R> {
                 .or_else(|| self.count_in_start_order(now)),
             Phase::Closed => {
                 let started = ticket.started;
-                self.order.settle(ticket.seq, Slot::Answered { failed, started });
+                self.order
+                    .settle(ticket.seq, Slot::Answered { failed, started }, started);
                 self.count_in_start_order(now)
             }
             Phase::HalfOpen if failed => Some(self.open(Reason::ProbeFailed, now)),

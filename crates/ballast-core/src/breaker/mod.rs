@@ -14,7 +14,7 @@
 //!   before it has answered. Why: in a burst, fast failures finish before the slow successes that started with
 //!   them; counted as they complete, the first completions of any burst look like an outage ("5 consecutive
 //!   failures", "13 of the first 20 calls failed"). Counted by start, a burst is judged on what the upstream
-//!   really did. An unanswered call holds later results back for at most a minute (then it is skipped), and the
+//!   really did. An unanswered call holds later results back for at most five minutes (then it is skipped), and the
 //!   queue is bounded. A call dropped unrecorded stops holding results back; they are counted at the next result.
 //! - **Closed -> Open** on `consecutive_failures` failures in a row in start order (a success resets the count;
 //!   an uncounted result does not), or when the failure rate over the sliding `window` reaches `failure_rate`
@@ -46,7 +46,9 @@
 //! An attempt whose outcome is known only later — a streamed answer, judged when the stream ends — takes an
 //! [`OwnedPermit`] instead ([`CircuitBreaker::try_acquire_owned`]): it holds a clone of the `Arc`, and records
 //! and drops exactly like a [`Permit`]. The state is a small struct behind a `std` mutex held for a few dozen
-//! nanoseconds, taken to grant a permit (its place in the start order), to record it and to drop it unrecorded.
+//! nanoseconds, taken to record a permit and to drop it unrecorded; a closed breaker grants permits (and their
+//! places in the start order) without it — an atomic load and a `fetch_add` — and the start order learns of a
+//! call when it, or a call that started after it, is recorded or dropped.
 //! Time is always passed in (`now`), and the open-time jitter comes from the breaker's own seedable RNG.
 
 mod call;
@@ -71,7 +73,7 @@ pub use error::{BreakerRejected, InvalidBreaker};
 pub use owned::OwnedPermit;
 pub use state::{BreakerSnapshot, BreakerState, Transition, TransitionReason};
 
-use machine::{Machine, Ticket};
+use machine::{Gate, Machine, Ticket};
 
 use crate::cache_line::OwnCacheLine;
 use crate::{DefaultRng, Instant, default_rng};
@@ -110,6 +112,8 @@ use crate::{DefaultRng, Instant, default_rng};
 /// ```
 pub struct CircuitBreaker<R = DefaultRng> {
     config: BreakerConfig,
+    /// What a closed breaker grants permits with, without the lock.
+    gate: Arc<Gate>,
     machine: OwnCacheLine<Mutex<Machine<R>>>,
 }
 
@@ -124,9 +128,11 @@ impl CircuitBreaker<DefaultRng> {
 impl<R> CircuitBreaker<R> {
     /// A closed breaker drawing its open-time jitter from `rng`.
     pub fn new(config: BreakerConfig, rng: R) -> Self {
+        let gate = Arc::new(Gate::default());
         CircuitBreaker {
             config,
-            machine: OwnCacheLine(Mutex::new(Machine::new(config, rng))),
+            machine: OwnCacheLine(Mutex::new(Machine::new(config, rng, Arc::clone(&gate)))),
+            gate,
         }
     }
 
@@ -177,11 +183,17 @@ impl<R> CircuitBreaker<R> {
 
     /// The ticket of a new permit at `now`.
     fn ticket(&self, now: Instant) -> Result<Ticket, BreakerRejected> {
-        self.with_machine(|m| m.acquire(now))
+        match self.gate.closed_ticket(now) {
+            Some(ticket) => Ok(ticket),
+            None => self.with_machine(|m| m.acquire(now)),
+        }
     }
 
     /// The state at `now`.
     pub fn state(&self, now: Instant) -> BreakerState {
+        if self.gate.is_closed() {
+            return BreakerState::Closed;
+        }
         self.with_machine(|m| m.state(now))
     }
 

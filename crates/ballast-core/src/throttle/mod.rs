@@ -33,11 +33,13 @@
 mod tests;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rand::Rng;
 
+use crate::cache_line::OwnCacheLine;
 use crate::window::Window;
 use crate::{DEFAULT_MAX_RETRY_AFTER, DefaultRng, Instant, default_rng};
 
@@ -243,6 +245,10 @@ struct Inner<R> {
 #[derive(Debug)]
 pub struct AdaptiveThrottle<R = DefaultRng> {
     config: ThrottleConfig,
+    /// Until when (nanoseconds of [`Instant`]) nothing is refused: a healthy upstream's attempts are admitted with
+    /// one load, not the lock. Written under the lock whenever the window changes; read without it (a read a
+    /// record has just made stale admits one attempt the new probability might have refused: a draw's worth).
+    calm_until: OwnCacheLine<AtomicU64>,
     inner: Mutex<Inner<R>>,
 }
 
@@ -259,6 +265,8 @@ impl<R> AdaptiveThrottle<R> {
     pub fn new(config: ThrottleConfig, rng: R) -> Self {
         AdaptiveThrottle {
             config,
+            // An empty window refuses nothing until something is recorded.
+            calm_until: OwnCacheLine(AtomicU64::new(u64::MAX)),
             inner: Mutex::new(Inner {
                 window: Window::new(config.window, config.window_buckets),
                 refused_total: 0,
@@ -279,10 +287,30 @@ impl<R> AdaptiveThrottle<R> {
         step(&mut inner)
     }
 
+    /// Sets [`calm_until`](Self::calm_until) from the window as of `now` (under the lock): with too few requests
+    /// to judge, calm until the next record (ageing only takes requests away); with a probability of 0, until the
+    /// newest bucket ends (accepts ageing out may raise it); held or refusing, not calm.
+    fn settle_calm(&self, inner: &Inner<R>, now: Instant) {
+        let (requests, not_accepted) = inner.window.totals();
+        let calm = if inner.hold_until.is_some_and(|until| now < until) {
+            0
+        } else if requests < u64::from(self.config.min_requests) {
+            u64::MAX
+        } else if self.config.probability(requests, requests - not_accepted) == 0.0 {
+            inner.window.newest_ends().as_nanos()
+        } else {
+            0
+        };
+        if self.calm_until.load(Ordering::Relaxed) != calm {
+            self.calm_until.store(calm, Ordering::Relaxed);
+        }
+    }
+
     /// Counts one attempt it let through that ended at `now` with `outcome`.
     pub fn record(&self, outcome: ThrottleOutcome, now: Instant) {
         self.with_inner(|inner| {
             inner.window.record(now, outcome != ThrottleOutcome::Accepted);
+            self.settle_calm(inner, now);
         });
     }
 
@@ -301,6 +329,7 @@ impl<R> AdaptiveThrottle<R> {
             if self.config.probability(requests, requests - not_accepted) > 0.0 {
                 inner.hold_until = Some(inner.hold_until.map_or(until, |held| held.max(until)));
             }
+            self.settle_calm(inner, now);
         });
     }
 
@@ -310,6 +339,7 @@ impl<R> AdaptiveThrottle<R> {
         self.with_inner(|inner| {
             inner.window.clear();
             inner.hold_until = None;
+            self.calm_until.store(u64::MAX, Ordering::Relaxed);
         });
     }
 
@@ -333,6 +363,9 @@ impl<R: Rng> AdaptiveThrottle<R> {
     /// Asks to send one attempt at `now`: `Ok` to send it (record how it ended), or refused here — a refusal
     /// counts as a request, not an accept.
     pub fn try_admit(&self, now: Instant) -> Result<(), Throttled> {
+        if now.as_nanos() < self.calm_until.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         self.with_inner(|inner| {
             inner.window.advance(now);
             let (requests, not_accepted) = inner.window.totals();
@@ -347,9 +380,13 @@ impl<R: Rng> AdaptiveThrottle<R> {
                 });
             }
             let probability = self.config.probability(requests, requests - not_accepted);
-            if probability > 0.0 && inner.rng.random::<f64>() < probability {
+            let refused = probability > 0.0 && inner.rng.random::<f64>() < probability;
+            if refused {
                 inner.window.record(now, true);
                 inner.refused_total += 1;
+            }
+            self.settle_calm(inner, now);
+            if refused {
                 Err(Throttled {
                     probability,
                     retry_in: None,

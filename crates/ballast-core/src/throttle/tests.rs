@@ -58,6 +58,24 @@ fn an_upstream_refusing_everything_is_refused_locally_and_recovers_after_the_win
     assert_eq!(refusals(&t, 100, at(2600)), 0);
 }
 
+/// Admitting a calm upstream's attempts skips the lock until the newest bucket ends: accepts that age out
+/// without anything new recorded must still raise the probability.
+#[test]
+fn accepts_ageing_out_throttle_without_a_new_record() {
+    let t = throttle();
+    for _ in 0..20 {
+        t.record(ThrottleOutcome::Accepted, at(0));
+    }
+    for _ in 0..20 {
+        t.record(ThrottleOutcome::Overloaded, at(1_500));
+    }
+    assert_eq!(refusals(&t, 100, at(1_550)), 0, "half accepted: nothing refused");
+    assert!(
+        refusals(&t, 100, at(2_050)) > 80,
+        "the accepts of the first bucket aged out: the refusals are all that is left"
+    );
+}
+
 #[test]
 fn timeouts_are_not_accepts_but_answers_of_any_status_are() {
     let t = throttle();

@@ -52,7 +52,7 @@ fn failures_after_every_earlier_call_answered_count_at_once() {
 }
 
 #[test]
-fn a_call_that_never_answers_is_skipped_after_a_minute() {
+fn a_call_that_never_answers_is_skipped_once_it_held_a_result_back_too_long() {
     let b = breaker(no_jitter().consecutive_failures(3).failure_rate(None));
     let stuck = b.try_acquire(at(0)).unwrap();
     for ms in 1..=3 {
@@ -62,11 +62,48 @@ fn a_call_that_never_answers_is_skipped_after_a_minute() {
             "held back by the stuck call"
         );
     }
-    let later = at(0) + machine::MAX_WAIT_FOR_EARLIER;
-    let t = call(&b, CallResult::Failure, later).expect("the stuck call is skipped; four in a row");
+    // Held back since the call that started after it (at 1 ms) answered.
+    assert_eq!(
+        call(&b, CallResult::Failure, at(0) + machine::MAX_WAIT_FOR_EARLIER),
+        None,
+        "not yet"
+    );
+    let later = at(1) + machine::MAX_WAIT_FOR_EARLIER;
+    let t = call(&b, CallResult::Failure, later).expect("the stuck call is skipped; in a row");
     assert_eq!(t.reason, TransitionReason::ConsecutiveFailures(3));
     assert_eq!(b.snapshot(later).skipped, 1);
     drop(stuck);
+}
+
+/// A closed breaker grants permits without its lock: a thread that read the generation just before a
+/// transition takes its place in the start order after the new generation began. Its ticket is late, and its
+/// place must hold nothing back, recorded or dropped.
+#[test]
+fn a_late_permit_granted_across_a_transition_holds_nothing_back() {
+    let b = breaker(no_jitter().consecutive_failures(2).failure_rate(None));
+    let old = b.snapshot(at(0)).generation;
+    let racing = || Permit {
+        breaker: &b,
+        ticket: machine::Ticket {
+            generation: old,
+            probe: false,
+            seq: b.gate.next_seq.fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+            started: at(0),
+        },
+        done: false,
+    };
+    b.force_open(at(0));
+    b.reset(at(1));
+    let recorded = racing();
+    let dropped = racing();
+    assert_eq!(call(&b, CallResult::Failure, at(2)), None);
+    assert_eq!(recorded.record(CallResult::Failure, QUICK, at(3)), None, "late: not counted");
+    assert_eq!(b.snapshot(at(3)).consecutive_failures, 0, "still held back by the dropped one");
+    drop(dropped);
+    assert!(
+        call(&b, CallResult::Failure, at(4)).is_some(),
+        "two failures in a row, the late permits' places skipped"
+    );
 }
 
 #[test]
