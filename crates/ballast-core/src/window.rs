@@ -75,14 +75,23 @@ impl Window {
 
     /// Counts one call at `now` (into the newest bucket if `now` is earlier than it).
     pub(crate) fn record(&mut self, now: Instant, failed: bool) {
+        self.record_many(now, 1, u64::from(failed));
+    }
+
+    /// Counts `calls` calls at `now`, `failures` of them failed (into the newest bucket if `now` is earlier than
+    /// it).
+    pub(crate) fn record_many(&mut self, now: Instant, calls: u64, failures: u64) {
         self.advance(now);
         let slot = &mut self.buckets[self.head_slot];
-        slot.calls += 1;
-        self.calls += 1;
-        if failed {
-            slot.failures += 1;
-            self.failures += 1;
-        }
+        slot.calls += calls;
+        self.calls += calls;
+        slot.failures += failures;
+        self.failures += failures;
+    }
+
+    /// The length of a bucket: the bucket of `now` is `now.as_nanos() / bucket_nanos()`.
+    pub(crate) fn bucket_nanos(&self) -> u64 {
+        self.bucket_nanos
     }
 
     /// When the newest bucket ends: until then, nothing ages out.

@@ -157,6 +157,11 @@ impl StartOrder {
         }
     }
 
+    /// Whether `seq` is the next place to count, with nothing queued: every earlier call has been counted.
+    fn is_next(&self, seq: u64) -> bool {
+        seq == self.first && self.slots.is_empty()
+    }
+
     /// Drops the skipped slots at the front (nothing to count), so a breaker whose permits are only ever
     /// dropped does not grow its queue.
     fn trim(&mut self) {
@@ -420,6 +425,11 @@ impl<R: Rng> Machine<R> {
             Phase::Closed if ticket.seq == DETACHED => self
                 .count_closed(failed, ticket.started, now)
                 .or_else(|| self.count_in_start_order(now)),
+            // Every call that started before it has been counted (the usual case away from a burst): it counts now.
+            Phase::Closed if self.order.is_next(ticket.seq) => {
+                self.order.first += 1;
+                self.count_closed(failed, ticket.started, now)
+            }
             Phase::Closed => {
                 let started = ticket.started;
                 self.order

@@ -249,6 +249,15 @@ pub struct AdaptiveThrottle<R = DefaultRng> {
     /// one load, not the lock. Written under the lock whenever the window changes; read without it (a read a
     /// record has just made stale admits one attempt the new probability might have refused: a draw's worth).
     calm_until: OwnCacheLine<AtomicU64>,
+    /// Accepts recorded without the lock and not yet in the window: every attempt to a healthy upstream ends in
+    /// one, and an accept can only lower the probability, so it is counted with one `fetch_add` and folded into
+    /// the window by the next locked step. They belong to bucket [`accepts_bucket`](Self::accepts_bucket).
+    accepts: OwnCacheLine<AtomicU64>,
+    /// The window bucket (`nanos / bucket_nanos`) the lock-free accepts belong to, or `u64::MAX` for none; written
+    /// under the lock. An accept that read it just before a fold is counted a bucket late.
+    accepts_bucket: AtomicU64,
+    /// The window's bucket length.
+    bucket_nanos: u64,
     inner: Mutex<Inner<R>>,
 }
 
@@ -263,12 +272,16 @@ impl AdaptiveThrottle<DefaultRng> {
 impl<R> AdaptiveThrottle<R> {
     /// A throttle with an empty window, drawing from `rng`.
     pub fn new(config: ThrottleConfig, rng: R) -> Self {
+        let window = Window::new(config.window, config.window_buckets);
         AdaptiveThrottle {
             config,
             // An empty window refuses nothing until something is recorded.
             calm_until: OwnCacheLine(AtomicU64::new(u64::MAX)),
+            accepts: OwnCacheLine(AtomicU64::new(0)),
+            accepts_bucket: AtomicU64::new(u64::MAX),
+            bucket_nanos: window.bucket_nanos(),
             inner: Mutex::new(Inner {
-                window: Window::new(config.window, config.window_buckets),
+                window,
                 refused_total: 0,
                 hold_until: None,
                 rng,
@@ -281,10 +294,23 @@ impl<R> AdaptiveThrottle<R> {
         &self.config
     }
 
+    /// Runs `step` under the lock, on a window that holds every accept recorded so far.
     fn with_inner<T>(&self, step: impl FnOnce(&mut Inner<R>) -> T) -> T {
         // Counters only: a poisoned lock still guards usable numbers.
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        self.fold_accepts(&mut inner);
         step(&mut inner)
+    }
+
+    /// Moves the lock-free accepts into the window, in their bucket (under the lock).
+    fn fold_accepts(&self, inner: &mut Inner<R>) {
+        if self.accepts.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let accepts = self.accepts.swap(0, Ordering::AcqRel);
+        let bucket = self.accepts_bucket.load(Ordering::Relaxed);
+        let at = Instant::from_nanos(bucket.saturating_mul(self.bucket_nanos));
+        inner.window.record_many(at, accepts, 0);
     }
 
     /// Sets [`calm_until`](Self::calm_until) from the window as of `now` (under the lock): with too few requests
@@ -308,8 +334,17 @@ impl<R> AdaptiveThrottle<R> {
 
     /// Counts one attempt it let through that ended at `now` with `outcome`.
     pub fn record(&self, outcome: ThrottleOutcome, now: Instant) {
+        let bucket = now.as_nanos() / self.bucket_nanos;
+        if outcome == ThrottleOutcome::Accepted && self.accepts_bucket.load(Ordering::Acquire) == bucket {
+            self.accepts.fetch_add(1, Ordering::AcqRel);
+            return;
+        }
         self.with_inner(|inner| {
             inner.window.record(now, outcome != ThrottleOutcome::Accepted);
+            if outcome == ThrottleOutcome::Accepted {
+                // The next accepts of this bucket are counted without the lock.
+                self.accepts_bucket.store(bucket, Ordering::Release);
+            }
             self.settle_calm(inner, now);
         });
     }
@@ -341,6 +376,7 @@ impl<R> AdaptiveThrottle<R> {
             inner.hold_until = None;
             self.calm_until.store(u64::MAX, Ordering::Relaxed);
         });
+        // An accept counted after the fold above, racing the restart, is the recovered upstream's: kept.
     }
 
     /// The counts and the refusal probability at `now`.

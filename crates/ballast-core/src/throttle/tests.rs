@@ -173,6 +173,34 @@ fn a_retry_after_holds_a_refusing_upstream_until_it_passes() {
     );
 }
 
+/// Accepts are counted without the lock; none is lost when threads record at once, across bucket changes.
+#[test]
+fn concurrent_records_are_all_counted() {
+    let t = std::sync::Arc::new(throttle());
+    let threads: Vec<_> = (0..4_u64)
+        .map(|thread| {
+            let t = std::sync::Arc::clone(&t);
+            std::thread::spawn(move || {
+                for i in 0..5_000_u64 {
+                    // Ten buckets of 100 ms, visited by every thread in turn.
+                    let now = Instant::from_nanos(i * 200_000 + thread);
+                    let outcome = if i % 10 == 0 {
+                        ThrottleOutcome::Overloaded
+                    } else {
+                        ThrottleOutcome::Accepted
+                    };
+                    t.record(outcome, now);
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let s = t.snapshot(at(1_000));
+    assert_eq!((s.requests, s.accepts), (20_000, 18_000));
+}
+
 #[test]
 fn restart_forgets_the_window() {
     let t = throttle();

@@ -41,7 +41,9 @@ where
     // The retry paid for by the last decision, until its attempt goes out.
     let mut paid: Option<PaidRetry> = None;
     // The last attempt's result while its retry waits: what the call ends with if the throttle refuses the retry.
-    let mut last: Option<Result<Response<Body>, Error>> = None;
+    // Boxed: only a retried call has one, and inline it would size every call's future (past the allocator's
+    // small-size cache, which costs every call about a thousand instructions).
+    let mut last: Option<Box<Result<Response<Body>, Error>>> = None;
     loop {
         if ctx.cancel.is_cancelled() {
             drop(paid.take());
@@ -95,7 +97,7 @@ where
                     Some(last),
                 ) = (&error, last.take())
                 {
-                    return made.ended(End::Stopped(StopReason::Throttled, last));
+                    return made.ended(End::Stopped(StopReason::Throttled, *last));
                 }
                 return made.ended(End::Rejected(error));
             }
@@ -114,7 +116,7 @@ where
                 paid = Some(PaidRetry::new(shared, ctx, now));
                 // Kept through the wait — the call's end if the throttle refuses the retry — but a large body
                 // is freed now, not after the sleep (many calls may wait at once).
-                last = Some(kept_through_the_wait(result));
+                last = Some(Box::new(kept_through_the_wait(result)));
                 tracing::debug!(attempt = number, ?after, "retrying after a wait");
                 // Boxed: the rare wait would otherwise size every call's future.
                 if let Err(cancelled) = Box::pin(back_off(&ctx.cancel, after)).await {
