@@ -21,8 +21,9 @@
 //! keeps the probability up while the upstream refuses; the window is short (seconds, not the book's two
 //! minutes) so recovery is quick, and it restarts when the upstream's breaker closes after successful probes.
 //!
-//! An overload answer's `Retry-After` is honoured too ([`AdaptiveThrottle::hold`]): while the throttle is refusing,
-//! every attempt is refused until the time the upstream named, and told so.
+//! An overload answer's `Retry-After` is honoured too ([`AdaptiveThrottle::hold`]): while the upstream is refusing
+//! (the probability above 0, or five attempts in a row unaccepted over half a second), every attempt is refused until
+//! the time the upstream named, and told so.
 //!
 //! Two differences from the book, both for crowds: attempts are counted when they *end*, not when asked — a burst
 //! of 200 attempts asked at once, none answered yet, would otherwise read as 200 requests and no accepts and
@@ -33,7 +34,7 @@
 mod tests;
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -42,6 +43,15 @@ use rand::Rng;
 use crate::cache_line::OwnCacheLine;
 use crate::window::Window;
 use crate::{DEFAULT_MAX_RETRY_AFTER, DefaultRng, Instant, default_rng};
+
+/// Attempts in a row, by their ends, that the upstream did not accept, after which an overload answer's
+/// `Retry-After` holds the upstream even though the probability is still 0 (see [`AdaptiveThrottle::hold`]).
+pub(crate) const HOLD_AFTER_UNACCEPTED_IN_A_ROW: u32 = 5;
+
+/// How long such a run must last, from its first end to the answer that holds: the refusals of one instant (a
+/// burst meeting a full upstream) are not an upstream refusing everything — the breaker's
+/// `consecutive_spread` for overload.
+pub(crate) const HOLD_AFTER_UNACCEPTED_FOR: Duration = Duration::from_millis(500);
 
 /// How one attempt the throttle let through ended, as the throttle counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -222,6 +232,8 @@ struct Inner<R> {
     refused_total: u64,
     /// The latest time an overload answer's `Retry-After` named (at most [`DEFAULT_MAX_RETRY_AFTER`] ahead).
     hold_until: Option<Instant>,
+    /// When the current run of unaccepted attempts began (its first end).
+    unaccepted_since: Instant,
     rng: R,
 }
 
@@ -258,6 +270,8 @@ pub struct AdaptiveThrottle<R = DefaultRng> {
     accepts_bucket: AtomicU64,
     /// The window's bucket length.
     bucket_nanos: u64,
+    /// Attempts in a row, by their ends, that were not accepted (reset by an accept, without the lock).
+    unaccepted_in_a_row: AtomicU32,
     inner: Mutex<Inner<R>>,
 }
 
@@ -280,10 +294,12 @@ impl<R> AdaptiveThrottle<R> {
             accepts: OwnCacheLine(AtomicU64::new(0)),
             accepts_bucket: AtomicU64::new(u64::MAX),
             bucket_nanos: window.bucket_nanos(),
+            unaccepted_in_a_row: AtomicU32::new(0),
             inner: Mutex::new(Inner {
                 window,
                 refused_total: 0,
                 hold_until: None,
+                unaccepted_since: Instant::ZERO,
                 rng,
             }),
         }
@@ -334,6 +350,9 @@ impl<R> AdaptiveThrottle<R> {
 
     /// Counts one attempt it let through that ended at `now` with `outcome`.
     pub fn record(&self, outcome: ThrottleOutcome, now: Instant) {
+        if outcome == ThrottleOutcome::Accepted && self.unaccepted_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.unaccepted_in_a_row.store(0, Ordering::Relaxed);
+        }
         let bucket = now.as_nanos() / self.bucket_nanos;
         if outcome == ThrottleOutcome::Accepted && self.accepts_bucket.load(Ordering::Acquire) == bucket {
             self.accepts.fetch_add(1, Ordering::AcqRel);
@@ -341,6 +360,11 @@ impl<R> AdaptiveThrottle<R> {
         }
         self.with_inner(|inner| {
             inner.window.record(now, outcome != ThrottleOutcome::Accepted);
+            if outcome != ThrottleOutcome::Accepted
+                && self.unaccepted_in_a_row.fetch_add(1, Ordering::Relaxed) == 0
+            {
+                inner.unaccepted_since = now;
+            }
             if outcome == ThrottleOutcome::Accepted {
                 // The next accepts of this bucket are counted without the lock.
                 self.accepts_bucket.store(bucket, Ordering::Release);
@@ -349,19 +373,31 @@ impl<R> AdaptiveThrottle<R> {
         });
     }
 
-    /// An overload answer at `now` said `Retry-After: retry_after` (at most [`DEFAULT_MAX_RETRY_AFTER`], the longest wait the retry decision accepts, is kept): if the
-    /// throttle is refusing (its probability above 0), every attempt is refused until that time, and told when
-    /// to come back — the upstream said when it will take requests again, so the attempts the probability would
-    /// let through would only be refused there (or wait out the same time). The hold's refusals are not counted
-    /// as requests: when it ends, the window holds what the upstream answered.
+    /// An overload answer at `now` said `Retry-After: retry_after` (at most [`DEFAULT_MAX_RETRY_AFTER`], the
+    /// longest wait the retry decision accepts, is kept): if the upstream is refusing — the throttle's probability
+    /// above 0, or the last five attempts to end all unaccepted, over at least half a second — every attempt is
+    /// refused until that
+    /// time, and told when to come back: the upstream said when it will take requests again, so the attempts the
+    /// probability would let through would only be refused there (or wait out the same time). The hold's
+    /// refusals are not counted as requests: when it ends, the window holds what the upstream answered, and the
+    /// first attempt after it finds out whether the upstream is back.
+    ///
+    /// Why the run of refusals as well: the probability rises only as the accepts from before an outage age out
+    /// of the window (about half a window, and at a few calls a second `min_requests` take seconds to come),
+    /// while an upstream that has answered five attempts in a row, over half a second, with "come back later"
+    /// has said so already; at a flash sale's 10 % of scattered overload answers, five in a row come once in
+    /// 100,000 answers, and the refusals of one instant (a burst meeting a full upstream) do not last.
     pub fn hold(&self, retry_after: Duration, now: Instant) {
         let until = now + retry_after.min(DEFAULT_MAX_RETRY_AFTER);
+        let in_a_row = self.unaccepted_in_a_row.load(Ordering::Relaxed) >= HOLD_AFTER_UNACCEPTED_IN_A_ROW;
         self.with_inner(|inner| {
-            // Only an upstream the throttle already judges to be refusing most attempts is held: a lone 429 with
-            // `Retry-After` (a flash sale's random one) holds nothing.
+            let in_a_row = in_a_row
+                && now.saturating_duration_since(inner.unaccepted_since) >= HOLD_AFTER_UNACCEPTED_FOR;
+            // Only an upstream judged to be refusing most attempts is held: a lone 429 with `Retry-After` (a flash
+            // sale's random one) holds nothing.
             inner.window.advance(now);
             let (requests, not_accepted) = inner.window.totals();
-            if self.config.probability(requests, requests - not_accepted) > 0.0 {
+            if in_a_row || self.config.probability(requests, requests - not_accepted) > 0.0 {
                 inner.hold_until = Some(inner.hold_until.map_or(until, |held| held.max(until)));
             }
             self.settle_calm(inner, now);
@@ -375,6 +411,7 @@ impl<R> AdaptiveThrottle<R> {
             inner.window.clear();
             inner.hold_until = None;
             self.calm_until.store(u64::MAX, Ordering::Relaxed);
+            self.unaccepted_in_a_row.store(0, Ordering::Relaxed);
         });
         // An accept counted after the fold above, racing the restart, is the recovered upstream's: kept.
     }

@@ -201,6 +201,54 @@ fn concurrent_records_are_all_counted() {
     assert_eq!((s.requests, s.accepts), (20_000, 18_000));
 }
 
+/// An upstream that turns to refusing everything is held at its word once five attempts in a row, over half a
+/// second, came back unaccepted: before the accepts from before the outage have aged out of the window (the
+/// probability still 0). Five of one instant (a burst meeting a full upstream) hold nothing.
+#[test]
+fn five_refusals_in_a_row_over_half_a_second_hold_before_the_probability_rises() {
+    let healthy = || {
+        let t = throttle();
+        for ms in 0..100 {
+            t.record(ThrottleOutcome::Accepted, at(ms));
+        }
+        t
+    };
+    let t = healthy();
+    for ms in [100, 250, 400, 550] {
+        t.record(ThrottleOutcome::Overloaded, at(ms));
+        t.hold(Duration::from_secs(1), at(ms));
+    }
+    assert_eq!(t.snapshot(at(550)).probability, 0.0);
+    assert_eq!(refusals(&t, 100, at(550)), 0, "four in a row: not yet");
+    t.record(ThrottleOutcome::Unanswered, at(600));
+    t.record(ThrottleOutcome::Overloaded, at(700));
+    t.hold(Duration::from_secs(1), at(700));
+    assert_eq!(
+        t.try_admit(at(700)).unwrap_err().retry_in,
+        Some(Duration::from_secs(1)),
+        "a timeout is not an accept: six in a row over 600 ms"
+    );
+    // The refusals of one instant do not last half a second.
+    let t = healthy();
+    for _ in 0..20 {
+        t.record(ThrottleOutcome::Overloaded, at(200));
+        t.hold(Duration::from_secs(1), at(200));
+    }
+    assert_eq!(refusals(&t, 100, at(300)), 0, "a burst meeting a full upstream");
+    // One accept ends the run: the next Retry-After holds nothing.
+    let t = healthy();
+    for ms in (100..1_000).step_by(100) {
+        let outcome = if ms == 600 {
+            ThrottleOutcome::Accepted
+        } else {
+            ThrottleOutcome::Overloaded
+        };
+        t.record(outcome, at(ms));
+    }
+    t.hold(Duration::from_secs(1), at(900));
+    assert_eq!(refusals(&t, 100, at(900)), 0, "three in a row since the accept");
+}
+
 #[test]
 fn restart_forgets_the_window() {
     let t = throttle();

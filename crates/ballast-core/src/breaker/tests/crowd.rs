@@ -97,8 +97,16 @@ fn a_late_permit_granted_across_a_transition_holds_nothing_back() {
     let recorded = racing();
     let dropped = racing();
     assert_eq!(call(&b, CallResult::Failure, at(2)), None);
-    assert_eq!(recorded.record(CallResult::Failure, QUICK, at(3)), None, "late: not counted");
-    assert_eq!(b.snapshot(at(3)).consecutive_failures, 0, "still held back by the dropped one");
+    assert_eq!(
+        recorded.record(CallResult::Failure, QUICK, at(3)),
+        None,
+        "late: not counted"
+    );
+    assert_eq!(
+        b.snapshot(at(3)).consecutive_failures,
+        0,
+        "still held back by the dropped one"
+    );
     drop(dropped);
     assert!(
         call(&b, CallResult::Failure, at(4)).is_some(),
