@@ -22,7 +22,6 @@
 //! - `raw` — [`RawConfig`] and its tables: phase one.
 //! - `validate` — [`validate`]: phase two (the rules, by section).
 //! - `typed` — [`Config`] and its tables: plain data, and every default.
-//! - `human` — the duration (`"1h30m"`, `"1.2s"`) and size (`"8MiB"`) grammars.
 //! - `load` — text and files to config; the version check; error locations.
 //! - `secrets` — [`Env`] and [`Config::missing_secrets`].
 //! - `to_raw` — [`Config`] back to [`RawConfig`], every default written out (`RawConfig::from(&config)`).
@@ -30,7 +29,6 @@
 //! - `plan` — [`Plan`]: the worst case of a config on paper (`ballast plan`), and its table.
 
 mod error;
-mod human;
 mod load;
 mod plan;
 mod raw;
@@ -43,7 +41,8 @@ mod validate;
 mod docs_tests;
 
 pub use error::{ConfigError, ConfigErrors, Problem};
-pub use human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
+// The grammars of durations and sizes (ballast-human), re-exported: a config's values are written in them.
+pub use ballast_human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
 pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
 pub use raw::{

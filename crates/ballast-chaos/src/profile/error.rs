@@ -5,7 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::duration::{DisplayDuration, DurationError};
+use ballast_human::{DurationError, format_duration};
 
 /// A profile that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +92,7 @@ pub enum Problem {
         rates: Vec<(String, f64)>,
     },
     /// A latency whose 99th percentile is below its median.
-    #[error("p99 ({}) is under p50 ({})", DisplayDuration(*p99), DisplayDuration(*p50))]
+    #[error("p99 ({}) is under p50 ({})", format_duration(*p99), format_duration(*p50))]
     P99UnderP50 {
         /// The median.
         p50: Duration,
@@ -122,8 +122,14 @@ pub enum Problem {
         /// Why.
         reason: DurationError,
     },
+    /// A duration written as something other than a string (a boolean, a table, ...).
+    #[error("{value} is not a duration: expected a string such as \"40ms\"")]
+    DurationNotAString {
+        /// The value as written.
+        value: String,
+    },
     /// A `Retry-After` that is not a whole number of seconds (the header carries seconds).
-    #[error("{} is not a whole number of seconds (Retry-After carries seconds)", DisplayDuration(*value))]
+    #[error("{} is not a whole number of seconds (Retry-After carries seconds)", format_duration(*value))]
     NotWholeSeconds {
         /// The duration.
         value: Duration,
@@ -143,7 +149,7 @@ pub enum Problem {
         key: String,
     },
     /// An outage that ends before it starts.
-    #[error("end ({}) is not after start ({})", DisplayDuration(*end), DisplayDuration(*start))]
+    #[error("end ({}) is not after start ({})", format_duration(*end), format_duration(*start))]
     OutageEndsBeforeStart {
         /// Its start.
         start: Duration,

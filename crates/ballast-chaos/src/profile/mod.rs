@@ -6,7 +6,6 @@
 //! with its path — a profile that loads is a profile that works, and a typo is never a fault that silently does
 //! not happen. The typed structs below are what the rest of the crate uses; nothing downstream re-checks them.
 
-mod duration;
 mod error;
 mod load;
 mod presets;
@@ -22,7 +21,7 @@ use std::time::Duration;
 
 use crate::Draw;
 
-pub use duration::DurationError;
+pub use ballast_human::DurationError;
 pub use error::{FieldError, Problem, ProfileError};
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.

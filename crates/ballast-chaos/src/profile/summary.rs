@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::duration::DisplayDuration as D;
 use super::{EndpointProfile, KeyMode, LoseMode, Profile, RetryAfterForm, ScriptStep};
 use crate::Fault;
 use crate::fault::exclusive_outcomes;
+use ballast_human::format_duration as human;
 
 impl Profile {
     /// One line for the seed and the model's settings, one per endpoint (`[default]` first: what every endpoint
@@ -21,7 +21,7 @@ impl Profile {
             "seed {}; model: context limit {} chars, a chunk every {}\n",
             self.seed,
             self.model.context_limit_chars,
-            D(self.model.chunk_interval)
+            human(self.model.chunk_interval)
         );
         let default = std::iter::once(("[default]", &self.default));
         let endpoints = self
@@ -47,7 +47,7 @@ impl Profile {
 
 fn endpoint_line(faults: &EndpointProfile) -> String {
     let mut parts = vec![match faults.latency {
-        Some(l) => format!("latency p50 {}, p99 {}", D(l.p50), D(l.p99)),
+        Some(l) => format!("latency p50 {}, p99 {}", human(l.p50), human(l.p99)),
         None => "no latency".to_owned(),
     }];
     let rates: Vec<String> = exclusive_outcomes(faults)
@@ -63,11 +63,17 @@ fn endpoint_line(faults: &EndpointProfile) -> String {
         parts.push(match form {
             RetryAfterForm::Seconds(s) => format!("Retry-After: {s} on 429 and 503"),
             RetryAfterForm::Millis(ms) => format!("retry-after-ms: {ms} on 429 and 503"),
-            RetryAfterForm::HttpDate(d) => format!("Retry-After: an HTTP-date {} ahead on 429 and 503", D(d)),
+            RetryAfterForm::HttpDate(d) => {
+                format!("Retry-After: an HTTP-date {} ahead on 429 and 503", human(d))
+            }
         });
     }
     for outage in &faults.outages {
-        parts.push(format!("down from {} to {}", D(outage.start), D(outage.end)));
+        parts.push(format!(
+            "down from {} to {}",
+            human(outage.start),
+            human(outage.end)
+        ));
     }
     if let Some(capacity) = faults.capacity {
         parts.push(format!(
@@ -103,7 +109,7 @@ fn fault_name(fault: &Fault) -> String {
         Fault::CommitThenLose(mode) => format!("commit_then_lose (then {})", lose_name(mode)),
         Fault::StreamCut { after_chunks } => format!("stream cut after {after_chunks} chunks"),
         Fault::StreamStall { after_chunks, stall } => {
-            format!("stream stall of {} after {after_chunks} chunks", D(stall))
+            format!("stream stall of {} after {after_chunks} chunks", human(stall))
         }
         Fault::None => "none".into(),
     }

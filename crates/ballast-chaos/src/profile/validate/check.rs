@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::profile::duration::{DurationError, parse_duration};
 use crate::profile::error::{Problem, Problems};
 use crate::profile::{RetryAfterForm, ScriptStep, Window};
+use ballast_human::{DurationError, parse_duration};
 
 /// A rate: a finite number in `0..=1`.
 pub(super) fn rate(problems: &mut Problems, path: String, value: f64) -> Option<f64> {
@@ -17,7 +17,7 @@ pub(super) fn rate(problems: &mut Problems, path: String, value: f64) -> Option<
     }
 }
 
-/// A duration string (see `duration.rs` for the grammar).
+/// A duration string (ballast-human's grammar, the same as `ballast.toml`'s).
 pub(super) fn duration(problems: &mut Problems, path: String, value: &toml::Value) -> Option<Duration> {
     let parsed = match value {
         toml::Value::String(text) => parse_duration(text),
@@ -27,7 +27,11 @@ pub(super) fn duration(problems: &mut Problems, path: String, value: &toml::Valu
         toml::Value::Float(x) => Err(DurationError::MissingUnit {
             number: x.to_string(),
         }),
-        _ => Err(DurationError::NotAString),
+        _ => {
+            let value = value.to_string();
+            problems.push(path, Problem::DurationNotAString { value });
+            return None;
+        }
     };
     parsed
         .map_err(|reason| {

@@ -88,14 +88,27 @@ fn durations_are_checked_with_their_reason() {
     assert_eq!(
         problems("[default]\nlatency = { p50 = \"12x\", p99 = 30 }\n"),
         [
-            "default.latency.p50: \"12x\" is not a duration: unknown unit \"x\" (write one number and one unit: \
-             h, m, s, ms or us)",
+            "default.latency.p50: \"12x\" is not a duration: unknown unit \"x\" (use d, h, m, s, ms, us or ns)",
             "default.latency.p99: 30 is not a duration: units are required (e.g. \"30s\" or \"30ms\")",
         ]
     );
     assert_eq!(
         problems("[model]\nchunk_interval = true\n"),
         ["model.chunk_interval: true is not a duration: expected a string such as \"40ms\""]
+    );
+}
+
+/// A profile's durations are written as `ballast.toml`'s are (one grammar, ballast-human): compound forms too.
+#[test]
+fn durations_are_written_as_in_the_config() {
+    let profile = valid("[default]\nlatency = { p50 = \"1m30s\", p99 = \"1h0.5s\" }\n");
+    assert_eq!(
+        profile.default.latency.map(|l| (l.p50, l.p99)),
+        Some((Duration::from_secs(90), Duration::from_millis(3_600_500)))
+    );
+    assert_eq!(
+        problems("[default]\nlatency = { p50 = true, p99 = \"1s\" }\n"),
+        ["default.latency.p50: true is not a duration: expected a string such as \"40ms\""]
     );
 }
 

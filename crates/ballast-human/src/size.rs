@@ -50,7 +50,7 @@ pub enum SizeError {
 /// Parses a size in bytes.
 ///
 /// ```
-/// use ballast_config::parse_size;
+/// use ballast_human::parse_size;
 ///
 /// assert_eq!(parse_size("8MiB"), Ok(8 * 1024 * 1024));
 /// assert_eq!(parse_size("1MB"), Ok(1_000_000));
@@ -85,7 +85,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 /// else bytes (`"8MiB"`, `"1MB"`, `"1500B"`). [`parse_size`] reads it back to the same value.
 ///
 /// ```
-/// use ballast_config::format_size;
+/// use ballast_human::format_size;
 ///
 /// assert_eq!(format_size(8 * 1024 * 1024).to_string(), "8MiB");
 /// ```

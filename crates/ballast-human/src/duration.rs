@@ -1,6 +1,6 @@
 //! Durations written for people: `"50ms"`, `"1.2s"`, `"1h30m"`.
 //!
-//! Grammar (docs/config.md, "Durations"):
+//! Grammar (docs/config.md, "Durations"; the same in chaos profiles):
 //!
 //! ```text
 //! duration  = component { component }
@@ -73,7 +73,7 @@ pub enum DurationError {
 /// Parses a duration in the grammar of this module.
 ///
 /// ```
-/// use ballast_config::parse_duration;
+/// use ballast_human::parse_duration;
 /// use std::time::Duration;
 ///
 /// assert_eq!(parse_duration("1.2s"), Ok(Duration::from_millis(1200)));
@@ -189,7 +189,7 @@ fn number_times(int_digits: &str, frac_digits: &str, unit_nanos: u128) -> Result
 /// [`parse_duration`] reads back to the same value.
 ///
 /// ```
-/// use ballast_config::format_duration;
+/// use ballast_human::format_duration;
 /// use std::time::Duration;
 ///
 /// assert_eq!(format_duration(Duration::from_millis(1200)).to_string(), "1.2s");
