@@ -13,7 +13,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use ballast_core::{Instant, RetryAfter, WireError, parse_retry_after};
+use ballast_core::{Instant, WireError, parse_retry_after};
 
 /// Offset of the process's first reading on the core timeline: room on both sides.
 const BIAS: u64 = 1 << 62;
@@ -65,22 +65,14 @@ pub async fn sleep_until(instant: Instant) {
     tokio::time::sleep_until(to_tokio(instant)).await;
 }
 
-/// The wait a `Retry-After` value asks for: delta-seconds as they are, an HTTP-date as the time from now until
-/// then (zero for a date in the past). Malformed values are an error naming the header and the value.
+/// The wait a `Retry-After` value asks for: delta-seconds as they are, an HTTP-date as the time from the wall
+/// clock's now until then (zero for a date in the past). Malformed values, a date that does not exist included,
+/// are an error naming the header and the value.
 pub fn retry_after(value: &str) -> Result<Duration, WireError> {
-    match parse_retry_after(value)? {
-        RetryAfter::Delay(delay) => Ok(delay),
-        RetryAfter::HttpDate(date) => Ok(until_http_date(date).unwrap_or(Duration::ZERO)),
-    }
-}
-
-/// The time from the wall clock's now until an HTTP-date; `None` when the date does not parse.
-fn until_http_date(date: &str) -> Option<Duration> {
-    let at = httpdate::parse_http_date(date).ok()?;
     // The one wall-clock read: an HTTP-date is wall time by definition.
     #[allow(clippy::disallowed_methods)]
     let wall_now = SystemTime::now();
-    Some(at.duration_since(wall_now).unwrap_or(Duration::ZERO))
+    Ok(parse_retry_after(value)?.wait_from(wall_now))
 }
 
 fn saturating_nanos(d: Duration) -> u64 {

@@ -3,67 +3,77 @@
 //! Read here, decided in the retry decision. The rule this module serves is "never retry earlier than the server
 //! asked", so numbers that do not fall on a whole nanosecond are rounded **up**.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::number::{Round, parse_decimal, trim_ows};
 use super::{Malformation, RETRY_AFTER, RETRY_AFTER_MS, WireError, X_SHOULD_RETRY};
 
-const DAY_NAMES: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
-const LONG_DAY_NAMES: [&[u8]; 7] = [
-    b"Monday",
-    b"Tuesday",
-    b"Wednesday",
-    b"Thursday",
-    b"Friday",
-    b"Saturday",
-    b"Sunday",
-];
-const MONTHS: [&[u8]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
-
 /// A `Retry-After` value (RFC 9110 §10.2.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RetryAfter<'a> {
+pub enum RetryAfter {
     /// Wait this long: delta-seconds.
     Delay(Duration),
-    /// Wait until this HTTP-date, as sent (without surrounding whitespace). The core never reads a wall clock,
-    /// so the shell turns it into a [`Duration`] before the retry decision sees it (DESIGN.md, "Workspace
-    /// layout").
-    HttpDate(&'a str),
+    /// Wait until this time: an HTTP-date. The core never reads a wall clock; the shell passes its wall-clock now
+    /// to [`RetryAfter::wait_from`] (DESIGN.md, "Workspace layout").
+    HttpDate(SystemTime),
+}
+
+impl RetryAfter {
+    /// The wait it asks for at wall-clock time `now`: a delay as it is, an HTTP-date as the time from `now` until
+    /// then (zero for a date already past: the server asked for no wait).
+    ///
+    /// ```
+    /// use ballast_core::{RetryAfter, parse_retry_after};
+    /// use std::time::{Duration, SystemTime};
+    ///
+    /// let date = parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+    /// let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470); // 07:27:50
+    /// assert_eq!(date.wait_from(now), Duration::from_secs(10));
+    /// assert_eq!(RetryAfter::Delay(Duration::from_secs(3)).wait_from(now), Duration::from_secs(3));
+    /// ```
+    pub fn wait_from(self, now: SystemTime) -> Duration {
+        match self {
+            RetryAfter::Delay(delay) => delay,
+            RetryAfter::HttpDate(at) => at.duration_since(now).unwrap_or(Duration::ZERO),
+        }
+    }
 }
 
 /// Reads a `Retry-After` value: delta-seconds or an HTTP-date.
 ///
 /// Delta-seconds are `1*DIGIT` in RFC 9110; decimal seconds (`1.5`, and the `1e3` exponent form) are accepted too,
 /// because providers send them and both OpenAI SDKs read them (`float()` in Python, `parseFloat` in Node), and
-/// rounded up to the nanosecond. A value in the shape of one of the three HTTP-date forms — IMF-fixdate
-/// (`Sun, 06 Nov 1994 08:49:37 GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
-/// (`Sun Nov  6 08:49:37 1994`) — is handed back unparsed: only its shape is checked (names, digits, separators),
-/// not whether the date exists. A number too large for a [`Duration`] is [`Duration::MAX`]: a wait longer than
-/// any the policy accepts (so the call stops rather than retrying at once). Anything else, including a negative
-/// number, is malformed.
+/// rounded up to the nanosecond. An HTTP-date in any of its three forms — IMF-fixdate (`Sun, 06 Nov 1994 08:49:37
+/// GMT`), the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime (`Sun Nov  6 08:49:37 1994`)
+/// — is parsed by the `httpdate` crate, and must be a date that exists (`Sun, 31 Feb ...` is malformed, so the
+/// retry decision falls back to its own backoff rather than retrying at once). A number too large for a
+/// [`Duration`] is [`Duration::MAX`]: a wait longer than any the policy accepts (so the call stops rather than
+/// retrying at once). Anything else, including a negative number, is malformed.
 ///
 /// ```
 /// use ballast_core::{RetryAfter, parse_retry_after};
-/// use std::time::Duration;
+/// use std::time::{Duration, SystemTime};
 ///
 /// assert_eq!(parse_retry_after("120"), Ok(RetryAfter::Delay(Duration::from_secs(120))));
 /// assert_eq!(parse_retry_after("1.5"), Ok(RetryAfter::Delay(Duration::from_millis(1500))));
 /// assert_eq!(
 ///     parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
-///     Ok(RetryAfter::HttpDate("Wed, 21 Oct 2015 07:28:00 GMT"))
+///     Ok(RetryAfter::HttpDate(SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480)))
 /// );
 /// assert!(parse_retry_after("soon").is_err());
 /// ```
-pub fn parse_retry_after(value: &str) -> Result<RetryAfter<'_>, WireError> {
+pub fn parse_retry_after(value: &str) -> Result<RetryAfter, WireError> {
     let v = trim_ows(value);
-    if looks_like_http_date(v.as_bytes()) {
-        return Ok(RetryAfter::HttpDate(v));
+    match waited(parse_decimal(v, 9, Round::Up)) {
+        Ok(delay) => Ok(RetryAfter::Delay(delay)),
+        // Every HTTP-date starts with a day name; a number never does.
+        Err(Malformation::Syntax) if v.starts_with(|c: char| c.is_ascii_alphabetic()) => {
+            httpdate::parse_http_date(v)
+                .map(RetryAfter::HttpDate)
+                .map_err(|_| WireError::malformed(RETRY_AFTER, value, Malformation::Syntax))
+        }
+        Err(why) => Err(WireError::malformed(RETRY_AFTER, value, why)),
     }
-    waited(parse_decimal(v, 9, Round::Up))
-        .map(RetryAfter::Delay)
-        .map_err(|why| WireError::malformed(RETRY_AFTER, value, why))
 }
 
 /// A wait read from a number: one too large to represent is the longest there is, never no wait at all.
@@ -115,68 +125,6 @@ pub fn parse_should_retry(value: &str) -> Result<bool, WireError> {
     }
 }
 
-/// Whether `v` has the shape of an HTTP-date (RFC 9110 §5.6.7). Names are case-sensitive, as the grammar says.
-fn looks_like_http_date(v: &[u8]) -> bool {
-    is_imf_fixdate(v) || is_rfc850_date(v) || is_asctime_date(v)
-}
-
-/// `Sun, 06 Nov 1994 08:49:37 GMT`
-fn is_imf_fixdate(v: &[u8]) -> bool {
-    v.len() == 29
-        && DAY_NAMES.contains(&&v[0..3])
-        && &v[3..5] == b", "
-        && digits(&v[5..7])
-        && v[7] == b' '
-        && MONTHS.contains(&&v[8..11])
-        && v[11] == b' '
-        && digits(&v[12..16])
-        && v[16] == b' '
-        && is_time_of_day(&v[17..25])
-        && &v[25..] == b" GMT"
-}
-
-/// `Sunday, 06-Nov-94 08:49:37 GMT`
-fn is_rfc850_date(v: &[u8]) -> bool {
-    let Some(comma) = v.iter().position(|&b| b == b',') else {
-        return false;
-    };
-    let (day, rest) = v.split_at(comma);
-    LONG_DAY_NAMES.contains(&day)
-        && rest.len() == 24
-        && &rest[0..2] == b", "
-        && digits(&rest[2..4])
-        && rest[4] == b'-'
-        && MONTHS.contains(&&rest[5..8])
-        && rest[8] == b'-'
-        && digits(&rest[9..11])
-        && rest[11] == b' '
-        && is_time_of_day(&rest[12..20])
-        && &rest[20..] == b" GMT"
-}
-
-/// `Sun Nov  6 08:49:37 1994` (the day of month is two digits or a space and one digit)
-fn is_asctime_date(v: &[u8]) -> bool {
-    v.len() == 24
-        && DAY_NAMES.contains(&&v[0..3])
-        && v[3] == b' '
-        && MONTHS.contains(&&v[4..7])
-        && v[7] == b' '
-        && (digits(&v[8..10]) || (v[8] == b' ' && v[9].is_ascii_digit()))
-        && v[10] == b' '
-        && is_time_of_day(&v[11..19])
-        && v[19] == b' '
-        && digits(&v[20..24])
-}
-
-/// `HH:MM:SS`, digits only (ranges are the date parser's business).
-fn is_time_of_day(v: &[u8]) -> bool {
-    v.len() == 8 && digits(&v[0..2]) && v[2] == b':' && digits(&v[3..5]) && v[5] == b':' && digits(&v[6..8])
-}
-
-fn digits(v: &[u8]) -> bool {
-    v.iter().all(u8::is_ascii_digit)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,19 +163,40 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_recognises_the_three_http_date_forms() {
+    fn retry_after_reads_the_three_http_date_forms() {
+        let at = |secs: u64| {
+            Ok(RetryAfter::HttpDate(
+                SystemTime::UNIX_EPOCH + Duration::from_secs(secs),
+            ))
+        };
         for date in [
             "Sun, 06 Nov 1994 08:49:37 GMT",
             "Sunday, 06-Nov-94 08:49:37 GMT",
             "Sun Nov  6 08:49:37 1994",
-            "Thu Feb 29 23:59:60 2024",
         ] {
-            assert_eq!(parse_retry_after(date), Ok(RetryAfter::HttpDate(date)));
+            assert_eq!(parse_retry_after(date), at(784_111_777), "{date}");
         }
         assert_eq!(
             parse_retry_after(" Wed, 21 Oct 2015 07:28:00 GMT\t"),
-            Ok(RetryAfter::HttpDate("Wed, 21 Oct 2015 07:28:00 GMT"))
+            at(1_445_412_480)
         );
+        assert_eq!(
+            parse_retry_after("Thu, 29 Feb 2024 23:59:59 GMT"),
+            at(1_709_251_199)
+        );
+    }
+
+    /// Regression: a well-shaped date that does not exist passed a shape check, then failed to parse and became a
+    /// zero wait — an immediate retry. It is malformed: ignored, so the call waits its own backoff.
+    #[test]
+    fn a_date_that_does_not_exist_is_malformed_not_a_zero_wait() {
+        for bad in [
+            "Sun, 31 Feb 2026 08:49:37 GMT",
+            "Wed, 29 Feb 2023 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+        ] {
+            assert_eq!(retry_after_why(bad), Malformation::Syntax, "{bad}");
+        }
     }
 
     /// Regression: `Retry-After: 18446744073709551616` overflowed, was read as malformed — as if absent — and
