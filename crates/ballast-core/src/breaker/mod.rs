@@ -36,8 +36,10 @@
 //! recorded for an older generation is dropped: a call that started before the breaker opened says nothing
 //! about the upstream after it (its failure must not reopen a breaker that has since gone half-open; its
 //! success must not count as a probe), and a probe from an earlier half-open period must neither close the
-//! current one nor free one of its slots. Such results are neither counted nor reported. Dropping a stale
-//! permit does nothing either.
+//! current one nor free one of its slots. Such results are neither counted nor reported. One thing a stale
+//! permit still does, recorded or dropped: a closed breaker grants permits without its lock, so a permit granted
+//! across a transition may hold a place in the new generation's start order; that place is skipped, and the
+//! results it held back are counted then.
 //!
 //! # Threads and cost
 //! One [`CircuitBreaker`] per upstream, shared behind an [`Arc`](std::sync::Arc); a [`Permit`] borrows its

@@ -148,8 +148,8 @@ pub struct BreakerSnapshot {
     /// While closed: calls sent and not answered yet (their results, and those of calls started after them,
     /// are counted once they answer: start order).
     pub in_flight: u64,
-    /// Closed-state calls skipped unanswered since the breaker was made: one that held later results back for
-    /// over a minute, or behind which over 4096 results waited. Its result, if it comes, counts nowhere.
+    /// Closed-state calls skipped unanswered since the breaker was made: one that held a later result back for
+    /// five minutes, or behind which more than 16,384 calls waited. Its result, if it comes, counts nowhere.
     pub skipped: u64,
     /// While half-open: probes let through and not yet answered.
     pub probes_in_flight: u32,

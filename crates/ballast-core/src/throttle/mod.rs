@@ -232,8 +232,10 @@ struct Inner<R> {
     refused_total: u64,
     /// The latest time an overload answer's `Retry-After` named (at most [`DEFAULT_MAX_RETRY_AFTER`] ahead).
     hold_until: Option<Instant>,
-    /// When the current run of unaccepted attempts began (its first end).
+    /// When the current run of unaccepted attempts began (its first end), and when its latest one ended: a run
+    /// with a gap longer than the window is over (an hour-old timeout says nothing about a 429 now).
     unaccepted_since: Instant,
+    unaccepted_last: Instant,
     rng: R,
 }
 
@@ -258,12 +260,14 @@ struct Inner<R> {
 pub struct AdaptiveThrottle<R = DefaultRng> {
     config: ThrottleConfig,
     /// Until when (nanoseconds of [`Instant`]) nothing is refused: a healthy upstream's attempts are admitted with
-    /// one load, not the lock. Written under the lock whenever the window changes; read without it (a read a
-    /// record has just made stale admits one attempt the new probability might have refused: a draw's worth).
+    /// one load, not the lock. Written under the lock by every step that records or folds (see `settle_calm`);
+    /// read without it (a read a record has just made stale admits one attempt the new probability might have
+    /// refused: a draw's worth).
     calm_until: OwnCacheLine<AtomicU64>,
     /// Accepts recorded without the lock and not yet in the window: every attempt to a healthy upstream ends in
-    /// one, and an accept can only lower the probability, so it is counted with one `fetch_add` and folded into
-    /// the window by the next locked step. They belong to bucket [`accepts_bucket`](Self::accepts_bucket).
+    /// one, so it is counted with one `fetch_add` and folded into the window by the next locked step (which then
+    /// settles `calm_until`: an accept that brings the window to `min_requests` can raise the probability from 0).
+    /// They belong to bucket [`accepts_bucket`](Self::accepts_bucket).
     accepts: OwnCacheLine<AtomicU64>,
     /// The window bucket (`nanos / bucket_nanos`) the lock-free accepts belong to, or `u64::MAX` for none; written
     /// under the lock. An accept that read it just before a fold is counted a bucket late.
@@ -300,6 +304,7 @@ impl<R> AdaptiveThrottle<R> {
                 refused_total: 0,
                 hold_until: None,
                 unaccepted_since: Instant::ZERO,
+                unaccepted_last: Instant::ZERO,
                 rng,
             }),
         }
@@ -318,7 +323,8 @@ impl<R> AdaptiveThrottle<R> {
         step(&mut inner)
     }
 
-    /// Moves the lock-free accepts into the window, in their bucket (under the lock).
+    /// Moves the lock-free accepts into the window, in their bucket, and settles `calm_until` on the result
+    /// (under the lock).
     fn fold_accepts(&self, inner: &mut Inner<R>) {
         if self.accepts.load(Ordering::Relaxed) == 0 {
             return;
@@ -327,17 +333,17 @@ impl<R> AdaptiveThrottle<R> {
         let bucket = self.accepts_bucket.load(Ordering::Relaxed);
         let at = Instant::from_nanos(bucket.saturating_mul(self.bucket_nanos));
         inner.window.record_many(at, accepts, 0);
+        self.settle_calm(inner, at);
     }
 
-    /// Sets [`calm_until`](Self::calm_until) from the window as of `now` (under the lock): with too few requests
-    /// to judge, calm until the next record (ageing only takes requests away); with a probability of 0, until the
-    /// newest bucket ends (accepts ageing out may raise it); held or refusing, not calm.
+    /// Sets [`calm_until`](Self::calm_until) from the window as of `now` (under the lock): with a probability of 0,
+    /// calm until the newest bucket ends (accepts ageing out may raise it, and so may accepts counted without the
+    /// lock that bring the window to `min_requests`: the first locked step after the bucket folds them); held or
+    /// refusing, not calm.
     fn settle_calm(&self, inner: &Inner<R>, now: Instant) {
         let (requests, not_accepted) = inner.window.totals();
         let calm = if inner.hold_until.is_some_and(|until| now < until) {
             0
-        } else if requests < u64::from(self.config.min_requests) {
-            u64::MAX
         } else if self.config.probability(requests, requests - not_accepted) == 0.0 {
             inner.window.newest_ends().as_nanos()
         } else {
@@ -360,10 +366,16 @@ impl<R> AdaptiveThrottle<R> {
         }
         self.with_inner(|inner| {
             inner.window.record(now, outcome != ThrottleOutcome::Accepted);
-            if outcome != ThrottleOutcome::Accepted
-                && self.unaccepted_in_a_row.fetch_add(1, Ordering::Relaxed) == 0
-            {
-                inner.unaccepted_since = now;
+            if outcome != ThrottleOutcome::Accepted {
+                let gap = now.saturating_duration_since(inner.unaccepted_last);
+                if self.unaccepted_in_a_row.load(Ordering::Relaxed) == 0 || gap > self.config.window {
+                    // A new run: the first, or the old one went quiet for longer than the window.
+                    self.unaccepted_in_a_row.store(1, Ordering::Relaxed);
+                    inner.unaccepted_since = now;
+                } else {
+                    self.unaccepted_in_a_row.fetch_add(1, Ordering::Relaxed);
+                }
+                inner.unaccepted_last = inner.unaccepted_last.max(now);
             }
             if outcome == ThrottleOutcome::Accepted {
                 // The next accepts of this bucket are counted without the lock.
@@ -375,24 +387,24 @@ impl<R> AdaptiveThrottle<R> {
 
     /// An overload answer at `now` said `Retry-After: retry_after` (at most [`DEFAULT_MAX_RETRY_AFTER`], the
     /// longest wait the retry decision accepts, is kept): if the upstream is refusing — the throttle's probability
-    /// above 0, or the last five attempts to end all unaccepted, over at least half a second — every attempt is
-    /// refused until that
-    /// time, and told when to come back: the upstream said when it will take requests again, so the attempts the
-    /// probability would let through would only be refused there (or wait out the same time). The hold's
-    /// refusals are not counted as requests: when it ends, the window holds what the upstream answered, and the
-    /// first attempt after it finds out whether the upstream is back.
+    /// above 0, or the last five attempts to end all unaccepted (refused for load or unanswered), over at least
+    /// half a second and with no gap longer than the window — every attempt is refused until that time, and told
+    /// when to come back: the upstream said when it will take requests again, so the attempts the probability
+    /// would let through would only be refused there (or wait out the same time). The hold's refusals are not
+    /// counted as requests: when it ends, the window holds what the upstream answered, and the first attempt
+    /// after it finds out whether the upstream is back.
     ///
     /// Why the run of refusals as well: the probability rises only as the accepts from before an outage age out
     /// of the window (about half a window, and at a few calls a second `min_requests` take seconds to come),
-    /// while an upstream that has answered five attempts in a row, over half a second, with "come back later"
-    /// has said so already; at a flash sale's 10 % of scattered overload answers, five in a row come once in
+    /// while an upstream that has left five attempts in a row unaccepted, over half a second, and says "come
+    /// back later" has said so already; at a flash sale's 10 % of scattered overload answers, five in a row come once in
     /// 100,000 answers, and the refusals of one instant (a burst meeting a full upstream) do not last.
     pub fn hold(&self, retry_after: Duration, now: Instant) {
         let until = now + retry_after.min(DEFAULT_MAX_RETRY_AFTER);
-        let in_a_row = self.unaccepted_in_a_row.load(Ordering::Relaxed) >= HOLD_AFTER_UNACCEPTED_IN_A_ROW;
         self.with_inner(|inner| {
-            let in_a_row = in_a_row
-                && now.saturating_duration_since(inner.unaccepted_since) >= HOLD_AFTER_UNACCEPTED_FOR;
+            let in_a_row = self.unaccepted_in_a_row.load(Ordering::Relaxed) >= HOLD_AFTER_UNACCEPTED_IN_A_ROW
+                && now.saturating_duration_since(inner.unaccepted_since) >= HOLD_AFTER_UNACCEPTED_FOR
+                && now.saturating_duration_since(inner.unaccepted_last) <= self.config.window;
             // Only an upstream judged to be refusing most attempts is held: a lone 429 with `Retry-After` (a flash
             // sale's random one) holds nothing.
             inner.window.advance(now);

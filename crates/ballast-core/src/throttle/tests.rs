@@ -214,19 +214,23 @@ fn five_refusals_in_a_row_over_half_a_second_hold_before_the_probability_rises()
         t
     };
     let t = healthy();
-    for ms in [100, 250, 400, 550] {
+    for ms in [100, 300, 500, 700] {
         t.record(ThrottleOutcome::Overloaded, at(ms));
         t.hold(Duration::from_secs(1), at(ms));
     }
-    assert_eq!(t.snapshot(at(550)).probability, 0.0);
-    assert_eq!(refusals(&t, 100, at(550)), 0, "four in a row: not yet");
-    t.record(ThrottleOutcome::Unanswered, at(600));
-    t.record(ThrottleOutcome::Overloaded, at(700));
-    t.hold(Duration::from_secs(1), at(700));
+    assert_eq!(t.snapshot(at(700)).probability, 0.0);
     assert_eq!(
-        t.try_admit(at(700)).unwrap_err().retry_in,
+        refusals(&t, 100, at(700)),
+        0,
+        "four in a row over 600 ms: not yet"
+    );
+    t.record(ThrottleOutcome::Unanswered, at(750));
+    t.record(ThrottleOutcome::Overloaded, at(800));
+    t.hold(Duration::from_secs(1), at(800));
+    assert_eq!(
+        t.try_admit(at(800)).unwrap_err().retry_in,
         Some(Duration::from_secs(1)),
-        "a timeout is not an accept: six in a row over 600 ms"
+        "a timeout is not an accept: six in a row over 700 ms"
     );
     // The refusals of one instant do not last half a second.
     let t = healthy();
@@ -247,6 +251,33 @@ fn five_refusals_in_a_row_over_half_a_second_hold_before_the_probability_rises()
     }
     t.hold(Duration::from_secs(1), at(900));
     assert_eq!(refusals(&t, 100, at(900)), 0, "three in a row since the accept");
+    // A run that went quiet for longer than the window is over: an hour-old run of timeouts holds nothing now.
+    let t = throttle();
+    for ms in [0, 200, 400, 600] {
+        t.record(ThrottleOutcome::Unanswered, at(ms));
+    }
+    let later = at(3_600_000);
+    t.record(ThrottleOutcome::Overloaded, later);
+    t.hold(Duration::from_secs(30), later);
+    assert_eq!(refusals(&t, 100, later), 0, "a new run of one");
+}
+
+/// Accepts counted without the lock can bring the window to `min_requests` and so raise the probability from 0:
+/// the step that folds them must see it.
+#[test]
+fn accepts_folded_into_the_window_settle_the_probability() {
+    let t = throttle();
+    t.record(ThrottleOutcome::Accepted, at(0));
+    for _ in 0..7 {
+        t.record(ThrottleOutcome::Overloaded, at(0));
+    }
+    // Lock-free: the first accept of the bucket opened it.
+    t.record(ThrottleOutcome::Accepted, at(0));
+    t.record(ThrottleOutcome::Accepted, at(0));
+    // Calm at most until the bucket ends; the next ask after it folds them and sees p = 4/11.
+    assert!(refusals(&t, 1000, at(100)) > 250, "p = 4/11, not calm");
+    let s = t.snapshot(at(100));
+    assert_eq!((s.accepts, s.refused_total > 250), (3, true));
 }
 
 #[test]
