@@ -34,6 +34,18 @@ impl ConfigErrors {
     pub fn into_vec(self) -> Vec<ConfigError> {
         self.errors
     }
+
+    /// Gives each rule error the line its path names in `text`, the file the config was read from.
+    pub(crate) fn located(mut self, text: &str) -> Self {
+        for error in &mut self.errors {
+            if let ConfigError::Invalid { path, line, .. } = error
+                && line.is_none()
+            {
+                *line = crate::load::line_of(text, path);
+            }
+        }
+        self
+    }
 }
 
 impl fmt::Display for ConfigErrors {
@@ -76,16 +88,27 @@ pub enum ConfigError {
         column: Option<usize>,
     },
     /// A value that breaks a rule.
-    #[error("{path}: {problem}")]
+    #[error("{path}: {problem}{}", line.map(|line| format!(" (line {line})")).unwrap_or_default())]
     Invalid {
         /// The field's path: `models[0].deployments[1].base_url`.
         path: String,
         /// What is wrong.
         problem: Problem,
+        /// The 1-based line of the value in the file (of its table, for a key that is missing), when the config
+        /// came from text ([`Config::from_toml_str`](crate::Config::from_toml_str), [`Config::load`](crate::Config::load)).
+        line: Option<usize>,
     },
 }
 
 impl ConfigError {
+    /// The 1-based line in the file it points at, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            ConfigError::Read { .. } => None,
+            ConfigError::Syntax { line, .. } | ConfigError::Invalid { line, .. } => *line,
+        }
+    }
+
     /// The field's path, when the error has one.
     pub fn path(&self) -> Option<&str> {
         match self {

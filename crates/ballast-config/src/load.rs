@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use ballast_human::line_column;
+
 use serde::Deserialize;
 
 use crate::error::{ConfigError, ConfigErrors, Problem};
@@ -51,9 +53,11 @@ fn check_version(text: &str) -> Result<(), ConfigErrors> {
             found: other.to_string(),
         },
     };
+    let line = line_of(text, "version");
     Err(ConfigErrors::one(ConfigError::Invalid {
         path: "version".into(),
         problem,
+        line,
     }))
 }
 
@@ -80,22 +84,10 @@ fn syntax(text: &str, path: String, error: &toml::de::Error) -> ConfigErrors {
     })
 }
 
-/// 1-based line and column (in characters) of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
 impl Config {
     /// Parses and validates a configuration. Every validation error is reported, each with its path.
     pub fn from_toml_str(text: &str) -> Result<Config, ConfigErrors> {
-        validate(&parse(text)?)
+        validate(&parse(text)?).map_err(|errors| errors.located(text))
     }
 
     /// Reads, parses and validates a configuration file.
@@ -127,17 +119,80 @@ impl Config {
     }
 }
 
+/// The 1-based line of the value at `path` (`tools[1].retry.max_attempts`) in the TOML `text`: of the value
+/// itself, or of the deepest table on the path that exists (a missing key is reported where its table is).
+/// `None` when the text does not parse or the path names nothing in it.
+pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    let mut table = document.get_ref();
+    let mut found: Option<usize> = None;
+    for segment in path.split('.') {
+        let (key, indices) = segment
+            .split_once('[')
+            .map_or((segment, ""), |(key, rest)| (key, rest));
+        let Some(mut value) = table.get(key) else {
+            break;
+        };
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            let Ok(index) = index.trim_end_matches(']').parse::<usize>() else {
+                return found;
+            };
+            found = Some(value.span().start);
+            match value.get_ref() {
+                toml::de::DeValue::Array(items) => match items.get(index) {
+                    Some(item) => value = item,
+                    None => return found.map(|offset| line_column(text, offset).0),
+                },
+                _ => return found.map(|offset| line_column(text, offset).0),
+            }
+        }
+        found = Some(value.span().start);
+        match value.get_ref() {
+            toml::de::DeValue::Table(inner) => table = inner,
+            _ => break,
+        }
+    }
+    found.map(|offset| line_column(text, offset).0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const TEXT: &str = "version = 1\n\n[server]\nlisten = \"127.0.0.1:8080\"\n\n[[tools]]\nname = \"a\"\n\n[[tools]]\nname = \"b\"\n\
+                        retry = { max_attempts = 0 }\n";
+
     #[test]
-    fn line_and_column_count_characters() {
-        let text = "a\nbé = 1\n";
-        assert_eq!(line_column(text, 0), (1, 1));
-        assert_eq!(line_column(text, 2), (2, 1));
-        assert_eq!(line_column(text, 5), (2, 3), "é is two bytes, one column");
-        assert_eq!(line_column(text, 4), (2, 2), "inside é: back to its start");
-        assert_eq!(line_column(text, 99), (3, 1));
+    fn a_path_finds_its_line() {
+        assert_eq!(line_of(TEXT, "version"), Some(1));
+        assert_eq!(line_of(TEXT, "server.listen"), Some(4));
+        assert_eq!(line_of(TEXT, "tools[1].name"), Some(10));
+        assert_eq!(line_of(TEXT, "tools[1].retry.max_attempts"), Some(11));
+        assert_eq!(line_of(TEXT, "nothing.here"), None);
+        assert_eq!(
+            line_of(TEXT, "tools[1].upstream"),
+            Some(9),
+            "missing: where its table is"
+        );
+    }
+
+    /// A rule's error points at the line of the value that broke it, as a syntax error points at its own.
+    #[test]
+    fn rule_errors_carry_the_line_of_their_value() {
+        let errors = Config::from_toml_str(TEXT).unwrap_err();
+        let lines: Vec<_> = errors.errors().iter().map(|e| (e.path(), e.line())).collect();
+        assert!(
+            lines.contains(&(Some("tools[1].retry.max_attempts"), Some(11))),
+            "{lines:?}"
+        );
+        // A required key that is missing: the line of its table.
+        assert!(lines.contains(&(Some("tools[0].upstream"), Some(6))), "{lines:?}");
+        assert!(
+            errors
+                .to_string()
+                .lines()
+                .any(|l| l.starts_with("tools[1].retry.max_attempts: ") && l.ends_with(" (line 11)")),
+            "{errors}"
+        );
     }
 }

@@ -3,10 +3,14 @@
 //! instead, and a printer whose output parses back to the same value, so whatever a summary or an error shows can
 //! be pasted into a file.
 //!
+//! And where in such a file a value is ([`line_column`]), for errors that point at it.
+//!
 //! No policy and no Ballast dependency: every crate, the chaos upstream included, can use it.
 
 mod duration;
+mod position;
 mod size;
 
 pub use duration::{DurationError, format_duration, parse_duration};
+pub use position::line_column;
 pub use size::{SizeError, format_size, parse_size};

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use ballast_human::line_column;
+
 use super::error::ProfileError;
 use super::raw::RawProfile;
 use super::{Profile, validate};
@@ -66,16 +68,4 @@ fn syntax(text: &str, path: String, error: &toml::de::Error) -> ProfileError {
         line,
         column,
     }
-}
-
-/// 1-based line and column (in characters) of a byte offset.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let mut end = offset.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let before = &text[..end];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
 }

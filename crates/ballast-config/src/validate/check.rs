@@ -51,6 +51,7 @@ impl Checker {
         self.errors.push(ConfigError::Invalid {
             path: path.into(),
             problem,
+            line: None,
         });
     }
 

@@ -20,10 +20,18 @@ pub(super) fn load(body: &str) -> Result<Config, ConfigErrors> {
     Config::from_toml_str(&format!("version = 1\n{body}"))
 }
 
+/// The errors `body` produces, each as `path: problem` (the line each rule error carries is tested in `load`).
 pub(super) fn errors(body: &str) -> Vec<String> {
     match load(body) {
         Ok(_) => panic!("expected errors for:\n{body}"),
-        Err(errors) => errors.errors().iter().map(ToString::to_string).collect(),
+        Err(errors) => errors
+            .errors()
+            .iter()
+            .map(|error| match error {
+                ConfigError::Invalid { path, problem, .. } => format!("{path}: {problem}"),
+                other => other.to_string(),
+            })
+            .collect(),
     }
 }
 

@@ -15,16 +15,16 @@ fn version_is_required_and_must_be_one() {
     );
     assert_eq!(
         err("version = 2"),
-        "version: 2 is not supported: this Ballast reads `version = 1`"
+        "version: 2 is not supported: this Ballast reads `version = 1` (line 1)"
     );
     assert_eq!(
         err("version = \"1\""),
-        "version: \"1\" is not supported: this Ballast reads `version = 1`"
+        "version: \"1\" is not supported: this Ballast reads `version = 1` (line 1)"
     );
     // A file for another version is refused for its version, not for the keys this version does not know.
     assert_eq!(
-        err("version = 2\n[limits]\nrps = 5\n"),
-        "version: 2 is not supported: this Ballast reads `version = 1`"
+        err("# for Ballast 2\nversion = 2\n[limits]\nrps = 5\n"),
+        "version: 2 is not supported: this Ballast reads `version = 1` (line 2)"
     );
     let raw = RawConfig {
         version: 0,

@@ -200,6 +200,7 @@ fn errors_are_typed_and_carry_their_path() {
         ConfigError::Invalid {
             path,
             problem: Problem::Range { value, must_be },
+            ..
         } => {
             assert_eq!(
                 (path.as_str(), value.as_str(), must_be.as_str()),
@@ -213,7 +214,7 @@ fn errors_are_typed_and_carry_their_path() {
     let err = load(&model("breaker = { failure_rate = 1.5 }")).unwrap_err();
     assert!(matches!(
         &err.errors()[0],
-        ConfigError::Invalid { path, problem: Problem::Breaker(InvalidBreaker::FailureRate(rate)) }
+        ConfigError::Invalid { path, problem: Problem::Breaker(InvalidBreaker::FailureRate(rate)), .. }
             if path == "models[0].breaker.failure_rate" && *rate == 1.5
     ));
     let err = load(&tool("priority = \"urgent\"")).unwrap_err();
