@@ -3,7 +3,7 @@
 //! run (one retry allowance for the model's and the tools' calls together) — and each call's outcome report is
 //! printed, model and tool alike.
 //!
-//! Run: `cargo run --example agent_loop` (optionally `-- SEED` to meet other faults of the flash-sale preset).
+//! Run: `cargo run -p ballast --example agent_loop` (optionally `-- SEED` to meet other faults of the flash-sale preset).
 //!
 //! What to look for: the model's 5xx, 429s (`Retry-After: 1`) and hangs are retried or moved to the fallback
 //! deployment within what is left of the deadline; the refund carries one idempotency key derived from the run

@@ -1,7 +1,7 @@
 //! The refund agent: look up an order, then refund it — both calls under ONE 30 s deadline, against the chaos
 //! upstream in process with the flash-sale faults, printing each call's outcome report.
 //!
-//! Run: `cargo run --example refund_agent` (optionally `-- SEED` to meet other faults).
+//! Run: `cargo run -p ballast --example refund_agent` (optionally `-- SEED` to meet other faults).
 //!
 //! What to look for: every attempt carries what is left of the one deadline (not a fresh 30 s); the refund
 //! carries one idempotency key across its retries, so a lost response is retried without a second refund (the
