@@ -59,12 +59,24 @@ impl Run {
 }
 
 /// The runs of one process, by id, forgotten `ttl` after their last use.
+///
+/// A call finds its run with one hash lookup (no allocation once the run exists); a run idle for `ttl` is never
+/// found again (it is replaced by a fresh one), and the forgotten runs are swept out of memory at most every
+/// `ttl / 8`, by whichever call comes then — not scanned on every call.
 #[derive(Debug)]
 pub struct Runs {
     allowance: u32,
     per_call: f64,
     ttl: Duration,
-    runs: Mutex<HashMap<String, (Arc<Run>, Instant)>>,
+    state: Mutex<Registry>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// Each run and when it was last used.
+    runs: HashMap<String, (Arc<Run>, Instant)>,
+    /// When the idle runs were last swept out.
+    swept: Instant,
 }
 
 impl Runs {
@@ -74,7 +86,7 @@ impl Runs {
             allowance,
             per_call: 0.0,
             ttl,
-            runs: Mutex::new(HashMap::new()),
+            state: Mutex::new(Registry::default()),
         }
     }
 
@@ -89,20 +101,33 @@ impl Runs {
 
     /// The run `id`, created if unknown (or forgotten), used at `now`.
     pub fn get(&self, id: &str, now: Instant) -> Arc<Run> {
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
         let ttl = self.ttl;
-        runs.retain(|_, (_, used)| now.saturating_duration_since(*used) < ttl);
-        let entry = runs.entry(id.to_owned()).or_insert_with(|| {
-            let allowance = RunAllowance::with_share(self.allowance, self.per_call);
-            (Arc::new(Run::with_allowance(id.to_owned(), allowance)), now)
-        });
-        entry.1 = now;
-        Arc::clone(&entry.0)
+        let alive = |used: Instant| now.saturating_duration_since(used) < ttl;
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if now.saturating_duration_since(state.swept) >= ttl / 8 {
+            state.runs.retain(|_, (_, used)| alive(*used));
+            state.swept = now;
+        }
+        if let Some((run, used)) = state.runs.get_mut(id)
+            && alive(*used)
+        {
+            *used = (*used).max(now);
+            return Arc::clone(run);
+        }
+        // Unknown, or idle too long: a fresh run (the old one's allowance and deadline are forgotten).
+        let allowance = RunAllowance::with_share(self.allowance, self.per_call);
+        let run = Arc::new(Run::with_allowance(id.to_owned(), allowance));
+        state.runs.insert(id.to_owned(), (Arc::clone(&run), now));
+        run
     }
 
-    /// How many runs are remembered.
+    /// How many runs are remembered (runs idle for `ttl` and not yet swept out included).
     pub fn len(&self) -> usize {
-        self.runs.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .runs
+            .len()
     }
 
     /// Whether no run is remembered.
@@ -140,5 +165,25 @@ mod tests {
         assert_eq!(later.allowance().left(), 3);
         assert_eq!(runs.len(), 1, "run a was idle for over a minute and is forgotten");
         assert_eq!(runs.get("a", Instant::from_millis(80_000)).allowance().left(), 3);
+    }
+
+    /// Idle runs are swept out at most every ttl/8, but one idle for ttl is never found again in between.
+    #[test]
+    fn an_idle_run_is_never_found_even_before_the_sweep() {
+        let runs = Runs::new(3, Duration::from_secs(80));
+        let at = Instant::from_millis;
+        let a = runs.get("a", at(0));
+        assert!(a.allowance().try_take());
+        // A sweep at 75 s (ttl/8 = 10 s since the last): `a` was used 75 s ago, still alive.
+        runs.get("b", at(75_000));
+        // At 81 s no sweep is due (6 s since), yet `a`, idle 81 s, is a fresh run.
+        assert_eq!(runs.get("a", at(81_000)).allowance().left(), 3);
+        // Many runs used once, then a sweep long after: all but the last one gone.
+        for i in 0..1000 {
+            runs.get(&format!("r{i}"), at(100_000));
+        }
+        assert_eq!(runs.len(), 1002, "a, b and the thousand");
+        runs.get("z", at(200_000));
+        assert_eq!(runs.len(), 1);
     }
 }
