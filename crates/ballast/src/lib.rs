@@ -52,12 +52,15 @@
 //! - `transport` — [`HttpTransport`] (reqwest) and [`ServiceTransport`] (any tower service in process): send an
 //!   attempt and read its answer under a size limit, whole or up to a stream's commit point.
 //! - `sse` — server-sent events, read and written.
+//! - [`background`] — the work that outlives its caller (a sent side effect, a claimed idempotent request), tracked,
+//!   and [`background::drain`] to wait for it at shutdown.
 //! - `idempotency` — [`IdempotencyLayer`]: the server side, axum middleware in front of a handler with a side
 //!   effect: claims the key, replays the stored answer, survives disconnects and store failures;
 //!   [`operation_status`] and [`operations_route`] for status polling.
 
 mod admission;
 mod attempt;
+pub mod background;
 mod body;
 mod breaker;
 mod chat;

@@ -85,8 +85,8 @@ where
     .in_current_span();
     // The task leaves the caller's task-local scope behind: a call made below still sees the deadline.
     match deadline {
-        Some(deadline) => drop(tokio::spawn(context::scope(deadline, task))),
-        None => drop(tokio::spawn(task)),
+        Some(deadline) => drop(crate::background::spawn(context::scope(deadline, task))),
+        None => drop(crate::background::spawn(task)),
     }
     tokio::select! {
         biased;

@@ -108,7 +108,7 @@ where
     // the dispatch must not leave a claim that nobody holds (every retry would get 409 until the lease ran out).
     // The request goes on, once, and its answer is stored for the retry.
     let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(claim_and_run(inner, settings, incoming, answer_tx));
+    crate::background::spawn(claim_and_run(inner, settings, incoming, answer_tx));
     // The task always answers (the handler's panics are caught); a closed channel means the runtime stops.
     answer_rx
         .await

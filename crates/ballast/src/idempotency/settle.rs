@@ -91,7 +91,7 @@ impl HeldClaim {
         let ended = Arc::new(AtomicBool::new(false));
         let ended_seen = Arc::clone(&ended);
         let every = lease / 3;
-        let renewing = tokio::spawn(async move {
+        let renewing = crate::background::spawn(async move {
             let mut due = since + every;
             loop {
                 if due > until {
