@@ -20,7 +20,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngExt as _, SeedableRng};
 
 use crate::UnknownName;
 use crate::time::saturating_nanos;
@@ -33,7 +33,7 @@ pub type DefaultRng = rand::rngs::SmallRng;
 pub fn default_rng(seed: Option<u64>) -> DefaultRng {
     match seed {
         Some(seed) => DefaultRng::seed_from_u64(seed),
-        None => DefaultRng::from_os_rng(),
+        None => rand::make_rng(),
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rand::rngs::SmallRng;
-use rand::{Rng as _, SeedableRng as _};
+use rand::{RngExt as _, SeedableRng as _};
 use serde_json::{Value, json};
 
 use super::scenario::Conversation;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ballast_chaos::{EndpointProfile, Outage, OutageAnswer, Profile, Window};
 use rand::rngs::SmallRng;
-use rand::{Rng as _, SeedableRng as _};
+use rand::{RngExt as _, SeedableRng as _};
 
 /// The upstream's faults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, RngExt as _};
 
 use super::TransitionReason as Reason;
 use super::{BreakerConfig, BreakerRejected, BreakerSnapshot, BreakerState, CallResult, Transition};

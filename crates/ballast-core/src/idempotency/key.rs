@@ -51,14 +51,14 @@ pub enum InvalidKey {
 ///
 /// ```
 /// use ballast_core::{IdempotencyKey, InvalidKey};
-/// use rand::TryRngCore as _;
+/// use rand::rand_core::UnwrapErr;
 ///
 /// let key: IdempotencyKey = "order-1234".parse().unwrap();
 /// assert_eq!(key.as_str(), "order-1234");
 /// assert_eq!(IdempotencyKey::parse(""), Err(InvalidKey::Empty));
 ///
 /// // One key for the operation, reused by every retry; drawn from the operating system's CSPRNG.
-/// let key = IdempotencyKey::random(&mut rand::rngs::OsRng.unwrap_err());
+/// let key = IdempotencyKey::random(&mut UnwrapErr(rand::rngs::SysRng));
 /// assert_eq!(key.as_str().len(), 36);
 ///
 /// // A re-run step re-sends the same key; the next call in the step gets another.
@@ -87,9 +87,8 @@ impl IdempotencyKey {
     ///
     /// Pass a cryptographically secure RNG: RFC 9562 (section 6.9) asks for a CSPRNG for UUIDv4, and a key
     /// that can be predicted or collides lets one operation be answered with another's stored response. The
-    /// operating system's generator is one — `rand::rngs::OsRng.unwrap_err()` (with `rand::TryRngCore` in
-    /// scope), or `rand::rng()` and `rand::rngs::StdRng::from_os_rng()` where rand's `thread_rng` / `std_rng`
-    /// features are enabled. Not [`DefaultRng`](crate::DefaultRng) (`default_rng`): it is a small, fast,
+    /// operating system's generator is one — `rand::rand_core::UnwrapErr(rand::rngs::SysRng)`, or `rand::rng()`
+    /// and `rand::make_rng::<rand::rngs::StdRng>()` where rand's `thread_rng` / `std_rng` features are enabled. Not [`DefaultRng`](crate::DefaultRng) (`default_rng`): it is a small, fast,
     /// predictable generator meant for jitter, not for identifiers. A fixed seed is for tests only: two
     /// processes seeded alike draw the same keys.
     pub fn random<R: rand::Rng + ?Sized>(rng: &mut R) -> Self {
@@ -291,7 +290,7 @@ mod tests {
     #[test]
     fn random_works_with_an_unsized_rng() {
         let mut rng = default_rng(Some(5));
-        let dyn_rng: &mut dyn rand::RngCore = &mut rng;
+        let dyn_rng: &mut dyn rand::Rng = &mut rng;
         let key = IdempotencyKey::random(dyn_rng);
         assert_eq!(key, IdempotencyKey::random(&mut default_rng(Some(5))));
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, RngExt as _};
 
 use super::classify::{Verdict, classify};
 use super::{AttemptOutcome, CallKind, RunAllowance, StopReason};

@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use rand::Rng;
+use rand::{Rng, RngExt as _};
 
 use crate::cache_line::OwnCacheLine;
 use crate::window::Window;

@@ -1,7 +1,7 @@
 //! Crowds, not single calls: start order, overload answers, a burst with scattered failures, and the dead
 //! upstreams a default breaker must still see (DESIGN.md, "Circuit breaker — a dead upstream, not a crowd").
 
-use rand::{Rng, SeedableRng};
+use rand::{RngExt as _, SeedableRng};
 
 use super::*;
 use crate::DefaultRng;
