@@ -20,7 +20,7 @@ use ballast::{clock, scope};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use ballast_core::Deadline;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
 version = 1
@@ -91,13 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Everything inside the scope shares the deadline: each call gets what the calls before it left.
     scope(deadline, async {
         for step in 1..=5 {
-            let request = ChatRequest {
-                model: "agent".into(),
-                messages: messages.clone(),
-                tools: None,
-                stream: None,
-                extra: Map::new(),
-            };
+            let request = ChatRequest::new("agent", messages.clone());
             let answer = match model.complete(ChatCall::new(request).run(run)).await {
                 Ok(answer) => answer,
                 Err(error) => {
@@ -139,12 +133,9 @@ async fn call_tool(
     step: u32,
     ordinal: u32,
 ) -> Message {
-    let function = tool_call.extra.get("function").cloned().unwrap_or(Value::Null);
-    let name = function["name"].as_str().unwrap_or_default().to_owned();
-    let arguments = function["arguments"]
-        .as_str()
-        .and_then(|a| serde_json::from_str(a).ok());
-    let reply = match (tools.get(&name), arguments) {
+    let name = tool_call.function_name().unwrap_or_default();
+    let arguments: Option<Value> = tool_call.arguments().ok();
+    let reply = match (tools.get(name), arguments) {
         (Some(tool), Some(arguments)) => {
             let call = ToolCall::new(arguments)
                 .run(run)
@@ -162,11 +153,5 @@ async fn call_tool(
         }
         _ => json!({"error": format!("no tool {name:?} with readable arguments")}),
     };
-    Message {
-        role: Role::Tool,
-        content: Some(Value::String(reply.to_string())),
-        tool_calls: None,
-        tool_call_id: tool_call.id.clone(),
-        extra: Map::new(),
-    }
+    Message::tool_reply(tool_call.id.clone(), reply.to_string())
 }

@@ -83,12 +83,12 @@ pub use admission::{AdmissionLayer, AdmissionService};
 pub use attempt::{AttemptLayer, AttemptService};
 pub use body::Body;
 pub use breaker::{BreakerLayer, BreakerService, THROTTLED};
-pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{
-    ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest, ChatResponse,
-    ChatStream, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError, StreamErrorKind,
-    ToolCallRef, UnknownRoute, Usage,
+    BadToolArguments, ChatAnswer, ChatCall, ChatChunk, ChatClient, ChatClients, ChatError, ChatRequest,
+    ChatResponse, ChatStream, Choice, ChunkChoice, InvalidChatRoute, Message, Role, StreamError,
+    StreamErrorKind, ToolCallRef, UnknownRoute, Usage,
 };
+pub use chat::{CannotTruncate, Truncation, TruncationGoal, truncate};
 pub use chat::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use client::CallError;
 pub use context::{AttemptNumber, CallContext, Cancel, current_deadline, scope};

@@ -30,5 +30,6 @@ pub use clients::ChatClients;
 pub use deployment::InvalidChatRoute;
 pub use stream::{ChatStream, StreamError, StreamErrorKind};
 pub use types::{
-    ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef, Usage,
+    BadToolArguments, ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef,
+    Usage,
 };

@@ -194,7 +194,96 @@ impl fmt::Display for Role {
     }
 }
 
+impl ChatRequest {
+    /// A request to route `model` with `messages`, nothing else set (no tools, not streamed).
+    ///
+    /// ```
+    /// use ballast::{ChatRequest, Message, Role};
+    ///
+    /// let request = ChatRequest::new("agent", vec![Message::text(Role::User, "Hi")]).streamed(true);
+    /// assert_eq!((request.model.as_str(), request.stream), ("agent", Some(true)));
+    /// ```
+    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+        ChatRequest {
+            model: model.into(),
+            messages,
+            tools: None,
+            stream: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// The same request with these tool definitions (sent as they are).
+    pub fn with_tools(mut self, tools: Value) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// The same request, streamed or not.
+    pub fn streamed(mut self, stream: bool) -> Self {
+        self.stream = Some(stream);
+        self
+    }
+}
+
+/// A tool call whose `function.arguments` are not the JSON a tool was asked for.
+#[derive(Debug, thiserror::Error)]
+#[error("tool call {id}: {why}")]
+pub struct BadToolArguments {
+    id: String,
+    why: String,
+}
+
+impl ToolCallRef {
+    /// The function the model asked for: `function.name`, when the call has one.
+    pub fn function_name(&self) -> Option<&str> {
+        self.extra.get("function")?.get("name")?.as_str()
+    }
+
+    /// The function's arguments, parsed: `function.arguments` is a JSON text (as OpenAI sends it) or already an
+    /// object (as some providers do). An error, naming the call, when it is missing or does not parse as `T`.
+    ///
+    /// ```
+    /// use ballast::ToolCallRef;
+    /// use serde_json::{Value, json};
+    ///
+    /// let call: ToolCallRef = serde_json::from_value(json!({
+    ///     "id": "call_1", "type": "function",
+    ///     "function": {"name": "lookup_order", "arguments": "{\"order_id\": \"1234\"}"},
+    /// }))
+    /// .unwrap();
+    /// assert_eq!(call.function_name(), Some("lookup_order"));
+    /// let arguments: Value = call.arguments().unwrap();
+    /// assert_eq!(arguments["order_id"], "1234");
+    /// ```
+    pub fn arguments<T: serde::de::DeserializeOwned>(&self) -> Result<T, BadToolArguments> {
+        let bad = |why: String| BadToolArguments {
+            id: self.id.clone().unwrap_or_else(|| "(no id)".to_owned()),
+            why,
+        };
+        let raw = self
+            .extra
+            .get("function")
+            .and_then(|function| function.get("arguments"))
+            .ok_or_else(|| bad("it has no function.arguments".to_owned()))?;
+        match raw {
+            Value::String(text) => serde_json::from_str(text),
+            other => T::deserialize(other),
+        }
+        .map_err(|error| bad(format!("function.arguments: {error}")))
+    }
+}
+
 impl Message {
+    /// A `tool` message answering the tool call `tool_call_id` with `content` (a text: a tool's JSON answer as a
+    /// string, as the API wants it).
+    pub fn tool_reply(tool_call_id: Option<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id,
+            ..Message::text(Role::Tool, content)
+        }
+    }
+
     /// A message with a text content and nothing else.
     pub fn text(role: Role, content: impl Into<String>) -> Self {
         Message {

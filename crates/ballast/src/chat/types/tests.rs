@@ -225,3 +225,57 @@ fn a_typed_field_of_the_wrong_type_or_a_missing_required_one_is_an_error() {
         "the error names the field: {error}"
     );
 }
+
+/// A tool call's function and arguments, one method away: a JSON text (OpenAI) or an object (some providers);
+/// a call without arguments, or with arguments that are not the JSON asked for, is an error naming the call.
+#[test]
+fn tool_call_arguments_are_parsed_or_refused_with_the_call_id() {
+    let call = |function: Value| -> ToolCallRef {
+        serde_json::from_value(json!({"id": "call_9", "type": "function", "function": function})).unwrap()
+    };
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Lookup {
+        order_id: String,
+    }
+    let text = call(json!({"name": "lookup_order", "arguments": "{\"order_id\": \"1\"}"}));
+    assert_eq!(text.function_name(), Some("lookup_order"));
+    assert_eq!(
+        text.arguments::<Lookup>().unwrap(),
+        Lookup { order_id: "1".into() }
+    );
+    let object = call(json!({"name": "lookup_order", "arguments": {"order_id": "2"}}));
+    assert_eq!(
+        object.arguments::<Lookup>().unwrap(),
+        Lookup { order_id: "2".into() }
+    );
+    let missing = call(json!({"name": "lookup_order"}));
+    assert_eq!(
+        missing.arguments::<Value>().unwrap_err().to_string(),
+        "tool call call_9: it has no function.arguments"
+    );
+    let broken = call(json!({"name": "lookup_order", "arguments": "{\"order_id\": "}));
+    let error = broken.arguments::<Lookup>().unwrap_err().to_string();
+    assert!(
+        error.starts_with("tool call call_9: function.arguments: "),
+        "{error}"
+    );
+    let wrong = call(json!({"arguments": "{\"order\": 3}"}));
+    assert_eq!(wrong.function_name(), None);
+    assert!(wrong.arguments::<Lookup>().is_err());
+}
+
+#[test]
+fn a_request_and_a_tool_reply_have_constructors() {
+    let request = ChatRequest::new("agent", vec![Message::text(Role::User, "Hi")])
+        .with_tools(json!([{"type": "function"}]))
+        .streamed(false);
+    assert_eq!(
+        serde_json::to_value(&request).unwrap(),
+        json!({"model": "agent", "messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}], "stream": false})
+    );
+    let reply = Message::tool_reply(Some("call_9".into()), "{\"ok\":true}");
+    assert_eq!(
+        serde_json::to_value(&reply).unwrap(),
+        json!({"role": "tool", "content": "{\"ok\":true}", "tool_call_id": "call_9"})
+    );
+}
