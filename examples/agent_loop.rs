@@ -64,9 +64,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(7);
     let chaos = ballast_chaos::router(Profile::preset("flash-sale", seed)?);
     let config = Config::from_toml_str(CONFIG)?;
-    // One registry of runs for the model and the tools: the run's deadline and its retry allowance (3 retries
-    // for the whole agent request) hold across every call of the request, model and tool alike.
-    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    // One registry of runs for the model and the tools, from the config's `[run]`: the run's deadline and its
+    // retry allowance (3 retries plus half a retry per call, for the whole agent request) hold across every call
+    // of the request, model and tool alike.
+    let runs = Arc::new(Runs::of(&config.run));
     let tools = ToolClients::from_config_with_runs(
         &config,
         ServiceTransport::new(chaos.clone(), 1 << 20),
