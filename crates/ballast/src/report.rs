@@ -123,6 +123,20 @@ pub struct OutcomeReport {
 }
 
 impl OutcomeReport {
+    /// The report of the call whose answer was returned: the last fallback's (a model route's last deployment
+    /// tried, a fallback tool), else this one.
+    pub fn answering(&self) -> &OutcomeReport {
+        self.fallback_report
+            .as_deref()
+            .map_or(self, OutcomeReport::answering)
+    }
+
+    /// Why the call that gave the final answer stopped (`None` when it succeeded): what a caller usually means by
+    /// "the call's stop reason", however many fallbacks or deployments it went through.
+    pub fn stop_reason(&self) -> Option<&StopReason> {
+        self.answering().stop.as_ref()
+    }
+
     /// Whether the answer came from the fallback: a static response, or a fallback tool that succeeded (itself or
     /// through its own fallback).
     pub fn answered_by_fallback(&self) -> bool {

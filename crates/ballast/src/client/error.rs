@@ -1,6 +1,6 @@
 //! [`CallError`]: the one shape of a tool or model call that did not succeed.
 
-use ballast_core::ErrorCode;
+use ballast_core::{ErrorCode, StopReason};
 use serde_json::Value;
 
 use crate::{Error, OutcomeReport};
@@ -79,11 +79,18 @@ impl CallError {
     pub fn outcome_unknown(&self) -> bool {
         self.report().outcome_unknown
     }
+
+    /// Why the call stopped: the stop reason of the call that gave the final answer (the last fallback or
+    /// deployment tried), e.g. attempts exhausted, the deadline, an open breaker. `None` when nothing stopped it
+    /// (a failure before any decision: a malformed request, say).
+    pub fn stop_reason(&self) -> Option<&StopReason> {
+        self.report().stop_reason()
+    }
 }
 
 /// The report of the call whose answer was returned: the last fallback's, else the call's own.
 pub(crate) fn answering(report: &OutcomeReport) -> &OutcomeReport {
-    report.fallback_report.as_deref().map_or(report, answering)
+    report.answering()
 }
 
 /// What the upstream said (`error.message`, or Ollama's `error` string) and why the answering call stopped.
@@ -102,7 +109,6 @@ fn detail(body: &Value, report: &OutcomeReport) -> String {
 
 #[cfg(test)]
 mod tests {
-    use ballast_core::StopReason;
     use serde_json::json;
 
     use super::*;
@@ -139,5 +145,11 @@ mod tests {
             "the answering call's code"
         );
         assert!(!error.outcome_unknown());
+        // The stop reason one method away: the answering call's, not the primary's (which has none here).
+        assert_eq!(
+            error.stop_reason(),
+            Some(&StopReason::AttemptsExhausted { attempts: 3 })
+        );
+        assert_eq!(error.report().answering().target, "fallback");
     }
 }
