@@ -13,8 +13,9 @@ use super::deployment::DeploymentClient;
 use super::route::{Committed, Tried};
 use super::stream::ChatStream;
 use super::usage::{record_tokens, usage_of_body};
-use crate::client::{CallError, Core, Failure, json_body};
+use crate::client::{CallError, Core, Failure, call_span, json_body, record_end};
 use crate::{CallContext, Report, clock};
+use tracing::Instrument as _;
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
 /// clone; clones share the deployments' breakers, budgets and the runs.
@@ -99,6 +100,14 @@ impl ChatClient {
     /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
     /// the last deployment's error, carries the report of every deployment tried.
     pub async fn complete(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
+        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
+        let result = self.complete_in_span(call).instrument(span.clone()).await;
+        record_end(&span, result.as_ref().err());
+        result
+    }
+
+    /// [`ChatClient::complete`], inside the call's span.
+    async fn complete_in_span(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
         let mut call = call;
         if call.request.stream == Some(true) {
             call.request.stream = None;
@@ -120,6 +129,15 @@ impl ChatClient {
     /// (a cut, a stall longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a
     /// clean end.
     pub async fn stream(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
+        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
+        let result = self.stream_in_span(call).instrument(span.clone()).await;
+        // The span covers the call up to its first event (the commit point); the stream's own end is its reader's.
+        record_end(&span, result.as_ref().err());
+        result
+    }
+
+    /// [`ChatClient::stream`], inside the call's span.
+    async fn stream_in_span(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);
         let mut ctx = self.context(&call);

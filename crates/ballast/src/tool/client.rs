@@ -7,10 +7,11 @@ use ballast_config::ToolConfig;
 use ballast_core::{CallKind, CircuitBreaker, IdempotencyKey, RetryBudget};
 use http::HeaderValue;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
-use crate::client::{CallError, Core, Failure, Upstream, json_body};
+use crate::client::{CallError, Core, Failure, Upstream, call_span, json_body, record_end};
 use crate::outcome::{SideEffect, Verdict};
 use crate::{CallContext, Error, OutcomeReport, Report, clock};
 
@@ -91,6 +92,14 @@ impl ToolClient {
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it. Give
     /// each call a report of its own: the call numbers its attempts from 1 and judges only what it did.
     pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
+        let span = call_span("tool", &self.inner.name, call.options.run_id.as_deref());
+        let result = self.call_in_span(call, report).instrument(span.clone()).await;
+        record_end(&span, result.as_ref().err());
+        result
+    }
+
+    /// [`ToolClient::call_with_report`], inside the call's span.
+    async fn call_in_span(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
