@@ -19,6 +19,13 @@ use ballast_chaos::Profile;
 use serde_json::{Value, json};
 
 fn main() {
+    // `BALLAST_STACK_SUBSCRIBER=1`: a tracing subscriber listens at INFO (the call spans are then live; the attempt
+    // spans, at DEBUG, are not), as in a service that keeps its spans.
+    if std::env::var_os("BALLAST_STACK_SUBSCRIBER").is_some() {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let subscriber = tracing_subscriber::registry().with(tracing_subscriber::filter::LevelFilter::INFO);
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+    }
     let mut args = std::env::args().skip(1);
     let variant = args.next().unwrap_or_else(|| "in_memory".to_owned());
     let calls: u64 = args
