@@ -70,7 +70,6 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::Service;
-use tracing::Instrument as _;
 
 pub use layer::AttemptLayer;
 
@@ -205,12 +204,6 @@ where
         },
         None => per_try.timeout,
     };
-    // The attempt's span (DESIGN.md, "Observability"), inside its call's: its number and timeout.
-    let span = tracing::debug_span!(
-        "ballast.attempt",
-        attempt = number,
-        timeout_ms = saturating_millis(timeout)
-    );
     let announced = call.announced(timeout, now);
     set_attempt_headers(request.headers_mut(), per_try, announced, number, call.hop);
     let side_effect = matches!(call.kind, CallKind::SideEffectingTool(_));
@@ -234,26 +227,18 @@ where
             uri,
             deadline: call.deadline,
         };
-        return Box::pin(async move { run_detached(sending, detached, &cancel).await }.instrument(span));
+        return Box::pin(async move { run_detached(sending, detached, &cancel).await });
     }
-    let sending = bounded(span.in_scope(|| inner.call(request)), expiry, timeout);
-    Box::pin(
-        async move {
-            let outcome = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Err(Error::Cancelled),
-                outcome = sending => outcome,
-            };
-            recorder.finish(&outcome);
-            outcome
-        }
-        .instrument(span),
-    )
-}
-
-/// A duration in whole milliseconds, for a span field.
-fn saturating_millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+    let sending = bounded(inner.call(request), expiry, timeout);
+    Box::pin(async move {
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(Error::Cancelled),
+            outcome = sending => outcome,
+        };
+        recorder.finish(&outcome);
+        outcome
+    })
 }
 
 /// The transport's answer to an attempt (`exchange`: the transport's call and the reading of its answer), until

@@ -1,7 +1,6 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
 //! answer, the stream, or the error — each with the report of everything tried.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use ballast_config::ModelRoute;
@@ -14,10 +13,8 @@ use super::deployment::DeploymentClient;
 use super::route::{Committed, Tried};
 use super::stream::ChatStream;
 use super::usage::{record_tokens, usage_of_body};
-use crate::client::{CallError, Core, Failure, call_span, json_body, record_end};
+use crate::client::{CallError, Core, Failure, json_body};
 use crate::{CallContext, Report, clock};
-use futures::FutureExt as _;
-use tracing::Instrument as _;
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
 /// clone; clones share the deployments' breakers, budgets and the runs.
@@ -101,20 +98,7 @@ impl ChatClient {
     /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
     /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
     /// the last deployment's error, carries the report of every deployment tried.
-    pub fn complete(
-        &self,
-        call: ChatCall,
-    ) -> impl Future<Output = Result<ChatAnswer, ChatError>> + Send + '_ {
-        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        let ended = span.clone();
-        self.complete_in_span(call).instrument(span).map(move |result| {
-            record_end(&ended, result.as_ref().err());
-            result
-        })
-    }
-
-    /// [`ChatClient::complete`], inside the call's span.
-    async fn complete_in_span(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
+    pub async fn complete(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
         let mut call = call;
         if call.request.stream == Some(true) {
             call.request.stream = None;
@@ -135,18 +119,7 @@ impl ChatClient {
     /// which nothing is retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit
     /// (a cut, a stall longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a
     /// clean end.
-    pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, ChatError>> + Send + '_ {
-        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        let ended = span.clone();
-        // The span covers the call up to its first event (the commit point); the stream's own end is its reader's.
-        self.stream_in_span(call).instrument(span).map(move |result| {
-            record_end(&ended, result.as_ref().err());
-            result
-        })
-    }
-
-    /// [`ChatClient::stream`], inside the call's span.
-    async fn stream_in_span(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
+    pub async fn stream(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);
         let mut ctx = self.context(&call);

@@ -35,39 +35,6 @@ pub(crate) struct CallOptions {
     pub(crate) cancel: Option<CancellationToken>,
 }
 
-/// The span of one call (DESIGN.md, "Observability"): `ballast.call` at INFO, with its kind (`tool`, `model`),
-/// target and run id; its stable `code` (`ok` for a success) and its `stop` reason are recorded when it ends. Every
-/// event of the call — its attempts' spans (`ballast.attempt`, DEBUG), the layers' logs — is inside it. Never a body
-/// or a secret.
-pub(crate) fn call_span(kind: &'static str, target: &str, run_id: Option<&str>) -> tracing::Span {
-    tracing::info_span!(
-        "ballast.call",
-        kind,
-        target,
-        run_id,
-        code = tracing::field::Empty,
-        stop = tracing::field::Empty,
-    )
-}
-
-/// Records how a call ended on its span: `code`, and `stop` when something stopped it.
-pub(crate) fn record_end(span: &tracing::Span, error: Option<&CallError>) {
-    if span.is_disabled() {
-        return;
-    }
-    match error {
-        None => {
-            span.record("code", "ok");
-        }
-        Some(error) => {
-            span.record("code", error.code().as_str());
-            if let Some(stop) = error.stop_reason() {
-                span.record("stop", tracing::field::display(stop));
-            }
-        }
-    }
-}
-
 /// The server settings and the runs every client of one configuration shares.
 #[derive(Debug)]
 pub(crate) struct Core {

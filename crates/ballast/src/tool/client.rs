@@ -1,19 +1,16 @@
 //! One tool's client: the call's context and key, the operation through the stack (send.rs), then the answer or
 //! the fallback (fallback.rs) — and the report's verdict, written here from what came back.
 
-use std::future::Future;
 use std::sync::Arc;
 
 use ballast_config::ToolConfig;
 use ballast_core::{CallKind, CircuitBreaker, IdempotencyKey, RetryBudget};
-use futures::FutureExt as _;
 use http::HeaderValue;
 use serde_json::Value;
-use tracing::Instrument as _;
 
 use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
-use crate::client::{CallError, Core, Failure, Upstream, call_span, json_body, record_end};
+use crate::client::{CallError, Core, Failure, Upstream, json_body};
 use crate::outcome::{SideEffect, Verdict};
 use crate::{CallContext, Error, OutcomeReport, Report, clock};
 
@@ -86,32 +83,14 @@ impl ToolClient {
     /// work and sleeps at once and starts no further attempt; a side-effecting attempt already sent still runs to
     /// its timeout in the background, and its outcome is recorded in the report (see
     /// [`ToolClient::call_with_report`] to keep a handle on it).
-    pub fn call(&self, call: ToolCall) -> impl Future<Output = Result<ToolAnswer, ToolError>> + Send + '_ {
-        self.call_with_report(call, Report::default())
+    pub async fn call(&self, call: ToolCall) -> Result<ToolAnswer, ToolError> {
+        self.call_with_report(call, Report::default()).await
     }
 
     /// [`ToolClient::call`], writing into `report`, which the caller may keep to read attempts that finish in
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it. Give
     /// each call a report of its own: the call numbers its attempts from 1 and judges only what it did.
-    pub fn call_with_report(
-        &self,
-        call: ToolCall,
-        report: Report,
-    ) -> impl Future<Output = Result<ToolAnswer, ToolError>> + Send + '_ {
-        // Not an `async fn` around the call: the call's future is wrapped, not nested in another state machine
-        // (which would copy it once more on every call).
-        let span = call_span("tool", &self.inner.name, call.options.run_id.as_deref());
-        let ended = span.clone();
-        self.call_in_span(call, report)
-            .instrument(span)
-            .map(move |result| {
-                record_end(&ended, result.as_ref().err());
-                result
-            })
-    }
-
-    /// [`ToolClient::call_with_report`], inside the call's span.
-    async fn call_in_span(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
+    pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
