@@ -37,11 +37,12 @@ impl ConfigErrors {
 
     /// Gives each rule error the line its path names in `text`, the file the config was read from.
     pub(crate) fn located(mut self, text: &str) -> Self {
+        let lines = crate::load::Lines::of(text);
         for error in &mut self.errors {
             if let ConfigError::Invalid { path, line, .. } = error
                 && line.is_none()
             {
-                *line = crate::load::line_of(text, path);
+                *line = lines.line(path);
             }
         }
         self

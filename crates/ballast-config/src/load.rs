@@ -119,40 +119,68 @@ impl Config {
     }
 }
 
-/// The 1-based line of the value at `path` (`tools[1].retry.max_attempts`) in the TOML `text`: of the value
-/// itself, or of the deepest table on the path that exists (a missing key is reported where its table is).
-/// `None` when the text does not parse or the path names nothing in it.
-pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
-    let document = toml::de::DeTable::parse(text).ok()?;
-    let mut table = document.get_ref();
-    let mut found: Option<usize> = None;
-    for segment in path.split('.') {
-        let (key, indices) = segment
-            .split_once('[')
-            .map_or((segment, ""), |(key, rest)| (key, rest));
+/// Where the values of a TOML text are: the text parsed once (with spans), asked for the line of many paths.
+pub(crate) struct Lines<'t> {
+    text: &'t str,
+    document: Option<toml::Spanned<toml::de::DeTable<'t>>>,
+}
+
+impl<'t> Lines<'t> {
+    /// The values of `text` (none, when it does not parse).
+    pub(crate) fn of(text: &'t str) -> Self {
+        Lines {
+            text,
+            document: toml::de::DeTable::parse(text).ok(),
+        }
+    }
+
+    /// The 1-based line of the value at `path` (`tools[1].retry.max_attempts`): of the value itself, or of the
+    /// deepest table or array on the path that exists (a missing key is reported where its table is). `None` when
+    /// the text does not parse or the path names nothing in it.
+    pub(crate) fn line(&self, path: &str) -> Option<usize> {
+        let offset = offset_of(self.document.as_ref()?.get_ref(), path)?;
+        Some(line_column(self.text, offset).0)
+    }
+}
+
+/// The byte offset of the deepest value on `path` that `document` holds.
+fn offset_of(document: &toml::de::DeTable<'_>, path: &str) -> Option<usize> {
+    use toml::de::DeValue;
+    let mut table = document;
+    let mut found = None;
+    'path: for segment in path.split('.') {
+        let (key, indices) = segment.split_once('[').unwrap_or((segment, ""));
         let Some(mut value) = table.get(key) else {
             break;
         };
         for index in indices.split('[').filter(|i| !i.is_empty()) {
-            let Ok(index) = index.trim_end_matches(']').parse::<usize>() else {
-                return found;
-            };
             found = Some(value.span().start);
-            match value.get_ref() {
-                toml::de::DeValue::Array(items) => match items.get(index) {
-                    Some(item) => value = item,
-                    None => return found.map(|offset| line_column(text, offset).0),
-                },
-                _ => return found.map(|offset| line_column(text, offset).0),
+            let item =
+                index
+                    .trim_end_matches(']')
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| match value.get_ref() {
+                        DeValue::Array(items) => items.get(i),
+                        _ => None,
+                    });
+            match item {
+                Some(item) => value = item,
+                None => break 'path,
             }
         }
         found = Some(value.span().start);
         match value.get_ref() {
-            toml::de::DeValue::Table(inner) => table = inner,
+            DeValue::Table(inner) => table = inner,
             _ => break,
         }
     }
-    found.map(|offset| line_column(text, offset).0)
+    found
+}
+
+/// [`Lines::line`] for one path.
+pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
+    Lines::of(text).line(path)
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ impl CallError {
         }
         match self {
             CallError::Failed { error, .. } => error.code(),
-            CallError::Upstream { report, .. } => answering(report).code.unwrap_or(ErrorCode::UpstreamError),
+            CallError::Upstream { report, .. } => report.answering().code.unwrap_or(ErrorCode::UpstreamError),
             CallError::Malformed { .. } => ErrorCode::UpstreamError,
         }
     }
@@ -88,11 +88,6 @@ impl CallError {
     }
 }
 
-/// The report of the call whose answer was returned: the last fallback's, else the call's own.
-pub(crate) fn answering(report: &OutcomeReport) -> &OutcomeReport {
-    report.answering()
-}
-
 /// What the upstream said (`error.message`, or Ollama's `error` string) and why the answering call stopped.
 fn detail(body: &Value, report: &OutcomeReport) -> String {
     let error = body.get("error");
@@ -101,7 +96,7 @@ fn detail(body: &Value, report: &OutcomeReport) -> String {
         .or(error)
         .and_then(Value::as_str);
     let mut detail = message.map(|m| format!(": {m}")).unwrap_or_default();
-    if let Some(stop) = &answering(report).stop {
+    if let Some(stop) = &report.answering().stop {
         detail.push_str(&format!(" ({stop})"));
     }
     detail
