@@ -13,13 +13,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ChatCall, ChatClients, ChatRequest, Message, Role, Runs, ServiceTransport, ToolCall, ToolCallRef,
-    ToolClients,
+    ChatClients, ChatRequest, Runs, ToolCall, ToolClients,
+    chat::{ChatCall, Message, Role, ToolCallRef},
+    transport::ServiceTransport,
 };
-use ballast::{clock, scope};
+use ballast::{clock, context::scope};
 use ballast_chaos::Profile;
-use ballast_config::Config;
-use ballast_core::Deadline;
+use ballast::config::Config;
+use ballast::Deadline;
 use serde_json::{Value, json};
 
 const CONFIG: &str = r#"

@@ -14,7 +14,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::post;
-use ballast::IdempotencyLayer;
+use ballast::idempotency::IdempotencyLayer;
 use serde_json::{Value, json};
 
 /// The side effect: counts how many refunds really happened.
@@ -32,7 +32,7 @@ async fn create_refund(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `sqlite://ballast.db` keeps records across restarts; in memory is enough for a demonstration.
-    let store = ballast_store::open("sqlite::memory:", Default::default()).await?;
+    let store = ballast::idempotency::store::open("sqlite::memory:", Default::default()).await?;
     let layer = IdempotencyLayer::new(store);
     let executed = Arc::new(AtomicU32::new(0));
     let app = Router::new()

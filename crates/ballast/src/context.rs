@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use ballast_core::{CallKind, Deadline, Priority};
-use tokio_util::sync::CancellationToken;
+pub use tokio_util::sync::CancellationToken;
 
 use crate::transport::CommitRule;
 use crate::{Report, Run};

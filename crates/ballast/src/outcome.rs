@@ -29,7 +29,7 @@ pub(crate) enum Reach {
 
 impl Reach {
     /// What an attempt of a call of `kind` that the upstream answered so (`info`, read by
-    /// [`classify_response`](crate::classify_response)) may have done: an answer that leaves a side effect's
+    /// [`classify_response`](crate::layer::classify_response)) may have done: an answer that leaves a side effect's
     /// outcome unknown ([`answer_leaves_outcome_unknown`]: the upstream says so, or a `none` upstream's 5xx that
     /// may come after the commit) is as good as none.
     pub(crate) fn of_answer(kind: CallKind, info: &ResponseInfo) -> Reach {

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use axum::Router;
 use ballast::{
-    AdmissionLayer, AttemptLayer, BreakerLayer, CallContext, DeadlineLayer, Error, RetryLayer,
-    ServiceTransport, clock,
+    Error, clock,
+    context::CallContext,
+    layer::{AdmissionLayer, AttemptLayer, BreakerLayer, DeadlineLayer, RetryLayer},
+    transport::ServiceTransport,
 };
 use ballast_chaos::ScriptStep;
 use ballast_core::{

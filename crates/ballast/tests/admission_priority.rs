@@ -8,7 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ballast::{AdmissionLayer, AdmissionService, CallContext, Error, clock};
+use ballast::{
+    Error, clock,
+    context::CallContext,
+    layer::{AdmissionLayer, AdmissionService},
+};
 use ballast_core::{AdmissionConfig, CallKind, Deadline, ErrorCode, Priority};
 use bytes::Bytes;
 use futures::future::BoxFuture;

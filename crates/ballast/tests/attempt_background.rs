@@ -7,7 +7,12 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{AttemptLayer, AttemptResult, CallContext, DeadlineLayer, Error, clock};
+use ballast::{
+    Error, clock,
+    context::CallContext,
+    layer::{AttemptLayer, DeadlineLayer},
+    report::AttemptResult,
+};
 use ballast_chaos::{EndpointProfile, LoseMode, ScriptStep};
 use ballast_core::{CallKind, Deadline, UpstreamIdempotency};
 use serde_json::json;

@@ -7,7 +7,12 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ballast::{AttemptLayer, AttemptNumber, AttemptResult, CallContext, Error, clock};
+use ballast::{
+    Error, clock,
+    context::{AttemptNumber, CallContext},
+    layer::AttemptLayer,
+    report::AttemptResult,
+};
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use ballast_core::{
     BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, CallKind, Deadline, ENVOY_EXPECTED_RQ_TIMEOUT_MS,
@@ -124,7 +129,10 @@ async fn a_hung_attempt_times_out_at_its_own_timeout_and_is_recorded_as_sent() {
     ));
     let service = ServiceBuilder::new()
         .layer(AttemptLayer::new(2 * SECOND))
-        .service(ballast::ServiceTransport::new(router.clone(), BODY_LIMIT));
+        .service(ballast::transport::ServiceTransport::new(
+            router.clone(),
+            BODY_LIMIT,
+        ));
     let ctx = CallContext::new(CallKind::ReadOnlyTool, Deadline::after(clock::now(), 30 * SECOND));
     let started = clock::now();
     let body = json!({"op": "o-1", "order_id": "A-1"});

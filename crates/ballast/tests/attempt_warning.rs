@@ -10,7 +10,7 @@ use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ballast::{CallContext, DeadlineLayer, clock};
+use ballast::{clock, context::CallContext, layer::DeadlineLayer};
 use ballast_core::{CallKind, Deadline, UpstreamIdempotency};
 use serde_json::json;
 use support::*;

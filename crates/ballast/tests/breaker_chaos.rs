@@ -10,7 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use ballast::{BreakerLayer, BreakerService, Error, ServiceTransport, clock};
+use ballast::{
+    Error, clock,
+    layer::{BreakerLayer, BreakerService},
+    transport::ServiceTransport,
+};
 use ballast_chaos::ScriptStep;
 use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
 use serde_json::json;

@@ -4,7 +4,10 @@
 
 mod support;
 
-use ballast::{AttemptResult, ChatError, Truncation};
+use ballast::{
+    chat::{ChatError, Truncation},
+    report::AttemptResult,
+};
 use ballast_chaos::ModelSettings;
 use serde_json::{Value, json};
 use support::chat::{Upstreams, call, client, config, first_turn, profile};

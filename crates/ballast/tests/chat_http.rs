@@ -6,7 +6,7 @@ mod support;
 
 use std::collections::HashMap;
 
-use ballast::{ChatClients, HttpTransport, StreamErrorKind};
+use ballast::{ChatClients, chat::StreamErrorKind, transport::HttpTransport};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 

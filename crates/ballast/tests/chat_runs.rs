@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{ChatClient, ChatClients, Runs, ServiceTransport, ToolCall, ToolClients, clock};
+use ballast::{ChatClient, ChatClients, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{Deadline, StopReason};
 use serde_json::json;

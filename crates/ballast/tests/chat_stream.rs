@@ -5,7 +5,10 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{ChatStream, StreamError, StreamErrorKind, clock};
+use ballast::{
+    chat::{ChatStream, StreamError, StreamErrorKind},
+    clock,
+};
 use ballast_core::ErrorCode;
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -95,7 +98,7 @@ async fn faults_before_the_first_chunk_are_retried() {
     assert_eq!(report.attempts.len(), 3, "{report}");
     assert_eq!(
         report.attempts[0].result,
-        ballast::AttemptResult::Error("timeout".into())
+        ballast::report::AttemptResult::Error("timeout".into())
     );
     assert_eq!(report.attempts[0].duration, Duration::from_secs(2));
 }
@@ -238,7 +241,10 @@ async fn a_stream_falls_back_before_its_first_chunk() {
         .expect("the fallback commits");
     assert_eq!(stream.deployment(), "agent[1] gpt-4.1");
     let report = stream.report();
-    assert_eq!(report.attempts[0].result, ballast::AttemptResult::Status(429));
+    assert_eq!(
+        report.attempts[0].result,
+        ballast::report::AttemptResult::Status(429)
+    );
     assert!(report.answered_by_fallback(), "{report}");
     let (chunks, error) = drain(stream).await;
     assert!(error.is_none(), "{error:?}");

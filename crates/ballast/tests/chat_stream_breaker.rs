@@ -8,7 +8,11 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{ChatClient, ChatStream, StreamError, StreamErrorKind, clock};
+use ballast::{
+    ChatClient,
+    chat::{ChatStream, StreamError, StreamErrorKind},
+    clock,
+};
 use ballast_core::{BreakerSnapshot, BreakerState, CircuitBreaker};
 use futures::StreamExt as _;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};

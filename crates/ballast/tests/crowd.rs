@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{ChatClient, THROTTLED, clock};
+use ballast::{ChatClient, clock, layer::THROTTLED};
 use ballast_core::{BreakerState, ErrorCode, Priority};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};
@@ -178,7 +178,7 @@ async fn a_throttled_retry_ends_with_the_last_real_answer() {
     let mut throttled_retries = 0;
     for result in join_all(calls).await {
         match result {
-            Err(ballast::ChatError::Upstream { status, report, .. })
+            Err(ballast::chat::ChatError::Upstream { status, report, .. })
                 if report.stop == Some(ballast_core::StopReason::Throttled) =>
             {
                 assert_eq!(status, 429);

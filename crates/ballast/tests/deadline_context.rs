@@ -8,7 +8,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ballast::{AttemptLayer, CallContext, DeadlineLayer, Error, Run, clock, current_deadline, scope};
+use ballast::{
+    Error, Run, clock,
+    context::{CallContext, current_deadline, scope},
+    layer::{AttemptLayer, DeadlineLayer},
+};
 use ballast_core::{BALLAST_TIMEOUT_MS, CallKind, Deadline, ErrorCode, Priority, UpstreamIdempotency};
 use bytes::Bytes;
 use support::*;
@@ -241,7 +245,7 @@ async fn cancelling_the_token_ends_the_call_at_once() {
     assert_eq!(report.attempts.len(), 1);
     assert_eq!(
         report.attempts[0].result,
-        ballast::AttemptResult::Error("cancelled".into())
+        ballast::report::AttemptResult::Error("cancelled".into())
     );
     // A cancelled context starts nothing more.
     let (upstream, seen) = recording();

@@ -7,7 +7,11 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{CallContext, DeadlineLayer, Error, clock, scope};
+use ballast::{
+    Error, clock,
+    context::{CallContext, scope},
+    layer::DeadlineLayer,
+};
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use ballast_core::{CallKind, DEFAULT_RESERVE, Deadline, ErrorCode, Refused, StopReason};
 use serde_json::json;

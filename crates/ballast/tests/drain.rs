@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::IdempotencyLayer;
+use ballast::idempotency::IdempotencyLayer;
 use support::idempotency::{Handlers, app, post_json, send, sqlite};
 use tower::ServiceExt as _;
 

@@ -8,7 +8,7 @@ mod support;
 
 use std::sync::Arc;
 
-use ballast::IdempotencyLayer;
+use ballast::idempotency::IdempotencyLayer;
 use ballast_store::{IdempotencyStore, OwnerToken};
 use futures::StreamExt as _;
 use futures::stream::FuturesUnordered;

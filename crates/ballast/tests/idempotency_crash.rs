@@ -8,7 +8,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::IdempotencyLayer;
+use ballast::idempotency::IdempotencyLayer;
 use ballast_core::{IdempotencyKey, fingerprint};
 use ballast_store::{
     ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Scope, StoreError,

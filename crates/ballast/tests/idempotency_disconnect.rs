@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::IdempotencyLayer;
+use ballast::idempotency::IdempotencyLayer;
 use support::idempotency::{Handlers, app, poll_until, post_json, send, sqlite, within};
 
 const BODY: &str = r#"{"order": 9, "amount": 12}"#;

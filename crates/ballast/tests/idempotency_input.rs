@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{IdempotencyLayer, InvalidIdempotencyLayer};
+use ballast::idempotency::{IdempotencyLayer, InvalidIdempotencyLayer};
 use ballast_core::IdempotencyKey;
 use ballast_store::{RecordState, Scope};
 use support::idempotency::{Handlers, app, post_json, post_with, send, sqlite};
@@ -363,7 +363,7 @@ async fn principals_never_see_each_others_replays() {
 #[tokio::test]
 async fn settings_are_checked_when_the_layer_is_built() {
     let store = sqlite().await;
-    let build = |b: ballast::IdempotencyLayerBuilder| b.build().map(|_| ()).unwrap_err();
+    let build = |b: ballast::idempotency::IdempotencyLayerBuilder| b.build().map(|_| ()).unwrap_err();
     assert_eq!(
         build(IdempotencyLayer::builder(store.clone()).body_limit(0)),
         InvalidIdempotencyLayer::ZeroLimit { field: "body_limit" }

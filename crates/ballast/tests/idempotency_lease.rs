@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ballast::{IdempotencyLayer, InvalidIdempotencyLayer};
+use ballast::idempotency::{IdempotencyLayer, InvalidIdempotencyLayer};
 use ballast_core::IdempotencyKey;
 use ballast_store::{ExpiredDispatch, IdempotencyStore, RecordState, Scope};
 use support::idempotency::{FlakyStore, Handlers, app, poll_until, post_json, send, sqlite, within};
@@ -117,7 +117,9 @@ async fn a_late_answer_replaces_an_outcome_unknown_its_expired_lease_left() {
 
 /// A layer over a fresh flaky SQLite store with `lease`, and its app and handlers (held at their gate).
 async fn fixture(
-    configure: impl FnOnce(ballast::IdempotencyLayerBuilder) -> ballast::IdempotencyLayerBuilder,
+    configure: impl FnOnce(
+        ballast::idempotency::IdempotencyLayerBuilder,
+    ) -> ballast::idempotency::IdempotencyLayerBuilder,
 ) -> (axum::Router, Handlers, Arc<FlakyStore>) {
     let flaky = FlakyStore::new(sqlite().await);
     let store: Arc<dyn IdempotencyStore> = flaky.clone();

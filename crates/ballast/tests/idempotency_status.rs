@@ -4,7 +4,7 @@
 
 mod support;
 
-use ballast::{IdempotencyLayer, OperationStatus, operation_status};
+use ballast::idempotency::{IdempotencyLayer, OperationStatus, operation_status};
 use ballast_core::IdempotencyKey;
 use serde_json::{Value, json};
 use support::idempotency::{Handlers, ROUTES, app, post_json, send, sqlite};
@@ -183,7 +183,10 @@ async fn the_layers_status_route_uses_its_default_principal() {
         )
         .layer(layer.clone())
         .route("/operations/{key}", layer.operations_route(routes.clone()))
-        .route("/anonymous/{key}", ballast::operations_route(store, routes));
+        .route(
+            "/anonymous/{key}",
+            ballast::idempotency::operations_route(store, routes),
+        );
     assert_eq!(
         send(&app, post_json("/refunds", Some("k-svc"), "{}"))
             .await

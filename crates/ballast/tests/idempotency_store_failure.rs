@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use ballast::{IdempotencyLayer, spawn_reaper};
+use ballast::idempotency::{IdempotencyLayer, spawn_reaper};
 use ballast_core::Backoff;
 use ballast_store::IdempotencyStore;
 use support::idempotency::{FlakyStore, Handlers, app, poll_until, post_json, send, sqlite, within};

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ballast::{
-    AttemptLayer, AttemptNumber, AttemptResult, CallContext, Error, OutcomeReport, RetryLayer, Run, clock,
+    Error, OutcomeReport, Run, clock,
+    context::{AttemptNumber, CallContext},
+    layer::{AttemptLayer, RetryLayer},
+    report::AttemptResult,
 };
 use ballast_chaos::{EndpointProfile, ErrorRate, Profile, RetryAfterForm, Script, ScriptStep};
 use ballast_core::{BALLAST_ATTEMPT, CallKind, Deadline, RatioBudget, RetryBudget, RetryPolicy, StopReason};

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ballast::{
-    AttemptLayer, AttemptNumber, AttemptResult, AttemptService, BreakerLayer, CallContext, Error,
-    OutcomeReport, Retry, RetryLayer, Run, clock, scope,
+    Error, OutcomeReport, Run, clock,
+    context::{AttemptNumber, CallContext, scope},
+    layer::{AttemptLayer, AttemptService, BreakerLayer, Retry, RetryLayer},
+    report::AttemptResult,
 };
 use ballast_core::{
     BreakerConfig, CallKind, CircuitBreaker, Deadline, ErrorCode, RatioBudget, RetryBudget, RetryPolicy,

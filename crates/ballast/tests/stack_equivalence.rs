@@ -10,8 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    AdmissionLayer, AttemptLayer, AttemptRecord, BreakerLayer, CallContext, DeadlineLayer, OutcomeReport,
-    RetryLayer, ServiceTransport, ToolCall, ToolError,
+    OutcomeReport, ToolCall,
+    context::CallContext,
+    layer::{AdmissionLayer, AttemptLayer, BreakerLayer, DeadlineLayer, RetryLayer},
+    report::AttemptRecord,
+    tool::ToolError,
+    transport::ServiceTransport,
 };
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};
 use ballast_config::{Config, ToolConfig};
@@ -39,7 +43,7 @@ enum Ended {
 #[derive(Debug, PartialEq)]
 struct Said {
     target: String,
-    attempts: Vec<(u32, ballast::AttemptResult, bool, bool)>,
+    attempts: Vec<(u32, ballast::report::AttemptResult, bool, bool)>,
     stop: Option<StopReason>,
     code: Option<ErrorCode>,
     outcome_unknown: bool,
@@ -64,10 +68,10 @@ fn said(report: &OutcomeReport) -> Said {
 }
 
 /// An attempt's result without the time a refusal names (an open breaker's jittered time left).
-fn untimed(result: &ballast::AttemptResult) -> ballast::AttemptResult {
+fn untimed(result: &ballast::report::AttemptResult) -> ballast::report::AttemptResult {
     match result {
-        ballast::AttemptResult::Error(text) => {
-            ballast::AttemptResult::Error(text.split("; retry").next().unwrap_or(text).to_owned())
+        ballast::report::AttemptResult::Error(text) => {
+            ballast::report::AttemptResult::Error(text.split("; retry").next().unwrap_or(text).to_owned())
         }
         other => other.clone(),
     }

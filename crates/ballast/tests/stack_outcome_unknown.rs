@@ -10,8 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    AttemptLayer, AttemptResult, BreakerLayer, CallContext, DeadlineLayer, Error, RetryLayer, Run,
-    ServiceTransport, clock,
+    Error, Run, clock,
+    context::CallContext,
+    layer::{AttemptLayer, BreakerLayer, DeadlineLayer, RetryLayer},
+    report::AttemptResult,
+    transport::ServiceTransport,
 };
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};
 use ballast_core::{

@@ -7,7 +7,7 @@
 
 mod support;
 
-use ballast::{IdempotencyLayer, ServiceTransport, ToolCall, ToolClients};
+use ballast::{ToolCall, ToolClients, idempotency::IdempotencyLayer, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{ErrorCode, IdempotencyKey};
 use serde_json::json;

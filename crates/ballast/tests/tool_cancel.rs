@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{AttemptResult, Error, Report, ToolCall, ToolError};
+use ballast::{Error, Report, ToolCall, report::AttemptResult, tool::ToolError};
 use ballast_chaos::{EndpointProfile, KeyMode, Latency};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use support::tools::{clients, clients_over, in_progress_upstream, refund, refund_tool};
 use support::{executions, requests, scripted};
 
-fn is_cancelled(result: &Result<ballast::ToolAnswer, ToolError>) -> bool {
+fn is_cancelled(result: &Result<ballast::tool::ToolAnswer, ToolError>) -> bool {
     matches!(
         result,
         Err(ToolError::Failed {

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{AttemptResult, Error, Report, ToolCall, ToolError};
+use ballast::{Error, Report, ToolCall, report::AttemptResult, tool::ToolError};
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, Profile, ScriptStep};
 use ballast_core::{ErrorCode, IdempotencyKey};
 use serde_json::json;
@@ -169,7 +169,11 @@ async fn dropping_the_call_during_a_sent_side_effect_lets_it_finish_and_records_
     let snapshot = report.snapshot();
     let attempt = snapshot.attempts.first().expect("the attempt is recorded");
     assert!(attempt.background, "{snapshot}");
-    assert_eq!(attempt.result, ballast::AttemptResult::Status(200), "{snapshot}");
+    assert_eq!(
+        attempt.result,
+        ballast::report::AttemptResult::Status(200),
+        "{snapshot}"
+    );
 }
 
 /// Two side-effecting tools on the chaos upstream: `create_refund` (breaker opening on one failure, with

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{Error, ToolCall, ToolError, clock};
+use ballast::{Error, ToolCall, clock, tool::ToolError};
 use ballast_core::Deadline;
 use serde_json::json;
 

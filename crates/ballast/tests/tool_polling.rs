@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::ToolError;
+use ballast::tool::ToolError;
 use ballast_core::{Deadline, StopReason};
 
 use support::tools::{Seen, clients_over, in_progress_upstream, refund, refund_tool};

@@ -6,7 +6,7 @@ mod support;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use ballast::{Error, HttpTransport};
+use ballast::{Error, transport::HttpTransport};
 use ballast_chaos::{ChaosServer, EndpointProfile, ScriptStep};
 use bytes::Bytes;
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@ mod support;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast::{AttemptLayer, Error, ServiceTransport};
+use ballast::{Error, layer::AttemptLayer, transport::ServiceTransport};
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use bytes::Bytes;
 use futures::future::{Ready, ready};

@@ -15,8 +15,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatCall, ChatClients, ChatRequest, Error, HttpTransport, Message, Role, Runs, THROTTLED,
-    ToolCall, ToolCallRef, ToolClients, ToolError, clock, scope,
+    CallError, ChatClients, ChatRequest, Error, Runs, ToolCall, ToolClients,
+    chat::{ChatCall, Message, Role, ToolCallRef},
+    clock,
+    context::scope,
+    layer::THROTTLED,
+    tool::ToolError,
+    transport::HttpTransport,
 };
 use ballast_config::Config;
 use ballast_core::{AdaptiveThrottle, BreakerConfig, CircuitBreaker, Deadline, ThrottleConfig};

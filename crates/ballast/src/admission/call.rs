@@ -7,7 +7,7 @@ use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedR
 use crate::{CallContext, Cancel, Error, Report, current_deadline};
 
 /// A call's class, deadline, cancellation and report. Without a [`CallContext`] (the layer used alone): class
-/// `critical`, the enclosing [`scope`](crate::scope)'s deadline or none (it waits until a slot frees or its
+/// `critical`, the enclosing [`scope`](crate::context::scope)'s deadline or none (it waits until a slot frees or its
 /// future is dropped), no token, no report.
 #[derive(Debug)]
 pub(super) struct Call {

@@ -26,7 +26,7 @@ use super::slot::Shared;
 ///
 /// The call's class is [`CallContext::priority`] and its deadline [`CallContext::effective_deadline`].
 /// Without a [`CallContext`] (the layer used alone) a call is `critical`, with the enclosing
-/// [`scope`](crate::scope)'s deadline if there is one, else none: it waits until a slot frees or its future is
+/// [`scope`](crate::context::scope)'s deadline if there is one, else none: it waits until a slot frees or its future is
 /// dropped, like tower's `ConcurrencyLimit`. A refusal's stable code is written into the
 /// call's [`Report`].
 ///
@@ -47,7 +47,7 @@ use super::slot::Shared;
 /// # Example
 /// Used alone over a `tower::service_fn`, one call at a time:
 /// ```
-/// use ballast::{AdmissionLayer, Error};
+/// use ballast::{Error, layer::AdmissionLayer};
 /// use ballast_core::AdmissionConfig;
 /// use bytes::Bytes;
 /// use tower::{Layer, ServiceExt, service_fn};

@@ -6,7 +6,7 @@
 //! below the retry layer and the breaker, right above the transport, and runs once per attempt:
 //!
 //! - **The timeout.** [`Deadline::attempt_timeout`](ballast_core::Deadline::attempt_timeout) of the call's
-//!   effective deadline (its run's and the enclosing [`scope`](crate::scope)'s included) and `per_try`. When
+//!   effective deadline (its run's and the enclosing [`scope`](crate::context::scope)'s included) and `per_try`. When
 //!   what is left cannot hold the least attempt worth starting, nothing is sent: [`Error::DeadlineExceeded`].
 //!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent).
 //! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout; for a
@@ -26,12 +26,12 @@
 //!   the upstream may have acted, and the caller must be able to find out.
 //!
 //! Without a [`CallContext`] (the layer used alone) the attempt gets `per_try`, shortened by an enclosing scope,
-//! and its kind is read from the method as [`DeadlineLayer::kind`](crate::DeadlineLayer::kind) says.
+//! and its kind is read from the method as [`DeadlineLayer::kind`](crate::layer::DeadlineLayer::kind) says.
 //!
 //! ```
 //! use std::time::Duration;
 //!
-//! use ballast::{AttemptLayer, Error};
+//! use ballast::{Error, layer::AttemptLayer};
 //! use ballast_core::{Deadline, BALLAST_TIMEOUT_MS};
 //! use bytes::Bytes;
 //! use tower::{ServiceBuilder, ServiceExt as _, service_fn};
@@ -49,7 +49,7 @@
 //! assert_eq!(answer.body(), "2000");
 //! // Under a 1 s deadline: what remains minus the 50 ms reserve.
 //! let deadline = Deadline::after(ballast::clock::now(), Duration::from_secs(1));
-//! let answer = ballast::scope(deadline, service.oneshot(http::Request::new(Bytes::new()))).await.unwrap();
+//! let answer = ballast::context::scope(deadline, service.oneshot(http::Request::new(Bytes::new()))).await.unwrap();
 //! assert_eq!(answer.body(), "950");
 //! # }
 //! ```

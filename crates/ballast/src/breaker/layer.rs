@@ -35,7 +35,7 @@ use super::BreakerService;
 /// - A 2xx whose [`Body`](crate::Body) is a stream (a streamed model call, read by the transport up to its
 ///   commit point): nothing yet. Its 2xx is only the first chunk; a deployment whose streams all die after it is
 ///   failing all the same. The attempt's permit, made owned ([`Permit::into_owned`]), goes into the body, and
-///   the [`ChatStream`](crate::ChatStream) that reads it records it when the stream ends, with the time to first
+///   the [`ChatStream`](crate::chat::ChatStream) that reads it records it when the stream ends, with the time to first
 ///   byte as its latency — so a half-open probe stream holds its slot until then. Its error answers and errors
 ///   before the commit point are recorded here, as above.
 ///
@@ -55,7 +55,7 @@ use super::BreakerService;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 ///
-/// use ballast::{BreakerLayer, Error};
+/// use ballast::{Error, layer::BreakerLayer};
 /// use ballast_core::{BreakerConfig, BreakerState, CircuitBreaker};
 /// use bytes::Bytes;
 /// use tower::{Layer, ServiceExt, service_fn};
@@ -107,7 +107,7 @@ impl BreakerLayer {
 
     /// The same layer with the upstream's adaptive throttle in front of its breaker (DESIGN.md's order: retry
     /// -> throttle -> breaker -> attempt). The throttle is asked first and refuses locally with
-    /// [`Error::Overloaded`] (`reason` [`THROTTLED`](crate::THROTTLED)); an attempt the breaker then refuses
+    /// [`Error::Overloaded`](crate::Error::Overloaded) (`reason` [`THROTTLED`](crate::layer::THROTTLED)); an attempt the breaker then refuses
     /// is not counted by the throttle; every other attempt is (an overload answer — 429, 529, 503 with
     /// `Retry-After` — a request not accepted; a timeout or transport error the same; any other answer an
     /// accept), and the throttle's window restarts when the breaker closes after successful probes.

@@ -29,7 +29,7 @@ use crate::{CallContext, Report, clock};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ChatCall, ChatClients, ChatRequest, ServiceTransport};
+/// use ballast::{ChatClients, ChatRequest, chat::ChatCall, transport::ServiceTransport};
 /// use ballast_config::Config;
 /// use serde_json::json;
 ///

@@ -26,6 +26,8 @@ mod usage;
 
 pub use call::{ChatAnswer, ChatCall, ChatError, UnknownRoute};
 pub use client::ChatClient;
+// The settings of a model route, as its client holds them, and the environment its secrets are read from.
+pub use ballast_config::{ContextConfig, Deployment, Env, ModelRoute};
 pub use clients::ChatClients;
 pub use deployment::InvalidChatRoute;
 pub use stream::{ChatStream, StreamError, StreamErrorKind};

@@ -13,7 +13,7 @@
 //!   attempt, a cancelled call. A context-length error moves on only with `on_overflow = "fallback"`.
 //!
 //! **The primary's share.** With more than one deployment, the first one's trip runs under a deadline
-//! [`scope`](crate::scope) ending at `primary_share` of the time that remained when the call started, so a
+//! [`scope`](crate::context::scope) ending at `primary_share` of the time that remained when the call started, so a
 //! primary that hangs on every attempt still leaves the fallbacks the rest. The layers fold the scope into the
 //! effective deadline, so the primary's attempts are told (in `ballast-timeout-ms`) and cut at what the share
 //! leaves them, and its retries stop when the share cannot hold another attempt; the scope is not the call's

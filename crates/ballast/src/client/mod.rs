@@ -51,7 +51,7 @@ impl Core {
     }
 
     /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline is the earliest of its own (else
-    /// the configured default from now), the enclosing [`scope`](crate::scope)'s and its run's (which is offered
+    /// the configured default from now), the enclosing [`scope`](crate::context::scope)'s and its run's (which is offered
     /// it and keeps the earliest), with the server's reserve and least attempt; it listens on a child of the
     /// caller's token, and nothing cancels it without one.
     pub(crate) fn context(

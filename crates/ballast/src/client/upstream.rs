@@ -6,7 +6,7 @@
 //!
 //! The attempt-level part is a tower stack ([`BreakerLayer`], [`AttemptLayer`] over the transport): each attempt
 //! answers with its response or a typed [`Error`]. The call-level part — the deadline's bound, the admission
-//! slot, the retry loop — is the same code the [`DeadlineLayer`](crate::DeadlineLayer),
+//! slot, the retry loop — is the same code the [`DeadlineLayer`](crate::layer::DeadlineLayer),
 //! [`AdmissionLayer`] and [`RetryLayer`] run as tower services, run here in the caller's future: so the client
 //! gets the retry loop's [`Trip`] back as a value (a tower service can only answer with a response), and a trip
 //! boxes one future (the retry loop over the transport's type) rather than one per layer. `tests/stack_equivalence.rs` pins a client's calls equal to the

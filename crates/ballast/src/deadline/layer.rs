@@ -12,18 +12,18 @@ use super::DeadlineService;
 ///
 /// Per-step timeouts add up (3 steps x 30 s = 90 s); one absolute deadline per request does not. For each call
 /// this layer:
-/// - settles its [`CallContext`](crate::CallContext): the one the request carries, its deadline shortened by its
+/// - settles its [`CallContext`](crate::context::CallContext): the one the request carries, its deadline shortened by its
 ///   run (which is offered the deadline and keeps the earliest), or a new one — the scope's deadline or
 ///   `default_timeout` from now, with this layer's kind and priority — and holds the call to its effective
-///   deadline ([`CallContext::effective_deadline`](crate::CallContext::effective_deadline): the enclosing
-///   [`scope`](crate::scope)'s folded in);
+///   deadline ([`CallContext::effective_deadline`](crate::context::CallContext::effective_deadline): the enclosing
+///   [`scope`](crate::context::scope)'s folded in);
 /// - refuses it at once ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) when what is left cannot
 ///   hold an attempt;
-/// - runs the layers below inside [`scope`](crate::scope)`(deadline, ..)`, dropped at the deadline less its reserve
+/// - runs the layers below inside [`scope`](crate::context::scope)`(deadline, ..)`, dropped at the deadline less its reserve
 ///   ([`Error::DeadlineExceeded`](crate::Error::DeadlineExceeded)) or when the context's `cancel` token fires
 ///   ([`Error::Cancelled`](crate::Error::Cancelled)) — on its own timer and its own watch, whatever the layers
 ///   below do (an answer they give at that very moment is taken over the drop);
-/// - names a call that arrives unnamed ([`CallContext::target`](crate::CallContext::target), and its report's
+/// - names a call that arrives unnamed ([`CallContext::target`](crate::context::CallContext::target), and its report's
 ///   target) after [`target`](Self::target) or the request's path;
 /// - writes the total time into the report, and on an error its code and stop reason — and, for a side effect
 ///   whose work below it dropped, that the outcome is unknown.
@@ -40,7 +40,7 @@ pub struct DeadlineLayer {
 }
 
 impl DeadlineLayer {
-    /// A layer giving calls that arrive with no deadline (no context, no enclosing [`scope`](crate::scope))
+    /// A layer giving calls that arrive with no deadline (no context, no enclosing [`scope`](crate::context::scope))
     /// `default_timeout` from the moment they enter.
     pub fn new(default_timeout: Duration) -> Self {
         DeadlineLayer {
@@ -67,7 +67,7 @@ impl DeadlineLayer {
     }
 
     /// The name of the upstream (a tool or model route) for the calls that arrive unnamed (no context, or one whose
-    /// [`target`](crate::CallContext::target) is `None`): their context and their report take it. Unset, they are
+    /// [`target`](crate::context::CallContext::target) is `None`): their context and their report take it. Unset, they are
     /// named after the request's URI path.
     pub fn target(mut self, name: impl Into<String>) -> Self {
         self.target = Some(Arc::from(name.into()));

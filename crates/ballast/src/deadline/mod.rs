@@ -6,7 +6,7 @@
 //! attempt — is held to it:
 //!
 //! - **The context.** A request without a [`CallContext`] gets one: its deadline is the enclosing
-//!   [`scope`](crate::scope)'s ([`current_deadline`]) or, with none, `default_timeout` from now; its kind and
+//!   [`scope`](crate::context::scope)'s ([`current_deadline`]) or, with none, `default_timeout` from now; its kind and
 //!   priority are the layer's ([`DeadlineLayer::kind`], [`DeadlineLayer::priority`]; unset, the kind is read
 //!   from the method: `GET`/`HEAD`/`OPTIONS` read-only, anything else side-effecting with an upstream that does
 //!   not deduplicate). A request that carries a context keeps it, its deadline shortened by its run's (the run
@@ -16,14 +16,14 @@
 //! - **Refusal at once.** When what is left, minus the reserve, cannot hold the least attempt worth starting,
 //!   the call fails with [`Error::DeadlineExceeded`] before anything below runs — the third step of a request
 //!   whose second step hung is never started.
-//! - **The bound.** The inner call runs inside [`scope`](crate::scope)`(deadline, ..)` (so a call made while
+//! - **The bound.** The inner call runs inside [`scope`](crate::context::scope)`(deadline, ..)` (so a call made while
 //!   handling this one sees the deadline) and is dropped at the deadline less its reserve, so that the caller has
 //!   its answer before the deadline itself ([`Error::DeadlineExceeded`], with how
 //!   much was left and needed) or when the context's `cancel` token fires ([`Error::Cancelled`]) — on this
 //!   layer's own timer and watch, whatever the layers below do. Every Ballast wait below ends before the deadline
 //!   and watches the token too, so the inner call normally answers first, with everything it knows; an answer
 //!   ready at the same moment is taken over the drop. Dropping the inner call abandons queued work and backoff
-//!   sleeps; a sent side-effecting attempt lives on in the background (see [`AttemptLayer`](crate::AttemptLayer)).
+//!   sleeps; a sent side-effecting attempt lives on in the background (see [`AttemptLayer`](crate::layer::AttemptLayer)).
 //! - **The report.** The call's total time, the target of a context this layer made, and on an error its stable
 //!   code and (for deadline and retry stops) why it stopped. When it dropped the inner work of a side effect, the
 //!   outcome is unknown: what the work had sent by then is not for this layer to know.
@@ -31,7 +31,7 @@
 //! ```
 //! use std::time::Duration;
 //!
-//! use ballast::{CallContext, DeadlineLayer, Error};
+//! use ballast::{Error, context::CallContext, layer::DeadlineLayer};
 //! use bytes::Bytes;
 //! use tower::{ServiceBuilder, ServiceExt as _, service_fn};
 //!
@@ -40,7 +40,7 @@
 //! let hung_upstream = service_fn(|request: http::Request<Bytes>| async move {
 //!     // Every layer below finds the call's context, and nested calls see the deadline in scope.
 //!     assert!(request.extensions().get::<CallContext>().is_some());
-//!     assert!(ballast::current_deadline().is_some());
+//!     assert!(ballast::context::current_deadline().is_some());
 //!     tokio::time::sleep(Duration::from_secs(3600)).await;
 //!     Ok::<_, Error>(http::Response::new(Bytes::new()))
 //! });
@@ -135,7 +135,7 @@ pub(crate) enum Bounded<T> {
 }
 
 /// Runs `work` held to `deadline` (read at `now`): refused at once when what is left cannot hold an attempt or
-/// the call is cancelled already; else run inside the deadline's [`scope`](crate::scope), dropped at the deadline
+/// the call is cancelled already; else run inside the deadline's [`scope`](crate::context::scope), dropped at the deadline
 /// less its reserve or when `cancel` fires. The work is polled first: an answer ready when the timer fires or the token is
 /// cancelled is the answer.
 ///

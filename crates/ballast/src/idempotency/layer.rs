@@ -83,7 +83,7 @@ pub(crate) struct Settings {
 /// | same key after an unknown outcome | 502 `urn:ballast:outcome_unknown`, `x-should-retry: false` |
 /// | store unreachable before the claim, or slower than the request's time left | 503 `urn:ballast:store_unavailable`, `Retry-After`, nothing runs (fail closed) |
 ///
-/// - **Scope**: principal + route + key. The principal is the request's [`Principal`](crate::Principal)
+/// - **Scope**: principal + route + key. The principal is the request's [`Principal`](crate::idempotency::Principal)
 ///   extension (inserted by an auth middleware outside this layer), else the configured default (`anonymous`).
 ///   The route is the method and the route's pattern (axum's `MatchedPath`, else the path):
 ///   `POST /refunds/{id}`.
@@ -98,7 +98,7 @@ pub(crate) struct Settings {
 ///   dispatch is taken over when its lease runs out; one that vanished after dispatch leaves `outcome_unknown`
 ///   ([`ExpiredDispatch`](ballast_store::ExpiredDispatch), configurable for handlers that deduplicate) — and
 ///   if it was only cut off from the store, its answer replaces that `outcome_unknown` when it lands.
-/// - **Deadline**: the request's time left — its [`CallContext`](crate::CallContext)'s deadline, else the
+/// - **Deadline**: the request's time left — its [`CallContext`](crate::context::CallContext)'s deadline, else the
 ///   smallest inbound deadline header (`ballast-timeout-ms`, `grpc-timeout`, ...; capped; a malformed one is a
 ///   400), else the default timeout. Every wait on the store before the answer is bounded by it, minus the
 ///   reserve: a 300 ms request never waits seconds for a slow store (503, nothing ran, the claim given back in
@@ -107,16 +107,16 @@ pub(crate) struct Settings {
 /// - **The handler runs in a task of its own**, so a caller that disconnects does not cancel a side effect
 ///   half-way: the handler finishes and its answer is stored for the retry. A panic after dispatch leaves
 ///   `outcome_unknown` and answers 500.
-/// - **What is stored**: the handler's response, unless it carries [`NotStored`](crate::NotStored) (a refusal
-///   before acting: the key is released and a retry runs) or [`OutcomeUnknown`](crate::OutcomeUnknown) (the
+/// - **What is stored**: the handler's response, unless it carries [`NotStored`](crate::idempotency::NotStored) (a refusal
+///   before acting: the key is released and a retry runs) or [`OutcomeUnknown`](crate::idempotency::OutcomeUnknown) (the
 ///   key becomes `outcome_unknown`). A response over the response limit reaches the caller whole but cannot be
 ///   replayed (`outcome_unknown` for retries).
 /// - **A store that fails after the handler answered** does not cost the caller the answer: the write is retried
 ///   in the background with jittered backoff until it lands; until then a retry gets 409. The same for a
 ///   claim that must be given back (nothing ran) and whose release failed: a key is never left `dispatched` —
 ///   and so later `outcome_unknown` — when nothing ran.
-/// - **Status**: [`operation_status`](crate::operation_status) and
-///   [`operations_route`](crate::operations_route) answer `in_progress`, `completed`, `outcome_unknown` or
+/// - **Status**: [`operation_status`](crate::idempotency::operation_status) and
+///   [`operations_route`](crate::idempotency::operations_route) answer `in_progress`, `completed`, `outcome_unknown` or
 ///   `not_found` for a key, scoped to the caller's principal.
 ///
 /// The service is always ready: it drives a clone of the inner service to readiness for each request (axum's
@@ -127,7 +127,7 @@ pub(crate) struct Settings {
 /// use std::sync::Arc;
 ///
 /// use axum::{Router, routing::post};
-/// use ballast::IdempotencyLayer;
+/// use ballast::idempotency::IdempotencyLayer;
 /// use tower::ServiceExt as _;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -170,7 +170,7 @@ impl IdempotencyLayer {
     pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
     /// Default lease of a claim (DESIGN.md: 10 s), renewed every third of it while its request runs.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-    /// The principal of requests without a [`Principal`](crate::Principal) extension, unless configured.
+    /// The principal of requests without a [`Principal`](crate::idempotency::Principal) extension, unless configured.
     pub const DEFAULT_PRINCIPAL: &str = "anonymous";
 
     /// Response headers stored and replayed by default: those that describe the representation or where it lives.
@@ -266,7 +266,7 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// The request's timeout when it carries no deadline header and no [`CallContext`](crate::CallContext).
+    /// The request's timeout when it carries no deadline header and no [`CallContext`](crate::context::CallContext).
     pub fn default_timeout(mut self, timeout: Duration) -> Self {
         self.settings.default_timeout = timeout;
         self
@@ -294,7 +294,7 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// The principal of requests without a [`Principal`](crate::Principal) extension.
+    /// The principal of requests without a [`Principal`](crate::idempotency::Principal) extension.
     pub fn default_principal(mut self, name: impl Into<String>) -> Self {
         self.settings.default_principal = name.into();
         self

@@ -8,12 +8,12 @@ use std::sync::Arc;
 ///
 /// An authentication middleware in front of the layer inserts it into the request's extensions once it knows
 /// the caller. A request without one is scoped to the layer's default principal
-/// ([`IdempotencyLayerBuilder::default_principal`](crate::IdempotencyLayerBuilder::default_principal),
+/// ([`IdempotencyLayerBuilder::default_principal`](crate::idempotency::IdempotencyLayerBuilder::default_principal),
 /// `anonymous` unless set) — right for a service with a single caller, wrong for a shared one: there, put the
 /// auth middleware outside this layer.
 ///
 /// ```
-/// use ballast::Principal;
+/// use ballast::idempotency::Principal;
 ///
 /// let mut request = http::Request::new(());
 /// request.extensions_mut().insert(Principal::new("agents"));
@@ -39,7 +39,7 @@ impl Principal {
 /// The response still goes to the caller as it is.
 ///
 /// ```
-/// use ballast::NotStored;
+/// use ballast::idempotency::NotStored;
 ///
 /// let mut response = http::Response::new("amount must be positive");
 /// *response.status_mut() = http::StatusCode::BAD_REQUEST;

@@ -29,6 +29,12 @@ use http_body::Body as HttpBody;
 use tokio::sync::oneshot;
 use tower::{Service, ServiceExt as _};
 
+/// The idempotency stores, from `ballast-store`: the [`IdempotencyStore`](store::IdempotencyStore) trait, its
+/// backends (SQLite, Redis, PostgreSQL) and [`open`](store::open), which opens the one a config names.
+pub mod store {
+    pub use ballast_store::*;
+}
+
 pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer};
 pub use markers::{NotStored, OutcomeUnknown, Principal};
 pub use reaper::spawn_reaper;

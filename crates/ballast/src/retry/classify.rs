@@ -32,7 +32,7 @@ use crate::{Body, clock};
 /// Never panics, whatever the headers and the body hold.
 ///
 /// ```
-/// use ballast::{Body, classify_response};
+/// use ballast::{Body, layer::classify_response};
 /// use ballast_core::ProblemKind;
 /// use std::time::Duration;
 ///

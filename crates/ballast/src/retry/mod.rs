@@ -9,8 +9,8 @@
 //!
 //! # Each attempt
 //! The request is copied (the body is [`Bytes`], so a copy is a reference count) with its method, URI, version,
-//! headers and extensions — the [`CallContext`](crate::CallContext) reaches the layers below — and an
-//! [`AttemptNumber`](crate::AttemptNumber). The layer below is awaited until ready, then called. Its answer
+//! headers and extensions — the [`CallContext`](crate::context::CallContext) reaches the layers below — and an
+//! [`AttemptNumber`](crate::context::AttemptNumber). The layer below is awaited until ready, then called. Its answer
 //! becomes an outcome:
 //! - a response: [`classify_response`] (status, `x-should-retry`, `Retry-After`/`retry-after-ms`, problem code);
 //! - an error that is an attempt's outcome ([`Error::attempt_outcome`]: never sent, timeout, transport error);
@@ -59,10 +59,10 @@
 //! ([`RetryLayer::with_rng_seed`]) makes a test's waits reproducible.
 //!
 //! # Without a `CallContext`
-//! The layer works alone: a request with no [`CallContext`](crate::CallContext) gets one, carried to the layers
+//! The layer works alone: a request with no [`CallContext`](crate::context::CallContext) gets one, carried to the layers
 //! below: a read-only call for the safe methods (GET, HEAD, OPTIONS, TRACE), otherwise a side-effecting call to
 //! an upstream that does not deduplicate (only never-sent errors are retried); the deadline of the enclosing
-//! [`scope`](crate::scope), else five minutes (DESIGN.md's largest accepted timeout).
+//! [`scope`](crate::context::scope), else five minutes (DESIGN.md's largest accepted timeout).
 //!
 //! [`StopReason::OutcomeUnknown`]: ballast_core::StopReason::OutcomeUnknown
 
@@ -100,7 +100,7 @@ pub(crate) use poll::Polling;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 /// use std::time::Duration;
 ///
-/// use ballast::{CallContext, Error, RetryLayer, clock};
+/// use ballast::{Error, clock, context::CallContext, layer::RetryLayer};
 /// use ballast_core::{CallKind, Deadline, RatioBudget, RetryPolicy};
 /// use bytes::Bytes;
 /// use tower::{Layer, ServiceExt, service_fn};

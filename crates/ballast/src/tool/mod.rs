@@ -29,7 +29,7 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use ballast::{ServiceTransport, ToolCall, ToolClients};
+//! use ballast::{ToolCall, ToolClients, transport::ServiceTransport};
 //! use ballast_config::Config;
 //! use serde_json::json;
 //!
@@ -62,5 +62,8 @@ mod registry;
 mod send;
 
 pub use call::{ToolAnswer, ToolCall, ToolError};
+// The settings of a tool, as its client holds them.
+pub use ballast_config::{BudgetConfig, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream};
+pub use ballast_core::UpstreamIdempotency;
 pub use client::ToolClient;
 pub use registry::{InvalidTool, ToolClients};

@@ -14,7 +14,7 @@ use super::urls::Urls;
 use crate::{Body, BoxError, CallContext, Error, clock};
 
 /// Sends each attempt with a [`reqwest::Client`] and reads its answer, at most `body_limit` bytes: whole, or for a
-/// streamed call's 2xx up to its commit point (see [the module](crate::HttpTransport)'s transports).
+/// streamed call's 2xx up to its commit point (see [the module](crate::transport::HttpTransport)'s transports).
 ///
 /// The URL is the request's URI (absolute: `http://host:port/path`); method, headers and body go as they are.
 /// reqwest's errors are sorted by what they say about the request:

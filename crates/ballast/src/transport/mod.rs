@@ -7,7 +7,7 @@
 //! - whole, for every answer but one: a body that fails midway is then a transport error of that attempt —
 //!   retried, or reported as `outcome_unknown`, by the same rules as a reset — rather than a surprise after the
 //!   call "succeeded";
-//! - for the 2xx of a streamed call (a [`CallContext`](crate::CallContext) with a commit rule, set by the chat
+//! - for the 2xx of a streamed call (a [`CallContext`](crate::context::CallContext) with a commit rule, set by the chat
 //!   client), up to the event that commits it: the answer is then a [`Body`] stream, the rest unread. Until that
 //!   event the stream is an attempt like any other, so the attempt's timeout bounds the time to it.
 //!
@@ -19,7 +19,7 @@
 //! - [`ServiceTransport`] — over any tower service in process (an axum `Router`: the chaos upstream in tests).
 //!
 //! ```
-//! use ballast::{Error, HttpTransport};
+//! use ballast::{Error, transport::HttpTransport};
 //! use bytes::Bytes;
 //! use tower::ServiceExt as _;
 //!
@@ -48,9 +48,8 @@ mod urls;
 
 pub use self::http::HttpTransport;
 pub use self::service::ServiceTransport;
+pub use crate::body::Body;
 
-#[cfg(doc)]
-use crate::Body;
 
 /// What an event of a streamed answer read before its commit point means.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use super::read::read_answer;
 use crate::{Body, BoxError, CallContext, Error};
 
 /// Hands each attempt to a tower service (an axum `Router`, a hyper client, a test double) and reads its answer,
-/// at most `body_limit` bytes (whole, or for a streamed call's 2xx up to its commit point): the transport contract of [`HttpTransport`](crate::HttpTransport) without
+/// at most `body_limit` bytes (whole, or for a streamed call's 2xx up to its commit point): the transport contract of [`HttpTransport`](crate::transport::HttpTransport) without
 /// a socket, so tests run the chaos upstream in process under paused time.
 ///
 /// The request body is given to the service as `B` (made `From<Bytes>`): [`http_body_util::Full<Bytes>`] with
@@ -27,7 +27,7 @@ use crate::{Body, BoxError, CallContext, Error};
 /// [`Error::BodyTooLarge`].
 ///
 /// ```
-/// use ballast::ServiceTransport;
+/// use ballast::transport::ServiceTransport;
 /// use bytes::Bytes;
 /// use tower::ServiceExt as _;
 ///

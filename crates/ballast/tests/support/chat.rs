@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use ballast::{ChatCall, ChatClient, ChatClients, ChatRequest, Runs, ServiceTransport};
+use ballast::{ChatClient, ChatClients, ChatRequest, Runs, chat::ChatCall, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;

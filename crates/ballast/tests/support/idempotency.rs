@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::routing::post;
-use ballast::{IdempotencyLayer, NotStored, OutcomeUnknown, Principal, operations_route};
+use ballast::idempotency::{IdempotencyLayer, NotStored, OutcomeUnknown, Principal, operations_route};
 use ballast_store::conformance::{service_unavailable, service_url};
 use ballast_store::{
     ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,

@@ -11,7 +11,11 @@ pub(crate) mod tools;
 use std::time::Duration;
 
 use axum::Router;
-use ballast::{AttemptLayer, AttemptService, CallContext, DeadlineLayer, DeadlineService, ServiceTransport};
+use ballast::{
+    context::CallContext,
+    layer::{AttemptLayer, AttemptService, DeadlineLayer, DeadlineService},
+    transport::ServiceTransport,
+};
 use ballast_chaos::{EndpointProfile, Latency, Profile, Script, ScriptStep};
 use bytes::Bytes;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use ballast::{ServiceTransport, ToolCall, ToolClients};
+use ballast::{ToolCall, ToolClients, transport::ServiceTransport};
 use ballast_config::Config;
 use bytes::Bytes;
 use serde_json::json;
