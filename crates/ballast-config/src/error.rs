@@ -35,6 +35,17 @@ impl ConfigErrors {
         self.errors
     }
 
+    /// The same errors with each path rewritten by `rename`: a config built in code names its fields as its
+    /// builder does (`tools[0].concurrency` -> `concurrency`).
+    pub fn map_paths(mut self, rename: impl Fn(&str) -> String) -> Self {
+        for error in &mut self.errors {
+            if let ConfigError::Syntax { path, .. } | ConfigError::Invalid { path, .. } = error {
+                *path = rename(path);
+            }
+        }
+        self
+    }
+
     /// Gives each rule error the line its path names in `text`, the file the config was read from.
     pub(crate) fn located(mut self, text: &str) -> Self {
         let lines = crate::load::Lines::of(text);

@@ -49,12 +49,12 @@ pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
     RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
-pub use secrets::{Env, MissingSecret, SecretProblem};
+pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
 pub use typed::{
-    BudgetConfig, Config, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
-    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT,
-    DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod,
-    ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig,
-    StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+    BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_MODEL_CONCURRENCY,
+    DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL,
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE,
+    Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig,
+    ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
 };
 pub use validate::validate;

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 
 use crate::typed::{Config, PrincipalKey, StoreConfig, StoreKind, StoreLocation};
 
-/// Where environment variables come from. The binary passes the process environment
-/// (`&|name: &str| std::env::var(name).ok()`); tests pass a `HashMap` or a closure.
+/// Where environment variables come from. The binary passes the process environment ([`ProcessEnv`]); tests
+/// pass a `HashMap` or a closure.
 pub trait Env {
     /// The variable's value, if set.
     fn var(&self, name: &str) -> Option<String>;
@@ -19,6 +19,17 @@ pub trait Env {
 impl<F: Fn(&str) -> Option<String>> Env for F {
     fn var(&self, name: &str) -> Option<String> {
         self(name)
+    }
+}
+
+/// The process environment (`std::env::var`): what a program gives a loader that reads secrets, at its edge.
+/// A variable that is not set, or not Unicode, reads as unset.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
     }
 }
 

@@ -104,8 +104,10 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
             url: Some(t.upstream.url.clone()),
         }),
         side_effects: Some(t.side_effects),
-        // Written only where it applies: validation refuses it on a tool without side effects.
-        upstream_idempotency: t.side_effects.then(|| t.upstream_idempotency.as_str().to_owned()),
+        // Written where it applies, and where it does not but is set (a config built in code): validation
+        // refuses deduplication on a tool without side effects, and must see it to say so.
+        upstream_idempotency: (t.side_effects || t.upstream_idempotency.deduplicates())
+            .then(|| t.upstream_idempotency.as_str().to_owned()),
         priority: Some(t.priority.as_str().to_owned()),
         per_try_timeout: duration(t.per_try_timeout),
         retry: Some(raw_retry(&t.retry)),

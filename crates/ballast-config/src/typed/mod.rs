@@ -84,6 +84,9 @@ pub struct ServerConfig {
     pub max_retry_after: Duration,
 }
 
+/// Default `server.body_limit`: 8 MiB, the largest request body accepted and answer read.
+pub const DEFAULT_BODY_LIMIT: u64 = 8 << 20;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -92,7 +95,7 @@ impl Default for ServerConfig {
             max_timeout: Duration::from_secs(300),
             reserve: DEFAULT_RESERVE,
             min_attempt: DEFAULT_MIN_ATTEMPT,
-            body_limit: 8 << 20,
+            body_limit: DEFAULT_BODY_LIMIT,
             grace: Duration::from_secs(10),
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }

@@ -63,6 +63,38 @@ pub struct ModelRoute {
     pub context: ContextConfig,
 }
 
+impl ModelRoute {
+    /// The route `name` served by `deployments` (first to last), every other setting at its default: what
+    /// validation gives a `[[models]]` entry that writes only these keys.
+    ///
+    /// ```
+    /// use ballast_config::{Config, Deployment, ModelRoute};
+    ///
+    /// let route = ModelRoute::new("agent", vec![Deployment::new("http://127.0.0.1:9000/v1", "agent")]);
+    /// let config = Config::from_toml_str(
+    ///     "version = 1\n[[models]]\nname = \"agent\"\ndeployments = [ { base_url = \"http://127.0.0.1:9000/v1\" } ]",
+    /// ).unwrap();
+    /// assert_eq!(config.models[0], route);
+    /// ```
+    pub fn new(name: impl Into<String>, deployments: Vec<Deployment>) -> Self {
+        ModelRoute {
+            name: name.into(),
+            deployments,
+            per_try_timeout: DEFAULT_MODEL_PER_TRY_TIMEOUT,
+            primary_share: DEFAULT_PRIMARY_SHARE,
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
+            retry: RetryConfig::default(),
+            budget: BudgetConfig::default(),
+            breaker: BreakerConfig::default(),
+            throttle: Some(ThrottleConfig::default()),
+            priority: Priority::Critical,
+            concurrency: DEFAULT_MODEL_CONCURRENCY,
+            queue: DEFAULT_MODEL_QUEUE,
+            context: ContextConfig::default(),
+        }
+    }
+}
+
 /// One upstream of a model route.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deployment {
@@ -74,6 +106,19 @@ pub struct Deployment {
     pub api_key_env: Option<String>,
     /// This deployment's per-try timeout (the route's unless overridden).
     pub per_try_timeout: Duration,
+}
+
+impl Deployment {
+    /// The deployment at `base_url` serving `model`, with no API key and the default route's per-try timeout
+    /// ([`DEFAULT_MODEL_PER_TRY_TIMEOUT`]).
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        Deployment {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key_env: None,
+            per_try_timeout: DEFAULT_MODEL_PER_TRY_TIMEOUT,
+        }
+    }
 }
 
 /// What to do when a prompt is over the model's context length.
@@ -154,6 +199,41 @@ pub struct ToolConfig {
     pub queue: u32,
     /// What answers when the breaker is open (none by default).
     pub fallback: Option<ToolFallback>,
+}
+
+impl ToolConfig {
+    /// The tool `name` calling `upstream`, every other setting at its default: what validation gives a
+    /// `[[tools]]` entry that writes only `name` and `upstream`.
+    ///
+    /// ```
+    /// use ballast_config::{Config, HttpMethod, ToolConfig, Upstream};
+    ///
+    /// let upstream = Upstream { method: HttpMethod::Post, url: "http://127.0.0.1:9000/tools/lookup_order".into() };
+    /// let config = Config::from_toml_str(r#"
+    ///     version = 1
+    ///     [[tools]]
+    ///     name = "lookup_order"
+    ///     upstream = { method = "POST", url = "http://127.0.0.1:9000/tools/lookup_order" }
+    /// "#).unwrap();
+    /// assert_eq!(config.tools[0], ToolConfig::new("lookup_order", upstream));
+    /// ```
+    pub fn new(name: impl Into<String>, upstream: Upstream) -> Self {
+        ToolConfig {
+            name: name.into(),
+            upstream,
+            side_effects: false,
+            upstream_idempotency: UpstreamIdempotency::None,
+            priority: Priority::Critical,
+            per_try_timeout: DEFAULT_TOOL_PER_TRY_TIMEOUT,
+            retry: RetryConfig::default(),
+            budget: BudgetConfig::default(),
+            breaker: BreakerConfig::default(),
+            throttle: Some(ThrottleConfig::default()),
+            concurrency: DEFAULT_TOOL_CONCURRENCY,
+            queue: DEFAULT_TOOL_QUEUE,
+            fallback: None,
+        }
+    }
 }
 
 /// A tool's upstream.

@@ -3,17 +3,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ballast_core::{Priority, UpstreamIdempotency};
+use ballast_core::UpstreamIdempotency;
 
 use super::check::{Checker, DurationRule, index, join};
 use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
 use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
-    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
-    ToolConfig, ToolFallback, Upstream,
+    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute, OnOverflow, ToolConfig,
+    ToolFallback, Upstream,
 };
 
 const DEPLOYMENT_CREDENTIALS: &str =
@@ -49,16 +47,18 @@ impl Checker {
     }
 
     fn model(&mut self, path: &str, raw: &RawModel) -> ModelRoute {
+        // The defaults of an omitted key: the typed route's own.
+        let d = ModelRoute::new(String::new(), Vec::new());
         let name = self.name(&join(path, "name"), raw.name.as_ref(), is_model_name, MODEL_RULE);
         let name = name.unwrap_or_default();
         let per_try = self
             .duration(
                 &join(path, "per_try_timeout"),
                 raw.per_try_timeout.as_ref(),
-                DEFAULT_MODEL_PER_TRY_TIMEOUT,
+                d.per_try_timeout,
                 DurationRule::Positive,
             )
-            .unwrap_or(DEFAULT_MODEL_PER_TRY_TIMEOUT);
+            .unwrap_or(d.per_try_timeout);
         let deployments_path = join(path, "deployments");
         if raw.deployments.is_empty() {
             self.report(&deployments_path, Problem::Empty);
@@ -69,7 +69,7 @@ impl Checker {
         let primary_share = self.float(
             &join(path, "primary_share"),
             raw.primary_share,
-            DEFAULT_PRIMARY_SHARE,
+            d.primary_share,
             |x| x > 0.0 && x <= 1.0,
             "more than 0 and at most 1",
         );
@@ -77,39 +77,34 @@ impl Checker {
             .duration(
                 &join(path, "stream_idle_timeout"),
                 raw.stream_idle_timeout.as_ref(),
-                DEFAULT_STREAM_IDLE_TIMEOUT,
+                d.stream_idle_timeout,
                 DurationRule::Positive,
             )
-            .unwrap_or(DEFAULT_STREAM_IDLE_TIMEOUT);
+            .unwrap_or(d.stream_idle_timeout);
         let overflow_path = join(&join(path, "context"), "on_overflow");
         let on_overflow = raw.context.as_ref().and_then(|c| c.on_overflow.as_ref());
         let on_overflow = self
-            .word(&overflow_path, on_overflow, OnOverflow::Error)
-            .unwrap_or_default();
+            .word(&overflow_path, on_overflow, d.context.on_overflow)
+            .unwrap_or(d.context.on_overflow);
         if on_overflow == OnOverflow::Fallback && deployments.len() < 2 {
             self.report(overflow_path, Problem::NeedsFallbackDeployment);
         }
-        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), Priority::Critical);
-        let concurrency = self.int(
-            &join(path, "concurrency"),
-            raw.concurrency,
-            DEFAULT_MODEL_CONCURRENCY,
-            1,
-        );
-        let queue = self.int(&join(path, "queue"), raw.queue, DEFAULT_MODEL_QUEUE, 0);
+        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), d.priority);
+        let concurrency = self.int(&join(path, "concurrency"), raw.concurrency, d.concurrency, 1);
+        let queue = self.int(&join(path, "queue"), raw.queue, d.queue, 0);
         ModelRoute {
             name,
             deployments,
             per_try_timeout: per_try,
-            primary_share: primary_share.unwrap_or(DEFAULT_PRIMARY_SHARE),
+            primary_share: primary_share.unwrap_or(d.primary_share),
             stream_idle_timeout,
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
             budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
             breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
             throttle: self.throttle(&join(path, "throttle"), raw.throttle.as_ref()),
-            priority: priority.unwrap_or_default(),
-            concurrency: concurrency.unwrap_or(DEFAULT_MODEL_CONCURRENCY),
-            queue: queue.unwrap_or(DEFAULT_MODEL_QUEUE),
+            priority: priority.unwrap_or(d.priority),
+            concurrency: concurrency.unwrap_or(d.concurrency),
+            queue: queue.unwrap_or(d.queue),
             context: ContextConfig { on_overflow },
         }
     }
@@ -152,30 +147,27 @@ impl Checker {
     }
 
     fn tool(&mut self, path: &str, raw: &RawTool) -> ToolConfig {
+        // The defaults of an omitted key: the typed tool's own.
+        let d = ToolConfig::new(String::new(), upstream_placeholder());
         let name = self.name(&join(path, "name"), raw.name.as_ref(), is_ident, IDENT_RULE);
         let upstream = self.upstream(&join(path, "upstream"), raw.upstream.as_ref());
-        let side_effects = raw.side_effects.unwrap_or(false);
+        let side_effects = raw.side_effects.unwrap_or(d.side_effects);
         let idempotency_path = join(path, "upstream_idempotency");
         let written = raw.upstream_idempotency.as_ref();
-        let upstream_idempotency = self.word(&idempotency_path, written, UpstreamIdempotency::None);
+        let upstream_idempotency = self.word(&idempotency_path, written, d.upstream_idempotency);
         if !side_effects && upstream_idempotency.is_some_and(UpstreamIdempotency::deduplicates) {
             let value = written.cloned().unwrap_or_default();
             self.report(idempotency_path, Problem::NeedsSideEffects { value });
         }
-        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), Priority::Critical);
+        let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), d.priority);
         let per_try = self.duration(
             &join(path, "per_try_timeout"),
             raw.per_try_timeout.as_ref(),
-            DEFAULT_TOOL_PER_TRY_TIMEOUT,
+            d.per_try_timeout,
             DurationRule::Positive,
         );
-        let concurrency = self.int(
-            &join(path, "concurrency"),
-            raw.concurrency,
-            DEFAULT_TOOL_CONCURRENCY,
-            1,
-        );
-        let queue = self.int(&join(path, "queue"), raw.queue, DEFAULT_TOOL_QUEUE, 0);
+        let concurrency = self.int(&join(path, "concurrency"), raw.concurrency, d.concurrency, 1);
+        let queue = self.int(&join(path, "queue"), raw.queue, d.queue, 0);
         let fallback = match (&raw.fallback_tool, &raw.fallback_response) {
             (Some(_), Some(_)) => {
                 self.report(
@@ -204,24 +196,21 @@ impl Checker {
             name: name.unwrap_or_default(),
             upstream,
             side_effects,
-            upstream_idempotency: upstream_idempotency.unwrap_or_default(),
-            priority: priority.unwrap_or_default(),
-            per_try_timeout: per_try.unwrap_or(DEFAULT_TOOL_PER_TRY_TIMEOUT),
+            upstream_idempotency: upstream_idempotency.unwrap_or(d.upstream_idempotency),
+            priority: priority.unwrap_or(d.priority),
+            per_try_timeout: per_try.unwrap_or(d.per_try_timeout),
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),
             budget: self.budget(&join(path, "budget"), raw.budget.as_ref()),
             breaker: self.breaker(&join(path, "breaker"), raw.breaker.as_ref()),
             throttle: self.throttle(&join(path, "throttle"), raw.throttle.as_ref()),
-            concurrency: concurrency.unwrap_or(DEFAULT_TOOL_CONCURRENCY),
-            queue: queue.unwrap_or(DEFAULT_TOOL_QUEUE),
+            concurrency: concurrency.unwrap_or(d.concurrency),
+            queue: queue.unwrap_or(d.queue),
             fallback,
         }
     }
 
     fn upstream(&mut self, path: &str, raw: Option<&RawUpstream>) -> Upstream {
-        let placeholder = Upstream {
-            method: HttpMethod::Post,
-            url: String::new(),
-        };
+        let placeholder = upstream_placeholder();
         let Some(raw) = raw else {
             self.report(path, Problem::Required);
             return placeholder;
@@ -292,5 +281,13 @@ impl Checker {
             join(&index("tools", cycle[first]), "fallback_tool"),
             Problem::FallbackCycle { cycle: names },
         );
+    }
+}
+
+/// What a tool's `upstream` is read as when it is missing or broken (reported): `POST` to nowhere.
+fn upstream_placeholder() -> Upstream {
+    Upstream {
+        method: HttpMethod::Post,
+        url: String::new(),
     }
 }
