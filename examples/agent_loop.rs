@@ -12,6 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballast::Deadline;
+use ballast::config::Config;
 use ballast::{
     ChatClients, ChatRequest, Runs, ToolCall, ToolClients,
     chat::{ChatCall, Message, Role, ToolCallRef},
@@ -19,8 +21,6 @@ use ballast::{
 };
 use ballast::{clock, context::scope};
 use ballast_chaos::Profile;
-use ballast::config::Config;
-use ballast::Deadline;
 use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
@@ -71,13 +71,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let runs = Arc::new(Runs::of(&config.run));
     let tools = ToolClients::from_config_with_runs(
         &config,
-        ServiceTransport::new(chaos.clone(), 1 << 20),
+        ServiceTransport::new(chaos.clone()).with_body_limit(config.server.body_limit),
         Arc::clone(&runs),
     )?;
     // No deployment names an API key variable: the environment is not read.
     let no_env = |_: &str| None;
-    let models =
-        ChatClients::from_config_with_runs(&config, &no_env, ServiceTransport::new(chaos, 1 << 20), runs)?;
+    let models = ChatClients::from_config_with_runs(
+        &config,
+        &no_env,
+        ServiceTransport::new(chaos).with_body_limit(config.server.body_limit),
+        runs,
+    )?;
     let model = models.route("agent")?;
 
     println!("flash-sale faults, seed {seed}; one 30 s deadline for the whole agent request\n");

@@ -25,8 +25,11 @@ fn stack_vs_bare(c: &mut Criterion) {
     let url = chaos.url("/tools/lookup_order");
     let client = reqwest::Client::new();
     let config = lookup_config(&url);
-    let tools =
-        ToolClients::from_config(&config, HttpTransport::new(client.clone(), 1 << 20)).expect("tools");
+    let tools = ToolClients::from_config(
+        &config,
+        HttpTransport::new(client.clone()).with_body_limit(config.server.body_limit),
+    )
+    .expect("tools");
     let tool = tools.get("lookup_order").expect("configured").clone();
     let arguments = json!({"order_id": "1234", "op": "bench"});
 
@@ -42,7 +45,7 @@ fn stack_vs_bare(c: &mut Criterion) {
         })
     });
     // The transport alone (http::Request -> reqwest -> buffered http::Response): what the layers add is the rest.
-    let transport = HttpTransport::new(client.clone(), 1 << 20);
+    let transport = HttpTransport::new(client.clone()).with_body_limit(config.server.body_limit);
     let body = bytes::Bytes::from(serde_json::to_vec(&arguments).expect("json"));
     group.bench_function("ballast_transport_only", |b| {
         b.iter(|| {

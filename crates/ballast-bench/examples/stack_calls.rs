@@ -53,8 +53,11 @@ fn main() {
             }
         }
         "tool" => {
-            let tools =
-                ToolClients::from_config(&config, HttpTransport::new(client, 1 << 20)).expect("tools");
+            let tools = ToolClients::from_config(
+                &config,
+                HttpTransport::new(client).with_body_limit(config.server.body_limit),
+            )
+            .expect("tools");
             let tool = tools.get("lookup_order").expect("configured").clone();
             for _ in 0..calls {
                 runtime.block_on(async {

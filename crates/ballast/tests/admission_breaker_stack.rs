@@ -34,7 +34,7 @@ type Arrivals = Arc<Mutex<Vec<String>>>;
 
 /// The transport over `router`, noting each attempt's operation as it leaves.
 fn transport(router: &Router, arrivals: &Arrivals) -> Stack {
-    let transport = ServiceTransport::new(router.clone(), BODY_LIMIT);
+    let transport = ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT);
     let arrivals = Arc::clone(arrivals);
     BoxCloneService::new(service_fn(move |request: http::Request<Bytes>| {
         let args: Value = serde_json::from_slice(request.body()).unwrap();

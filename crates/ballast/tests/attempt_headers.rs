@@ -129,10 +129,7 @@ async fn a_hung_attempt_times_out_at_its_own_timeout_and_is_recorded_as_sent() {
     ));
     let service = ServiceBuilder::new()
         .layer(AttemptLayer::new(2 * SECOND))
-        .service(ballast::transport::ServiceTransport::new(
-            router.clone(),
-            BODY_LIMIT,
-        ));
+        .service(ballast::transport::ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT));
     let ctx = CallContext::new(CallKind::ReadOnlyTool, Deadline::after(clock::now(), 30 * SECOND));
     let started = clock::now();
     let body = json!({"op": "o-1", "order_id": "A-1"});

@@ -48,7 +48,7 @@ impl Fixture {
             .unwrap();
         let breaker = Arc::new(CircuitBreaker::seeded(config, Some(42)));
         let router = router();
-        let transport = ServiceTransport::new(router.clone(), BODY_LIMIT);
+        let transport = ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT);
         let service = BreakerLayer::new(Arc::clone(&breaker)).layer(transport);
         Fixture {
             breaker,

@@ -17,7 +17,7 @@ fn route(base_url: &str) -> ballast::ChatClient {
          deployments = [ {{ base_url = \"{base_url}\", model = \"mock\" }} ]"
     ))
     .expect("a valid config");
-    let transport = HttpTransport::new(reqwest::Client::new(), 1 << 20);
+    let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(1 << 20);
     let clients = ChatClients::from_config(&config, &HashMap::<String, String>::new(), transport).unwrap();
     clients.get("agent").unwrap().clone()
 }

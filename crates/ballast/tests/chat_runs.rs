@@ -37,7 +37,7 @@ fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ChatClient, 
     let tools_upstream = ballast_chaos::router(profile(tool_faults));
     let tools = ToolClients::from_config_with_runs(
         &config,
-        ServiceTransport::new(tools_upstream, BODY_LIMIT),
+        ServiceTransport::new(tools_upstream).with_body_limit(BODY_LIMIT),
         Arc::clone(&runs),
     )
     .expect("the tools build");

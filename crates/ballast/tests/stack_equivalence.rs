@@ -101,8 +101,11 @@ async fn through_the_client(
     arguments: &Value,
     deadline: Duration,
 ) -> (Ended, Said) {
-    let tools = ballast::ToolClients::from_config(config, ServiceTransport::new(router.clone(), BODY_LIMIT))
-        .expect("tools build");
+    let tools = ballast::ToolClients::from_config(
+        config,
+        ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT),
+    )
+    .expect("tools build");
     let tool = tools.iter().next().expect("one tool");
     let call = ToolCall::new(arguments.clone())
         .idempotency_key(IdempotencyKey::parse(KEY).unwrap())
@@ -148,7 +151,7 @@ async fn through_the_layers(
             None,
         ))))
         .layer(AttemptLayer::new(tool.per_try_timeout))
-        .service(ServiceTransport::new(router.clone(), BODY_LIMIT));
+        .service(ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT));
     let deadline = Deadline::after(ballast::clock::now(), deadline)
         .with_reserve(server.reserve)
         .with_min_attempt(server.min_attempt);

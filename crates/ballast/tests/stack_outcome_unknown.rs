@@ -65,7 +65,7 @@ fn below_the_deadline(router: &axum::Router, budget: Arc<dyn RetryBudget>, failu
                 Some(4),
             ))))
             .layer(AttemptLayer::new(SECOND))
-            .service(ServiceTransport::new(router.clone(), BODY_LIMIT)),
+            .service(ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT)),
     )
 }
 

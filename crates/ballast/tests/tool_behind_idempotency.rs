@@ -41,7 +41,7 @@ async fn an_answer_that_says_the_outcome_is_unknown_is_believed() {
             let app = app(IdempotencyLayer::new(store.clone()), &handlers, store);
             let tools = ToolClients::from_config(
                 &config(path, upstream_idempotency),
-                ServiceTransport::new(app, BODY_LIMIT),
+                ServiceTransport::new(app).with_body_limit(BODY_LIMIT),
             )
             .expect("tools build");
             let tool = tools.get("create_refund").expect("configured");

@@ -24,7 +24,7 @@ fn transport() -> HttpTransport {
         .timeout(PATIENCE)
         .build()
         .expect("a client");
-    HttpTransport::new(client, BODY_LIMIT)
+    HttpTransport::new(client).with_body_limit(BODY_LIMIT)
 }
 
 fn lookup(server: &ChaosServer, op: &str) -> http::Request<Bytes> {
@@ -121,7 +121,8 @@ async fn the_client_timeout_is_a_timeout_of_a_sent_attempt() {
         .timeout(Duration::from_millis(200))
         .build()
         .expect("a client");
-    let error = HttpTransport::new(client, BODY_LIMIT)
+    let error = HttpTransport::new(client)
+        .with_body_limit(BODY_LIMIT)
         .oneshot(lookup(&server, "o-hang"))
         .await
         .expect_err("hung");
@@ -135,7 +136,7 @@ async fn the_client_timeout_is_a_timeout_of_a_sent_attempt() {
 #[tokio::test]
 async fn a_body_over_the_limit_is_refused() {
     let server = server(&[]).await;
-    let small = HttpTransport::new(reqwest::Client::new(), 16);
+    let small = HttpTransport::new(reqwest::Client::new()).with_body_limit(16);
     let error = small
         .oneshot(lookup(&server, "o-big"))
         .await

@@ -28,7 +28,7 @@ fn chaos(scripts: &[(&str, &[ScriptStep])]) -> axum::Router {
 
 #[tokio::test(start_paused = true)]
 async fn the_chaos_router_answers_in_process() {
-    let transport = ServiceTransport::new(chaos(&[]), BODY_LIMIT);
+    let transport = ServiceTransport::new(chaos(&[])).with_body_limit(BODY_LIMIT);
     let answer = transport.oneshot(lookup("o-1")).await.expect("answered");
     assert_eq!(answer.status(), 200);
     let body: Value =
@@ -44,7 +44,8 @@ async fn a_scripted_error_status_passes_through_with_its_headers() {
         ..EndpointProfile::default()
     };
     let router = ballast_chaos::router(scripted(LOOKUP, faults, &[("o-503", unavailable)]));
-    let answer = ServiceTransport::new(router, BODY_LIMIT)
+    let answer = ServiceTransport::new(router)
+        .with_body_limit(BODY_LIMIT)
         .oneshot(lookup("o-503"))
         .await
         .expect("answered");
@@ -55,7 +56,8 @@ async fn a_scripted_error_status_passes_through_with_its_headers() {
 #[tokio::test(start_paused = true)]
 async fn a_reset_is_a_transport_error_after_sending() {
     let reset: &[ScriptStep] = &[ScriptStep::Reset];
-    let error = ServiceTransport::new(chaos(&[("o-reset", reset)]), BODY_LIMIT)
+    let error = ServiceTransport::new(chaos(&[("o-reset", reset)]))
+        .with_body_limit(BODY_LIMIT)
         .oneshot(lookup("o-reset"))
         .await
         .expect_err("reset");
@@ -64,7 +66,8 @@ async fn a_reset_is_a_transport_error_after_sending() {
 
 #[tokio::test(start_paused = true)]
 async fn a_body_over_the_limit_is_refused() {
-    let error = ServiceTransport::new(chaos(&[]), 16)
+    let error = ServiceTransport::new(chaos(&[]))
+        .with_body_limit(16)
         .oneshot(lookup("o-big"))
         .await
         .expect_err("too large");
@@ -76,7 +79,7 @@ async fn a_hang_is_bounded_by_the_attempt_timeout() {
     let hang: &[ScriptStep] = &[ScriptStep::Hang];
     let service = ServiceBuilder::new()
         .layer(AttemptLayer::new(Duration::from_secs(3)))
-        .service(ServiceTransport::new(chaos(&[("o-hang", hang)]), BODY_LIMIT));
+        .service(ServiceTransport::new(chaos(&[("o-hang", hang)])).with_body_limit(BODY_LIMIT));
     let started = ballast::clock::now();
     let error = service.oneshot(lookup("o-hang")).await.expect_err("hung");
     assert!(matches!(error, Error::Timeout { .. }), "{error}");
@@ -92,7 +95,8 @@ async fn any_request_body_type_made_from_bytes_can_be_used() {
         let body = axum::body::to_bytes(request.into_body(), 1024).await?;
         Ok::<_, axum::Error>(http::Response::new(Full::new(body)))
     });
-    let transport = ServiceTransport::<_, axum::body::Body>::with_request_body(echo, BODY_LIMIT);
+    let transport =
+        ServiceTransport::<_, axum::body::Body>::with_request_body(echo).with_body_limit(BODY_LIMIT);
     let request = http::Request::post("http://echo.test/")
         .body(Bytes::from_static(b"ping"))
         .unwrap();
@@ -105,13 +109,15 @@ async fn a_failing_call_may_have_acted_and_a_service_never_ready_never_had_the_r
     let failing = service_fn(|_request: http::Request<Full<Bytes>>| async {
         Err::<http::Response<Full<Bytes>>, _>(std::io::Error::other("the handler failed"))
     });
-    let error = ServiceTransport::new(failing, BODY_LIMIT)
+    let error = ServiceTransport::new(failing)
+        .with_body_limit(BODY_LIMIT)
         .oneshot(lookup("o-1"))
         .await
         .expect_err("failed");
     assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
 
-    let error = ServiceTransport::new(NeverReady, BODY_LIMIT)
+    let error = ServiceTransport::new(NeverReady)
+        .with_body_limit(BODY_LIMIT)
         .oneshot(lookup("o-1"))
         .await
         .expect_err("not ready");

@@ -62,14 +62,18 @@ impl Strategy for WithBallast {
             .map_err(|error| format!("an HTTP client: {error}"))?;
         let tools = ToolClients::from_config_with_runs(
             &config,
-            HttpTransport::new(http.clone(), 1 << 20),
+            HttpTransport::new(http.clone()).with_body_limit(config.server.body_limit),
             Arc::clone(&runs),
         )
         .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
         let no_env = |_: &str| None;
-        let models =
-            ChatClients::from_config_with_runs(&config, &no_env, HttpTransport::new(http, 1 << 20), runs)
-                .map_err(|error| format!("the ballast strategy's model: {error}"))?;
+        let models = ChatClients::from_config_with_runs(
+            &config,
+            &no_env,
+            HttpTransport::new(http).with_body_limit(config.server.body_limit),
+            runs,
+        )
+        .map_err(|error| format!("the ballast strategy's model: {error}"))?;
         let model = models.route(ROUTE).map_err(|error| error.to_string())?;
         let mut breakers = vec![(
             format!("{ROUTE}[0]"),

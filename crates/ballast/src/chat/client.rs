@@ -40,7 +40,7 @@ use crate::{CallContext, Report, clock};
 ///     deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
 /// "#).unwrap();
 /// // In process, against the chaos model; in production, `HttpTransport` and the process environment.
-/// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+/// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 /// let no_keys = |_: &str| None;
 /// let models = ChatClients::from_config(&config, &no_keys, transport).unwrap();
 /// let request: ChatRequest = serde_json::from_value(json!({

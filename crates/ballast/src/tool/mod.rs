@@ -41,7 +41,7 @@
 //!     per_try_timeout = "1s"
 //! "#).unwrap();
 //! // In process, against the chaos upstream; in production, `HttpTransport` over reqwest.
-//! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()), 1 << 20);
+//! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 //! let tools = ToolClients::from_config(&config, transport).unwrap();
 //! let answer = tools
 //!     .get("lookup_order")

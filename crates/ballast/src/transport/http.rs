@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use ballast_config::DEFAULT_BODY_LIMIT;
 use ballast_core::Instant;
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -13,7 +14,7 @@ use super::read::read_answer;
 use super::urls::Urls;
 use crate::{Body, BoxError, CallContext, Error, clock};
 
-/// Sends each attempt with a [`reqwest::Client`] and reads its answer, at most `body_limit` bytes: whole, or for a
+/// Sends each attempt with a [`reqwest::Client`] and reads its answer, at most its body limit: whole, or for a
 /// streamed call's 2xx up to its commit point (see [the module](crate::transport::HttpTransport)'s transports).
 ///
 /// The URL is the request's URI (absolute: `http://host:port/path`); method, headers and body go as they are.
@@ -37,13 +38,21 @@ pub struct HttpTransport {
 }
 
 impl HttpTransport {
-    /// A transport sending with `client` and reading answers of at most `body_limit` bytes.
-    pub fn new(client: reqwest::Client, body_limit: usize) -> Self {
+    /// A transport sending with `client` and reading answers of at most the configuration's default
+    /// `server.body_limit` ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB).
+    pub fn new(client: reqwest::Client) -> Self {
         HttpTransport {
             client,
-            body_limit,
+            body_limit: super::answer_limit(DEFAULT_BODY_LIMIT),
             urls: Arc::default(),
         }
+    }
+
+    /// The same transport reading answers of at most `limit` bytes (a config's `server.body_limit`).
+    #[must_use]
+    pub fn with_body_limit(mut self, limit: u64) -> Self {
+        self.body_limit = super::answer_limit(limit);
+        self
     }
 }
 

@@ -18,6 +18,10 @@
 //! - [`HttpTransport`] — over the network with reqwest.
 //! - [`ServiceTransport`] — over any tower service in process (an axum `Router`: the chaos upstream in tests).
 //!
+//! Both are built alike: `new` reads answers up to the configuration's default `server.body_limit`
+//! ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB), and `.with_body_limit(config.server.body_limit)`
+//! sets another.
+//!
 //! ```
 //! use ballast::{Error, transport::HttpTransport};
 //! use bytes::Bytes;
@@ -26,7 +30,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> std::io::Result<()> {
 //! let chaos = ballast_chaos::spawn(ballast_chaos::Profile::default()).await?;
-//! let transport = HttpTransport::new(reqwest::Client::new(), 64 * 1024);
+//! let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(64 * 1024);
 //! let request = http::Request::post(chaos.url("/tools/lookup_order"))
 //!     .header("content-type", "application/json")
 //!     .body(Bytes::from_static(br#"{"op": "op-1", "order_id": "A-1"}"#))
@@ -34,7 +38,7 @@
 //! let answer = transport.clone().oneshot(request).await.expect("answered");
 //! assert_eq!(answer.status(), 200);
 //! // A body over the limit is refused, not truncated.
-//! let tiny = HttpTransport::new(reqwest::Client::new(), 8);
+//! let tiny = HttpTransport::new(reqwest::Client::new()).with_body_limit(8);
 //! let request = http::Request::get(chaos.url("/ledger")).body(Bytes::new()).unwrap();
 //! assert!(matches!(tiny.oneshot(request).await, Err(Error::BodyTooLarge { limit: 8 })));
 //! chaos.shutdown().await
@@ -50,6 +54,10 @@ pub use self::http::HttpTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
 
+/// The most bytes of an answer read: a config's `body_limit` (a `u64`), as far as this machine can hold.
+fn answer_limit(limit: u64) -> usize {
+    usize::try_from(limit).unwrap_or(usize::MAX)
+}
 
 /// What an event of a streamed answer read before its commit point means.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
+use ballast_config::DEFAULT_BODY_LIMIT;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
@@ -14,7 +15,7 @@ use super::read::read_answer;
 use crate::{Body, BoxError, CallContext, Error};
 
 /// Hands each attempt to a tower service (an axum `Router`, a hyper client, a test double) and reads its answer,
-/// at most `body_limit` bytes (whole, or for a streamed call's 2xx up to its commit point): the transport contract of [`HttpTransport`](crate::transport::HttpTransport) without
+/// at most its body limit (whole, or for a streamed call's 2xx up to its commit point): the transport contract of [`HttpTransport`](crate::transport::HttpTransport) without
 /// a socket, so tests run the chaos upstream in process under paused time.
 ///
 /// The request body is given to the service as `B` (made `From<Bytes>`): [`http_body_util::Full<Bytes>`] with
@@ -34,7 +35,7 @@ use crate::{Body, BoxError, CallContext, Error};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let chaos = ballast_chaos::router(ballast_chaos::Profile::default());
-/// let transport = ServiceTransport::new(chaos, 64 * 1024);
+/// let transport = ServiceTransport::new(chaos).with_body_limit(64 * 1024);
 /// let request = http::Request::post("http://chaos/tools/lookup_order")
 ///     .body(Bytes::from_static(br#"{"op": "op-1", "order_id": "A-1"}"#))
 ///     .unwrap();
@@ -49,27 +50,39 @@ pub struct ServiceTransport<S, B = Full<Bytes>> {
 }
 
 impl<S> ServiceTransport<S> {
-    /// A transport handing requests to `service` with a [`Full<Bytes>`] body and reading answers of at most
-    /// `body_limit` bytes.
-    pub fn new(service: S, body_limit: usize) -> Self {
-        Self::with_request_body(service, body_limit)
+    /// A transport handing requests to `service` with a [`Full<Bytes>`] body and reading answers of at most the
+    /// configuration's default `server.body_limit` ([`DEFAULT_BODY_LIMIT`], 8 MiB).
+    pub fn new(service: S) -> Self {
+        Self::with_request_body(service)
     }
 }
 
 impl<S, B> ServiceTransport<S, B> {
-    /// A transport handing requests to `service` with a `B` body (`ServiceTransport::<_, B>::with_request_body`).
-    pub fn with_request_body(service: S, body_limit: usize) -> Self {
+    /// A transport handing requests to `service` with a `B` body (`ServiceTransport::<_, B>::with_request_body`),
+    /// reading answers of at most [`DEFAULT_BODY_LIMIT`].
+    pub fn with_request_body(service: S) -> Self {
         ServiceTransport {
             service,
-            body_limit,
+            body_limit: super::answer_limit(DEFAULT_BODY_LIMIT),
             request_body: PhantomData,
         }
+    }
+
+    /// The same transport reading answers of at most `limit` bytes (a config's `server.body_limit`).
+    #[must_use]
+    pub fn with_body_limit(mut self, limit: u64) -> Self {
+        self.body_limit = super::answer_limit(limit);
+        self
     }
 }
 
 impl<S: Clone, B> Clone for ServiceTransport<S, B> {
     fn clone(&self) -> Self {
-        Self::with_request_body(self.service.clone(), self.body_limit)
+        ServiceTransport {
+            service: self.service.clone(),
+            body_limit: self.body_limit,
+            request_body: PhantomData,
+        }
     }
 }
 

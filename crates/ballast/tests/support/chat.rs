@@ -84,7 +84,7 @@ impl Upstreams {
                 Ok::<_, Infallible>(response.unwrap_or_else(|never| match never {}))
             }
         });
-        ServiceTransport::new(service, BODY_LIMIT)
+        ServiceTransport::new(service).with_body_limit(BODY_LIMIT)
     }
 
     /// Every request received so far, in order.

@@ -23,7 +23,7 @@ use tower::util::BoxCloneService;
 use tower::{ServiceBuilder, ServiceExt as _};
 
 /// The body limit of the transports under test.
-pub(crate) const BODY_LIMIT: usize = 1 << 20;
+pub(crate) const BODY_LIMIT: u64 = 1 << 20;
 
 /// The seed of every chaos profile of these tests.
 pub(crate) const SEED: u64 = 4;
@@ -90,7 +90,7 @@ pub(crate) fn stack(
     ServiceBuilder::new()
         .layer(deadline)
         .layer(AttemptLayer::new(per_try))
-        .service(ServiceTransport::new(router, BODY_LIMIT))
+        .service(ServiceTransport::new(router).with_body_limit(BODY_LIMIT))
 }
 
 /// `GET path` on the chaos router, as JSON (`/stats`, `/ledger`).
@@ -99,7 +99,7 @@ pub(crate) async fn get_json(router: &Router, path: &str) -> Value {
         .body(axum::body::Body::empty())
         .expect("a valid request");
     let response = router.clone().oneshot(request).await.expect("infallible");
-    let body = axum::body::to_bytes(response.into_body(), BODY_LIMIT)
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
         .expect("a body");
     serde_json::from_slice(&body).expect("JSON")

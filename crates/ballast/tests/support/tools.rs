@@ -14,7 +14,10 @@ use super::BODY_LIMIT;
 
 /// The tools of `toml` over `router` in process.
 pub(crate) fn clients(toml: &str, router: &Router) -> ToolClients {
-    clients_over(toml, ServiceTransport::new(router.clone(), BODY_LIMIT))
+    clients_over(
+        toml,
+        ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT),
+    )
 }
 
 /// The tools of `toml` over any transport (a test double).
