@@ -75,10 +75,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::clone(&runs),
     )?;
     // No deployment names an API key variable: the environment is not read.
-    let no_env = |_: &str| None;
     let models = ChatClients::from_config_with_runs(
         &config,
-        &no_env,
         ServiceTransport::new(chaos).with_body_limit(config.server.body_limit),
         runs,
     )?;

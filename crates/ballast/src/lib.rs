@@ -7,10 +7,12 @@
 //!
 //! # Modules
 //! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
-//!   409 wait, cancellation by token and a fallback that never repeats a side effect.
+//!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
+//!   ([`ToolClients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
 //! - [`chat`] — [`ChatClient`] over a route's deployments (fallbacks, the primary's share, context handling,
 //!   streams); [`ChatRequest`] and the other `/chat/completions` bodies; what a provider's error answer means;
-//!   whole older turns dropped to fit a context window.
+//!   whole older turns dropped to fit a context window. Built from a config ([`ChatClients::from_config`], API
+//!   keys from the process environment) or in code ([`ChatClient::builder`]).
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
 //! - [`layer`] — the stack as tower layers, for a stack of your own: deadline, admission, retry, breaker, attempt.
@@ -41,8 +43,30 @@
 //! The decisions above read those values; the [`Report`] is the user's record, where each layer writes what it
 //! did and the edge of the stack writes the verdict, and no layer reads it to decide.
 //!
+//! # Clients in code
+//! ```
+//! use std::sync::Arc;
+//! use ballast::{ChatClient, Runs, ToolClient, chat::DeploymentBuilder, config::RunConfig, tool::HttpMethod};
+//! use ballast::transport::ServiceTransport;
+//!
+//! // In process, against the chaos upstream; in production, `HttpTransport::new(reqwest::Client::new())`.
+//! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+//! let runs = Arc::new(Runs::of(&RunConfig::default())); // one run's deadline and allowance for both
+//! let lookup = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")
+//!     .runs(Arc::clone(&runs))
+//!     .build(transport.clone())
+//!     .unwrap();
+//! let agent = ChatClient::builder("agent")
+//!     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock").api_key("sk-test"))
+//!     .runs(runs)
+//!     .build(transport)
+//!     .unwrap();
+//! assert_eq!((lookup.name(), agent.name()), ("lookup_order", "agent"));
+//! ```
+//!
 //! # Source layout
 //! Beside the public modules: `client` (the core both clients are thin over: one upstream's stack and its trip),
+//! `settings` (what the builders share: settings given in code validated by ballast-config's rules),
 //! `outcome` (what an attempt may have done; the one rule for "outcome unknown"), `admission`, `retry`,
 //! `breaker`, `attempt` and `deadline` (the layers, re-exported by [`layer`]), `headers` and `sse`.
 
@@ -64,6 +88,7 @@ mod outcome;
 pub mod report;
 mod retry;
 mod run;
+mod settings;
 mod sse;
 pub mod tool;
 pub mod transport;

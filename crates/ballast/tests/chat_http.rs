@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::collections::HashMap;
-
 use ballast::{ChatClients, chat::StreamErrorKind, transport::HttpTransport};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
@@ -18,7 +16,7 @@ fn route(base_url: &str) -> ballast::ChatClient {
     ))
     .expect("a valid config");
     let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(1 << 20);
-    let clients = ChatClients::from_config(&config, &HashMap::<String, String>::new(), transport).unwrap();
+    let clients = ChatClients::from_config(&config, transport).unwrap();
     clients.get("agent").unwrap().clone()
 }
 

@@ -41,10 +41,8 @@ fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ChatClient, 
         Arc::clone(&runs),
     )
     .expect("the tools build");
-    let no_env = |_: &str| None;
-    let models =
-        ChatClients::from_config_with_runs(&config, &no_env, upstreams.transport(), Arc::clone(&runs))
-            .expect("the route builds");
+    let models = ChatClients::from_config_with_runs(&config, upstreams.transport(), Arc::clone(&runs))
+        .expect("the route builds");
     let model = models.get("agent").expect("the agent route").clone();
     (tools, model, runs)
 }

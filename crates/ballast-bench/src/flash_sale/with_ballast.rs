@@ -66,10 +66,8 @@ impl Strategy for WithBallast {
             Arc::clone(&runs),
         )
         .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
-        let no_env = |_: &str| None;
         let models = ChatClients::from_config_with_runs(
             &config,
-            &no_env,
             HttpTransport::new(http).with_body_limit(config.server.body_limit),
             runs,
         )

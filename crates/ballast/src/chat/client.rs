@@ -41,8 +41,8 @@ use crate::{CallContext, Report, clock};
 /// "#).unwrap();
 /// // In process, against the chaos model; in production, `HttpTransport` and the process environment.
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
-/// let no_keys = |_: &str| None;
-/// let models = ChatClients::from_config(&config, &no_keys, transport).unwrap();
+/// // API keys named in `api_key_env` come from the process environment (this route names none).
+/// let models = ChatClients::from_config(&config, transport).unwrap();
 /// let request: ChatRequest = serde_json::from_value(json!({
 ///     "model": "agent",
 ///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],

@@ -1,23 +1,22 @@
-//! Every configured model route's client, built from one `Config`, the environment and one transport.
+//! Every model route's client: built from one `Config`, the environment and one transport, or gathered from
+//! clients built one by one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ballast_config::{Config, Env};
+use ballast_config::{Config, Env, ProcessEnv};
 use bytes::Bytes;
 use http::{Request, Response};
 use tower::Service;
 
 use super::ChatClient;
 use super::call::UnknownRoute;
-use super::client::Inner;
-use super::deployment::{DeploymentClient, InvalidChatRoute};
-use crate::client::Core;
+use super::deployment::{InvalidChatRoute, authorization_from_env};
 use crate::{Body, Error, Runs};
 
 /// The clients of every model route of a configuration, sharing one transport and one registry of runs (which
 /// may be shared with the tools' clients too).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ChatClients {
     clients: HashMap<String, ChatClient>,
 }
@@ -27,17 +26,20 @@ impl ChatClients {
     /// `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests: the same
     /// transports as the tools'). A transport of your own that answers with whole bytes is read whole: a streamed
     /// call over it commits at once, without the commit point's checks (a first event that is an error is then
-    /// the stream's error, not a retry) — read a body with Ballast's transports to keep them. API keys are read from `env` here, once (`api_key_env`): a key that is missing is an error now,
-    /// not at the first call. The clients keep their own registry of runs; an agent that also calls tools builds
-    /// both on one with [`ChatClients::from_config_with_runs`].
-    pub fn from_config<T, B>(config: &Config, env: &dyn Env, transport: T) -> Result<Self, InvalidChatRoute>
+    /// the stream's error, not a retry) — read a body with Ballast's transports to keep them.
+    ///
+    /// API keys are read here, once, from the process environment ([`ProcessEnv`]) — only the variables the
+    /// deployments name in `api_key_env`, so a config that names none reads nothing. A key that is missing is an
+    /// error now, not at the first call. The clients keep their own registry of runs; an agent that also calls
+    /// tools builds both on one with [`ChatClients::from_config_with_runs`].
+    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidChatRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
         B: Into<Body> + 'static,
     {
         let runs = Arc::new(Runs::of(&config.run));
-        Self::from_config_with_runs(config, env, transport, runs)
+        Self::from_config_with_runs(config, transport, runs)
     }
 
     /// [`ChatClients::from_config`] over the registry of runs `runs`: give the agent's
@@ -46,6 +48,21 @@ impl ChatClients {
     /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
     /// request, not three for its model calls and three more for its tools.
     pub fn from_config_with_runs<T, B>(
+        config: &Config,
+        transport: T,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        Self::from_config_with_env(config, &ProcessEnv, transport, runs)
+    }
+
+    /// [`ChatClients::from_config_with_runs`] with the API keys read from `env` instead of the process
+    /// environment: tests (a `HashMap`, a closure), or keys kept somewhere else.
+    pub fn from_config_with_env<T, B>(
         config: &Config,
         env: &dyn Env,
         transport: T,
@@ -58,19 +75,24 @@ impl ChatClients {
     {
         let mut clients = HashMap::new();
         for route in &config.models {
-            let deployments = (0..route.deployments.len())
-                .map(|index| DeploymentClient::build(route, index, &config.server, env, transport.clone()))
+            let keys = (0..route.deployments.len())
+                .map(|index| authorization_from_env(route, index, env))
                 .collect::<Result<Vec<_>, _>>()?;
-            let client = ChatClient {
-                inner: Arc::new(Inner {
-                    route: route.clone(),
-                    core: Core::new(&config.server, Arc::clone(&runs)),
-                    deployments,
-                }),
-            };
+            let client = ChatClient::assemble(
+                route.clone(),
+                &config.server,
+                keys,
+                transport.clone(),
+                Arc::clone(&runs),
+            )?;
             clients.insert(route.name.clone(), client);
         }
         Ok(ChatClients { clients })
+    }
+
+    /// Adds `client` under its route's name; returns the client it replaces, if one had that name.
+    pub fn insert(&mut self, client: ChatClient) -> Option<ChatClient> {
+        self.clients.insert(client.name().to_owned(), client)
     }
 
     /// The client of route `name`.
@@ -86,5 +108,16 @@ impl ChatClients {
     /// Every client, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = &ChatClient> {
         self.clients.values()
+    }
+}
+
+/// Clients built one by one ([`ChatClient::builder`]), keyed by their routes' names (a later one of the same name
+/// replaces the earlier).
+impl FromIterator<ChatClient> for ChatClients {
+    fn from_iter<I: IntoIterator<Item = ChatClient>>(clients: I) -> Self {
+        let clients = (clients.into_iter())
+            .map(|client| (client.name().to_owned(), client))
+            .collect();
+        ChatClients { clients }
     }
 }

@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ballast_config::{Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
+use ballast_config::{ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
@@ -57,6 +57,25 @@ pub enum InvalidChatRoute {
     /// A deployment's API key is missing from the environment, or cannot be sent as a header.
     #[error(transparent)]
     ApiKey(#[from] MissingSecret),
+    /// A deployment's API key, given to the builder as a value, cannot be sent (the value is never shown).
+    #[error("model route {route:?}: deployments[{index}].api_key: the key given {problem}")]
+    ApiKeyValue {
+        /// The route.
+        route: String,
+        /// The deployment's index.
+        index: usize,
+        /// What is wrong with it.
+        problem: SecretProblem,
+    },
+    /// Settings given to [`ChatClient::builder`](crate::ChatClient::builder) that the configuration's rules
+    /// refuse: every one, each with its field as the builder names it (`deployments[0].base_url`).
+    #[error("{}", crate::settings::refused("model route", route, errors))]
+    Settings {
+        /// The route.
+        route: String,
+        /// What validation said.
+        errors: ConfigErrors,
+    },
 }
 
 /// One deployment, ready to send.
@@ -81,12 +100,13 @@ pub(super) struct DeploymentClient {
 pub(super) const QUOTA_SKIP: Duration = Duration::from_secs(60);
 
 impl DeploymentClient {
-    /// Deployment `index` of `route`, its key read from `env`, sending through `transport`.
+    /// Deployment `index` of `route`, sending `authorization` (its API key, read by the caller), through
+    /// `transport`.
     pub(super) fn build<T, B>(
         route: &ModelRoute,
         index: usize,
         server: &ServerConfig,
-        env: &dyn Env,
+        authorization: Option<HeaderValue>,
         transport: T,
     ) -> Result<Self, InvalidChatRoute>
     where
@@ -101,10 +121,6 @@ impl DeploymentClient {
             index,
             url: config.base_url.clone(),
         })?;
-        let authorization = match &config.api_key_env {
-            Some(var) => Some(authorization(route, index, var, env)?),
-            None => None,
-        };
         let policy = RetryPolicy::new(route.retry.max_attempts, route.retry.backoff)
             .map_err(|source| InvalidChatRoute::Retry {
                 route: route.name.clone(),
@@ -188,25 +204,33 @@ impl DeploymentClient {
             .await
     }
 }
-/// `Bearer <key>`, marked sensitive (never logged), from the variable `var` of `env`.
-fn authorization(
+/// The `Authorization` of deployment `index` of `route`: `Bearer <key>` from the variable its `api_key_env`
+/// names in `env` (`None` when it names none).
+pub(super) fn authorization_from_env(
     route: &ModelRoute,
     index: usize,
-    var: &str,
     env: &dyn Env,
-) -> Result<HeaderValue, MissingSecret> {
+) -> Result<Option<HeaderValue>, MissingSecret> {
+    let Some(var) = &route.deployments[index].api_key_env else {
+        return Ok(None);
+    };
     let path = format!("models.{}.deployments[{index}].api_key_env", route.name);
     let missing = |problem| MissingSecret {
         path: path.clone(),
-        var: var.to_owned(),
+        var: var.clone(),
         problem,
     };
     let key = env.var(var).ok_or_else(|| missing(SecretProblem::Unset))?;
+    bearer(&key).map(Some).map_err(missing)
+}
+
+/// `Bearer <key>`, marked sensitive (never logged); refused when the key is empty or cannot be sent in a header.
+pub(super) fn bearer(key: &str) -> Result<HeaderValue, SecretProblem> {
     if key.is_empty() {
-        return Err(missing(SecretProblem::Empty));
+        return Err(SecretProblem::Empty);
     }
-    let mut value = HeaderValue::from_str(&format!("Bearer {key}"))
-        .map_err(|_| missing(SecretProblem::NotHeaderValue))?;
+    let mut value =
+        HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| SecretProblem::NotHeaderValue)?;
     value.set_sensitive(true);
     Ok(value)
 }

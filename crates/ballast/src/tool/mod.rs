@@ -1,4 +1,5 @@
-//! `ToolClient`: an agent's tool calls with every Ballast guarantee, configured from the one TOML schema.
+//! `ToolClient`: an agent's tool calls with every Ballast guarantee, configured from the one TOML schema or built
+//! in code under its rules.
 //!
 //! Why a client and not just layers: a tool call is more than an HTTP request. A side-effecting call must carry
 //! ONE `Idempotency-Key` for the whole logical operation — generated once, outside every retry loop, or derived
@@ -53,7 +54,25 @@
 //! println!("{}", answer.report);
 //! # }
 //! ```
+//!
+//! Without TOML, [`ToolClient::builder`] takes the same settings in code and checks them, at `build()`, by the
+//! configuration's own rules; gather built clients into a [`ToolClients`] with `collect()` or
+//! [`ToolClients::insert`]:
+//!
+//! ```
+//! use std::time::Duration;
+//! use ballast::{ToolClient, ToolClients, tool::HttpMethod, transport::ServiceTransport};
+//!
+//! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+//! let lookup = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")
+//!     .per_try_timeout(Duration::from_secs(1))
+//!     .build(transport)
+//!     .unwrap();
+//! let tools: ToolClients = [lookup].into_iter().collect();
+//! assert!(tools.get("lookup_order").is_some());
+//! ```
 
+mod builder;
 mod call;
 mod client;
 mod fallback;
@@ -61,6 +80,7 @@ mod poll;
 mod registry;
 mod send;
 
+pub use builder::ToolClientBuilder;
 pub use call::{ToolAnswer, ToolCall, ToolError};
 // The settings of a tool, as its client holds them.
 pub use ballast_config::{BudgetConfig, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream};

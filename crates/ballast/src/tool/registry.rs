@@ -1,9 +1,9 @@
-//! Every configured tool's client, built from one `Config` and one transport.
+//! Every tool's client: built from one `Config` and one transport, or gathered from clients built one by one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ballast_config::{Config, ToolConfig, ToolFallback};
+use ballast_config::{Config, ConfigErrors, ToolConfig, ToolFallback};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{Request, Response};
@@ -14,7 +14,8 @@ use super::client::{Fallback, Inner};
 use crate::client::{Core, Upstream, upstream};
 use crate::{Body, Error, Runs};
 
-/// A tool whose settings the async layers refuse (validation normally catches these first).
+/// A tool whose settings are refused: by the configuration's rules (a builder's settings), or by the async
+/// layers (validation normally catches those first).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InvalidTool {
@@ -34,10 +35,20 @@ pub enum InvalidTool {
         /// Why.
         source: InvalidAdmission,
     },
+    /// Settings given to [`ToolClient::builder`] that the configuration's rules refuse: every one, each with its
+    /// field as the builder names it (`concurrency`, `retry.max_attempts`, `body_limit`).
+    #[error("{}", crate::settings::refused("tool", tool, errors))]
+    Settings {
+        /// The tool.
+        tool: String,
+        /// What validation said.
+        errors: ConfigErrors,
+    },
 }
 
-/// The clients of every tool of a configuration, sharing one transport and one registry of runs.
-#[derive(Clone, Debug)]
+/// The clients of every tool of a configuration, sharing one transport and one registry of runs; or of tools
+/// built one by one ([`ToolClient::builder`]), gathered with [`FromIterator`] or [`ToolClients::insert`].
+#[derive(Clone, Debug, Default)]
 pub struct ToolClients {
     clients: HashMap<String, ToolClient>,
 }
@@ -105,6 +116,11 @@ impl ToolClients {
         Ok(ToolClients { clients })
     }
 
+    /// Adds `client` under its tool's name; returns the client it replaces, if one had that name.
+    pub fn insert(&mut self, client: ToolClient) -> Option<ToolClient> {
+        self.clients.insert(client.name().to_owned(), client)
+    }
+
     /// The client of tool `name`.
     pub fn get(&self, name: &str) -> Option<&ToolClient> {
         self.clients.get(name)
@@ -116,7 +132,18 @@ impl ToolClients {
     }
 }
 
-fn build<T, B>(
+/// Clients built one by one, keyed by their tools' names (a later one of the same name replaces the earlier).
+impl FromIterator<ToolClient> for ToolClients {
+    fn from_iter<I: IntoIterator<Item = ToolClient>>(clients: I) -> Self {
+        let clients = (clients.into_iter())
+            .map(|client| (client.name().to_owned(), client))
+            .collect();
+        ToolClients { clients }
+    }
+}
+
+/// The client of `tool` of `config` (its server settings), falling back to `fallback`.
+pub(super) fn build<T, B>(
     config: &Config,
     tool: &ToolConfig,
     transport: T,

@@ -133,7 +133,7 @@ pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ChatClient {
 /// The `agent` route's client over `upstreams`, its runs kept in `runs`.
 pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ChatClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
-    let clients = ChatClients::from_config_with_runs(config, &env, upstreams.transport(), runs)
+    let clients = ChatClients::from_config_with_env(config, &env, upstreams.transport(), runs)
         .expect("the route builds");
     clients.get("agent").expect("the agent route").clone()
 }

@@ -1,0 +1,367 @@
+//! [`ChatClient::builder`]: a model route in code, without TOML, checked at `build()` by the configuration's own
+//! rules (`crate::settings`): a client built here is one a `[[models]]` entry could have described. An API key
+//! may be given as a value here (never part of a config) or by the name of its environment variable.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_config::{
+    BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig, ServerConfig,
+};
+use ballast_core::{BreakerConfig, Priority, ThrottleConfig};
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response};
+use tower::Service;
+
+use super::ChatClient;
+use super::client::Inner;
+use super::deployment::{DeploymentClient, InvalidChatRoute, authorization_from_env, bearer};
+use crate::client::Core;
+use crate::settings::validated;
+use crate::{Body, Error, Runs};
+
+/// A [`ChatClient`] in the making: a model route's settings and `[server]`'s, each at the default a config file
+/// gives an omitted key, its deployments in fallback order; checked by the configuration's rules at
+/// [`build`](ChatClientBuilder::build).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use ballast::{ChatClient, ChatRequest, chat::{ChatCall, DeploymentBuilder}, transport::ServiceTransport};
+/// use serde_json::json;
+///
+/// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+/// let agent = ChatClient::builder("agent")
+///     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock").api_key("sk-test"))
+///     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock-small"))
+///     .primary_share(0.5)
+///     .build(transport)
+///     .unwrap();
+/// let request: ChatRequest = serde_json::from_value(json!({
+///     "model": "agent",
+///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],
+/// })).unwrap();
+/// let answer = agent.complete(ChatCall::new(request)).await.unwrap();
+/// assert_eq!(answer.status, 200);
+///
+/// // A key named by its variable is read at build(), from the process environment unless `.env(..)` is given.
+/// let error = ChatClient::builder("agent")
+///     .deployment(DeploymentBuilder::new("http://chaos/v1").api_key_env("NOT_SET_ANYWHERE"))
+///     .env(|_: &str| None)
+///     .build(ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default())))
+///     .unwrap_err();
+/// assert!(error.to_string().contains("NOT_SET_ANYWHERE is not set"));
+/// # }
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until it is built"]
+pub struct ChatClientBuilder {
+    route: ModelRoute,
+    deployments: Vec<DeploymentBuilder>,
+    server: ServerConfig,
+    runs: Option<Arc<Runs>>,
+    env: Option<Arc<dyn Env + Send + Sync>>,
+}
+
+/// One deployment of a [`ChatClientBuilder`]'s route: its base URL, the model name sent upstream, its API key
+/// and its per-try timeout.
+#[derive(Clone)]
+#[must_use = "a deployment is used once given to ChatClientBuilder::deployment"]
+pub struct DeploymentBuilder {
+    base_url: String,
+    model: Option<String>,
+    api_key: Option<ApiKey>,
+    per_try_timeout: Option<Duration>,
+}
+
+/// Where a deployment's API key comes from.
+#[derive(Clone)]
+enum ApiKey {
+    /// The key itself (never shown in `Debug`).
+    Value(String),
+    /// The name of the environment variable that holds it.
+    Env(String),
+}
+
+impl ChatClient {
+    /// A builder of the model route `name` (what callers put in `model`), every setting at its default; add its
+    /// deployments with [`ChatClientBuilder::deployment`], first to last.
+    pub fn builder(name: impl Into<String>) -> ChatClientBuilder {
+        ChatClientBuilder {
+            route: ModelRoute::new(name, Vec::new()),
+            deployments: Vec::new(),
+            server: ServerConfig::default(),
+            runs: None,
+            env: None,
+        }
+    }
+
+    /// The client of `route` under `server`'s settings, each deployment sending its `authorization` (by index)
+    /// through `transport`, its calls joining `runs`.
+    pub(super) fn assemble<T, B>(
+        route: ModelRoute,
+        server: &ServerConfig,
+        authorization: Vec<Option<HeaderValue>>,
+        transport: T,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        let deployments = (authorization.into_iter().enumerate())
+            .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ChatClient {
+            inner: Arc::new(Inner {
+                route,
+                core: Core::new(server, runs),
+                deployments,
+            }),
+        })
+    }
+}
+
+impl DeploymentBuilder {
+    /// The deployment at the OpenAI-compatible `base_url` (`http` or `https`, e.g. `https://api.openai.com/v1`),
+    /// with no API key; the model name sent is the route's name unless [`model`](DeploymentBuilder::model) says
+    /// otherwise.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        DeploymentBuilder {
+            base_url: base_url.into(),
+            model: None,
+            api_key: None,
+            per_try_timeout: None,
+        }
+    }
+
+    /// The model name sent upstream (default: the route's name).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// The API key itself, sent as `Authorization: Bearer <key>` (never logged or shown). Replaces a key's
+    /// variable.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(ApiKey::Value(key.into()));
+        self
+    }
+
+    /// The environment variable holding the API key, read once at `build()` (a config's `api_key_env`).
+    /// Replaces a key given as a value.
+    pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
+        self.api_key = Some(ApiKey::Env(var.into()));
+        self
+    }
+
+    /// This deployment's longest single attempt (default: the route's `per_try_timeout`).
+    pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
+        self.per_try_timeout = Some(timeout);
+        self
+    }
+
+    /// The typed deployment of `route`, its defaults the route's.
+    fn typed(&self, route: &ModelRoute) -> Deployment {
+        Deployment {
+            base_url: self.base_url.clone(),
+            model: self.model.clone().unwrap_or_else(|| route.name.clone()),
+            api_key_env: match &self.api_key {
+                Some(ApiKey::Env(var)) => Some(var.clone()),
+                Some(ApiKey::Value(_)) | None => None,
+            },
+            per_try_timeout: self.per_try_timeout.unwrap_or(route.per_try_timeout),
+        }
+    }
+}
+
+impl ChatClientBuilder {
+    /// Adds a deployment after those added before: the first is the primary, each next one its fallback.
+    pub fn deployment(mut self, deployment: DeploymentBuilder) -> Self {
+        self.deployments.push(deployment);
+        self
+    }
+
+    /// The longest single attempt on the route's deployments unless one overrides it (default 20 s).
+    pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
+        self.route.per_try_timeout = timeout;
+        self
+    }
+
+    /// With fallbacks, the share of the remaining time the first deployment may use, in (0, 1] (default 0.6).
+    pub fn primary_share(mut self, share: f64) -> Self {
+        self.route.primary_share = share;
+        self
+    }
+
+    /// The longest gap between two chunks of a streamed answer once the first has arrived (default 30 s).
+    pub fn stream_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.route.stream_idle_timeout = timeout;
+        self
+    }
+
+    /// Attempts per call on each deployment and the backoff between them (default 3, full jitter 100 ms to 2 s).
+    pub fn retry(mut self, retry: RetryConfig) -> Self {
+        self.route.retry = retry;
+        self
+    }
+
+    /// The retry budget; each deployment gets its own (default: a ratio budget, see docs/config.md).
+    pub fn budget(mut self, budget: BudgetConfig) -> Self {
+        self.route.budget = budget;
+        self
+    }
+
+    /// The circuit breaker's settings; each deployment gets its own breaker (default [`BreakerConfig::default`]).
+    pub fn breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.route.breaker = breaker;
+        self
+    }
+
+    /// The adaptive throttle's settings, `None` for none; each deployment gets its own
+    /// (default [`ThrottleConfig::default`]).
+    pub fn throttle(mut self, throttle: Option<ThrottleConfig>) -> Self {
+        self.route.throttle = throttle;
+        self
+    }
+
+    /// The admission class of the route's calls (default `critical`; a call may lower it).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.route.priority = priority;
+        self
+    }
+
+    /// Calls in flight at most, per deployment (default 64; at least 1).
+    pub fn concurrency(mut self, concurrency: u32) -> Self {
+        self.route.concurrency = concurrency;
+        self
+    }
+
+    /// Calls waiting for a slot at most, per deployment (default 1024).
+    pub fn queue(mut self, queue: u32) -> Self {
+        self.route.queue = queue;
+        self
+    }
+
+    /// What a prompt over the model's context length does (default [`OnOverflow::Error`]; `Fallback` needs a
+    /// second deployment).
+    pub fn on_overflow(mut self, on_overflow: OnOverflow) -> Self {
+        self.route.context.on_overflow = on_overflow;
+        self
+    }
+
+    /// Each call's deadline when the caller gives none (`server.default_timeout`, default 30 s).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.server.default_timeout = timeout;
+        self
+    }
+
+    /// The largest request body sent, in bytes (`server.body_limit`, default 8 MiB; more than zero).
+    pub fn body_limit(mut self, limit: u64) -> Self {
+        self.server.body_limit = limit;
+        self
+    }
+
+    /// The longest upstream `Retry-After` waited for, and the longest a deployment whose quota is spent is
+    /// passed over (`server.max_retry_after`, default 60 s).
+    pub fn max_retry_after(mut self, max: Duration) -> Self {
+        self.server.max_retry_after = max;
+        self
+    }
+
+    /// Every `[server]` setting at once (the deadline's reserve and least attempt among them); replaces those
+    /// set before.
+    pub fn server(mut self, server: ServerConfig) -> Self {
+        self.server = server;
+        self
+    }
+
+    /// The registry of runs the route's calls join (default: one of its own): give the agent's tools the same
+    /// one, and a run's deadline and retry allowance hold across its model and tool calls alike.
+    pub fn runs(mut self, runs: Arc<Runs>) -> Self {
+        self.runs = Some(runs);
+        self
+    }
+
+    /// Where keys named by [`DeploymentBuilder::api_key_env`] are read from (default: the process environment,
+    /// [`ProcessEnv`]); a `HashMap` or a closure in tests.
+    pub fn env(mut self, env: impl Env + Send + Sync + 'static) -> Self {
+        self.env = Some(Arc::new(env));
+        self
+    }
+
+    /// The client, sending through `transport`; or every setting the configuration's rules refuse
+    /// ([`InvalidChatRoute::Settings`], each with its field), or an API key that cannot be sent or is not set.
+    pub fn build<T, B>(self, transport: T) -> Result<ChatClient, InvalidChatRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        let mut route = self.route;
+        let name = route.name.clone();
+        route.deployments = self.deployments.iter().map(|d| d.typed(&route)).collect();
+        let config = Config {
+            server: self.server,
+            models: vec![route],
+            ..Config::default()
+        };
+        let config = validated(&config, "models[0]").map_err(|errors| InvalidChatRoute::Settings {
+            route: name.clone(),
+            errors,
+        })?;
+        let route = &config.models[0];
+        let env: &dyn Env = match &self.env {
+            Some(env) => env.as_ref(),
+            None => &ProcessEnv,
+        };
+        let mut keys = Vec::with_capacity(self.deployments.len());
+        for (index, deployment) in self.deployments.iter().enumerate() {
+            keys.push(match &deployment.api_key {
+                None => None,
+                Some(ApiKey::Env(_)) => authorization_from_env(route, index, env)?,
+                Some(ApiKey::Value(key)) => {
+                    Some(bearer(key).map_err(|problem| InvalidChatRoute::ApiKeyValue {
+                        route: name.clone(),
+                        index,
+                        problem,
+                    })?)
+                }
+            });
+        }
+        let runs = self.runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
+        ChatClient::assemble(route.clone(), &config.server, keys, transport, runs)
+    }
+}
+
+impl fmt::Debug for ChatClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChatClientBuilder")
+            .field("route", &self.route)
+            .field("deployments", &self.deployments)
+            .field("server", &self.server)
+            .field("runs", &self.runs)
+            .field(
+                "env",
+                &self.env.as_ref().map_or("the process environment", |_| "given"),
+            )
+            .finish()
+    }
+}
+
+impl fmt::Debug for DeploymentBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let api_key = match &self.api_key {
+            None => None,
+            Some(ApiKey::Value(_)) => Some("<given, not shown>".to_owned()),
+            Some(ApiKey::Env(var)) => Some(format!("from ${var}")),
+        };
+        f.debug_struct("DeploymentBuilder")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &api_key)
+            .field("per_try_timeout", &self.per_try_timeout)
+            .finish()
+    }
+}

@@ -1,0 +1,218 @@
+//! [`ToolClient::builder`]: a tool in code, without TOML, checked at `build()` by the configuration's own rules
+//! (`crate::settings`): a client built here is one a `[[tools]]` entry could have described.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballast_config::{
+    BudgetConfig, Config, HttpMethod, RetryConfig, ServerConfig, ToolConfig, ToolFallback, Upstream,
+};
+use ballast_core::{BreakerConfig, Priority, ThrottleConfig, UpstreamIdempotency};
+use bytes::Bytes;
+use http::{Request, Response};
+use serde_json::Value;
+use tower::Service;
+
+use super::ToolClient;
+use super::client::Fallback;
+use super::registry::{InvalidTool, build};
+use crate::settings::validated;
+use crate::{Body, Error, Runs};
+
+/// A [`ToolClient`] in the making: the settings of a `[[tools]]` entry and of `[server]`, each at the default a
+/// config file gives an omitted key, checked by the configuration's rules at [`build`](ToolClientBuilder::build).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use std::time::Duration;
+/// use ballast::{ToolCall, ToolClient, tool::{HttpMethod, RetryConfig}, transport::ServiceTransport};
+/// use serde_json::json;
+///
+/// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+/// let lookup = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")
+///     .per_try_timeout(Duration::from_secs(1))
+///     .retry(RetryConfig { max_attempts: 2, ..RetryConfig::default() })
+///     .build(transport.clone())
+///     .unwrap();
+/// let answer = lookup.call(ToolCall::new(json!({"order_id": "1234", "op": "op-1"}))).await.unwrap();
+/// assert_eq!(answer.body["order_id"], "1234");
+///
+/// // A setting the rules refuse fails here, naming the field.
+/// let error = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")
+///     .concurrency(0)
+///     .build(transport)
+///     .unwrap_err();
+/// assert_eq!(error.to_string(), r#"tool "lookup_order": concurrency: 0 must be at least 1"#);
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until it is built"]
+pub struct ToolClientBuilder {
+    tool: ToolConfig,
+    fallback: Option<Fallback>,
+    server: ServerConfig,
+    runs: Option<Arc<Runs>>,
+}
+
+impl ToolClient {
+    /// A builder of the tool `name` calling `method url`, every other setting at its default (a `[[tools]]`
+    /// entry that writes only `name` and `upstream`).
+    pub fn builder(name: impl Into<String>, method: HttpMethod, url: impl Into<String>) -> ToolClientBuilder {
+        let upstream = Upstream {
+            method,
+            url: url.into(),
+        };
+        ToolClientBuilder {
+            tool: ToolConfig::new(name, upstream),
+            fallback: None,
+            server: ServerConfig::default(),
+            runs: None,
+        }
+    }
+}
+
+impl ToolClientBuilder {
+    /// Whether a call changes something (default false); then each logical call carries one idempotency key.
+    pub fn side_effects(mut self, side_effects: bool) -> Self {
+        self.tool.side_effects = side_effects;
+        self
+    }
+
+    /// What the upstream does with an `Idempotency-Key` (default `none`; a deduplicating upstream only for a
+    /// side-effecting tool).
+    pub fn upstream_idempotency(mut self, upstream_idempotency: UpstreamIdempotency) -> Self {
+        self.tool.upstream_idempotency = upstream_idempotency;
+        self
+    }
+
+    /// The admission class of the tool's calls (default `critical`; a call may lower it).
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.tool.priority = priority;
+        self
+    }
+
+    /// The longest single attempt (default 10 s; more than zero).
+    pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
+        self.tool.per_try_timeout = timeout;
+        self
+    }
+
+    /// Attempts per call and the backoff between them (default 3 attempts, full jitter from 100 ms to 2 s).
+    pub fn retry(mut self, retry: RetryConfig) -> Self {
+        self.tool.retry = retry;
+        self
+    }
+
+    /// The tool's retry budget (default: a ratio budget, see docs/config.md).
+    pub fn budget(mut self, budget: BudgetConfig) -> Self {
+        self.tool.budget = budget;
+        self
+    }
+
+    /// The circuit breaker's settings (default [`BreakerConfig::default`]).
+    pub fn breaker(mut self, breaker: BreakerConfig) -> Self {
+        self.tool.breaker = breaker;
+        self
+    }
+
+    /// The adaptive throttle's settings, `None` for none (default [`ThrottleConfig::default`]).
+    pub fn throttle(mut self, throttle: Option<ThrottleConfig>) -> Self {
+        self.tool.throttle = throttle;
+        self
+    }
+
+    /// Calls in flight at most (default 64; at least 1).
+    pub fn concurrency(mut self, concurrency: u32) -> Self {
+        self.tool.concurrency = concurrency;
+        self
+    }
+
+    /// Calls waiting for a slot at most (default 256; 0 sheds as soon as every slot is busy).
+    pub fn queue(mut self, queue: u32) -> Self {
+        self.tool.queue = queue;
+        self
+    }
+
+    /// When the upstream is failing, call `tool` instead (for a side-effecting tool only when no attempt may
+    /// have reached the upstream). Replaces a fallback response.
+    pub fn fallback_tool(mut self, tool: ToolClient) -> Self {
+        self.fallback = Some(Fallback::Tool(tool));
+        self
+    }
+
+    /// When the upstream is failing, answer `body` (200) without calling anything; refused for a side-effecting
+    /// tool. Replaces a fallback tool.
+    pub fn fallback_response(mut self, body: Value) -> Self {
+        self.fallback = Some(Fallback::Response(body));
+        self
+    }
+
+    /// Each call's deadline when the caller gives none (`server.default_timeout`, default 30 s).
+    pub fn default_timeout(mut self, timeout: Duration) -> Self {
+        self.server.default_timeout = timeout;
+        self
+    }
+
+    /// The largest arguments' JSON sent, in bytes (`server.body_limit`, default 8 MiB; more than zero).
+    pub fn body_limit(mut self, limit: u64) -> Self {
+        self.server.body_limit = limit;
+        self
+    }
+
+    /// The longest upstream `Retry-After` waited for (`server.max_retry_after`, default 60 s).
+    pub fn max_retry_after(mut self, max: Duration) -> Self {
+        self.server.max_retry_after = max;
+        self
+    }
+
+    /// Every `[server]` setting at once (the deadline's reserve and least attempt among them); replaces those
+    /// set before.
+    pub fn server(mut self, server: ServerConfig) -> Self {
+        self.server = server;
+        self
+    }
+
+    /// The registry of runs the tool's calls join (default: one of its own): give the agent's other clients the
+    /// same one, and a run's deadline and retry allowance hold across all of them.
+    pub fn runs(mut self, runs: Arc<Runs>) -> Self {
+        self.runs = Some(runs);
+        self
+    }
+
+    /// The client, sending through `transport`, or every setting the configuration's rules refuse
+    /// ([`InvalidTool::Settings`], each with its field).
+    pub fn build<T, B>(self, transport: T) -> Result<ToolClient, InvalidTool>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        let ToolClientBuilder {
+            mut tool,
+            fallback,
+            server,
+            runs,
+        } = self;
+        let name = tool.name.clone();
+        tool.fallback = fallback.as_ref().map(|fallback| match fallback {
+            Fallback::Tool(client) => ToolFallback::Tool(client.name().to_owned()),
+            Fallback::Response(body) => ToolFallback::Response(body.clone()),
+        });
+        // The fallback tools follow, so validation sees the tools named (each was checked when it was built).
+        let mut tools = vec![tool];
+        let mut next = fallback.as_ref();
+        while let Some(Fallback::Tool(client)) = next {
+            tools.push(client.config().clone());
+            next = client.inner.fallback.as_ref();
+        }
+        let config = Config {
+            server,
+            tools,
+            ..Config::default()
+        };
+        let config =
+            validated(&config, "tools[0]").map_err(|errors| InvalidTool::Settings { tool: name, errors })?;
+        let runs = runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
+        build(&config, &config.tools[0], transport, runs, fallback)
+    }
+}
