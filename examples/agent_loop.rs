@@ -12,6 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ballast::Deadline;
+use ballast::config::Config;
 use ballast::{
     ChatClients, ChatRequest, Runs, ToolCall, ToolClients,
     chat::{ChatCall, Message, Role, ToolCallRef},
@@ -19,8 +21,6 @@ use ballast::{
 };
 use ballast::{clock, context::scope};
 use ballast_chaos::Profile;
-use ballast::config::Config;
-use ballast::Deadline;
 use serde_json::{Value, json};
 
 const CONFIG: &str = r#"

@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
+use ballast::Deadline;
+use ballast::config::Config;
 use ballast::{ToolCall, ToolClients, clock, context::scope, transport::ServiceTransport};
 use ballast_chaos::Profile;
-use ballast::config::Config;
-use ballast::Deadline;
 use serde_json::json;
 use tower::ServiceExt as _;
 

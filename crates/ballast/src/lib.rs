@@ -60,12 +60,14 @@ mod error;
 mod headers;
 pub mod idempotency;
 pub mod layer;
+mod metrics;
 mod outcome;
 pub mod report;
 mod retry;
 mod run;
 mod sse;
 pub mod tool;
+mod trace;
 pub mod transport;
 
 /// The policies' own types, from `ballast-core` (pure, no I/O): what the layers decide with and what their

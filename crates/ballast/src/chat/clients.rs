@@ -61,13 +61,11 @@ impl ChatClients {
             let deployments = (0..route.deployments.len())
                 .map(|index| DeploymentClient::build(route, index, &config.server, env, transport.clone()))
                 .collect::<Result<Vec<_>, _>>()?;
-            let client = ChatClient {
-                inner: Arc::new(Inner {
-                    route: route.clone(),
-                    core: Core::new(&config.server, Arc::clone(&runs)),
-                    deployments,
-                }),
-            };
+            let client = ChatClient::from_inner(Inner {
+                route: route.clone(),
+                core: Core::new(&config.server, Arc::clone(&runs)),
+                deployments,
+            });
             clients.insert(route.name.clone(), client);
         }
         Ok(ChatClients { clients })

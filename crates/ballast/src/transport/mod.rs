@@ -50,7 +50,6 @@ pub use self::http::HttpTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
 
-
 /// What an event of a streamed answer read before its commit point means.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Commit {
