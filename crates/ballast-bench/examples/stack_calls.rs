@@ -19,10 +19,13 @@ use ballast_chaos::Profile;
 use serde_json::{Value, json};
 
 fn main() {
-    // `BALLAST_STACK_SUBSCRIBER=1`: a tracing subscriber listens at INFO (the call spans are then live; the attempt
-    // spans, at DEBUG, are not), as in a service that keeps its spans.
-    if std::env::var_os("BALLAST_STACK_SUBSCRIBER").is_some() {
+    // `BALLAST_STACK_OBSERVED=1`: as in a service that exports its metrics and keeps its spans — the Prometheus
+    // recorder (no listener: what it costs to record, not to scrape) and a tracing subscriber at INFO (the call
+    // spans are then live; the attempt spans, at DEBUG, are not), both installed before the clients are built.
+    if std::env::var_os("BALLAST_STACK_OBSERVED").is_some() {
         use tracing_subscriber::layer::SubscriberExt as _;
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        metrics::set_global_recorder(recorder).expect("the only recorder");
         let subscriber = tracing_subscriber::registry().with(tracing_subscriber::filter::LevelFilter::INFO);
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
     }

@@ -74,8 +74,8 @@ pub use time::Instant;
 // wire
 pub use wire::{
     BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_TIMEOUT_MS, DeadlineHeader,
-    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_TIMEOUT, InboundTimeout, Malformation, RETRY_AFTER, RETRY_AFTER_MS,
-    RetryAfter, STAINLESS_READ_TIMEOUT, STAINLESS_TIMEOUT, TimeoutSource, WireError, X_SHOULD_RETRY,
-    format_grpc_timeout, format_timeout_ms, inbound_timeout, parse_retry_after, parse_retry_after_ms,
-    parse_should_retry,
+    ENVOY_EXPECTED_RQ_TIMEOUT_MS, GRPC_TIMEOUT, InboundTimeout, InvalidTraceparent, Malformation,
+    RETRY_AFTER, RETRY_AFTER_MS, RetryAfter, STAINLESS_READ_TIMEOUT, STAINLESS_TIMEOUT, TRACEPARENT,
+    TimeoutSource, TraceContext, TraceId, WireError, X_SHOULD_RETRY, format_grpc_timeout, format_timeout_ms,
+    inbound_timeout, parse_retry_after, parse_retry_after_ms, parse_should_retry,
 };

@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use ballast_core::{CallKind, Deadline, Priority};
+pub use ballast_core::{InvalidTraceparent, TraceContext};
 pub use tokio_util::sync::CancellationToken;
 
 use crate::transport::CommitRule;
@@ -24,6 +25,9 @@ pub struct CallContext {
     /// The call's own deadline (its run's folded in by the layers that settle it; an enclosing
     /// [`scope`] is folded in by [`effective_deadline`](Self::effective_deadline) wherever it is read).
     pub deadline: Deadline,
+    /// The trace the call belongs to: its id is the request id of the call's spans, and each attempt sends it in
+    /// `traceparent` with a parent id of its own.
+    pub trace: TraceContext,
     /// The run the call belongs to, if any: its allowance is shared by all its calls.
     pub run: Option<Arc<Run>>,
     /// Its admission class.
@@ -53,6 +57,7 @@ impl CallContext {
     pub fn new(kind: CallKind, deadline: Deadline) -> Self {
         CallContext {
             deadline,
+            trace: crate::trace::new_trace(),
             run: None,
             priority: Priority::default(),
             hop: 0,

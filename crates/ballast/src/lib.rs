@@ -84,6 +84,7 @@ mod error;
 mod headers;
 pub mod idempotency;
 pub mod layer;
+mod metrics;
 mod outcome;
 pub mod report;
 mod retry;
@@ -91,6 +92,7 @@ mod run;
 mod settings;
 mod sse;
 pub mod tool;
+mod trace;
 pub mod transport;
 
 /// The policies' own types, from `ballast-core` (pure, no I/O): what the layers decide with and what their

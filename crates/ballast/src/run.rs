@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ballast_core::{Deadline, Instant, RunAllowance};
+use ballast_core::{Deadline, Instant, RunAllowance, TraceContext};
 
 /// One run: its id, its earliest deadline and its shared retry allowance.
 #[derive(Debug)]
 pub struct Run {
     id: String,
+    trace: TraceContext,
     deadline: Mutex<Option<Deadline>>,
     allowance: RunAllowance,
 }
@@ -29,6 +30,7 @@ impl Run {
     pub fn with_allowance(id: String, allowance: RunAllowance) -> Self {
         Run {
             id,
+            trace: crate::trace::new_trace(),
             deadline: Mutex::new(None),
             allowance,
         }
@@ -37,6 +39,12 @@ impl Run {
     /// The run id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The run's trace: every call of the run that was given no trace of its own sends its id upstream (in
+    /// `traceparent`) and logs it as its request id, so one agent request is one trace.
+    pub fn trace(&self) -> TraceContext {
+        self.trace
     }
 
     /// Records a deadline a call of the run was given; the run keeps the earliest. Returns the run's deadline.

@@ -51,6 +51,7 @@ fn sent_headers(request: &Request<Bytes>) -> http::HeaderMap {
         "x-envoy-expected-rq-timeout-ms",
         "ballast-attempt",
         "ballast-hop",
+        "traceparent",
     ] {
         headers.remove(added);
     }

@@ -28,6 +28,9 @@ mod format;
 mod number;
 mod retry_hint;
 mod timeout;
+mod trace;
+
+pub use trace::{InvalidTraceparent, TRACEPARENT, TraceContext, TraceId};
 
 use std::fmt;
 use std::time::Duration;

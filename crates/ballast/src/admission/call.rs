@@ -1,5 +1,6 @@
 //! What the admission layer needs to know about a call, read once from its [`CallContext`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
@@ -14,6 +15,8 @@ pub(super) struct Call {
     pub(super) priority: Priority,
     deadline: Option<Deadline>,
     cancel: Cancel,
+    /// What is called, for the shed counter's label.
+    target: Option<Arc<str>>,
     /// Where a refusal's code is written, for a layer used as a tower service (a client writes its own verdict).
     report: Option<Report>,
 }
@@ -30,6 +33,7 @@ impl Call {
                 priority: Priority::default(),
                 deadline: current_deadline(),
                 cancel: Cancel::never(),
+                target: None,
                 report: None,
             },
         }
@@ -41,6 +45,7 @@ impl Call {
             priority: ctx.priority,
             deadline: Some(ctx.effective_deadline()),
             cancel: ctx.cancel.clone(),
+            target: ctx.target.clone(),
             report: None,
         }
     }
@@ -73,10 +78,13 @@ impl Call {
     pub(super) fn refusal(&self, reason: ShedReason, retry_after: Option<Duration>, now: Instant) -> Error {
         match reason {
             ShedReason::Expired => self.deadline_exceeded(now),
-            _ => Error::Overloaded {
-                reason: reason.as_str(),
-                retry_after,
-            },
+            _ => {
+                crate::metrics::shed(self.target.as_ref(), self.priority.as_str(), reason.as_str());
+                Error::Overloaded {
+                    reason: reason.as_str(),
+                    retry_after,
+                }
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use ballast_core::format_timeout_ms;
+use ballast_core::{TRACEPARENT, TraceContext, format_timeout_ms};
 
 use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS};
 use http::{HeaderMap, HeaderValue};
@@ -73,13 +73,20 @@ pub(super) fn set_attempt_headers(
     timeout: Duration,
     number: u32,
     hop: u32,
+    trace: Option<TraceContext>,
 ) {
     let timeout = per_try.value_for(timeout);
-    headers.reserve(4);
+    headers.reserve(5);
     headers.insert(BALLAST_TIMEOUT_MS, timeout.clone());
     headers.insert(ENVOY_EXPECTED_RQ_TIMEOUT_MS, timeout);
     headers.insert(BALLAST_ATTEMPT, number_value(number));
     headers.insert(BALLAST_HOP, number_value(hop.saturating_add(1)));
+    // Each attempt is the parent of what the upstream does with it.
+    if let Some(trace) = trace
+        && let Ok(value) = HeaderValue::try_from(trace.child(crate::trace::span_id()).to_string())
+    {
+        headers.insert(TRACEPARENT, value);
+    }
 }
 
 #[cfg(test)]
@@ -93,7 +100,14 @@ mod tests {
         headers.append(BALLAST_HOP, HeaderValue::from_static("7"));
         headers.append(BALLAST_HOP, HeaderValue::from_static("8"));
         let per_try = PerTry::new(Duration::from_secs(2));
-        set_attempt_headers(&mut headers, &per_try, Duration::from_micros(1_200_700), 2, 3);
+        set_attempt_headers(
+            &mut headers,
+            &per_try,
+            Duration::from_micros(1_200_700),
+            2,
+            3,
+            None,
+        );
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "1200");
         assert_eq!(headers[ENVOY_EXPECTED_RQ_TIMEOUT_MS], "1200");
         assert_eq!(headers[BALLAST_ATTEMPT], "2");
@@ -110,6 +124,7 @@ mod tests {
             Duration::from_micros(300),
             1,
             0,
+            None,
         );
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "1");
         assert_eq!(headers[BALLAST_HOP], "1");
@@ -119,7 +134,7 @@ mod tests {
     fn the_per_try_value_and_numbers_past_nine_read_as_formatted() {
         let per_try = PerTry::new(Duration::from_millis(2_500));
         let mut headers = HeaderMap::new();
-        set_attempt_headers(&mut headers, &per_try, Duration::from_millis(2_500), 12, 41);
+        set_attempt_headers(&mut headers, &per_try, Duration::from_millis(2_500), 12, 41, None);
         assert_eq!(headers[BALLAST_TIMEOUT_MS], "2500");
         assert_eq!(headers[ENVOY_EXPECTED_RQ_TIMEOUT_MS], "2500");
         assert_eq!(headers[BALLAST_ATTEMPT], "12");

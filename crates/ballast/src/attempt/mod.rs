@@ -64,12 +64,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ballast_core::{CallKind, Deadline};
+use ballast_core::{CallKind, Deadline, TraceContext};
 use bytes::Bytes;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use http::{Request, Response};
 use tower::Service;
+use tracing::Instrument as _;
 
 pub use layer::AttemptLayer;
 
@@ -124,6 +125,8 @@ struct Call {
     kind: CallKind,
     target: Option<Arc<str>>,
     hop: u32,
+    /// The call's trace (`None` without a context: a `traceparent` the request carries goes as it is).
+    trace: Option<TraceContext>,
     report: Report,
     cancel: Cancel,
 }
@@ -139,6 +142,7 @@ impl Call {
                 kind: ctx.kind,
                 target: ctx.target.clone(),
                 hop: ctx.hop,
+                trace: Some(ctx.trace),
                 report: ctx.report.clone(),
                 cancel: ctx.cancel.clone(),
             },
@@ -149,6 +153,7 @@ impl Call {
                 kind: kind_for_method(request.method()),
                 target: None,
                 hop: 0,
+                trace: None,
                 report: Report::default(),
                 cancel: Cancel::never(),
             },
@@ -204,8 +209,21 @@ where
         },
         None => per_try.timeout,
     };
+    // The attempt's span (DESIGN.md, "Observability"), inside its call's: its number and timeout.
+    let span = tracing::debug_span!(
+        "ballast.attempt",
+        attempt = number,
+        timeout_ms = saturating_millis(timeout)
+    );
     let announced = call.announced(timeout, now);
-    set_attempt_headers(request.headers_mut(), per_try, announced, number, call.hop);
+    set_attempt_headers(
+        request.headers_mut(),
+        per_try,
+        announced,
+        number,
+        call.hop,
+        call.trace,
+    );
     let side_effect = matches!(call.kind, CallKind::SideEffectingTool(_));
     // Only a side-effecting attempt may outlive its caller and log its key.
     let idempotency_key = side_effect
@@ -227,18 +245,26 @@ where
             uri,
             deadline: call.deadline,
         };
-        return Box::pin(async move { run_detached(sending, detached, &cancel).await });
+        return Box::pin(async move { run_detached(sending, detached, &cancel).await }.instrument(span));
     }
-    let sending = bounded(inner.call(request), expiry, timeout);
-    Box::pin(async move {
-        let outcome = tokio::select! {
-            biased;
-            () = cancel.cancelled() => Err(Error::Cancelled),
-            outcome = sending => outcome,
-        };
-        recorder.finish(&outcome);
-        outcome
-    })
+    let sending = bounded(span.in_scope(|| inner.call(request)), expiry, timeout);
+    Box::pin(
+        async move {
+            let outcome = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(Error::Cancelled),
+                outcome = sending => outcome,
+            };
+            recorder.finish(&outcome);
+            outcome
+        }
+        .instrument(span),
+    )
+}
+
+/// A duration in whole milliseconds, for a span field.
+fn saturating_millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The transport's answer to an attempt (`exchange`: the transport's call and the reading of its answer), until

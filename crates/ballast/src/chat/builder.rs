@@ -113,13 +113,11 @@ impl ChatClient {
         let deployments = (authorization.into_iter().enumerate())
             .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ChatClient {
-            inner: Arc::new(Inner {
-                route,
-                core: Core::new(server, runs),
-                deployments,
-            }),
-        })
+        Ok(ChatClient::from_inner(Inner {
+            route,
+            core: Core::new(server, runs),
+            deployments,
+        }))
     }
 }
 

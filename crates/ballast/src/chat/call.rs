@@ -41,6 +41,15 @@ impl ChatCall {
         self
     }
 
+    /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
+    /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id in
+    /// spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without one, a
+    /// call of a run uses the run's trace, and any other call a new one.
+    pub fn trace(mut self, trace: crate::context::TraceContext) -> Self {
+        self.options.trace = Some(trace);
+        self
+    }
+
     /// The call belongs to run `id`: it shares the run's deadline and retry allowance.
     pub fn run(mut self, id: impl Into<String>) -> Self {
         self.options.run_id = Some(id.into());

@@ -1,7 +1,10 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
 //! answer, the stream, or the error — each with the report of everything tried.
 
+use std::future::Future;
 use std::sync::Arc;
+
+use tracing::Instrument as _;
 
 use ballast_config::ModelRoute;
 use ballast_core::{CallKind, ErrorCode};
@@ -13,7 +16,8 @@ use super::deployment::DeploymentClient;
 use super::route::{Committed, Tried};
 use super::stream::ChatStream;
 use super::usage::{record_tokens, usage_of_body};
-use crate::client::{CallError, Core, Failure, json_body};
+use crate::client::{CallError, Core, Failure, call_span, json_body, record_end, record_request_id};
+use crate::metrics::CallMetrics;
 use crate::{CallContext, Report, clock};
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
@@ -57,6 +61,7 @@ use crate::{CallContext, Report, clock};
 #[derive(Clone, Debug)]
 pub struct ChatClient {
     pub(super) inner: Arc<Inner>,
+    metrics: Arc<CallMetrics>,
 }
 
 #[derive(Debug)]
@@ -67,6 +72,15 @@ pub(super) struct Inner {
 }
 
 impl ChatClient {
+    pub(super) fn from_inner(inner: Inner) -> Self {
+        let targets: Vec<&str> = inner.deployments.iter().map(|d| &*d.target).collect();
+        let metrics = Arc::new(CallMetrics::new(&inner.route.name, &targets));
+        ChatClient {
+            inner: Arc::new(inner),
+            metrics,
+        }
+    }
+
     /// The route's name (what callers put in `model`).
     pub fn name(&self) -> &str {
         &self.inner.route.name
@@ -98,7 +112,16 @@ impl ChatClient {
     /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
     /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
     /// the last deployment's error, carries the report of every deployment tried.
-    pub async fn complete(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
+    pub fn complete(
+        &self,
+        call: ChatCall,
+    ) -> impl Future<Output = Result<ChatAnswer, ChatError>> + Send + '_ {
+        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
+        self.complete_in_span(call).instrument(span)
+    }
+
+    /// [`ChatClient::complete`], inside the call's span.
+    async fn complete_in_span(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
         let mut call = call;
         if call.request.stream == Some(true) {
             call.request.stream = None;
@@ -108,10 +131,17 @@ impl ChatClient {
         let ctx = self.context(&call);
         let mut tried = Tried::default();
         let sent = self.through_route(call.request, &ctx, &mut tried).await;
-        match sent {
+        let result = match sent {
             Ok(committed) => self.answer(committed, &tried),
             Err(failure) => Err(self.failed(failure, &tried)),
-        }
+        };
+        let report = match &result {
+            Ok(answer) => &answer.report,
+            Err(error) => error.report(),
+        };
+        self.metrics.observe(report, true);
+        record_end(report);
+        result
     }
 
     /// Asks the route for a streamed completion (`stream: true` is set). Until the first event of an upstream's
@@ -119,7 +149,14 @@ impl ChatClient {
     /// which nothing is retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit
     /// (a cut, a stall longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a
     /// clean end.
-    pub async fn stream(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
+    pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, ChatError>> + Send + '_ {
+        // The span covers the call up to its commit point (its first event); the stream's own end is its reader's.
+        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
+        self.stream_in_span(call).instrument(span)
+    }
+
+    /// [`ChatClient::stream`], inside the call's span.
+    async fn stream_in_span(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);
         let mut ctx = self.context(&call);
@@ -127,8 +164,19 @@ impl ChatClient {
         let mut tried = Tried::default();
         let sent = self.through_route(call.request, &ctx, &mut tried).await;
         match sent {
-            Ok(committed) => Ok(ChatStream::start(self, committed, tried, &ctx)),
-            Err(failure) => Err(self.failed(failure, &tried)),
+            Ok(committed) => {
+                // Counted at its commit point: what follows is the stream's.
+                let report = tried.report();
+                self.metrics.observe(&report, true);
+                record_end(&report);
+                Ok(ChatStream::start(self, committed, tried, &ctx))
+            }
+            Err(failure) => {
+                let error = self.failed(failure, &tried);
+                self.metrics.observe(error.report(), true);
+                record_end(error.report());
+                Err(error)
+            }
         }
     }
 
@@ -139,9 +187,12 @@ impl ChatClient {
         let report = Report::default();
         let configured = self.inner.route.priority;
         let priority = call.priority.map_or(configured, |p| p.min(configured));
-        self.inner
+        let ctx = self
+            .inner
             .core
-            .context(&call.options, kind, priority, None, report, clock::now())
+            .context(&call.options, kind, priority, None, report, clock::now());
+        record_request_id(&ctx);
+        ctx
     }
 
     /// A 2xx answer read as a completion, its tokens recorded as the answer's.

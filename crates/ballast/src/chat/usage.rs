@@ -20,6 +20,7 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<&Usage>, answered: bo
     let Some(usage) = usage else { return };
     let counted = token_usage(usage);
     report.update(|r| {
+        crate::metrics::tokens(&r.target, answered, counted.total_tokens);
         let tokens = r.tokens.get_or_insert_with(Tokens::default);
         if answered {
             tokens.answered = tokens.answered.plus(counted);

@@ -15,7 +15,7 @@ pub(crate) mod upstream;
 use std::sync::Arc;
 
 use ballast_config::ServerConfig;
-use ballast_core::{CallKind, Deadline, Instant, Priority};
+use ballast_core::{CallKind, Deadline, Instant, Priority, TraceContext};
 use bytes::Bytes;
 use http::Response;
 use serde::Serialize;
@@ -33,6 +33,48 @@ pub(crate) struct CallOptions {
     pub(crate) deadline: Option<Deadline>,
     pub(crate) run_id: Option<String>,
     pub(crate) cancel: Option<CancellationToken>,
+    pub(crate) trace: Option<TraceContext>,
+}
+
+/// The span of one call (DESIGN.md, "Observability"): `ballast.call` at INFO, with its kind (`tool`, `model`),
+/// target and run id; its `request_id` (the trace id, sent upstream in `traceparent`), its stable `code` (`ok` for
+/// a success) and its `stop` reason are recorded as the call goes. Every event of the call — its attempts' spans
+/// (`ballast.attempt`, DEBUG), the layers' logs — is inside it. Never a body or a secret.
+pub(crate) fn call_span(kind: &'static str, target: &str, run_id: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        "ballast.call",
+        kind,
+        target,
+        run_id,
+        request_id = tracing::field::Empty,
+        code = tracing::field::Empty,
+        stop = tracing::field::Empty,
+    )
+}
+
+/// Records the call's request id on its span (the current one: the call's future runs inside it).
+pub(crate) fn record_request_id(ctx: &CallContext) {
+    let span = tracing::Span::current();
+    if !span.is_disabled() {
+        span.record("request_id", tracing::field::display(ctx.trace.trace_id_hex()));
+    }
+}
+
+/// Records how a call ended on its span (the current one): `code` (`ok`, or the stable code), and `stop` when
+/// something stopped it.
+pub(crate) fn record_end(report: &crate::OutcomeReport) {
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let answering = report.answering();
+    span.record(
+        "code",
+        answering.code.map_or("ok", ballast_core::ErrorCode::as_str),
+    );
+    if let Some(stop) = &answering.stop {
+        span.record("stop", tracing::field::display(stop));
+    }
 }
 
 /// The server settings and the runs every client of one configuration shares.
@@ -78,8 +120,14 @@ impl Core {
             // Each logical call grows the run's allowance by its share.
             run.allowance().note_call();
         }
+        // The request id: the caller's trace, else its run's, else a new one.
+        let trace = options
+            .trace
+            .or_else(|| run.as_ref().map(|run| run.trace()))
+            .unwrap_or_else(crate::trace::new_trace);
         CallContext {
             deadline,
+            trace,
             run,
             priority,
             hop: 0,

@@ -196,6 +196,15 @@ fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: I
             let kind = settings.kind.unwrap_or_else(|| kind_for_method(request.method()));
             let mut ctx = CallContext::new(kind, deadline);
             ctx.priority = settings.priority;
+            // The request's own trace, when it carries one (an agent's request through a service of yours).
+            if let Some(trace) = request
+                .headers()
+                .get(ballast_core::TRACEPARENT)
+                .and_then(|value| value.to_str().ok())
+                .and_then(|value| ballast_core::TraceContext::parse(value).ok())
+            {
+                ctx.trace = trace;
+            }
             ctx
         }
     };

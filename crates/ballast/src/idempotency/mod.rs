@@ -177,18 +177,29 @@ async fn claim_and_run<S, RB>(
     };
     let problem = match claimed {
         Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
+            crate::metrics::idempotency("claimed");
             return dispatch::dispatch(inner, settings, held, incoming.deadline, incoming.request, answer)
                 .await;
         }
         Ok(ClaimOutcome::Completed(stored)) => {
+            crate::metrics::idempotency("replayed");
             let _ = answer.send(Ok(replay::replay(stored)));
             return;
         }
-        Ok(ClaimOutcome::InProgress { lease_left, .. }) => Problem::InProgress {
-            retry_after: lease_left.min(settings.max_retry_after),
-        },
-        Ok(ClaimOutcome::OutcomeUnknown) => Problem::OutcomeUnknown,
-        Ok(ClaimOutcome::FingerprintMismatch) => Problem::KeyReused,
+        Ok(ClaimOutcome::InProgress { lease_left, .. }) => {
+            crate::metrics::idempotency("conflict");
+            Problem::InProgress {
+                retry_after: lease_left.min(settings.max_retry_after),
+            }
+        }
+        Ok(ClaimOutcome::OutcomeUnknown) => {
+            crate::metrics::idempotency("unknown");
+            Problem::OutcomeUnknown
+        }
+        Ok(ClaimOutcome::FingerprintMismatch) => {
+            crate::metrics::idempotency("mismatch");
+            Problem::KeyReused
+        }
         Ok(_) => Problem::StoreFailed,
         Err(StoreError::Unavailable(error)) => {
             tracing::warn!(scope = ?held.scope, %error, "idempotency store unavailable; not running the request");

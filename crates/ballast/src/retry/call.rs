@@ -89,6 +89,12 @@ where
                         paid.refund();
                     }
                 }
+                if let Error::Overloaded {
+                    reason: THROTTLED, ..
+                } = &error
+                {
+                    crate::metrics::throttled(ctx.target.as_ref());
+                }
                 // A retry the throttle refused ends with the last real answer (DESIGN.md, "Overload").
                 if let (
                     Error::Overloaded {
@@ -111,8 +117,14 @@ where
         // The attempt's end, just read: the decision's now.
         match shared.decide(&outcome, &mut state, run, Polling::deposits(polling), now) {
             RetryDecision::Done => return made.ended(End::Answered(result)),
-            RetryDecision::Stop(reason) => return made.ended(End::Stopped(reason, result)),
+            RetryDecision::Stop(reason) => {
+                if reason.code() == ballast_core::ErrorCode::RetryBudgetExhausted {
+                    crate::metrics::budget_exhausted(ctx.target.as_ref());
+                }
+                return made.ended(End::Stopped(reason, result));
+            }
             RetryDecision::Retry { after } => {
+                crate::metrics::retry(ctx.target.as_ref(), &outcome);
                 paid = Some(PaidRetry::new(shared, ctx, now));
                 // Kept through the wait — the call's end if the throttle refuses the retry — but a large body
                 // is freed now, not after the sleep (many calls may wait at once).

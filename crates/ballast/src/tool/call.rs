@@ -51,6 +51,15 @@ impl ToolCall {
         self
     }
 
+    /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
+    /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id in
+    /// spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without one, a
+    /// call of a run uses the run's trace, and any other call a new one.
+    pub fn trace(mut self, trace: crate::context::TraceContext) -> Self {
+        self.options.trace = Some(trace);
+        self
+    }
+
     /// The operation's idempotency key, when the caller already has one (it wins over a derived one).
     pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
         self.key = Some(key);

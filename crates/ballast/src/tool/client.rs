@@ -1,16 +1,21 @@
 //! One tool's client: the call's context and key, the operation through the stack (send.rs), then the answer or
 //! the fallback (fallback.rs) — and the report's verdict, written here from what came back.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use ballast_config::ToolConfig;
 use ballast_core::{CallKind, CircuitBreaker, IdempotencyKey, RetryBudget};
 use http::HeaderValue;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
-use crate::client::{CallError, Core, Failure, Upstream, json_body};
+use crate::client::{
+    CallError, Core, Failure, Upstream, call_span, json_body, record_end, record_request_id,
+};
+use crate::metrics::CallMetrics;
 use crate::outcome::{SideEffect, Verdict};
 use crate::{CallContext, Error, OutcomeReport, Report, clock};
 
@@ -25,6 +30,7 @@ pub(super) enum Fallback {
 #[derive(Clone, Debug)]
 pub struct ToolClient {
     pub(super) inner: Arc<Inner>,
+    metrics: Arc<CallMetrics>,
 }
 
 #[derive(Debug)]
@@ -41,8 +47,10 @@ pub(super) struct Inner {
 
 impl ToolClient {
     pub(super) fn from_inner(inner: Inner) -> Self {
+        let metrics = Arc::new(CallMetrics::new(&inner.name, &[&inner.name]));
         ToolClient {
             inner: Arc::new(inner),
+            metrics,
         }
     }
 
@@ -83,14 +91,26 @@ impl ToolClient {
     /// work and sleeps at once and starts no further attempt; a side-effecting attempt already sent still runs to
     /// its timeout in the background, and its outcome is recorded in the report (see
     /// [`ToolClient::call_with_report`] to keep a handle on it).
-    pub async fn call(&self, call: ToolCall) -> Result<ToolAnswer, ToolError> {
-        self.call_with_report(call, Report::default()).await
+    pub fn call(&self, call: ToolCall) -> impl Future<Output = Result<ToolAnswer, ToolError>> + Send + '_ {
+        self.call_with_report(call, Report::default())
     }
 
     /// [`ToolClient::call`], writing into `report`, which the caller may keep to read attempts that finish in
     /// the background after it gave up. The report is this tool's; a fallback tool's report is nested in it. Give
     /// each call a report of its own: the call numbers its attempts from 1 and judges only what it did.
-    pub async fn call_with_report(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
+    pub fn call_with_report(
+        &self,
+        call: ToolCall,
+        report: Report,
+    ) -> impl Future<Output = Result<ToolAnswer, ToolError>> + Send + '_ {
+        // Not an `async fn` around the call: the call's future is wrapped in its span, not nested in another
+        // state machine (which would copy it once more on every call).
+        let span = call_span("tool", &self.inner.name, call.options.run_id.as_deref());
+        self.call_in_span(call, report).instrument(span)
+    }
+
+    /// [`ToolClient::call_with_report`], inside the call's span.
+    async fn call_in_span(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
@@ -100,6 +120,7 @@ impl ToolClient {
             .inner
             .core
             .context(&call.options, kind, priority, target, report, started);
+        record_request_id(&ctx);
         let key = tool.side_effects.then(|| self.key_for(&call));
         ctx.report.update(|r| {
             r.target.clone_from(&tool.name);
@@ -117,7 +138,10 @@ impl ToolClient {
         let total = clock::now().saturating_duration_since(started);
         ctx.report.update(|r| r.total = total);
         let CallContext { report, .. } = ctx;
-        ended.into_result(self.name(), report.into_snapshot())
+        let report = report.into_snapshot();
+        self.metrics.observe(&report, false);
+        record_end(&report);
+        ended.into_result(self.name(), report)
     }
 
     /// The report's verdict on the operation, from what its trips returned: why it stopped and its code, whether
