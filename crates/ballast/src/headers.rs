@@ -10,6 +10,7 @@ pub(crate) const ENVOY_EXPECTED_RQ_TIMEOUT_MS: HeaderName =
     HeaderName::from_static(ballast_core::ENVOY_EXPECTED_RQ_TIMEOUT_MS);
 pub(crate) const BALLAST_ATTEMPT: HeaderName = HeaderName::from_static(ballast_core::BALLAST_ATTEMPT);
 pub(crate) const BALLAST_HOP: HeaderName = HeaderName::from_static(ballast_core::BALLAST_HOP);
+pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static(ballast_core::TRACEPARENT);
 pub(crate) const RETRY_AFTER: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER);
 pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER_MS);
 pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static(ballast_core::X_SHOULD_RETRY);

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use ballast_core::{TRACEPARENT, TraceContext, format_timeout_ms};
+use ballast_core::{TraceContext, format_timeout_ms};
 
-use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS};
+use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS, TRACEPARENT};
 use http::{HeaderMap, HeaderValue};
 
 /// The per-try timeout and its header value, formatted once: most attempts get exactly `per_try` (the deadline
@@ -83,7 +83,7 @@ pub(super) fn set_attempt_headers(
     headers.insert(BALLAST_HOP, number_value(hop.saturating_add(1)));
     // Each attempt is the parent of what the upstream does with it.
     if let Some(trace) = trace
-        && let Ok(value) = HeaderValue::try_from(trace.child(crate::trace::span_id()).to_string())
+        && let Ok(value) = HeaderValue::from_bytes(&trace.child(crate::trace::span_id()).header_bytes())
     {
         headers.insert(TRACEPARENT, value);
     }
