@@ -5,6 +5,15 @@
 //! ([`config`], from `ballast-config`) and the idempotency stores ([`idempotency::store`], from `ballast-store`)
 //! are re-exported here.
 //!
+//! # Cargo features
+//! - `http` (default) — [`transport::HttpTransport`], attempts over the network with reqwest (rustls). Without
+//!   it, [`transport::ServiceTransport`] sends through any tower service you give it.
+//! - `idempotency` — [`idempotency`], the server side for your own axum service; `sqlite` (default),
+//!   `postgres` and `redis` each add a store backend (and `idempotency`).
+//!
+//! The typed settings and their validation (`ballast-config`) are not optional: the clients hold them, and a
+//! builder checks its settings by the same rules a config file is checked by.
+//!
 //! # Modules
 //! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
 //!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
@@ -82,6 +91,7 @@ pub mod context;
 mod deadline;
 mod error;
 mod headers;
+#[cfg(feature = "idempotency")]
 pub mod idempotency;
 pub mod layer;
 mod metrics;

@@ -180,6 +180,7 @@ pub(crate) fn shed(target: Option<&Arc<str>>, priority: &'static str, reason: &'
 }
 
 /// What the idempotency layer did with a keyed request.
+#[cfg(feature = "idempotency")]
 pub(crate) fn idempotency(result: &'static str) {
     counter!("ballast_idempotency_total", "result" => result).increment(1);
 }

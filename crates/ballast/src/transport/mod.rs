@@ -45,11 +45,14 @@
 //! # }
 //! ```
 
+#[cfg(feature = "http")]
 mod http;
 mod read;
 mod service;
+#[cfg(feature = "http")]
 mod urls;
 
+#[cfg(feature = "http")]
 pub use self::http::HttpTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
