@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use ballast_core::{TraceContext, format_timeout_ms};
 
-use crate::headers::{BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS, TRACEPARENT};
+use crate::headers::{
+    BALLAST_ATTEMPT, BALLAST_HOP, BALLAST_TIMEOUT_MS, ENVOY_EXPECTED_RQ_TIMEOUT_MS, TRACEPARENT,
+};
 use http::{HeaderMap, HeaderValue};
 
 /// The per-try timeout and its header value, formatted once: most attempts get exactly `per_try` (the deadline
