@@ -7,8 +7,7 @@
 //!   (`outcome`: `ok`, `fallback` — answered after a failure, by a fallback tool, a static response or a later
 //!   deployment — or the stable error code), `ballast_request_duration_seconds{route}`,
 //!   `ballast_overhead_seconds{route}` (the call's time minus its attempts' time: what Ballast itself added,
-//!   queueing and backoff included), `ballast_attempts_total{target}`, `ballast_attempt_duration_seconds{target}`,
-//!   `ballast_breaker_state{target}` (0 closed, 1 half open, 2 open) and `ballast_deadline_exceeded_total{target}`;
+//!   queueing and backoff included), `ballast_attempts_total{target}`, `ballast_breaker_state{target}` (0 closed, 1 half open, 2 open) and `ballast_deadline_exceeded_total{target}`;
 //! - **the layers**, where they decide: `ballast_retries_total{target,reason}` (`reason`: what the retried
 //!   attempt met — `timeout`, `transport_error`, `never_sent`, or its status), `ballast_retry_budget_exhausted_total{target}`,
 //!   `ballast_throttled_total{target}` (the retry loop), `ballast_shed_total{target,priority,reason}` (admission),
@@ -21,13 +20,13 @@
 //! recorder first (as `metrics` asks of every library). The layers' labels come from the call's target.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use ballast_core::{AttemptOutcome, BreakerState, ErrorCode};
 use metrics::{Counter, Gauge, Histogram, counter, gauge, histogram};
 
 use crate::OutcomeReport;
-use crate::report::AttemptResult;
 
 /// The label of a call or target whose name nobody gave (a layer used alone, without a deadline layer naming it).
 const UNNAMED: &str = "unnamed";
@@ -50,8 +49,9 @@ struct TargetMetrics {
     /// `ok`, `fallback`, then each code of [`ErrorCode::ALL`].
     outcomes: [Counter; OUTCOMES],
     attempts: Counter,
-    attempt_seconds: Histogram,
     breaker: Gauge,
+    /// The breaker state last set (`u8::MAX`: none yet): the gauge is set when it changes.
+    breaker_seen: AtomicU8,
     deadline_exceeded: Counter,
 }
 
@@ -66,8 +66,8 @@ impl TargetMetrics {
                 i => outcome(ErrorCode::ALL[i - 2].as_str()),
             }),
             attempts: counter!("ballast_attempts_total", "target" => target.to_owned()),
-            attempt_seconds: histogram!("ballast_attempt_duration_seconds", "target" => target.to_owned()),
             breaker: gauge!("ballast_breaker_state", "target" => target.to_owned()),
+            breaker_seen: AtomicU8::new(u8::MAX),
             deadline_exceeded: counter!("ballast_deadline_exceeded_total", "target" => target.to_owned()),
         }
     }
@@ -75,17 +75,15 @@ impl TargetMetrics {
     /// One report's attempts, breaker and deadline.
     fn observe(&self, report: &OutcomeReport) {
         self.attempts.increment(report.attempts.len() as u64);
-        for attempt in &report.attempts {
-            if attempt.result != AttemptResult::Pending {
-                self.attempt_seconds.record(attempt.duration.as_secs_f64());
-            }
-        }
         if let Some(state) = report.breaker {
-            self.breaker.set(match state {
-                BreakerState::Closed => 0.0,
-                BreakerState::HalfOpen => 1.0,
-                BreakerState::Open => 2.0,
-            });
+            let value = match state {
+                BreakerState::Closed => 0,
+                BreakerState::HalfOpen => 1,
+                BreakerState::Open => 2,
+            };
+            if self.breaker_seen.swap(value, Ordering::Relaxed) != value {
+                self.breaker.set(f64::from(value));
+            }
         }
         if report.code == Some(ErrorCode::DeadlineExceeded) {
             self.deadline_exceeded.increment(1);

@@ -117,11 +117,11 @@ impl ChatClient {
         call: ChatCall,
     ) -> impl Future<Output = Result<ChatAnswer, ChatError>> + Send + '_ {
         let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        self.complete_in_span(call).instrument(span)
+        self.complete_in_span(call, span.clone()).instrument(span)
     }
 
     /// [`ChatClient::complete`], inside the call's span.
-    async fn complete_in_span(&self, call: ChatCall) -> Result<ChatAnswer, ChatError> {
+    async fn complete_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatAnswer, ChatError> {
         let mut call = call;
         if call.request.stream == Some(true) {
             call.request.stream = None;
@@ -129,6 +129,7 @@ impl ChatClient {
         // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
         call.request.extra.remove("stream_options");
         let ctx = self.context(&call);
+        record_request_id(&span, &ctx);
         let mut tried = Tried::default();
         let sent = self.through_route(call.request, &ctx, &mut tried).await;
         let result = match sent {
@@ -140,7 +141,7 @@ impl ChatClient {
             Err(error) => error.report(),
         };
         self.metrics.observe(report, true);
-        record_end(report);
+        record_end(&span, report);
         result
     }
 
@@ -152,14 +153,15 @@ impl ChatClient {
     pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, ChatError>> + Send + '_ {
         // The span covers the call up to its commit point (its first event); the stream's own end is its reader's.
         let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        self.stream_in_span(call).instrument(span)
+        self.stream_in_span(call, span.clone()).instrument(span)
     }
 
     /// [`ChatClient::stream`], inside the call's span.
-    async fn stream_in_span(&self, call: ChatCall) -> Result<ChatStream, ChatError> {
+    async fn stream_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);
         let mut ctx = self.context(&call);
+        record_request_id(&span, &ctx);
         ctx.stream = Some(commit);
         let mut tried = Tried::default();
         let sent = self.through_route(call.request, &ctx, &mut tried).await;
@@ -168,13 +170,13 @@ impl ChatClient {
                 // Counted at its commit point: what follows is the stream's.
                 let report = tried.report();
                 self.metrics.observe(&report, true);
-                record_end(&report);
+                record_end(&span, &report);
                 Ok(ChatStream::start(self, committed, tried, &ctx))
             }
             Err(failure) => {
                 let error = self.failed(failure, &tried);
                 self.metrics.observe(error.report(), true);
-                record_end(error.report());
+                record_end(&span, error.report());
                 Err(error)
             }
         }
@@ -187,12 +189,9 @@ impl ChatClient {
         let report = Report::default();
         let configured = self.inner.route.priority;
         let priority = call.priority.map_or(configured, |p| p.min(configured));
-        let ctx = self
-            .inner
+        self.inner
             .core
-            .context(&call.options, kind, priority, None, report, clock::now());
-        record_request_id(&ctx);
-        ctx
+            .context(&call.options, kind, priority, None, report, clock::now())
     }
 
     /// A 2xx answer read as a completion, its tokens recorded as the answer's.

@@ -52,18 +52,17 @@ pub(crate) fn call_span(kind: &'static str, target: &str, run_id: Option<&str>) 
     )
 }
 
-/// Records the call's request id on its span (the current one: the call's future runs inside it).
-pub(crate) fn record_request_id(ctx: &CallContext) {
-    let span = tracing::Span::current();
+/// Records the call's request id on its span (a handle on the span the call's future runs in: cheaper than
+/// looking up the current span).
+pub(crate) fn record_request_id(span: &tracing::Span, ctx: &CallContext) {
     if !span.is_disabled() {
         span.record("request_id", tracing::field::display(ctx.trace.trace_id_hex()));
     }
 }
 
-/// Records how a call ended on its span (the current one): `code` (`ok`, or the stable code), and `stop` when
-/// something stopped it.
-pub(crate) fn record_end(report: &crate::OutcomeReport) {
-    let span = tracing::Span::current();
+/// Records how a call ended on its span: `code` (`ok`, or the stable code), and `stop` when something stopped
+/// it.
+pub(crate) fn record_end(span: &tracing::Span, report: &crate::OutcomeReport) {
     if span.is_disabled() {
         return;
     }

@@ -106,11 +106,16 @@ impl ToolClient {
         // Not an `async fn` around the call: the call's future is wrapped in its span, not nested in another
         // state machine (which would copy it once more on every call).
         let span = call_span("tool", &self.inner.name, call.options.run_id.as_deref());
-        self.call_in_span(call, report).instrument(span)
+        self.call_in_span(call, report, span.clone()).instrument(span)
     }
 
     /// [`ToolClient::call_with_report`], inside the call's span.
-    async fn call_in_span(&self, call: ToolCall, report: Report) -> Result<ToolAnswer, ToolError> {
+    async fn call_in_span(
+        &self,
+        call: ToolCall,
+        report: Report,
+        span: tracing::Span,
+    ) -> Result<ToolAnswer, ToolError> {
         let started = clock::now();
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
@@ -120,7 +125,7 @@ impl ToolClient {
             .inner
             .core
             .context(&call.options, kind, priority, target, report, started);
-        record_request_id(&ctx);
+        record_request_id(&span, &ctx);
         let key = tool.side_effects.then(|| self.key_for(&call));
         ctx.report.update(|r| {
             r.target.clone_from(&tool.name);
@@ -140,7 +145,7 @@ impl ToolClient {
         let CallContext { report, .. } = ctx;
         let report = report.into_snapshot();
         self.metrics.observe(&report, false);
-        record_end(&report);
+        record_end(&span, &report);
         ended.into_result(self.name(), report)
     }
 
