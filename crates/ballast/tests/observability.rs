@@ -351,3 +351,46 @@ fn a_model_calls_tokens_are_counted_by_deployment() {
         .sum();
     assert!(answered > 0, "{:?}", seen.0);
 }
+
+const ONE_RETRY_EVER: &str = r#"
+    version = 1
+    [[tools]]
+    name = "lookup_order"
+    upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+    per_try_timeout = "1s"
+    retry = { max_attempts = 3 }
+    budget = { kind = "token_bucket", capacity = 1, refill_per_sec = 0 }
+"#;
+
+#[test]
+fn a_retry_the_budget_refuses_is_counted() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    with_recorder(&recorder, || async {
+        let router = ballast_chaos::router(scripted(
+            "lookup_order",
+            EndpointProfile::default(),
+            &[("op-down", &[ScriptStep::Status(503); 3])],
+        ));
+        let tools = clients(ONE_RETRY_EVER, &router);
+        let error = tools
+            .get("lookup_order")
+            .unwrap()
+            .call(ToolCall::new(json!({"order_id": "1", "op": "op-down"})))
+            .await
+            .expect_err("the upstream is down");
+        assert_eq!(error.code(), ErrorCode::RetryBudgetExhausted, "{error}");
+    });
+    let seen = Seen::of(&snapshotter);
+    let target = [("target", "lookup_order")];
+    assert_eq!(seen.counter("ballast_retry_budget_exhausted_total", &target), 1);
+    assert_eq!(
+        seen.counter(
+            "ballast_retries_total",
+            &[("target", "lookup_order"), ("reason", "503")]
+        ),
+        1,
+        "the one retry the bucket held"
+    );
+    assert_eq!(seen.counter("ballast_attempts_total", &target), 2);
+}
