@@ -28,6 +28,9 @@ pub struct CallContext {
     /// The trace the call belongs to: its id is the request id of the call's spans, and each attempt sends it in
     /// `traceparent` with a parent id of its own.
     pub trace: TraceContext,
+    /// Whether each attempt sends the trace upstream (`traceparent`, with a parent id of its own): when it is the
+    /// caller's (given to the call, or carried by the request), not one Ballast made for its own request id.
+    pub propagate_trace: bool,
     /// The run the call belongs to, if any: its allowance is shared by all its calls.
     pub run: Option<Arc<Run>>,
     /// Its admission class.
@@ -58,6 +61,7 @@ impl CallContext {
         CallContext {
             deadline,
             trace: crate::trace::new_trace(),
+            propagate_trace: false,
             run: None,
             priority: Priority::default(),
             hop: 0,

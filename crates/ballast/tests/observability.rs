@@ -69,7 +69,7 @@ fn recording_upstream() -> (SyncUpstream, Arc<Mutex<Vec<String>>>) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_attempt_sends_the_calls_trace_with_a_parent_id_of_its_own() {
+async fn every_attempt_sends_the_callers_trace_with_a_parent_id_of_its_own() {
     let (upstream, seen) = recording_upstream();
     let tools = clients_over(LOOKUP, upstream);
     let tool = tools.get("lookup_order").unwrap();
@@ -77,24 +77,19 @@ async fn every_attempt_sends_the_calls_trace_with_a_parent_id_of_its_own() {
     tool.call(ToolCall::new(json!({"order_id": "1"})).trace(trace))
         .await
         .expect("the retry succeeds");
-    // Two calls of one run share the run's trace; a call of no run has a trace of its own.
+    // A call with no trace of the caller's (its request id is Ballast's own) sends none.
     tool.call(ToolCall::new(json!({"order_id": "2"})).run("run-1"))
         .await
         .unwrap();
-    tool.call(ToolCall::new(json!({"order_id": "3"})).run("run-1"))
-        .await
-        .unwrap();
-    tool.call(ToolCall::new(json!({"order_id": "4"}))).await.unwrap();
+    tool.call(ToolCall::new(json!({"order_id": "3"}))).await.unwrap();
 
-    let seen: Vec<TraceContext> = seen
-        .lock()
-        .unwrap()
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 6, "two attempts per call");
+    let given: Vec<TraceContext> = seen[0..2]
         .iter()
         .map(|value| TraceContext::parse(value).unwrap_or_else(|e| panic!("{e}")))
         .collect();
-    assert_eq!(seen.len(), 8, "two attempts per call");
-    let (given, run, alone) = (&seen[0..2], &seen[2..6], &seen[6..8]);
-    for attempt in given {
+    for attempt in &given {
         assert_eq!(attempt.trace_id(), trace.trace_id());
         assert_eq!(attempt.flags(), trace.flags(), "the caller's flags are kept");
         assert_ne!(
@@ -108,13 +103,7 @@ async fn every_attempt_sends_the_calls_trace_with_a_parent_id_of_its_own() {
         given[1].parent_id(),
         "each attempt has its own id"
     );
-    assert!(
-        run.iter().all(|a| a.trace_id() == run[0].trace_id()),
-        "one run, one trace"
-    );
-    assert_ne!(run[0].trace_id(), trace.trace_id());
-    assert_eq!(alone[0].trace_id(), alone[1].trace_id());
-    assert_ne!(alone[0].trace_id(), run[0].trace_id());
+    assert!(seen[2..].iter().all(String::is_empty), "{seen:?}");
 }
 
 /// What a recorder saw.

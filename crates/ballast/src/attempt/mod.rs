@@ -125,7 +125,8 @@ struct Call {
     kind: CallKind,
     target: Option<Arc<str>>,
     hop: u32,
-    /// The call's trace (`None` without a context: a `traceparent` the request carries goes as it is).
+    /// The call's trace when it is sent upstream (`None` without a context or with a trace of Ballast's own: a
+    /// `traceparent` the request carries goes as it is).
     trace: Option<TraceContext>,
     report: Report,
     cancel: Cancel,
@@ -142,7 +143,7 @@ impl Call {
                 kind: ctx.kind,
                 target: ctx.target.clone(),
                 hop: ctx.hop,
-                trace: Some(ctx.trace),
+                trace: ctx.propagate_trace.then_some(ctx.trace),
                 report: ctx.report.clone(),
                 cancel: ctx.cancel.clone(),
             },

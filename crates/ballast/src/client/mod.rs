@@ -127,6 +127,7 @@ impl Core {
         CallContext {
             deadline,
             trace,
+            propagate_trace: options.trace.is_some(),
             run,
             priority,
             hop: 0,

@@ -204,6 +204,7 @@ fn settle_context(settings: &DeadlineLayer, request: &mut Request<Bytes>, now: I
                 .and_then(|value| ballast_core::TraceContext::parse(value).ok())
             {
                 ctx.trace = trace;
+                ctx.propagate_trace = true;
             }
             ctx
         }
