@@ -10,7 +10,7 @@ use std::time::Duration;
 use ballast::{
     Error, clock,
     context::{AttemptNumber, CallContext},
-    layer::AttemptLayer,
+    layer::{AttemptLayer, DeadlineLayer},
     report::AttemptResult,
 };
 use ballast_chaos::{EndpointProfile, ScriptStep};
@@ -190,4 +190,34 @@ async fn a_never_sent_error_is_recorded_as_not_sent() {
         AttemptResult::Error("never sent: connection refused".into())
     );
     assert!(!attempt.sent);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_requests_own_traceparent_goes_on_with_the_attempts_parent_id_and_none_is_made_up() {
+    let (upstream, seen) = capturing(200);
+    let service = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(30 * SECOND))
+        .layer(AttemptLayer::new(2 * SECOND))
+        .service(upstream);
+    let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut traced = request();
+    traced.headers_mut().insert("traceparent", given.parse().unwrap());
+    service.clone().oneshot(traced).await.unwrap();
+    service.oneshot(request()).await.unwrap();
+
+    let seen = seen.lock().unwrap();
+    let sent = seen[0]["traceparent"].to_str().unwrap();
+    let sent = ballast::context::TraceContext::parse(sent).expect("W3C trace context");
+    let given = ballast::context::TraceContext::parse(given).unwrap();
+    assert_eq!(sent.trace_id(), given.trace_id());
+    assert_eq!(sent.flags(), given.flags());
+    assert_ne!(
+        sent.parent_id(),
+        given.parent_id(),
+        "the attempt is the upstream's parent"
+    );
+    assert!(
+        seen[1].get("traceparent").is_none(),
+        "no trace of the caller's, none sent"
+    );
 }

@@ -15,17 +15,8 @@ use bytes::Bytes;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use serde_json::json;
 use support::scripted;
-use support::tools::{SyncUpstream, clients, clients_over};
+use support::tools::{LOOKUP, SyncUpstream, clients, clients_over};
 use tower::ServiceExt as _;
-
-const LOOKUP: &str = r#"
-    version = 1
-    [[tools]]
-    name = "lookup_order"
-    upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
-    per_try_timeout = "1s"
-    retry = { max_attempts = 2 }
-"#;
 
 /// The chaos upstream where `op-ok` meets a 503 then succeeds, and `op-down` two 503s.
 fn flaky_lookup() -> axum::Router {

@@ -14,7 +14,7 @@ use ballast::context::TraceContext;
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use serde_json::json;
 use support::scripted;
-use support::tools::clients;
+use support::tools::{LOOKUP, clients};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
@@ -75,15 +75,6 @@ impl Spans {
             .collect()
     }
 }
-
-const LOOKUP: &str = r#"
-    version = 1
-    [[tools]]
-    name = "lookup_order"
-    upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
-    per_try_timeout = "1s"
-    retry = { max_attempts = 2 }
-"#;
 
 /// The W3C example value.
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";

@@ -35,6 +35,16 @@ where
     ToolClients::from_config(&config, transport).expect("tools build")
 }
 
+/// `lookup_order` on the chaos upstream, 1 s per try, 2 attempts (the observability tests' tool).
+pub(crate) const LOOKUP: &str = r#"
+    version = 1
+    [[tools]]
+    name = "lookup_order"
+    upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+    per_try_timeout = "1s"
+    retry = { max_attempts = 2 }
+"#;
+
 /// `create_refund` on the chaos upstream with this `upstream_idempotency`, 1 s per try, 3 attempts.
 pub(crate) fn refund_tool(upstream_idempotency: &str) -> String {
     format!(
