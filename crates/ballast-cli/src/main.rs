@@ -2,6 +2,7 @@
 
 mod bench;
 mod chaos;
+mod serve;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -32,6 +33,19 @@ enum Command {
         /// Print the plan as JSON instead of a table.
         #[arg(long)]
         json: bool,
+    },
+    /// Serve the gateway: tool calls from any language under one deadline, with safe retries, idempotency,
+    /// breakers and priority admission. Prints the bound address first; SIGTERM or Ctrl-C stops it gracefully.
+    Serve {
+        /// The configuration file (TOML).
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// The address to listen on, overriding `server.listen`; port 0 picks a free port.
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Check the configuration and its secrets, print the plan's warnings, and exit (0 when it can serve).
+        #[arg(long)]
+        check: bool,
     },
     /// Run a benchmark against the chaos upstream, served in process on 127.0.0.1.
     Bench {
@@ -69,6 +83,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Plan { config, layers, json } => plan(&config, layers, json),
+        Command::Serve {
+            config,
+            listen,
+            check,
+        } => serve::run(&config, listen, check),
         Command::Chaos {
             listen,
             profile,

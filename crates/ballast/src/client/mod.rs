@@ -30,7 +30,13 @@ use crate::{Body, CallContext, Cancel, Error, Report, Runs, current_deadline};
 /// What every call may say about itself besides what it sends: its deadline, its run, its cancellation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CallOptions {
+    /// The call's own deadline: its run, if any, is offered it and keeps the earliest.
     pub(crate) deadline: Option<Deadline>,
+    /// A bound of this call only, never its run's (an SDK's per-request timeout, read by the gateway).
+    pub(crate) call_bound: Option<Deadline>,
+    /// Hops the request made through other Ballasts before this one (`ballast-hop`): with any, the call gets one
+    /// attempt here — retries happen at exactly one layer.
+    pub(crate) hops: Option<u32>,
     pub(crate) run_id: Option<String>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) trace: Option<TraceContext>,
@@ -91,10 +97,12 @@ impl Core {
         }
     }
 
-    /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline is the earliest of its own (else
-    /// the configured default from now), the enclosing [`scope`](crate::context::scope)'s and its run's (which is offered
-    /// it and keeps the earliest), with the server's reserve and least attempt; it listens on a child of the
-    /// caller's token, and nothing cancels it without one.
+    /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline is the earliest of its own,
+    /// its call-only bound, the enclosing [`scope`](crate::context::scope)'s and its run's (which is offered the call's
+    /// own deadline only, and keeps the earliest) — the configured default from now when none of them is set —
+    /// with the server's reserve and least attempt; it listens on a child of the caller's token, and nothing
+    /// cancels it without one. The default and the call-only bound never become the run's deadline (DESIGN.md,
+    /// "Runs"): a run's deadline is one an agent asked for.
     pub(crate) fn context(
         &self,
         options: &CallOptions,
@@ -105,17 +113,24 @@ impl Core {
         now: Instant,
     ) -> CallContext {
         let server = &self.server;
-        let mut deadline = options
-            .deadline
-            .unwrap_or_else(|| Deadline::after(now, server.default_timeout))
-            .with_reserve(server.reserve)
-            .with_min_attempt(server.min_attempt);
-        if let Some(scoped) = current_deadline() {
-            deadline = deadline.earliest(&scoped);
-        }
+        let settle = |d: Deadline| {
+            d.with_reserve(server.reserve)
+                .with_min_attempt(server.min_attempt)
+        };
         let run = options.run_id.as_deref().map(|id| self.runs.get(id, now));
+        let mut deadline = match (&run, options.deadline) {
+            (Some(run), Some(own)) => Some(run.offer_deadline(settle(own))),
+            (Some(run), None) => run.deadline(),
+            (None, own) => own.map(settle),
+        };
+        for bound in [options.call_bound.map(settle), current_deadline()]
+            .into_iter()
+            .flatten()
+        {
+            deadline = Some(deadline.map_or(bound, |d| d.earliest(&bound)));
+        }
+        let deadline = deadline.unwrap_or_else(|| settle(Deadline::after(now, server.default_timeout)));
         if let Some(run) = &run {
-            deadline = run.offer_deadline(deadline);
             // Each logical call grows the run's allowance by its share.
             run.allowance().note_call();
         }
@@ -130,8 +145,8 @@ impl Core {
             propagate_trace: options.trace.is_some(),
             run,
             priority,
-            hop: 0,
-            retries_here: true,
+            hop: options.hops.unwrap_or(0),
+            retries_here: options.hops.is_none_or(|hops| hops == 0),
             kind,
             target,
             report,

@@ -87,6 +87,11 @@ impl Upstream {
         self.throttle.as_ref()
     }
 
+    /// The upstream's admission (its concurrency limit and queue), if it has one.
+    pub(crate) fn admission(&self) -> Option<&AdmissionLayer> {
+        self.admission.as_ref()
+    }
+
     /// The upstream's retry budget.
     pub(crate) fn budget(&self) -> &Arc<dyn RetryBudget> {
         self.retry.budget()

@@ -51,6 +51,21 @@ impl ToolCall {
         self
     }
 
+    /// A bound on this call only, never on its run (the gateway gives an SDK's per-request timeout here: it
+    /// limits one HTTP call, not the agent request). The call's deadline is the earliest of this, its own
+    /// [`deadline`](ToolCall::deadline) and its run's.
+    pub fn call_deadline(mut self, bound: Deadline) -> Self {
+        self.options.call_bound = Some(bound);
+        self
+    }
+
+    /// The call came through `hops` other Ballasts (their `ballast-hop`): with one or more, it gets a single
+    /// attempt here, since retries happen at exactly one layer, and its attempts say `ballast-hop: hops + 1`.
+    pub fn hops(mut self, hops: u32) -> Self {
+        self.options.hops = Some(hops);
+        self
+    }
+
     /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
     /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id in
     /// spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without one, a

@@ -74,6 +74,12 @@ impl ToolClient {
         self.inner.upstream.throttle()
     }
 
+    /// The tool's admission: its concurrency limit and priority queue (`in_flight`, `queued_by_class`), for
+    /// `/status`.
+    pub fn admission(&self) -> Option<&crate::layer::AdmissionLayer> {
+        self.inner.upstream.admission()
+    }
+
     /// The tool's retry budget.
     pub fn budget(&self) -> &Arc<dyn RetryBudget> {
         self.inner.upstream.budget()

@@ -1,0 +1,133 @@
+//! What operators and load balancers ask: `/healthz` (alive), `/readyz` (take traffic: not draining), `/metrics`
+//! (Prometheus text) and `/status` (JSON: breakers, budgets, throttles, queues, runs, the store).
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use ballast::idempotency::store::{IdempotencyStore, Scope};
+use ballast::{IdempotencyKey, ToolClient};
+use ballast_core::{BreakerState, Instant, Priority};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::Gateway;
+
+/// How long `/status` waits for the store to answer its health probe.
+const STORE_PROBE: Duration = Duration::from_secs(1);
+
+/// Liveness: the process answers.
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: serving and not draining. A store outage does not fail it — tool routes that need the store answer
+/// 503 `store_unavailable` themselves, and model routes do not need it.
+pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Response {
+    if gateway.is_draining() {
+        let body = json!({"status": "draining", "detail": "shutting down: send new requests elsewhere"});
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+    }
+    Json(json!({"status": "ready"})).into_response()
+}
+
+/// Prometheus text.
+pub(crate) async fn metrics(State(gateway): State<Gateway>) -> Response {
+    let Some(handle) = &gateway.inner.metrics else {
+        let body = "# no metrics recorder is installed in this process (`ballast serve` installs one)\n";
+        return text(StatusCode::OK, body.to_owned());
+    };
+    text(StatusCode::OK, handle.render())
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
+
+/// The state of every part that decides under load.
+pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
+    let now = ballast::clock::now();
+    let mut tools: Vec<&ToolClient> = gateway.inner.tools.iter().collect();
+    tools.sort_by(|a, b| a.name().cmp(b.name()));
+    let tools: serde_json::Map<String, Value> = tools
+        .into_iter()
+        .map(|tool| (tool.name().to_owned(), tool_status(tool, now)))
+        .collect();
+    let store = store_health(&*gateway.inner.store, &gateway.inner.store_url).await;
+    Json(json!({
+        "draining": gateway.is_draining(),
+        "tools": tools,
+        "runs": {"in_flight": gateway.inner.runs.len()},
+        "background_tasks": ballast::background::running(),
+        "store": store,
+    }))
+}
+
+fn tool_status(tool: &ToolClient, now: Instant) -> Value {
+    let breaker = tool.breaker().snapshot(now);
+    let last = breaker.last_transition.map(|t| {
+        json!({
+            "from": state_name(t.from),
+            "to": state_name(t.to),
+            "reason": t.reason.to_string(),
+            "seconds_ago": now.saturating_duration_since(t.at).as_secs_f64(),
+        })
+    });
+    let throttle = tool.throttle().map(|throttle| {
+        let snapshot = throttle.snapshot(now);
+        json!({
+            "requests": snapshot.requests,
+            "accepts": snapshot.accepts,
+            "refusal_probability": snapshot.probability,
+            "refused_total": snapshot.refused_total,
+        })
+    });
+    let queue = tool.admission().map(|admission| {
+        let by_class = admission.queued_by_class();
+        let classes: serde_json::Map<String, Value> = Priority::ALL
+            .iter()
+            .zip(by_class)
+            .map(|(priority, queued)| (priority.as_str().to_owned(), json!(queued)))
+            .collect();
+        json!({"in_flight": admission.in_flight(), "queued": admission.queued(), "queued_by_class": classes})
+    });
+    json!({
+        "breaker": {
+            "state": state_name(breaker.state),
+            "open_remaining_ms": breaker.open_remaining.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            "last_transition": last,
+        },
+        "retry_budget": {"available": tool.budget().available(now)},
+        "throttle": throttle,
+        "admission": queue,
+    })
+}
+
+fn state_name(state: BreakerState) -> &'static str {
+    match state {
+        BreakerState::Closed => "closed",
+        BreakerState::HalfOpen => "half_open",
+        BreakerState::Open => "open",
+    }
+}
+
+/// Whether the store answers a lookup within a second.
+async fn store_health(store: &dyn IdempotencyStore, url: &str) -> Value {
+    let key = IdempotencyKey::parse("ballast-status-probe").expect("a valid key");
+    let scope = Scope::new("ballast", "GET /status", key);
+    let (healthy, error) = match tokio::time::timeout(STORE_PROBE, store.lookup(&scope)).await {
+        Ok(Ok(_)) => (true, None),
+        Ok(Err(error)) => (false, Some(error.to_string())),
+        Err(_) => (
+            false,
+            Some(format!("no answer within {} ms", STORE_PROBE.as_millis())),
+        ),
+    };
+    json!({"backend": store.backend(), "url": url, "healthy": healthy, "error": error})
+}

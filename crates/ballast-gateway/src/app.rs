@@ -1,0 +1,173 @@
+//! The router: every endpoint, the auth in front of the ones that need it, and what every answer carries.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use ballast::idempotency::operations_route;
+use http::{HeaderValue, header};
+use rand::RngExt as _;
+use tracing::Instrument as _;
+
+use crate::error::{AppError, set_retry_after};
+use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
+use crate::{Gateway, StartError, admin, tools};
+
+/// The longest `Retry-After` the gateway sends (some SDK versions obey any value).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The spread added to every `Retry-After` the gateway sends: a crowd told "1 s" comes back over a second.
+const RETRY_AFTER_JITTER: Duration = Duration::from_secs(1);
+
+/// Where `/metrics` and `/status` are served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AdminRoutes {
+    /// On this router, behind the same auth as the rest (an admin principal when one is configured).
+    Here,
+    /// Not on this router: on the admin listener.
+    Elsewhere,
+}
+
+/// The gateway's router: `POST /v1/tools/{name}`, `GET /v1/operations/{key}`, `/healthz`, `/readyz`, and —
+/// unless `server.admin_listen` is set — `/metrics` and `/status`.
+pub fn app(gateway: Gateway) -> Result<Router, StartError> {
+    let admin_here = if false {
+        // MERGE admin_listen
+        AdminRoutes::Elsewhere
+    } else {
+        AdminRoutes::Here
+    };
+    router(gateway, admin_here)
+}
+
+/// The admin listener's router: `/metrics`, `/status`, `/healthz` and `/readyz`, without auth (the address is the
+/// access control).
+pub fn admin_app(gateway: Gateway) -> Router {
+    Router::new()
+        .route("/metrics", get(admin::metrics))
+        .route("/status", get(admin::status))
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz))
+        .fallback(not_found)
+        .with_state(gateway)
+        .layer(middleware::from_fn(finish))
+}
+
+pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router, StartError> {
+    let operations_routes: Vec<String> = gateway
+        .inner
+        .config
+        .tools
+        .iter()
+        .map(|tool| format!("POST /v1/tools/{}", tool.name))
+        .collect();
+    let mut authed = tools::routes(&gateway)?.route(
+        "/v1/operations/{key}",
+        operations_route(std::sync::Arc::clone(&gateway.inner.store), operations_routes),
+    );
+    if admin_here == AdminRoutes::Here {
+        let admin_only = Router::new()
+            .route("/metrics", get(admin::metrics))
+            .route("/status", get(admin::status))
+            .route_layer(middleware::from_fn_with_state(gateway.clone(), require_admin));
+        authed = authed.merge(admin_only);
+    }
+    let authed = authed.route_layer(middleware::from_fn_with_state(gateway.clone(), authenticate));
+    Ok(Router::new()
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz))
+        .merge(authed)
+        .fallback(not_found)
+        .with_state(gateway)
+        .layer(middleware::from_fn(finish)))
+}
+
+/// 404 for any other path.
+async fn not_found(request: Request) -> AppError {
+    AppError::NotFound {
+        path: request.uri().path().to_owned(),
+    }
+}
+
+/// Names the caller ([`Principal`](ballast::idempotency::Principal)) or answers 401.
+async fn authenticate(State(gateway): State<Gateway>, mut request: Request, next: Next) -> Response {
+    match gateway.inner.principals.authenticate(request.headers()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller.principal.clone());
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(_) => AppError::Unauthorized.into_response(),
+    }
+}
+
+/// With admin principals configured, only they read `/metrics` and `/status`.
+async fn require_admin(State(gateway): State<Gateway>, request: Request, next: Next) -> Response {
+    let admin = request
+        .extensions()
+        .get::<crate::auth::Caller>()
+        .is_some_and(|c| c.admin);
+    if gateway.inner.principals.any_admin() && !admin {
+        return AppError::Forbidden.into_response();
+    }
+    next.run(request).await
+}
+
+/// What every answer carries: `x-request-id` (the caller's, else the trace id of its `traceparent`, else a new
+/// one; also on every log line of the request, through its span), an explicit `x-should-retry` on every error,
+/// and every `Retry-After` jittered and capped at 60 s.
+async fn finish(request: Request, next: Next) -> Response {
+    let request_id = request_id(&request);
+    let span = tracing::info_span!(
+        "ballast.request",
+        request_id = %request_id.to_str().unwrap_or_default(),
+        method = %request.method(),
+        path = %request.uri().path(),
+        status = tracing::field::Empty,
+    );
+    let mut response = next.run(request).instrument(span.clone()).await;
+    span.record("status", response.status().as_u16());
+    let status = response.status();
+    let headers = response.headers_mut();
+    headers.insert(X_REQUEST_ID, request_id);
+    if status.as_u16() >= 400 && !headers.contains_key(X_SHOULD_RETRY) {
+        headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
+    }
+    if let Some(wait) = retry_after(headers) {
+        let jitter = rand::rng().random_range(Duration::ZERO..RETRY_AFTER_JITTER);
+        set_retry_after(headers, (wait + jitter).min(MAX_RETRY_AFTER));
+    }
+    response
+}
+
+/// The request's id: its `x-request-id` when it is short printable ASCII, else its trace's id, else a new one.
+fn request_id(request: &Request) -> HeaderValue {
+    let headers = request.headers();
+    if let Some(id) = headers.get(X_REQUEST_ID).filter(|v| {
+        (1..=128).contains(&v.len()) && v.to_str().is_ok_and(|s| s.bytes().all(|b| b.is_ascii_graphic()))
+    }) {
+        return id.clone();
+    }
+    let id = headers
+        .get(TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| ballast_core::TraceContext::parse(v).ok())
+        .map_or_else(
+            || uuid::Uuid::new_v4().simple().to_string(),
+            |trace| trace.trace_id_hex().to_string(),
+        );
+    HeaderValue::from_str(&id).expect("hex is a valid header value")
+}
+
+/// The wait an answer asks for: `retry-after-ms`, else `Retry-After` in seconds.
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let read = |name: &http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    if let Some(ms) = read(&RETRY_AFTER_MS).and_then(|v| v.parse::<u64>().ok()) {
+        return Some(Duration::from_millis(ms));
+    }
+    read(&header::RETRY_AFTER)
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs)
+}

@@ -1,0 +1,295 @@
+//! Every answer the gateway gives on its own, in one place (STYLE.md, convention 6): its status, its RFC 9457
+//! problem+json body (`type = urn:ballast:<code>`), and whether a retry can help (`x-should-retry`, with
+//! `Retry-After` only where a retry is invited). A caller matches on `type` or `code`; an SDK reads the status and
+//! `x-should-retry`. Every message says what happened and what the caller can do.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use ballast::idempotency::{NotStored, OutcomeUnknown};
+use ballast_core::ErrorCode;
+use http::{HeaderValue, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::headers::{BALLAST_CODE, BALLAST_OUTCOME, BALLAST_SHED, RETRY_AFTER_MS, X_SHOULD_RETRY};
+
+/// Why the gateway answered without an upstream answer to pass on.
+#[derive(Debug)]
+pub(crate) enum AppError {
+    /// No key, or a key nobody configured.
+    Unauthorized,
+    /// A principal that may not read this endpoint (`/metrics`, `/status` with admin principals configured).
+    Forbidden,
+    /// No such endpoint.
+    NotFound { path: String },
+    /// No such tool.
+    UnknownTool { name: String, tools: Vec<String> },
+    /// The endpoint exists, not with this method.
+    MethodNotAllowed { allowed: &'static str },
+    /// A header the gateway reads could not be read.
+    BadHeader {
+        header: &'static str,
+        value: String,
+        expected: String,
+    },
+    /// `ballast-step-id` without `ballast-run-id`.
+    StepWithoutRun,
+    /// A side-effecting tool called with neither an `Idempotency-Key` nor a run and step to derive one.
+    KeyMissing { tool: String },
+    /// The `Idempotency-Key` breaks the rules.
+    KeyInvalid { reason: String },
+    /// The body is over `server.body_limit`.
+    BodyTooLarge { limit: u64 },
+    /// The body could not be read.
+    BodyUnreadable,
+    /// The body is not JSON.
+    MalformedJson {
+        line: usize,
+        column: usize,
+        reason: String,
+    },
+    /// The call failed without an upstream answer (`code` says why; `status` is the answer's).
+    Call {
+        code: ErrorCode,
+        status: StatusCode,
+        message: String,
+        retry_after: Option<Duration>,
+        should_retry: bool,
+        shed: Option<&'static str>,
+    },
+    /// A side effect may or may not have happened.
+    OutcomeUnknown { tool: String, key: Option<String> },
+}
+
+impl AppError {
+    /// Status, code (the `urn:ballast:` slug) and title.
+    fn kind(&self) -> (StatusCode, &'static str, &'static str) {
+        match self {
+            AppError::Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "API key missing or unknown",
+            ),
+            AppError::Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Admin principal required"),
+            AppError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "No such endpoint"),
+            AppError::UnknownTool { .. } => (StatusCode::NOT_FOUND, "unknown_tool", "No such tool"),
+            AppError::MethodNotAllowed { .. } => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Method not allowed",
+            ),
+            AppError::BadHeader { .. } => (StatusCode::BAD_REQUEST, "invalid_header", "Header unreadable"),
+            AppError::StepWithoutRun => (
+                StatusCode::BAD_REQUEST,
+                "step_without_run",
+                "ballast-step-id needs ballast-run-id",
+            ),
+            AppError::KeyMissing { .. } => (
+                StatusCode::BAD_REQUEST,
+                "idempotency_key_missing",
+                "Idempotency-Key required",
+            ),
+            AppError::KeyInvalid { .. } => (
+                StatusCode::BAD_REQUEST,
+                "idempotency_key_invalid",
+                "Idempotency-Key invalid",
+            ),
+            AppError::BodyTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                "Request body too large",
+            ),
+            AppError::BodyUnreadable => (
+                StatusCode::BAD_REQUEST,
+                "body_unreadable",
+                "Request body unreadable",
+            ),
+            AppError::MalformedJson { .. } => (StatusCode::BAD_REQUEST, "malformed_json", "Body is not JSON"),
+            AppError::Call { code, status, .. } => (*status, code.as_str(), code_title(*code)),
+            AppError::OutcomeUnknown { .. } => (
+                StatusCode::BAD_GATEWAY,
+                ErrorCode::OutcomeUnknown.as_str(),
+                "Outcome unknown",
+            ),
+        }
+    }
+
+    /// What happened and what the caller can do.
+    fn detail(&self) -> String {
+        match self {
+            AppError::Unauthorized => {
+                "send the API key of a configured principal as `Authorization: Bearer <key>` \
+                (or `api-key` / `x-api-key`)"
+                    .to_owned()
+            }
+            AppError::Forbidden => "this endpoint is served to admin principals only (`admin = true` in \
+                [[principals]]); use an admin key or the `server.admin_listen` address"
+                .to_owned(),
+            AppError::NotFound { path } => format!(
+                "nothing is served at {path}; the gateway serves POST /v1/tools/{{name}}, GET /v1/operations/{{key}}, \
+                 GET /healthz, /readyz, /metrics and /status (docs/gateway.md)"
+            ),
+            AppError::UnknownTool { name, tools } => format!(
+                "no tool named {name:?} is configured; the tools are: {}",
+                if tools.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    tools.join(", ")
+                }
+            ),
+            AppError::MethodNotAllowed { allowed } => format!("this endpoint answers {allowed} only"),
+            AppError::BadHeader {
+                header,
+                value,
+                expected,
+            } => {
+                format!("{header}: {value:?} is not {expected}; fix or drop the header")
+            }
+            AppError::StepWithoutRun => {
+                "ballast-step-id was sent without ballast-run-id: steps of two agent \
+                requests would share keys; send the run id (one per agent request) with every call of the run"
+                    .to_owned()
+            }
+            AppError::KeyMissing { tool } => format!(
+                "{tool} has side effects: send an Idempotency-Key (one per operation, the same on every retry), or \
+                 ballast-run-id and ballast-step-id (and ballast-call-ordinal for a second call in one step) to \
+                 derive one"
+            ),
+            AppError::KeyInvalid { reason } => {
+                format!("{reason}; a key is 1 to 255 printable ASCII characters, sent once")
+            }
+            AppError::BodyTooLarge { limit } => {
+                format!("the body is over server.body_limit ({limit} bytes); nothing was sent")
+            }
+            AppError::BodyUnreadable => "the request body could not be read; nothing was sent".to_owned(),
+            AppError::MalformedJson { line, column, reason } => format!(
+                "the body must be the tool's JSON arguments: {reason} at line {line}, column {column}; nothing was sent"
+            ),
+            AppError::Call { message, .. } => message.clone(),
+            AppError::OutcomeUnknown { tool, key } => {
+                let check = key.as_ref().map_or_else(
+                    || "check with the upstream".to_owned(),
+                    |key| format!("check GET /v1/operations/{key} or the upstream"),
+                );
+                format!(
+                    "{tool}: an attempt reached the upstream and its answer was lost, so the side effect may or may \
+                     not have happened; do not send it again under a new key: {check}"
+                )
+            }
+        }
+    }
+
+    /// When a retry of the same request is invited, and after how long.
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            AppError::Call {
+                should_retry: true,
+                retry_after,
+                ..
+            } => Some(retry_after.unwrap_or(Duration::from_secs(1))),
+            _ => None,
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, code, title) = self.kind();
+        let mut body = json!({
+            "type": format!("urn:ballast:{code}"),
+            "title": title,
+            "status": status.as_u16(),
+            "detail": self.detail(),
+            "code": code,
+        });
+        if let AppError::UnknownTool { tools, .. } = &self {
+            body["tools"] = json!(tools);
+        }
+        let retry_after = self.retry_after();
+        // Told without inviting a retry: how long an open breaker stays open.
+        let informative = match &self {
+            AppError::Call {
+                should_retry: false,
+                retry_after,
+                ..
+            } => *retry_after,
+            _ => None,
+        };
+        let mut response = problem(status, &body);
+        let headers = response.headers_mut();
+        headers.insert(BALLAST_CODE, HeaderValue::from_static(code));
+        headers.insert(
+            X_SHOULD_RETRY,
+            HeaderValue::from_static(bool_text(retry_after.is_some())),
+        );
+        if let Some(wait) = retry_after.or(informative) {
+            set_retry_after(headers, wait);
+        }
+        match &self {
+            AppError::Unauthorized => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            AppError::MethodNotAllowed { allowed } => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allowed));
+            }
+            AppError::Call {
+                shed: Some(reason), ..
+            } => {
+                headers.insert(BALLAST_SHED, HeaderValue::from_static(reason));
+            }
+            _ => {}
+        }
+        match self {
+            AppError::OutcomeUnknown { .. } => {
+                headers.insert(BALLAST_OUTCOME, HeaderValue::from_static("unknown"));
+                response.extensions_mut().insert(OutcomeUnknown);
+            }
+            // Decided before any upstream answer: a retry with the same key runs.
+            _ => {
+                response.extensions_mut().insert(NotStored);
+            }
+        }
+        response
+    }
+}
+
+/// A problem+json response.
+fn problem(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
+/// `true` / `false`.
+pub(crate) fn bool_text(value: bool) -> &'static str {
+    if value { "true" } else { "false" }
+}
+
+/// `Retry-After` in whole seconds (rounded up: never earlier than meant) and `retry-after-ms` exactly, which the
+/// OpenAI SDKs read first.
+pub(crate) fn set_retry_after(headers: &mut http::HeaderMap, wait: Duration) {
+    let millis = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(millis.div_ceil(1000).max(1)),
+    );
+    headers.insert(RETRY_AFTER_MS, HeaderValue::from(millis));
+}
+
+/// A title per stable code.
+fn code_title(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::DeadlineExceeded => "Deadline exceeded",
+        ErrorCode::Overloaded => "Overloaded",
+        ErrorCode::CircuitOpen => "Circuit open",
+        ErrorCode::OutcomeUnknown => "Outcome unknown",
+        ErrorCode::RetryBudgetExhausted => "Retry budget exhausted",
+        ErrorCode::RunAllowanceExhausted => "Run allowance exhausted",
+        _ => "Upstream error",
+    }
+}

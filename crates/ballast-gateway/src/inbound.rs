@@ -1,0 +1,296 @@
+//! What a tool request says about itself in its headers, read once and checked: its deadline (the smallest
+//! deadline header, capped; DESIGN.md, "Deadline"), its run, step and call ordinal, its key (the caller's, or
+//! derived), its priority, the hops it made, its trace. A header that is present and unreadable is a 400 naming
+//! the header and the value: guessing could give a call more time, or another key, than the caller meant.
+
+use std::time::Duration;
+
+use ballast_config::ServerConfig;
+use ballast_core::{DeadlineHeader, IdempotencyKey, Priority, TraceContext, inbound_timeout};
+use http::HeaderMap;
+
+use crate::error::AppError;
+use crate::headers::{
+    BALLAST_CALL_ORDINAL, BALLAST_HOP, BALLAST_PRIORITY, BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY,
+    TRACEPARENT, X_STAINLESS_RETRY_COUNT,
+};
+
+/// The headers of one tool request, read.
+#[derive(Clone, Debug)]
+pub(crate) struct Inbound {
+    /// The smallest deadline header of any kind, capped by `max_timeout`; `None`: none was sent.
+    pub(crate) timeout: Option<Duration>,
+    /// The smallest explicit one (`ballast-timeout-ms`, `grpc-timeout`), capped: the only kind that becomes a
+    /// run's deadline. SDK timeout headers bound one HTTP call, never the agent request.
+    pub(crate) explicit_timeout: Option<Duration>,
+    pub(crate) run_id: Option<String>,
+    pub(crate) step: Option<(String, u32)>,
+    /// The caller's `Idempotency-Key`.
+    pub(crate) key: Option<IdempotencyKey>,
+    pub(crate) priority: Option<Priority>,
+    pub(crate) hops: Option<u32>,
+    pub(crate) trace: Option<TraceContext>,
+    /// `x-stainless-retry-count`: the SDK's own retry number (counted in metrics).
+    pub(crate) sdk_retry: Option<u32>,
+}
+
+impl Inbound {
+    /// Reads and checks the headers of a tool request.
+    pub(crate) fn read(headers: &HeaderMap, server: &ServerConfig) -> Result<Inbound, AppError> {
+        let (timeout, explicit_timeout) = timeouts(headers, server)?;
+        let run_id = text(headers, &BALLAST_RUN_ID, "ballast-run-id")?;
+        let step_id = text(headers, &BALLAST_STEP_ID, "ballast-step-id")?;
+        let ordinal = number(headers, &BALLAST_CALL_ORDINAL, "ballast-call-ordinal")?;
+        if step_id.is_some() && run_id.is_none() {
+            return Err(AppError::StepWithoutRun);
+        }
+        let step = step_id.map(|step| (step, ordinal.unwrap_or(0)));
+        let key = match one(headers, &IDEMPOTENCY_KEY, "Idempotency-Key")? {
+            None => None,
+            Some(value) => Some(IdempotencyKey::parse(value).map_err(|e| AppError::KeyInvalid {
+                reason: e.to_string(),
+            })?),
+        };
+        let priority = match one(headers, &BALLAST_PRIORITY, "ballast-priority")? {
+            None => None,
+            Some(value) => Some(value.parse::<Priority>().map_err(|_| AppError::BadHeader {
+                header: "ballast-priority",
+                value: value.to_owned(),
+                expected: "a priority (critical_plus, critical, sheddable_plus or sheddable)".to_owned(),
+            })?),
+        };
+        let hops = number(headers, &BALLAST_HOP, "ballast-hop")?;
+        let trace = match one(headers, &TRACEPARENT, "traceparent")? {
+            None => None,
+            // W3C trace context: a malformed traceparent is ignored (a new trace starts), never refused.
+            Some(value) => TraceContext::parse(value).ok(),
+        };
+        let sdk_retry = number(headers, &X_STAINLESS_RETRY_COUNT, "x-stainless-retry-count")?;
+        Ok(Inbound {
+            timeout,
+            explicit_timeout,
+            run_id,
+            step,
+            key,
+            priority,
+            hops,
+            trace,
+            sdk_retry,
+        })
+    }
+
+    /// The operation's key: the caller's, else derived from (run, step, tool, ordinal) — so a re-run step
+    /// re-sends the same key and two calls of one step (ordinals 0 and 1) do not collide.
+    pub(crate) fn key_for(&self, tool: &str) -> Option<IdempotencyKey> {
+        self.key.clone().or_else(|| match (&self.run_id, &self.step) {
+            (Some(run), Some((step, ordinal))) => Some(IdempotencyKey::derived(run, step, tool, *ordinal)),
+            _ => None,
+        })
+    }
+}
+
+/// The smallest deadline header of all, and of the explicit ones; each capped by `max_timeout`.
+fn timeouts(
+    headers: &HeaderMap,
+    server: &ServerConfig,
+) -> Result<(Option<Duration>, Option<Duration>), AppError> {
+    let mut present: Vec<(DeadlineHeader, &str)> = Vec::new();
+    for (name, value) in headers {
+        let Some(header) = DeadlineHeader::from_name(name.as_str()) else {
+            continue;
+        };
+        let value = value.to_str().map_err(|_| AppError::BadHeader {
+            header: header.name(),
+            value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            expected: "printable ASCII".to_owned(),
+        })?;
+        present.push((header, value));
+    }
+    let smallest = |only_explicit: bool| -> Result<Option<Duration>, AppError> {
+        let chosen: Vec<(&str, &str)> = present
+            .iter()
+            .filter(|(header, _)| !only_explicit || bounds_run(*header))
+            .map(|(header, value)| (header.name(), *value))
+            .collect();
+        if chosen.is_empty() {
+            return Ok(None);
+        }
+        let timeout = inbound_timeout(chosen, server.default_timeout, server.max_timeout).map_err(|e| {
+            AppError::BadHeader {
+                header: e.header(),
+                value: present
+                    .iter()
+                    .find(|(h, _)| h.name() == e.header())
+                    .map_or_else(String::new, |(_, v)| (*v).to_owned()),
+                expected: e.expected().to_owned(),
+            }
+        })?;
+        Ok(Some(timeout.timeout))
+    };
+    Ok((smallest(false)?, smallest(true)?))
+}
+
+/// Whether a deadline header names the agent request's deadline (and so a run's), not one HTTP call's.
+fn bounds_run(header: DeadlineHeader) -> bool {
+    matches!(
+        header,
+        DeadlineHeader::BallastTimeoutMs | DeadlineHeader::GrpcTimeout
+    )
+}
+
+/// A header sent at most once, as text.
+fn one<'a>(
+    headers: &'a HeaderMap,
+    name: &http::HeaderName,
+    shown: &'static str,
+) -> Result<Option<&'a str>, AppError> {
+    let mut values = headers.get_all(name).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let text = value.to_str().map_err(|_| AppError::BadHeader {
+        header: shown,
+        value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+        expected: "printable ASCII".to_owned(),
+    })?;
+    if values.next().is_some() {
+        return Err(AppError::BadHeader {
+            header: shown,
+            value: text.to_owned(),
+            expected: "sent once (the header came more than once)".to_owned(),
+        });
+    }
+    Ok(Some(text))
+}
+
+/// A run or step id: 1 to 255 printable ASCII characters (the rule of idempotency keys, since keys derive from
+/// them).
+fn text(
+    headers: &HeaderMap,
+    name: &http::HeaderName,
+    shown: &'static str,
+) -> Result<Option<String>, AppError> {
+    let Some(value) = one(headers, name, shown)? else {
+        return Ok(None);
+    };
+    if IdempotencyKey::parse(value).is_err() {
+        return Err(AppError::BadHeader {
+            header: shown,
+            value: value.to_owned(),
+            expected: "1 to 255 printable ASCII characters without spaces".to_owned(),
+        });
+    }
+    Ok(Some(value.to_owned()))
+}
+
+/// A whole number header.
+fn number(
+    headers: &HeaderMap,
+    name: &http::HeaderName,
+    shown: &'static str,
+) -> Result<Option<u32>, AppError> {
+    let Some(value) = one(headers, name, shown)? else {
+        return Ok(None);
+    };
+    value
+        .trim()
+        .parse::<u32>()
+        .map(Some)
+        .map_err(|_| AppError::BadHeader {
+            header: shown,
+            value: value.to_owned(),
+            expected: "a whole number".to_owned(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn read(pairs: &[(&'static str, &str)]) -> Result<Inbound, AppError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        Inbound::read(&headers, &ServerConfig::default())
+    }
+
+    #[test]
+    fn only_explicit_deadline_headers_bound_a_run() {
+        let inbound = read(&[
+            ("x-stainless-read-timeout", "2.5"),
+            ("ballast-timeout-ms", "9000"),
+        ])
+        .unwrap();
+        assert_eq!(inbound.timeout, Some(Duration::from_millis(2500)));
+        assert_eq!(inbound.explicit_timeout, Some(Duration::from_secs(9)));
+        let inbound = read(&[("x-stainless-timeout", "20")]).unwrap();
+        assert_eq!(
+            (inbound.timeout, inbound.explicit_timeout),
+            (Some(Duration::from_secs(20)), None)
+        );
+        // Capped by max_timeout (300 s).
+        let inbound = read(&[("grpc-timeout", "1H")]).unwrap();
+        assert_eq!(inbound.explicit_timeout, Some(Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn a_malformed_header_is_refused_naming_it_and_its_value() {
+        let err = read(&[("ballast-timeout-ms", "soon")]).unwrap_err();
+        assert!(
+            matches!(&err, AppError::BadHeader { header: "ballast-timeout-ms", value, .. } if value == "soon")
+        );
+        assert!(matches!(
+            read(&[("ballast-priority", "urgent")]),
+            Err(AppError::BadHeader { .. })
+        ));
+        assert!(matches!(
+            read(&[("ballast-call-ordinal", "-1")]),
+            Err(AppError::BadHeader { .. })
+        ));
+        assert!(matches!(
+            read(&[("idempotency-key", "has space")]),
+            Err(AppError::KeyInvalid { .. })
+        ));
+        assert!(matches!(
+            read(&[("idempotency-key", "a"), ("idempotency-key", "b")]),
+            Err(AppError::BadHeader { .. })
+        ));
+    }
+
+    #[test]
+    fn a_step_needs_a_run_and_keys_derive_from_run_step_tool_and_ordinal() {
+        assert!(matches!(
+            read(&[("ballast-step-id", "s1")]),
+            Err(AppError::StepWithoutRun)
+        ));
+        let first = read(&[("ballast-run-id", "r1"), ("ballast-step-id", "s1")]).unwrap();
+        let second = read(&[
+            ("ballast-run-id", "r1"),
+            ("ballast-step-id", "s1"),
+            ("ballast-call-ordinal", "1"),
+        ])
+        .unwrap();
+        let (a, b) = (
+            first.key_for("create_refund").unwrap(),
+            second.key_for("create_refund").unwrap(),
+        );
+        assert_ne!(a, b, "two calls of one step do not collide");
+        assert_eq!(a, IdempotencyKey::derived("r1", "s1", "create_refund", 0));
+        assert_ne!(
+            a,
+            first.key_for("process_payment").unwrap(),
+            "the tool is part of the key"
+        );
+        // The caller's own key wins.
+        let keyed = read(&[
+            ("ballast-run-id", "r1"),
+            ("ballast-step-id", "s1"),
+            ("idempotency-key", "k-1"),
+        ])
+        .unwrap();
+        assert_eq!(keyed.key_for("create_refund").unwrap().as_str(), "k-1");
+        assert!(read(&[]).unwrap().key_for("create_refund").is_none());
+    }
+}

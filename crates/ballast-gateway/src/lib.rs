@@ -1,0 +1,84 @@
+//! The Ballast gateway: tool calls from any language — Python, TypeScript, curl — get one deadline, safe retries,
+//! Stripe-grade idempotency, circuit breakers, adaptive throttling and priority admission by going through it.
+//! `ballast serve` runs it; the binary only parses arguments and calls [`run`].
+//!
+//! ```text
+//! POST /v1/tools/{name}        the tool's JSON arguments -> its upstream, under its policy (tools.rs)
+//! GET  /v1/operations/{key}    where a keyed operation is: in_progress, completed, outcome_unknown, not_found
+//! GET  /healthz, /readyz       alive; ready (not draining)
+//! GET  /metrics, /status       Prometheus text; breakers, budgets, throttles, queues, runs, the store (JSON)
+//! ```
+//!
+//! docs/gateway.md has every endpoint, header and answer. The model routes (`/v1/responses`,
+//! `/v1/chat/completions`) plug into the same router, auth and answers when they come.
+//!
+//! Layout:
+//! - `state` — [`Gateway`]: the config, a `ToolClient` per tool, the store, the runs, the principals;
+//! - `app` — the router ([`app`], [`admin_app`]), auth in front of `/v1/*`, and what every answer carries
+//!   (`x-request-id`, an explicit `x-should-retry`, jittered `Retry-After`);
+//! - `auth` — principals and the constant-time key check; `inbound` — the headers a tool call reads;
+//! - `tools` — the tool routes; `error` — every answer of the gateway's own, in one place;
+//! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
+//! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
+
+mod admin;
+mod app;
+mod auth;
+mod error;
+mod headers;
+mod inbound;
+mod metrics;
+mod serve;
+mod state;
+mod tools;
+
+use std::net::SocketAddr;
+
+pub use app::{admin_app, app};
+pub use serve::{run, serve};
+pub use state::Gateway;
+
+/// Why the gateway could not start (or stopped serving).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A secret the config names is missing or malformed (its value is never shown).
+    #[error("{what}: environment variable {var} {problem}")]
+    Secret {
+        /// The config entry that needs it.
+        what: String,
+        /// The variable.
+        var: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The store could not be opened.
+    #[error("cannot open the store {url}: {source}")]
+    Store {
+        /// The store's URL, without its password.
+        url: String,
+        /// Why.
+        source: ballast::idempotency::store::StoreError,
+    },
+    /// A tool could not be built.
+    #[error("{0}")]
+    Tool(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    /// The metrics recorder could not be installed.
+    #[error("cannot install the metrics recorder: {0}")]
+    Metrics(String),
+    /// No principals are configured and the address is not a loopback one: anyone could call every tool.
+    #[error(
+        "{addr} is not a loopback address and no [[principals]] are configured: anyone who can reach it could call \
+         every tool; add a principal or listen on 127.0.0.1"
+    )]
+    NotLoopback {
+        /// The address.
+        addr: SocketAddr,
+    },
+    /// Listening or accepting failed.
+    #[error("cannot serve: {0}")]
+    Listen(#[source] std::io::Error),
+}

@@ -1,0 +1,96 @@
+//! The gateway's Prometheus recorder: installed once per process by [`run`](crate::run), rendered at `/metrics`.
+//! The library emits every metric through the `metrics` facade (DESIGN.md, "Observability"); here they are given
+//! their help text and buckets, and the counters a scrape should see from the start are registered at zero, so a
+//! dashboard's `rate()` has a series before the first retry or shed.
+
+use ballast_config::Config;
+use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Seconds: from a cache hit to a stuck upstream.
+const SECONDS_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0,
+];
+
+/// Installs the Prometheus recorder as the process's (once: a second call fails), with the metrics of `config`'s
+/// tools described and registered.
+pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), &SECONDS_BUCKETS)
+        .map_err(|e| e.to_string())?
+        .install_recorder()
+        .map_err(|e| e.to_string())?;
+    describe();
+    for tool in &config.tools {
+        let target = tool.name.clone();
+        counter!("ballast_retry_budget_exhausted_total", "target" => target.clone()).absolute(0);
+        counter!("ballast_throttled_total", "target" => target.clone()).absolute(0);
+        counter!("ballast_sdk_retries_total", "target" => target).absolute(0);
+    }
+    for result in ["claimed", "replayed", "conflict", "mismatch", "unknown"] {
+        counter!("ballast_idempotency_total", "result" => result).absolute(0);
+    }
+    Ok(handle)
+}
+
+/// Help text for every metric.
+fn describe() {
+    describe_counter!(
+        "ballast_requests_total",
+        "Calls by route, target and outcome (ok, fallback, or the stable code)."
+    );
+    describe_counter!("ballast_attempts_total", "Attempts sent to upstreams.");
+    describe_counter!(
+        "ballast_retries_total",
+        "Retries, by target and the outcome that caused them."
+    );
+    describe_counter!(
+        "ballast_retry_budget_exhausted_total",
+        "Retries the upstream's retry budget refused."
+    );
+    describe_gauge!(
+        "ballast_breaker_state",
+        "Circuit breaker state: 0 closed, 1 half-open, 2 open."
+    );
+    describe_counter!(
+        "ballast_throttled_total",
+        "Attempts the adaptive throttle refused locally."
+    );
+    describe_counter!(
+        "ballast_shed_total",
+        "Calls shed by admission, by priority and reason."
+    );
+    describe_counter!(
+        "ballast_deadline_exceeded_total",
+        "Calls that ended at their deadline."
+    );
+    describe_counter!(
+        "ballast_idempotency_total",
+        "Keyed requests by what the idempotency layer did."
+    );
+    describe_counter!(
+        "ballast_tokens_total",
+        "Model tokens, spent on answers and on failed attempts."
+    );
+    describe_counter!(
+        "ballast_sdk_retries_total",
+        "Requests that were an SDK's own retry (x-stainless-retry-count > 0)."
+    );
+    describe_histogram!(
+        "ballast_request_duration_seconds",
+        Unit::Seconds,
+        "Total time of a call."
+    );
+    describe_histogram!(
+        "ballast_overhead_seconds",
+        Unit::Seconds,
+        "Time of a call not spent waiting on upstreams: what Ballast itself costs."
+    );
+}
+
+/// Counts a request that is an SDK's own retry.
+pub(crate) fn sdk_retry(tool: &str, retry: Option<u32>) {
+    if retry.is_some_and(|n| n > 0) {
+        counter!("ballast_sdk_retries_total", "target" => tool.to_owned()).increment(1);
+    }
+}

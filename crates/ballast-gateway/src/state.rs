@@ -1,0 +1,148 @@
+//! The gateway's state: the config, a client per tool, the store, the runs, the principals — built once at start,
+//! shared by every request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ballast::idempotency::store::{self as stores, IdempotencyStore, StoreOptions};
+use ballast::{Body, Error, Runs, ToolClients};
+use ballast_config::{Config, Env, StoreLocation};
+use bytes::Bytes;
+use http::{Request, Response};
+use metrics_exporter_prometheus::PrometheusHandle;
+use tower::Service;
+
+use crate::StartError;
+use crate::auth::Principals;
+
+/// A gateway's state: cheap to clone (clones share everything).
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    pub(crate) inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Inner {
+    pub(crate) config: Config,
+    pub(crate) tools: ToolClients,
+    pub(crate) store: Arc<dyn IdempotencyStore>,
+    pub(crate) store_url: String,
+    pub(crate) runs: Arc<Runs>,
+    pub(crate) principals: Principals,
+    pub(crate) metrics: Option<PrometheusHandle>,
+    pub(crate) draining: AtomicBool,
+}
+
+impl Gateway {
+    /// The gateway of `config`: its principals' keys and the tools' upstream secrets read from `env`, the store it
+    /// names opened (and, for SQLite, held by this process), tool calls sent over HTTP.
+    pub async fn open(config: Config, env: &dyn Env) -> Result<Gateway, StartError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| StartError::Http(e.to_string()))?;
+        let transport =
+            ballast::transport::HttpTransport::new(client).with_body_limit(config.server.body_limit);
+        Gateway::open_with_transport(config, env, transport).await
+    }
+
+    /// [`Gateway::open`], sending tool calls through `transport` (in tests, a `ServiceTransport` over the chaos
+    /// router).
+    pub async fn open_with_transport<T, B>(
+        config: Config,
+        env: &dyn Env,
+        transport: T,
+    ) -> Result<Gateway, StartError>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        let principals = Principals::from_config(&config, env)?;
+        let store_url = match &config.store.location {
+            StoreLocation::Url { url, .. } => url.clone(),
+            StoreLocation::Env { env: var } => env.var(var).ok_or_else(|| StartError::Secret {
+                what: "store.url_env".to_owned(),
+                var: var.clone(),
+                problem: "is not set".to_owned(),
+            })?,
+        };
+        let options = StoreOptions {
+            retention: config.store.retention,
+        };
+        let store = stores::open(&store_url, options)
+            .await
+            .map_err(|source| StartError::Store {
+                url: redacted(&store_url),
+                source,
+            })?;
+        let runs = Arc::new(Runs::of(&config.run));
+        let tools = ToolClients::from_config_with_runs(&config, transport, Arc::clone(&runs)) /*MERGE*/
+            .map_err(|e| StartError::Tool(e.to_string()))?;
+        Ok(Gateway {
+            inner: Arc::new(Inner {
+                store_url: redacted(&store_url),
+                config,
+                tools,
+                store,
+                runs,
+                principals,
+                metrics: None,
+                draining: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The same gateway rendering `handle` at `/metrics` (the recorder it belongs to must be installed).
+    pub fn with_metrics(self, handle: PrometheusHandle) -> Gateway {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|_| {
+            panic!("Gateway::with_metrics is called once, right after the gateway is opened")
+        });
+        Gateway {
+            inner: Arc::new(Inner {
+                metrics: Some(handle),
+                ..inner
+            }),
+        }
+    }
+
+    /// The configuration it serves.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Starts draining: `/readyz` fails from now on (the first step of a graceful shutdown).
+    pub fn start_draining(&self) {
+        self.inner.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether it is draining.
+    pub fn is_draining(&self) -> bool {
+        self.inner.draining.load(Ordering::SeqCst)
+    }
+}
+
+/// A URL without its password, for messages and `/status`.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_never_leave_a_store_url() {
+        assert_eq!(
+            super::redacted("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(super::redacted("sqlite://ballast.db"), "sqlite://ballast.db");
+    }
+}

@@ -1,0 +1,412 @@
+//! `POST /v1/tools/{name}`: a tool call from any language, under the tool's policy.
+//!
+//! Each configured tool has a route of its own, in this order (DESIGN.md, "Admission"):
+//!
+//! ```text
+//! prepare (method, headers, key, body, deadline) -> IdempotencyLayer (replay, in progress, claim)
+//!     -> the tool's ToolClient (admission -> retry -> throttle -> breaker -> attempt) -> the answer
+//! ```
+//!
+//! - `prepare` refuses what cannot run before anything is claimed: a wrong method, an unreadable header, a
+//!   side-effecting call without a key (nor a run and step to derive one), a body over the limit or not JSON,
+//!   a deadline (the run's included) that cannot hold an attempt. It settles the call's deadline once — the
+//!   smallest deadline header, else the run's, else the default — so the store waits and the call share it.
+//! - The idempotency layer answers replays and in-progress keys from the store, before admission: they never
+//!   queue or get shed. A claimed call runs in a task of its own, so a caller that disconnects does not cut a
+//!   side effect half-way: its answer is stored for the retry.
+//! - The handler calls the tool and turns the result into the answer: the upstream's own answer passed on
+//!   (stored for replays), or the gateway's problem+json (`error.rs`), marked not-stored when nothing reached
+//!   the upstream, or outcome-unknown when something may have.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, post};
+use ballast::context::CallContext;
+use ballast::idempotency::store::ExpiredDispatch;
+use ballast::idempotency::{IdempotencyLayer, NotStored};
+use ballast::{CallError, Deadline, Error, IdempotencyKey, ToolCall, ToolClient};
+use ballast_core::{CallKind, ErrorCode};
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::BodyExt as _;
+use serde_json::Value;
+
+use crate::Gateway;
+use crate::error::AppError;
+use crate::headers::{
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, BALLAST_REMAINING_MS,
+    IDEMPOTENCY_KEY, X_SHOULD_RETRY,
+};
+use crate::inbound::Inbound;
+
+/// A tool request that passed `prepare`: what the handler needs.
+#[derive(Debug)]
+struct Prepared {
+    arguments: Value,
+    inbound: Inbound,
+    key: Option<IdempotencyKey>,
+    /// The call's deadline as `prepare` settled it (the run's folded in).
+    deadline: Deadline,
+    /// The explicit deadline the caller sent (offered to its run).
+    explicit: Option<Deadline>,
+}
+
+/// The routes of every configured tool, and the answer for a tool that is not configured.
+pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartError> {
+    let server = &gateway.inner.config.server;
+    let mut router = Router::new();
+    for tool in &gateway.inner.config.tools {
+        let Some(client) = gateway.inner.tools.get(&tool.name) else {
+            continue;
+        };
+        let expired = if tool.upstream_idempotency.deduplicates() {
+            ExpiredDispatch::TakeOver
+        } else {
+            ExpiredDispatch::OutcomeUnknown
+        };
+        let idempotency = IdempotencyLayer::builder(Arc::clone(&gateway.inner.store))
+            .require_key(tool.side_effects)
+            .body_limit(usize::try_from(server.body_limit).unwrap_or(usize::MAX))
+            .default_timeout(server.default_timeout)
+            .max_timeout(server.max_timeout)
+            .expired_dispatch(expired)
+            .max_retry_after(server.max_retry_after)
+            .store_header(BALLAST_CODE)
+            .store_header(BALLAST_FALLBACK)
+            .build()
+            .map_err(|e| crate::StartError::Tool(format!("tools.{}: {e}", tool.name)))?;
+        let handler_client = ToolClient::clone(client);
+        let route = post(move |request: Request| call_tool(ToolClient::clone(&handler_client), request))
+            .layer(idempotency)
+            .layer(middleware::from_fn_with_state(
+                (gateway.clone(), ToolClient::clone(client)),
+                prepare,
+            ));
+        router = router.route(&format!("/v1/tools/{}", tool.name), route);
+    }
+    Ok(router.route("/v1/tools/{name}", any(unknown_tool)))
+}
+
+/// A tool name nobody configured: 404 listing the tools.
+async fn unknown_tool(
+    State(gateway): State<Gateway>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> AppError {
+    let mut tools: Vec<String> = gateway
+        .inner
+        .config
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    tools.sort();
+    AppError::UnknownTool { name, tools }
+}
+
+/// Refuses what cannot run, settles the deadline and the key, and finishes every answer of the route.
+async fn prepare(
+    State((gateway, client)): State<(Gateway, ToolClient)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let started = ballast::clock::now();
+    let (mut prepared, request) = match check(&gateway, &client, request, started).await {
+        Ok(checked) => checked,
+        Err(error) => return error.into_response(),
+    };
+    crate::metrics::sdk_retry(client.name(), prepared.inbound.sdk_retry);
+    let deadline = prepared.deadline;
+    let key = prepared.key.take();
+    let (mut parts, body) = request.into_parts();
+    if let Some(key) = &key
+        && let Ok(value) = HeaderValue::from_str(key.as_str())
+    {
+        parts.headers.insert(IDEMPOTENCY_KEY, value);
+    }
+    prepared.key = key.clone();
+    let kind = CallKind::tool(client.config().side_effects, client.config().upstream_idempotency);
+    parts.extensions.insert(CallContext::new(kind, deadline));
+    parts.extensions.insert(Arc::new(prepared));
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    let headers = response.headers_mut();
+    let remaining = deadline.remaining(ballast::clock::now());
+    headers.insert(
+        BALLAST_REMAINING_MS,
+        HeaderValue::from(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+    );
+    if let Some(key) = key.and_then(|k| HeaderValue::from_str(k.as_str()).ok()) {
+        headers.insert(BALLAST_IDEMPOTENCY_KEY, key);
+    }
+    // A replay or an in-progress answer made no attempt of its own.
+    if !headers.contains_key(BALLAST_ATTEMPTS) {
+        headers.insert(BALLAST_ATTEMPTS, HeaderValue::from_static("0"));
+    }
+    response
+}
+
+/// The checks of `prepare`, in order; the request with its body put back.
+async fn check(
+    gateway: &Gateway,
+    client: &ToolClient,
+    request: Request,
+    now: ballast_core::Instant,
+) -> Result<(Prepared, Request), AppError> {
+    if request.method() != Method::POST {
+        return Err(AppError::MethodNotAllowed { allowed: "POST" });
+    }
+    let server = &gateway.inner.config.server;
+    let inbound = Inbound::read(request.headers(), server)?;
+    let tool = client.config();
+    let key = if tool.side_effects {
+        Some(inbound.key_for(&tool.name).ok_or_else(|| AppError::KeyMissing {
+            tool: tool.name.clone(),
+        })?)
+    } else {
+        inbound.key.clone()
+    };
+    let (parts, body) = request.into_parts();
+    let bytes = read_body(body, server.body_limit).await?;
+    let arguments = parse_arguments(&bytes)?;
+    let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
+    let mut deadline = inbound
+        .timeout
+        .map(|t| Deadline::after(now, t))
+        .or_else(|| {
+            inbound
+                .run_id
+                .as_ref()
+                .and_then(|id| gateway.inner.runs.get(id, now).deadline())
+        })
+        .unwrap_or_else(|| Deadline::after(now, server.default_timeout));
+    if let Some(run) = inbound
+        .run_id
+        .as_ref()
+        .and_then(|id| gateway.inner.runs.get(id, now).deadline())
+    {
+        deadline = deadline.earliest(&run);
+    }
+    let deadline = deadline
+        .with_reserve(server.reserve)
+        .with_min_attempt(server.min_attempt);
+    if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {
+        let mut message = format!("{}: {exceeded}; nothing was sent", tool.name);
+        if let Some(run) = &inbound.run_id {
+            message.push_str(&format!(
+                ". Run {run:?} is past its deadline: a run id names one agent request (a session id reused as a \
+                 run id is the usual cause); start a new run id for a new request"
+            ));
+        }
+        return Err(AppError::Call {
+            code: ErrorCode::DeadlineExceeded,
+            status: StatusCode::GATEWAY_TIMEOUT,
+            message,
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        });
+    }
+    let prepared = Prepared {
+        arguments,
+        inbound,
+        key,
+        deadline,
+        explicit,
+    };
+    Ok((prepared, Request::from_parts(parts, Body::from(bytes))))
+}
+
+/// The whole body, or 413 over `limit`.
+async fn read_body(body: Body, limit: u64) -> Result<bytes::Bytes, AppError> {
+    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
+    match http_body_util::Limited::new(body, limit_usize).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(AppError::BodyTooLarge { limit }),
+        Err(_) => Err(AppError::BodyUnreadable),
+    }
+}
+
+/// The tool's JSON arguments (an empty body is `{}`: a tool without arguments).
+fn parse_arguments(bytes: &[u8]) -> Result<Value, AppError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    serde_json::from_slice(bytes).map_err(|e| AppError::MalformedJson {
+        line: e.line(),
+        column: e.column(),
+        reason: json_reason(&e),
+    })
+}
+
+/// serde_json's message without its " at line L column C" tail (said separately).
+fn json_reason(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    text.rsplit_once(" at line ")
+        .map_or(text.clone(), |(reason, _)| reason.to_owned())
+}
+
+/// Calls the tool and answers.
+async fn call_tool(client: ToolClient, request: Request) -> Response {
+    let Some(prepared) = request.extensions().get::<Arc<Prepared>>().cloned() else {
+        // `prepare` always runs first; without it there is nothing to call.
+        return AppError::BodyUnreadable.into_response();
+    };
+    let inbound = &prepared.inbound;
+    let mut call = ToolCall::new(prepared.arguments.clone()).call_deadline(prepared.deadline);
+    if let Some(explicit) = prepared.explicit {
+        call = call.deadline(explicit);
+    }
+    if let Some(run) = &inbound.run_id {
+        call = call.run(run.as_str());
+    }
+    if let Some((step, ordinal)) = &inbound.step {
+        call = call.step(step.as_str(), *ordinal);
+    }
+    if let Some(key) = &prepared.key {
+        call = call.idempotency_key(key.clone());
+    }
+    if let Some(priority) = inbound.priority {
+        call = call.priority(priority);
+    }
+    if let Some(hops) = inbound.hops {
+        call = call.hops(hops);
+    }
+    if let Some(trace) = inbound.trace {
+        call = call.trace(trace);
+    }
+    let result = client.call(call).await;
+    answer(client.name(), prepared.key.as_ref(), result)
+}
+
+/// The answer to a tool call's result.
+fn answer(
+    tool: &str,
+    key: Option<&IdempotencyKey>,
+    result: Result<ballast::tool::ToolAnswer, CallError>,
+) -> Response {
+    match result {
+        Ok(answer) => {
+            let mut response = json_response(answer.status, &answer.body);
+            let attempts = answer.report.attempts.len();
+            response
+                .headers_mut()
+                .insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
+            if let Some(fallback) = answer
+                .report
+                .fallback
+                .as_deref()
+                .and_then(|f| HeaderValue::from_str(f).ok())
+            {
+                response.headers_mut().insert(BALLAST_FALLBACK, fallback);
+                // Not the upstream's answer: a retry with the key asks the upstream again.
+                response.extensions_mut().insert(NotStored);
+            }
+            response
+        }
+        Err(error) => {
+            let attempts = error.report().attempts.len();
+            let mut response = failure(tool, key, error);
+            response
+                .headers_mut()
+                .insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
+            response
+        }
+    }
+}
+
+/// The answer to a call that did not succeed.
+fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Response {
+    if error.outcome_unknown() {
+        return AppError::OutcomeUnknown {
+            tool: tool.to_owned(),
+            key: key.map(|k| k.as_str().to_owned()),
+        }
+        .into_response();
+    }
+    let code = error.code();
+    match error {
+        CallError::Upstream { status, body, .. } => {
+            // The upstream's own answer, passed on; retries are spent or cannot help.
+            let mut response = json_response(status, &body);
+            let headers = response.headers_mut();
+            headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
+            headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
+            // An overload refusal acted on nothing: a later retry with the same key must run, not replay it.
+            if status == 429 || status == 503 {
+                response.extensions_mut().insert(NotStored);
+            }
+            response
+        }
+        CallError::Failed { error, .. } => call_error(tool, code, &error).into_response(),
+        CallError::Malformed { reason, .. } => AppError::Call {
+            code: ErrorCode::UpstreamError,
+            status: StatusCode::BAD_GATEWAY,
+            message: format!("{tool}: the upstream's answer is {reason}"),
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        }
+        .into_response(),
+        _ => AppError::BodyUnreadable.into_response(),
+    }
+}
+
+/// The gateway's answer to a call that ended with `error` and nothing acted upstream.
+fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError {
+    let message = format!("{tool}: {error}");
+    let (status, retry_after, should_retry, shed) = match error {
+        Error::Overloaded { reason, retry_after } => {
+            // Shed for room or throttled: nothing reached the upstream, a later try may find room. Shed because
+            // the deadline cannot hold the wait: a retry cannot help.
+            let for_room = matches!(*reason, "queue_full" | "evicted" | ballast::layer::THROTTLED);
+            let status = if code == ErrorCode::DeadlineExceeded {
+                StatusCode::GATEWAY_TIMEOUT
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            (status, *retry_after, for_room, Some(*reason))
+        }
+        Error::CircuitOpen { retry_in } => (StatusCode::SERVICE_UNAVAILABLE, *retry_in, false, None),
+        Error::DeadlineExceeded(_) => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
+        Error::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
+        _ if code == ErrorCode::DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
+        _ => (StatusCode::BAD_GATEWAY, None, false, None),
+    };
+    AppError::Call {
+        code,
+        status,
+        message,
+        retry_after,
+        should_retry,
+        shed,
+    }
+}
+
+/// A JSON answer with `status`.
+fn json_response(status: u16, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_json_says_where() {
+        let err = parse_arguments(b"{\n  \"order_id\": 12,\n}").unwrap_err();
+        let AppError::MalformedJson { line, column, reason } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!((line, column), (3, 1));
+        assert!(reason.contains("trailing comma"), "{reason}");
+        assert_eq!(parse_arguments(b"  ").unwrap(), serde_json::json!({}));
+    }
+}
