@@ -2,7 +2,7 @@
 
 mod support;
 
-use ballast_chaos::{KeyMode, ScriptStep, spawn};
+use ballast_chaos::{KeyMode, Profile, ScriptStep, spawn};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::*;
@@ -123,4 +123,23 @@ async fn a_toml_profile_swap_applies_its_faults_and_a_bad_one_names_the_field() 
     let body: Value = refused.json().await.expect("json");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("endpoints.model.errors.503"), "{body}");
+}
+
+#[tokio::test]
+async fn echo_answers_every_header_and_the_body_it_got() {
+    let server = spawn(Profile::default()).await.expect("server");
+    let answer: Value = client(PATIENCE)
+        .post(server.url("/echo"))
+        .header("x-one", "1")
+        .header("authorization", "Bearer seen")
+        .json(&json!({"order_id": "A-1"}))
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(answer["headers"]["x-one"], json!(["1"]));
+    assert_eq!(answer["headers"]["authorization"], json!(["Bearer seen"]));
+    assert_eq!(answer["body"], json!({"order_id": "A-1"}));
 }

@@ -14,6 +14,7 @@ const ENDPOINTS: &str = "endpoints:
   GET  /ledger                side-effect executions per op, duplicates
   GET  /stats                 requests per endpoint and outcome, in flight
   POST /admin/profile         swap the profile (TOML, or JSON {\"preset\": NAME, \"seed\": N}) and reset
+  POST /echo                  what arrived (headers and body), for checking what a gateway forwards
   GET  /healthz";
 
 /// Serves the chaos upstream on `listen` until Ctrl-C.

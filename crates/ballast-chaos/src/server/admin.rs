@@ -36,6 +36,25 @@ pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
+/// `POST /echo`: what arrived — every header (lower-case names; a header sent twice, its values in order) and
+/// the body (as JSON when it is JSON, else as text) — so a test can check what a gateway forwards and what it
+/// keeps back. No faults, no ledger.
+pub(crate) async fn echo(headers: axum::http::HeaderMap, body: bytes::Bytes) -> Json<Value> {
+    let mut seen = serde_json::Map::new();
+    for (name, value) in &headers {
+        let value = Value::String(String::from_utf8_lossy(value.as_bytes()).into_owned());
+        match seen.get_mut(name.as_str()) {
+            Some(Value::Array(values)) => values.push(value),
+            _ => {
+                seen.insert(name.as_str().to_owned(), Value::Array(vec![value]));
+            }
+        }
+    }
+    let body = serde_json::from_slice::<Value>(&body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    Json(json!({"headers": seen, "body": body}))
+}
+
 /// `GET /v1/models`.
 pub(crate) async fn models() -> Json<Value> {
     Json(crate::models_list())

@@ -98,6 +98,7 @@ fn routes(app: App) -> Router {
         .route("/stats", get(admin::stats))
         .route("/admin/profile", post(admin::swap_profile))
         .route("/healthz", get(admin::healthz))
+        .route("/echo", post(admin::echo))
         .with_state(app)
 }
 
