@@ -1,7 +1,8 @@
 //! What the black-box tests of the `ballast` binary share: running it, and reading what it printed.
 
-// Each test file uses its own part of the gateway fixtures.
-#[allow(dead_code)]
+// Each test file uses its own part of the fixtures.
+#![allow(dead_code)]
+
 pub(crate) mod gateway;
 
 use std::process::{Command, Output};
