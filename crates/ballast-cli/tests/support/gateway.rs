@@ -159,7 +159,11 @@ impl Gateway {
 impl Drop for Gateway {
     fn drop(&mut self) {
         if matches!(self.exit.try_recv(), Err(mpsc::TryRecvError::Empty)) {
-            let _ = Command::new("kill").args(["-9", &self.pid.to_string()]).status();
+            // It may have exited since: then kill has nothing to say.
+            let _ = Command::new("kill")
+                .args(["-9", &self.pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
