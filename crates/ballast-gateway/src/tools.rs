@@ -290,24 +290,27 @@ fn answer(
     match result {
         Ok(answer) => {
             let mut response = json_response(answer.status, &answer.body);
-            let attempts = answer.report.attempts.len();
+            let attempts = answer.report.attempts_made();
             response
                 .headers_mut()
                 .insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
-            if let Some(fallback) = answer
-                .report
-                .fallback
-                .as_deref()
-                .and_then(|f| HeaderValue::from_str(f).ok())
-            {
-                response.headers_mut().insert(BALLAST_FALLBACK, fallback);
+            if let Some(fallback) = answer.report.fallback.as_deref() {
+                // Named as the config names it: the fallback tool, or `fallback_response`.
+                let name = if fallback == ballast::tool::STATIC_RESPONSE {
+                    "fallback_response"
+                } else {
+                    fallback
+                };
+                if let Ok(name) = HeaderValue::from_str(name) {
+                    response.headers_mut().insert(BALLAST_FALLBACK, name);
+                }
                 // Not the upstream's answer: a retry with the key asks the upstream again.
                 response.extensions_mut().insert(NotStored);
             }
             response
         }
         Err(error) => {
-            let attempts = error.report().attempts.len();
+            let attempts = error.report().attempts_made();
             let mut response = failure(tool, key, error);
             response
                 .headers_mut()

@@ -29,6 +29,9 @@ pub enum AttemptResult {
     Status(u16),
     /// No answer: the error's short description (`timeout`, `never sent: connection refused`, ...).
     Error(String),
+    /// Refused before it was handed to the transport — by the breaker, the throttle, or a deadline that could
+    /// not hold it — with why: numbered, never sent, not an attempt the upstream could see.
+    Refused(String),
     /// Still running in the background when the report was read.
     Pending,
 }
@@ -137,6 +140,15 @@ impl OutcomeReport {
         self.answering().stop.as_ref()
     }
 
+    /// The attempts handed to the transport (a connection refused included); those the breaker, the throttle or
+    /// the deadline refused before sending are not counted. What the gateway's `ballast-attempts` says.
+    pub fn attempts_made(&self) -> usize {
+        self.attempts
+            .iter()
+            .filter(|a| !matches!(a.result, AttemptResult::Refused(_)))
+            .count()
+    }
+
     /// Whether the answer came from the fallback: a static response, or a fallback tool that succeeded (itself or
     /// through its own fallback).
     pub fn answered_by_fallback(&self) -> bool {
@@ -177,7 +189,7 @@ impl Report {
         self.update(|r| {
             r.attempts.push(AttemptRecord {
                 number,
-                result: AttemptResult::Error(why),
+                result: AttemptResult::Refused(why),
                 duration: Duration::ZERO,
                 sent: false,
                 background: false,
@@ -276,6 +288,7 @@ fn write_report(f: &mut fmt::Formatter<'_>, report: &OutcomeReport, indent: &str
         let result = match &a.result {
             AttemptResult::Status(status) => status.to_string(),
             AttemptResult::Error(error) => error.clone(),
+            AttemptResult::Refused(why) => why.clone(),
             AttemptResult::Pending => "pending".to_owned(),
         };
         let sent = if a.sent { "sent" } else { "not sent" };
@@ -386,7 +399,7 @@ mod tests {
     fn a_fallback_answer_reads_as_answered_with_both_calls_printed() {
         let failed_attempt = AttemptRecord {
             number: 1,
-            result: AttemptResult::Error("circuit open".into()),
+            result: AttemptResult::Refused("circuit open".into()),
             duration: Duration::ZERO,
             sent: false,
             background: false,

@@ -73,6 +73,9 @@ fn untimed(result: &ballast::report::AttemptResult) -> ballast::report::AttemptR
         ballast::report::AttemptResult::Error(text) => {
             ballast::report::AttemptResult::Error(text.split("; retry").next().unwrap_or(text).to_owned())
         }
+        ballast::report::AttemptResult::Refused(text) => {
+            ballast::report::AttemptResult::Refused(text.split("; retry").next().unwrap_or(text).to_owned())
+        }
         other => other.clone(),
     }
 }

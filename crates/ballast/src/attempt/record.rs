@@ -83,7 +83,7 @@ impl Recorded {
     pub(super) fn description(&self) -> String {
         match &self.result {
             AttemptResult::Status(status) => status.to_string(),
-            AttemptResult::Error(error) => error.clone(),
+            AttemptResult::Error(error) | AttemptResult::Refused(error) => error.clone(),
             AttemptResult::Pending => String::new(),
         }
     }

@@ -27,8 +27,8 @@ use crate::client::Failure;
 use crate::outcome::{Reach, Trip};
 use crate::{CallContext, Error};
 
-/// The name a static fallback response goes by in reports.
-const STATIC_RESPONSE: &str = "static response";
+/// The name a static fallback response (`fallback_response`) goes by in reports (`OutcomeReport::fallback`).
+pub const STATIC_RESPONSE: &str = "static response";
 
 impl ToolClient {
     /// Goes to the fallback when the operation's failure says the upstream is failing and going elsewhere cannot

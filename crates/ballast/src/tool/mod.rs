@@ -86,4 +86,5 @@ pub use call::{ToolAnswer, ToolCall, ToolError};
 pub use ballast_config::{BudgetConfig, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream};
 pub use ballast_core::UpstreamIdempotency;
 pub use client::ToolClient;
+pub use fallback::STATIC_RESPONSE;
 pub use registry::{InvalidTool, ToolClients};
