@@ -18,7 +18,12 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
     for warning in &plan.warnings {
         eprintln!("warning: {}: {}", warning.path, warning.message);
     }
-    let missing = config.missing_secrets(&ProcessEnv);
+    // The model routes are not served yet: their API keys are not needed to start.
+    let missing: Vec<_> = config
+        .missing_secrets(&ProcessEnv)
+        .into_iter()
+        .filter(|secret| !secret.path.starts_with("models"))
+        .collect();
     if !missing.is_empty() {
         for secret in &missing {
             eprintln!("error: {secret}");

@@ -63,7 +63,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
     Json(json!({
         "draining": gateway.is_draining(),
         "tools": tools,
-        "runs": {"in_flight": gateway.inner.runs.len()},
+        "runs": {"in_flight": gateway.inner.runs.live(now), "remembered": gateway.inner.runs.len()},
         "background_tasks": ballast::background::running(),
         "store": store,
     }))

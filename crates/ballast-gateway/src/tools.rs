@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use ballast::context::CallContext;
 use ballast::idempotency::store::ExpiredDispatch;
-use ballast::idempotency::{IdempotencyLayer, NotStored};
+use ballast::idempotency::{IdempotencyLayer, NotStored, Principal};
 use ballast::{CallError, Deadline, Error, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::{CallKind, ErrorCode};
 use http::{HeaderValue, Method, StatusCode, header};
@@ -48,6 +48,8 @@ use crate::inbound::Inbound;
 struct Prepared {
     arguments: Value,
     inbound: Inbound,
+    /// The caller's principal: its runs are its own.
+    owner: String,
     key: Option<IdempotencyKey>,
     /// The call's deadline as `prepare` settled it (the run's folded in).
     deadline: Deadline,
@@ -172,21 +174,21 @@ async fn check(
     let bytes = read_body(body, server.body_limit).await?;
     let arguments = parse_arguments(&bytes)?;
     let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
+    let owner = parts
+        .extensions
+        .get::<Principal>()
+        .map_or(crate::auth::ANONYMOUS, Principal::name)
+        .to_owned();
+    let run_deadline = inbound
+        .run_id
+        .as_ref()
+        .and_then(|id| gateway.inner.runs.get_owned(Some(&owner), id, now).deadline());
     let mut deadline = inbound
         .timeout
         .map(|t| Deadline::after(now, t))
-        .or_else(|| {
-            inbound
-                .run_id
-                .as_ref()
-                .and_then(|id| gateway.inner.runs.get(id, now).deadline())
-        })
+        .or(run_deadline)
         .unwrap_or_else(|| Deadline::after(now, server.default_timeout));
-    if let Some(run) = inbound
-        .run_id
-        .as_ref()
-        .and_then(|id| gateway.inner.runs.get(id, now).deadline())
-    {
+    if let Some(run) = run_deadline {
         deadline = deadline.earliest(&run);
     }
     let deadline = deadline
@@ -212,6 +214,7 @@ async fn check(
     let prepared = Prepared {
         arguments,
         inbound,
+        owner,
         key,
         deadline,
         explicit,
@@ -260,7 +263,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         call = call.deadline(explicit);
     }
     if let Some(run) = &inbound.run_id {
-        call = call.run(run.as_str());
+        call = call.run(run.as_str()).run_owner(prepared.owner.as_str());
     }
     if let Some((step, ordinal)) = &inbound.step {
         call = call.step(step.as_str(), *ordinal);

@@ -129,6 +129,30 @@ impl Runs {
         run
     }
 
+    /// The run `id` of `owner` (the gateway's principal): two owners' runs with one id are two runs, so one
+    /// caller can neither shorten nor spend another's. Without an owner, [`Runs::get`].
+    pub fn get_owned(&self, owner: Option<&str>, id: &str, now: Instant) -> Arc<Run> {
+        match owner {
+            // `/` is not in a principal's name: the joined key is unambiguous.
+            Some(owner) => self.get(&format!("{owner}/{id}"), now),
+            None => self.get(id, now),
+        }
+    }
+
+    /// Runs used within `ttl` whose deadline, if they have one, is still ahead at `now`: the agent requests that
+    /// may still make calls.
+    pub fn live(&self, now: Instant) -> usize {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state
+            .runs
+            .values()
+            .filter(|(run, used)| {
+                now.saturating_duration_since(*used) < self.ttl
+                    && run.deadline().is_none_or(|d| !d.is_expired(now))
+            })
+            .count()
+    }
+
     /// How many runs are remembered (runs idle for `ttl` and not yet swept out included).
     pub fn len(&self) -> usize {
         self.state

@@ -38,6 +38,8 @@ pub(crate) struct CallOptions {
     /// attempt here — retries happen at exactly one layer.
     pub(crate) hops: Option<u32>,
     pub(crate) run_id: Option<String>,
+    /// Whose run it is (the gateway's principal): runs are looked up per owner.
+    pub(crate) run_owner: Option<String>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) trace: Option<TraceContext>,
 }
@@ -117,7 +119,11 @@ impl Core {
             d.with_reserve(server.reserve)
                 .with_min_attempt(server.min_attempt)
         };
-        let run = options.run_id.as_deref().map(|id| self.runs.get(id, now));
+        let owner = options.run_owner.as_deref();
+        let run = options
+            .run_id
+            .as_deref()
+            .map(|id| self.runs.get_owned(owner, id, now));
         let mut deadline = match (&run, options.deadline) {
             (Some(run), Some(own)) => Some(run.offer_deadline(settle(own))),
             (Some(run), None) => run.deadline(),

@@ -37,6 +37,13 @@ impl ToolCall {
         self
     }
 
+    /// The run belongs to `owner` (a gateway's principal): runs are kept per owner, so two callers that use the
+    /// same run id share nothing.
+    pub fn run_owner(mut self, owner: impl Into<String>) -> Self {
+        self.options.run_owner = Some(owner.into());
+        self
+    }
+
     /// The call is call number `ordinal` (0-based) of step `id` of its run. With a run, a side-effecting call's
     /// key is derived from (run, step, tool, ordinal): a re-run step re-sends the same key. The model's
     /// tool-call id is not a step id (it changes when the model is asked again).
