@@ -58,12 +58,8 @@ impl ToolClient {
     /// A builder of the tool `name` calling `method url`, every other setting at its default (a `[[tools]]`
     /// entry that writes only `name` and `upstream`).
     pub fn builder(name: impl Into<String>, method: HttpMethod, url: impl Into<String>) -> ToolClientBuilder {
-        let upstream = Upstream {
-            method,
-            url: url.into(),
-        };
         ToolClientBuilder {
-            tool: ToolConfig::new(name, upstream),
+            tool: ToolConfig::new(name, Upstream::new(method, url)),
             fallback: None,
             server: ServerConfig::default(),
             runs: None,
