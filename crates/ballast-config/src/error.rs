@@ -283,6 +283,66 @@ pub enum Problem {
         /// The value as written.
         value: String,
     },
+    /// `server.listen` off loopback with no principal to authenticate callers.
+    #[error(
+        "{value} is not a loopback address and no [[principals]] are configured: anyone who can reach it could \
+         call every tool; add a principal or listen on 127.0.0.1"
+    )]
+    OpenListen {
+        /// The address.
+        value: String,
+    },
+    /// `server.admin_listen` on the address or port of `server.listen`.
+    #[error(
+        "{value} overlaps server.listen ({listen}): /metrics and /status need an address of their own (another \
+         port), or leave admin_listen out to serve them on listen"
+    )]
+    SharedListen {
+        /// The admin address.
+        value: String,
+        /// `server.listen`.
+        listen: String,
+    },
+    /// Not an HTTP header name.
+    #[error(
+        "{value:?} is not an HTTP header name (RFC 9110: letters, digits and !#$%&'*+-.^_`|~, at least one)"
+    )]
+    InvalidHeaderName {
+        /// The name as written.
+        value: String,
+    },
+    /// A header Ballast sets itself, or that must never come from the config.
+    #[error("{name:?} cannot be configured: {reason}")]
+    ReservedHeader {
+        /// The name, lower case.
+        name: String,
+        /// Who sets it.
+        reason: &'static str,
+    },
+    /// A literal header value an HTTP header cannot carry. The value is not repeated: it might be a secret.
+    #[error(
+        "is not a valid header value: use visible ASCII characters, spaces and tabs (no line breaks or control \
+         characters)"
+    )]
+    InvalidHeaderValue,
+    /// A literal value for a header that carries credentials. The value is not repeated.
+    #[error(
+        "a literal value for {name:?} would put a secret in the config file; secrets belong in the environment: \
+         {name} = {{ env = \"VAR\" }} (with prefix = \"Bearer \" for a bearer token)"
+    )]
+    SecretHeaderLiteral {
+        /// The name, lower case.
+        name: String,
+    },
+    /// A header prefix that cannot begin a header value.
+    #[error(
+        "{value:?} cannot begin a header value: use visible ASCII characters, spaces and tabs (no line breaks or \
+         control characters)"
+    )]
+    InvalidHeaderPrefix {
+        /// The prefix as written.
+        value: String,
+    },
     /// Two keys that exclude each other are both set.
     #[error("cannot be set together with {other}")]
     Conflict {

@@ -14,7 +14,8 @@
 //! validation, so the gateway can never be handed settings its policies refuse.
 //!
 //! [`Config::from_toml_str`] and [`Config::load`] do both. The environment is passed in, never read here:
-//! secrets are names of variables (`key_env`, `api_key_env`, `store.url_env`), checked for presence by
+//! secrets are names of variables (`key_env`, `api_key_env`, `store.url_env`, a tool upstream's
+//! `headers.NAME.env`), checked for presence by
 //! [`Config::missing_secrets`] only where they are needed to run. Every key, its default and its rule is
 //! documented in docs/config.md.
 //!
@@ -46,15 +47,17 @@ pub use ballast_human::{DurationError, SizeError, format_duration, format_size, 
 pub use load::parse;
 pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
 pub use raw::{
-    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
-    RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
+    RawHeaders, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool,
+    RawUpstream, SCHEMA_VERSION,
 };
 pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
 pub use typed::{
-    BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_MODEL_CONCURRENCY,
+    BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_DELAY, DEFAULT_MODEL_CONCURRENCY,
     DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL,
     DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE,
-    Deployment, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig,
-    ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+    Deployment, HeaderValueSource, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
+    RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
+    UpstreamHeader,
 };
 pub use validate::validate;

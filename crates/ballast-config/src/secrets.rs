@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use crate::typed::{Config, PrincipalKey, StoreConfig, StoreKind, StoreLocation};
+use crate::typed::{
+    Config, HeaderValueSource, PrincipalKey, StoreConfig, StoreKind, StoreLocation, UpstreamHeader,
+};
 
 /// Where environment variables come from. The binary passes the process environment ([`ProcessEnv`]); tests
 /// pass a `HashMap` or a closure.
@@ -68,9 +70,59 @@ pub enum SecretProblem {
     /// A `store.url_env` value with an unsupported scheme.
     #[error("does not hold a supported store URL (sqlite://, sqlite::memory:, redis://, postgres://)")]
     UnsupportedStoreUrl,
-    /// A value that cannot be sent in an HTTP header (an API key with a line break or a control character).
+    /// A value that cannot be sent in an HTTP header (an API key with a line break or a control character), with
+    /// its header's prefix when it has one.
     #[error("holds characters an HTTP header cannot carry")]
     NotHeaderValue,
+}
+
+impl UpstreamHeader {
+    /// The value to send: a literal as written; an environment one read from `env`, after its prefix, and marked
+    /// sensitive (`HeaderValue::set_sensitive`: HTTP/2 never indexes it; Debug hides it). Read once, when the
+    /// tool's client is built. The error says what is wrong, never the value.
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use ballast_config::{HeaderValueSource, SecretProblem, UpstreamHeader};
+    ///
+    /// let header = UpstreamHeader {
+    ///     name: "authorization".into(),
+    ///     value: HeaderValueSource::Env { env: "TOKEN".into(), prefix: "Bearer ".into() },
+    /// };
+    /// let env = HashMap::from([("TOKEN".to_owned(), "t0ken".to_owned())]);
+    /// let value = header.value(&env).unwrap();
+    /// assert_eq!(value, "Bearer t0ken");
+    /// assert!(value.is_sensitive());
+    /// assert_eq!(header.value(&HashMap::new()), Err(SecretProblem::Unset));
+    /// ```
+    pub fn value(&self, env: &dyn Env) -> Result<http::HeaderValue, SecretProblem> {
+        match &self.value {
+            HeaderValueSource::Literal(text) => header_value(text),
+            HeaderValueSource::Env { env: var, prefix } => {
+                let secret = env.var(var).ok_or(SecretProblem::Unset)?;
+                if secret.is_empty() {
+                    return Err(SecretProblem::Empty);
+                }
+                let mut value = header_value(&format!("{prefix}{secret}"))?;
+                value.set_sensitive(true);
+                Ok(value)
+            }
+        }
+    }
+}
+
+/// Whether `text` can be (part of) a header value as configured: visible ASCII, spaces and tabs (RFC 9110's
+/// field-vchar without obs-text, which `http` would accept but no credential or setting needs).
+pub(crate) fn is_header_text(text: &str) -> bool {
+    text.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+}
+
+/// `text` as a header value, when it [`is_header_text`].
+fn header_value(text: &str) -> Result<http::HeaderValue, SecretProblem> {
+    if !is_header_text(text) {
+        return Err(SecretProblem::NotHeaderValue);
+    }
+    http::HeaderValue::from_str(text).map_err(|_| SecretProblem::NotHeaderValue)
 }
 
 fn lookup(env: &dyn Env, path: String, var: &str) -> Result<String, MissingSecret> {
@@ -108,7 +160,9 @@ impl StoreConfig {
 
 impl Config {
     /// Every secret the config names that `env` does not hold in a usable form: principals' keys, deployments'
-    /// API keys, `store.url_env`. Empty when the server can start. Values are never returned or printed.
+    /// API keys, tool upstreams' headers (`tools[0].upstream.headers.authorization.env`; a value that, after its
+    /// prefix, is no header value too), `store.url_env`. Empty when the server can start. Values are never
+    /// returned or printed.
     pub fn missing_secrets(&self, env: &dyn Env) -> Vec<MissingSecret> {
         let mut missing = Vec::new();
         for (i, principal) in self.principals.iter().enumerate() {
@@ -136,6 +190,20 @@ impl Config {
                 if let Some(var) = &deployment.api_key_env {
                     let path = format!("models[{i}].deployments[{j}].api_key_env");
                     missing.extend(lookup(env, path, var).err());
+                }
+            }
+        }
+        for (i, tool) in self.tools.iter().enumerate() {
+            for header in &tool.upstream.headers {
+                let HeaderValueSource::Env { env: var, .. } = &header.value else {
+                    continue;
+                };
+                if let Err(problem) = header.value(env) {
+                    missing.push(MissingSecret {
+                        path: format!("tools[{i}].upstream.headers.{}.env", header.name),
+                        var: var.clone(),
+                        problem,
+                    });
                 }
             }
         }
@@ -230,6 +298,67 @@ deployments = [ { base_url = "https://a/v1", api_key_env = "A_KEY" }, { base_url
                 .iter()
                 .all(|l| !l.contains("not-a-hash") && !l.contains("pw"))
         );
+    }
+
+    const HEADERS: &str = r#"
+version = 1
+[[tools]]
+name = "lookup"
+upstream = { url = "http://h/lookup", headers = { x-api-version = "2024-01" } }
+[[tools]]
+name = "pay"
+upstream = { url = "http://h/pay", headers = { x-api-version = "2024-01", authorization = { env = "PAY_TOKEN", prefix = "Bearer " }, x-tenant = { env = "TENANT" } } }
+"#;
+
+    #[test]
+    fn every_header_variable_is_checked_and_values_never_leak() {
+        let config = Config::from_toml_str(HEADERS).unwrap();
+        let lines = |env: &HashMap<String, String>| -> Vec<String> {
+            config
+                .missing_secrets(env)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            lines(&env(&[("TENANT", "")])),
+            [
+                "tools[1].upstream.headers.authorization.env: environment variable PAY_TOKEN is not set",
+                "tools[1].upstream.headers.x-tenant.env: environment variable TENANT is empty",
+            ]
+        );
+        // A value that, after its prefix, an HTTP header cannot carry: reported, never shown.
+        let broken = lines(&env(&[("PAY_TOKEN", "tok\r\nx-evil: 1"), ("TENANT", "acmé")]));
+        assert_eq!(
+            broken,
+            [
+                "tools[1].upstream.headers.authorization.env: environment variable PAY_TOKEN holds characters an HTTP header cannot carry",
+                "tools[1].upstream.headers.x-tenant.env: environment variable TENANT holds characters an HTTP header cannot carry",
+            ]
+        );
+        assert!(broken.iter().all(|l| !l.contains("evil") && !l.contains("acm")));
+        assert_eq!(
+            lines(&env(&[("PAY_TOKEN", "tok"), ("TENANT", "acme")])),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn header_values_are_resolved_and_secrets_marked_sensitive() {
+        let config = Config::from_toml_str(HEADERS).unwrap();
+        let full = env(&[("PAY_TOKEN", "tok"), ("TENANT", "acme")]);
+        let pay = &config.tools[1].upstream.headers;
+        let values: Vec<_> = pay.iter().map(|h| h.value(&full).unwrap()).collect();
+        assert_eq!(values, ["2024-01", "Bearer tok", "acme"]);
+        let sensitive: Vec<bool> = values.iter().map(http::HeaderValue::is_sensitive).collect();
+        assert_eq!(sensitive, [false, true, true]);
+        assert!(!format!("{:?}", values[1]).contains("tok"));
+    }
+
+    #[test]
+    fn header_text_is_visible_ascii_spaces_and_tabs() {
+        assert!(is_header_text("Bearer ") && is_header_text("") && is_header_text("a\tb ~!"));
+        assert!(!is_header_text("a\r\nb") && !is_header_text("é") && !is_header_text("\u{7f}"));
     }
 
     #[test]

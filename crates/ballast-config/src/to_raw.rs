@@ -2,13 +2,15 @@
 //! `ballast plan` can print as the effective configuration, and what the round-trip tests compare.
 
 use crate::raw::{
-    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawModel, RawPrincipal,
-    RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
+    RawHeaders, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool,
+    RawUpstream, SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 
 use crate::typed::{
-    BudgetConfig, Config, ModelRoute, PrincipalKey, RetryConfig, StoreLocation, ToolConfig, ToolFallback,
+    BudgetConfig, Config, HeaderValueSource, ModelRoute, PrincipalKey, RetryConfig, StoreLocation,
+    ToolConfig, ToolFallback, Upstream,
 };
 use crate::{format_duration, format_size};
 
@@ -27,12 +29,14 @@ impl From<&Config> for RawConfig {
             version: SCHEMA_VERSION,
             server: RawServer {
                 listen: Some(s.listen.to_string()),
+                admin_listen: s.admin_listen.map(|addr| addr.to_string()),
                 default_timeout: duration(s.default_timeout),
                 max_timeout: duration(s.max_timeout),
                 reserve: duration(s.reserve),
                 min_attempt: duration(s.min_attempt),
                 body_limit: Some(HumanValue::Text(format_size(s.body_limit).to_string())),
                 grace: duration(s.grace),
+                drain_delay: duration(s.drain_delay),
                 max_retry_after: duration(s.max_retry_after),
             },
             principals: (config.principals.iter())
@@ -45,6 +49,7 @@ impl From<&Config> for RawConfig {
                         name: Some(p.name.clone()),
                         key_env,
                         key_hash_env,
+                        admin: Some(p.admin),
                     }
                 })
                 .collect(),
@@ -99,10 +104,7 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
     };
     RawTool {
         name: Some(t.name.clone()),
-        upstream: Some(RawUpstream {
-            method: Some(t.upstream.method.as_str().to_owned()),
-            url: Some(t.upstream.url.clone()),
-        }),
+        upstream: Some(raw_upstream(&t.upstream)),
         side_effects: Some(t.side_effects),
         // Written where it applies, and where it does not but is set (a config built in code): validation
         // refuses deduplication on a tool without side effects, and must see it to say so.
@@ -118,6 +120,26 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
         queue: Some(i64::from(t.queue)),
         fallback_tool,
         fallback_response,
+    }
+}
+
+fn raw_upstream(u: &Upstream) -> RawUpstream {
+    let headers = (u.headers.iter())
+        .map(|header| {
+            let value = match &header.value {
+                HeaderValueSource::Literal(text) => RawHeaderValue::Literal(text.clone()),
+                HeaderValueSource::Env { env, prefix } => RawHeaderValue::Env(RawHeaderEnv {
+                    env: Some(env.clone()),
+                    prefix: Some(prefix.clone()),
+                }),
+            };
+            (header.name.clone(), value)
+        })
+        .collect();
+    RawUpstream {
+        method: Some(u.method.as_str().to_owned()),
+        url: Some(u.url.clone()),
+        headers: RawHeaders(headers),
     }
 }
 

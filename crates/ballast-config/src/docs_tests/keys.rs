@@ -7,8 +7,20 @@ use super::*;
 /// Keys whose values are free-form data, not schema.
 const OPAQUE: [&str; 1] = ["tools.fallback_response"];
 
-/// Every (table path, key) in a TOML value; array indexes dropped (`tools.retry`, `max_attempts`).
+/// Tables whose keys are names the user chooses (header names): documented once, as `NAME`.
+const NAMED: [&str; 1] = ["tools.upstream.headers"];
+
+/// Every (table path, key) in a TOML value; array indexes dropped (`tools.retry`, `max_attempts`), the keys of a
+/// `NAMED` table replaced by `NAME` (`tools.upstream.headers.NAME`, `env`).
 fn key_paths(table: &toml::Table, path: &str, out: &mut BTreeSet<(String, String)>) {
+    if NAMED.contains(&path) {
+        for value in table.values() {
+            if let toml::Value::Table(t) = value {
+                key_paths(t, &format!("{path}.NAME"), out);
+            }
+        }
+        return;
+    }
     for (key, value) in table {
         out.insert((path.to_owned(), key.clone()));
         let child = if path.is_empty() {
@@ -122,7 +134,7 @@ fn same_default(documented: &toml::Value, actual: &toml::Value) -> bool {
 
 #[test]
 fn documented_defaults_are_the_defaults() {
-    let minimal = "version = 1\n[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\" } ]\n\
+    let minimal = "version = 1\n[[principals]]\nname = \"p\"\nkey_env = \"K\"\n[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\" } ]\n\
                    [[models]]\nname = \"n\"\ndeployments = [ { base_url = \"http://h/v1\" } ]\n\
                    budget = { kind = \"token_bucket\" }\n\
                    [[tools]]\nname = \"t\"\nupstream = { url = \"http://h/t\" }\n\

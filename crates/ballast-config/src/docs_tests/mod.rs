@@ -58,6 +58,17 @@ fn fully_populated() -> RawConfig {
         upstream: Some(RawUpstream {
             method: Some("PUT".into()),
             url: Some(format!("http://127.0.0.1:9000/{name}")),
+            // Strings first: TOML writes a table's plain values before its sub-tables, so this order survives.
+            headers: RawHeaders(vec![
+                ("x-api-version".into(), RawHeaderValue::Literal("2024-01".into())),
+                (
+                    "authorization".into(),
+                    RawHeaderValue::Env(RawHeaderEnv {
+                        env: Some(format!("{}_TOKEN", name.to_uppercase())),
+                        prefix: Some("Bearer ".into()),
+                    }),
+                ),
+            ]),
         }),
         side_effects: Some(true),
         upstream_idempotency: Some("keyed".into()),
@@ -76,12 +87,14 @@ fn fully_populated() -> RawConfig {
         version: 1,
         server: RawServer {
             listen: Some("0.0.0.0:9090".into()),
+            admin_listen: Some("0.0.0.0:9091".into()),
             default_timeout: text("20s"),
             max_timeout: text("1m"),
             reserve: text("20ms"),
             min_attempt: text("30ms"),
             body_limit: text("1MiB"),
             grace: text("5s"),
+            drain_delay: text("2s"),
             max_retry_after: text("30s"),
         },
         principals: vec![
@@ -89,11 +102,13 @@ fn fully_populated() -> RawConfig {
                 name: Some("a".into()),
                 key_env: Some("KEY_A".into()),
                 key_hash_env: None,
+                admin: Some(true),
             },
             RawPrincipal {
                 name: Some("b".into()),
                 key_env: None,
                 key_hash_env: Some("KEY_B_SHA256".into()),
+                admin: Some(false),
             },
         ],
         // `url` and `url_env` exclude each other; both are set here only so that both keys are seen.

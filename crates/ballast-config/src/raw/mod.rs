@@ -6,10 +6,12 @@
 //! What each key means, its default and its rule: docs/config.md (the defaults in parentheses below are
 //! applied by validation, from the typed structs).
 
+mod headers;
 mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use headers::{RawHeaderEnv, RawHeaderValue, RawHeaders};
 pub use value::HumanValue;
 
 /// The only schema version this build reads.
@@ -67,6 +69,9 @@ pub struct RawServer {
     /// Address the gateway binds (`"127.0.0.1:8080"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    /// Address of its own for `/metrics` and `/status`, unauthenticated (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin_listen: Option<String>,
     /// Deadline when the caller sends none (`"30s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_timeout: Option<HumanValue>,
@@ -85,6 +90,9 @@ pub struct RawServer {
     /// Shutdown drain (`"10s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grace: Option<HumanValue>,
+    /// How long `/readyz` fails before the listener closes on shutdown (`"1s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_delay: Option<HumanValue>,
     /// Longest `Retry-After` waited for (`"60s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_retry_after: Option<HumanValue>,
@@ -103,6 +111,9 @@ pub struct RawPrincipal {
     /// Variable holding the key's hex SHA-256 (this or `key_env`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_hash_env: Option<String>,
+    /// Whether it may read `/metrics` and `/status` (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admin: Option<bool>,
 }
 
 /// `[store]`.
@@ -364,4 +375,7 @@ pub struct RawUpstream {
     /// Upstream URL (required).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Headers sent on every attempt, name -> value (none).
+    #[serde(default, skip_serializing_if = "RawHeaders::is_empty")]
+    pub headers: RawHeaders,
 }

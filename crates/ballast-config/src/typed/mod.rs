@@ -22,8 +22,8 @@ pub use budget::BudgetConfig;
 pub use route::{
     ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
     DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HttpMethod, ModelRoute, OnOverflow,
-    RetryConfig, ToolConfig, ToolFallback, Upstream,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, ModelRoute,
+    OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
 
 /// A validated Ballast configuration.
@@ -65,8 +65,11 @@ pub struct Config {
 /// `[server]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Address the gateway binds (default `127.0.0.1:8080`).
+    /// Address the gateway binds (default `127.0.0.1:8080`). Off loopback only with `[[principals]]`.
     pub listen: SocketAddr,
+    /// When set, `/metrics` and `/status` are served here only, without auth, and not on `listen` (default
+    /// none; never overlapping `listen`: not its port on its address or on an unspecified one).
+    pub admin_listen: Option<SocketAddr>,
     /// The request deadline when the caller sends none (default 30 s; at most `max_timeout`, more than
     /// `reserve + min_attempt`).
     pub default_timeout: Duration,
@@ -80,6 +83,9 @@ pub struct ServerConfig {
     pub body_limit: u64,
     /// How long shutdown waits for requests in flight (default 10 s).
     pub grace: Duration,
+    /// On shutdown, how long `/readyz` fails before the gateway stops accepting, so load balancers stop sending
+    /// first (default [`DEFAULT_DRAIN_DELAY`]; at most `grace`).
+    pub drain_delay: Duration,
     /// Longest upstream `Retry-After` that is waited for; longer stops the call (default 60 s).
     pub max_retry_after: Duration,
 }
@@ -87,16 +93,23 @@ pub struct ServerConfig {
 /// Default `server.body_limit`: 8 MiB, the largest request body accepted and answer read.
 pub const DEFAULT_BODY_LIMIT: u64 = 8 << 20;
 
+/// Default `server.drain_delay`: 1 s of failing `/readyz` before the listener closes. Enough for a load balancer
+/// that checks every second, or an endpoint removal that starts with the SIGTERM (Kubernetes), to stop sending;
+/// well inside the default `grace`. A balancer that checks less often needs more (docs/config.md).
+pub const DEFAULT_DRAIN_DELAY: Duration = Duration::from_secs(1);
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)),
+            admin_listen: None,
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(300),
             reserve: DEFAULT_RESERVE,
             min_attempt: DEFAULT_MIN_ATTEMPT,
             body_limit: DEFAULT_BODY_LIMIT,
             grace: Duration::from_secs(10),
+            drain_delay: DEFAULT_DRAIN_DELAY,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
         }
     }
@@ -110,6 +123,9 @@ pub struct Principal {
     pub name: String,
     /// The environment variable holding its key or the key's hash.
     pub key: PrincipalKey,
+    /// Whether it may read `/metrics` and `/status` on `listen` (default false). With any admin principal and
+    /// no `admin_listen`, only admin principals may.
+    pub admin: bool,
 }
 
 /// Where a principal's API key comes from. Only the variable's name is configuration; the value is a secret,

@@ -208,7 +208,7 @@ impl ToolConfig {
     /// ```
     /// use ballast_config::{Config, HttpMethod, ToolConfig, Upstream};
     ///
-    /// let upstream = Upstream { method: HttpMethod::Post, url: "http://127.0.0.1:9000/tools/lookup_order".into() };
+    /// let upstream = Upstream::new(HttpMethod::Post, "http://127.0.0.1:9000/tools/lookup_order");
     /// let config = Config::from_toml_str(r#"
     ///     version = 1
     ///     [[tools]]
@@ -243,6 +243,50 @@ pub struct Upstream {
     pub method: HttpMethod,
     /// The URL (`http` or `https`), as written.
     pub url: String,
+    /// Headers sent on every attempt, in file order; names lower case, unique, none that Ballast sets itself.
+    pub headers: Vec<UpstreamHeader>,
+}
+
+impl Upstream {
+    /// `method url`, with no headers of its own.
+    ///
+    /// ```
+    /// use ballast_config::{HttpMethod, Upstream};
+    ///
+    /// let upstream = Upstream::new(HttpMethod::Get, "http://127.0.0.1:9000/tools/lookup_order");
+    /// assert!(upstream.headers.is_empty());
+    /// ```
+    pub fn new(method: HttpMethod, url: impl Into<String>) -> Self {
+        Upstream {
+            method,
+            url: url.into(),
+            headers: Vec::new(),
+        }
+    }
+}
+
+/// A header a tool's upstream gets on every attempt: its credentials (from the environment) or a fixed setting
+/// (`x-api-version`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamHeader {
+    /// The header's name, lower case.
+    pub name: String,
+    /// Where its value comes from.
+    pub value: HeaderValueSource,
+}
+
+/// Where an upstream header's value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderValueSource {
+    /// Written in the config (never a credential's header: those must come from the environment).
+    Literal(String),
+    /// `{ env = "VAR", prefix = "Bearer " }`: `prefix` then the variable's value, read when the client is built.
+    Env {
+        /// The variable's name.
+        env: String,
+        /// Text sent before the value (may be empty).
+        prefix: String,
+    },
 }
 
 /// The methods a tool upstream may use.

@@ -8,6 +8,8 @@
 
 mod breaker;
 mod check;
+mod headers;
+mod listen;
 mod policy;
 mod routes;
 #[cfg(test)]
@@ -16,7 +18,6 @@ mod text;
 mod throttle;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use check::{Checker, DurationRule, index, join, written};
@@ -58,6 +59,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     }
     let server = c.server(&raw.server);
     let principals = c.principals(&raw.principals);
+    c.open_listen(&server, raw);
     let store = c.store(&raw.store);
     let run = c.run(&raw.run, &server, &raw.server);
     let models = c.models(&raw.models);
@@ -78,16 +80,11 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
 impl Checker {
     fn server(&mut self, raw: &RawServer) -> ServerConfig {
         let d = ServerConfig::default();
-        let listen = match &raw.listen {
-            None => Some(d.listen),
-            Some(text) => text.parse::<SocketAddr>().ok().or_else(|| {
-                self.report("server.listen", Problem::InvalidListen { value: text.clone() });
-                None
-            }),
-        };
+        let (listen, admin_listen) = self.listen_addresses(raw, &d);
         let deadline = self.server_deadline(raw, &d);
         let body_limit = self.size("server.body_limit", raw.body_limit.as_ref(), d.body_limit);
         let grace = self.duration("server.grace", raw.grace.as_ref(), d.grace, DurationRule::Any);
+        let drain_delay = self.drain_delay(raw, &d, grace);
         let max_retry_after = self.duration(
             "server.max_retry_after",
             raw.max_retry_after.as_ref(),
@@ -96,12 +93,14 @@ impl Checker {
         );
         ServerConfig {
             listen: listen.unwrap_or(d.listen),
+            admin_listen,
             default_timeout: deadline.default_timeout.unwrap_or(d.default_timeout),
             max_timeout: deadline.max_timeout.unwrap_or(d.max_timeout),
             reserve: deadline.reserve.unwrap_or(d.reserve),
             min_attempt: deadline.min_attempt.unwrap_or(d.min_attempt),
             body_limit: body_limit.unwrap_or(d.body_limit),
             grace: grace.unwrap_or(d.grace),
+            drain_delay: drain_delay.unwrap_or(d.drain_delay),
             max_retry_after: max_retry_after.unwrap_or(d.max_retry_after),
         }
     }
@@ -225,7 +224,8 @@ impl Checker {
                 Some(key)
             });
             if let (Some(name), Some(key)) = (name, key) {
-                principals.push(Principal { name, key });
+                let admin = p.admin.unwrap_or(false);
+                principals.push(Principal { name, key, admin });
             }
         }
         self.unique_names("principals", raw.iter().map(|p| p.name.as_deref()));

@@ -217,9 +217,10 @@ impl Checker {
         };
         let method = self.word(&join(path, "method"), raw.method.as_ref(), HttpMethod::Post);
         let url = self.http_url(&join(path, "url"), raw.url.as_ref(), TOOL_CREDENTIALS);
+        let headers = self.upstream_headers(&join(path, "headers"), &raw.headers);
         Upstream {
-            method: method.unwrap_or(placeholder.method),
-            url: url.unwrap_or_default(),
+            headers,
+            ..Upstream::new(method.unwrap_or(placeholder.method), url.unwrap_or_default())
         }
     }
 
@@ -286,8 +287,5 @@ impl Checker {
 
 /// What a tool's `upstream` is read as when it is missing or broken (reported): `POST` to nowhere.
 fn upstream_placeholder() -> Upstream {
-    Upstream {
-        method: HttpMethod::Post,
-        url: String::new(),
-    }
+    Upstream::new(HttpMethod::Post, String::new())
 }

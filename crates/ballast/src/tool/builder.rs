@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_config::{
-    BudgetConfig, Config, HttpMethod, RetryConfig, ServerConfig, ToolConfig, ToolFallback, Upstream,
+    BudgetConfig, Config, HeaderValueSource, HttpMethod, RetryConfig, ServerConfig, ToolConfig, ToolFallback,
+    Upstream, UpstreamHeader,
 };
 use ballast_core::{BreakerConfig, Priority, ThrottleConfig, UpstreamIdempotency};
 use bytes::Bytes;
@@ -58,12 +59,8 @@ impl ToolClient {
     /// A builder of the tool `name` calling `method url`, every other setting at its default (a `[[tools]]`
     /// entry that writes only `name` and `upstream`).
     pub fn builder(name: impl Into<String>, method: HttpMethod, url: impl Into<String>) -> ToolClientBuilder {
-        let upstream = Upstream {
-            method,
-            url: url.into(),
-        };
         ToolClientBuilder {
-            tool: ToolConfig::new(name, upstream),
+            tool: ToolConfig::new(name, Upstream::new(method, url)),
             fallback: None,
             server: ServerConfig::default(),
             runs: None,
@@ -72,6 +69,21 @@ impl ToolClient {
 }
 
 impl ToolClientBuilder {
+    /// A header the upstream gets on every attempt, `value` as given (`x-api-version`, `2024-01`); in order, after
+    /// those added before. Checked at `build()` by the rules of `upstream.headers` (docs/config.md): a header name
+    /// (sent lower case, once), none Ballast sets itself (`content-type`, `idempotency-key`, `ballast-*`...), a
+    /// value of visible ASCII, and no credential's header (`authorization`, `x-api-key`...), whose value belongs
+    /// in the environment (`upstream.headers` in a config, read by [`ToolClients::from_config_with_env`]).
+    ///
+    /// [`ToolClients::from_config_with_env`]: crate::ToolClients::from_config_with_env
+    pub fn upstream_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.tool.upstream.headers.push(UpstreamHeader {
+            name: name.into(),
+            value: HeaderValueSource::Literal(value.into()),
+        });
+        self
+    }
+
     /// Whether a call changes something (default false); then each logical call carries one idempotency key.
     pub fn side_effects(mut self, side_effects: bool) -> Self {
         self.tool.side_effects = side_effects;
@@ -213,6 +225,8 @@ impl ToolClientBuilder {
         let config =
             validated(&config, "tools[0]").map_err(|errors| InvalidTool::Settings { tool: name, errors })?;
         let runs = runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
-        build(&config, &config.tools[0], transport, runs, fallback)
+        // Only literal headers come from a builder: nothing is read from the environment.
+        let no_env = |_: &str| None;
+        build(&config, &config.tools[0], transport, runs, fallback, &no_env)
     }
 }

@@ -42,6 +42,9 @@ pub(super) struct Inner {
     pub(super) upstream: Upstream,
     /// The upstream's method and URI, parsed once (`None` when they do not parse: each call then reports why).
     pub(super) target: Option<(http::Method, http::Uri)>,
+    /// The upstream's own headers (`upstream.headers`), resolved once when the client was built; secret values
+    /// are marked sensitive. Sent on every attempt.
+    pub(super) headers: Vec<(http::HeaderName, HeaderValue)>,
     pub(super) fallback: Option<Fallback>,
 }
 

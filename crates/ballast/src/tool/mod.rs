@@ -16,6 +16,9 @@
 //! [`OutcomeReport`](crate::OutcomeReport), whose verdict it writes from those values.
 //!
 //! Around the stack the client keeps the promises a layer cannot:
+//! - **The upstream's own headers** (`upstream.headers`): resolved once when the client is built — a value from
+//!   the environment read then, marked sensitive, and a missing one refused then
+//!   ([`InvalidTool::MissingSecret`]) — and sent on every attempt.
 //! - **Request size.** Arguments whose JSON is over `server.body_limit` are refused before anything is sent.
 //! - **409 "in progress".** Waited out within the deadline (`send.rs`, `poll.rs`): the upstream's `Retry-After`
 //!   honoured but never under a 100 ms floor, growing with jitter to 2 s; each poll is marked so the retry layer
@@ -83,7 +86,10 @@ mod send;
 pub use builder::ToolClientBuilder;
 pub use call::{ToolAnswer, ToolCall, ToolError};
 // The settings of a tool, as its client holds them.
-pub use ballast_config::{BudgetConfig, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream};
+pub use ballast_config::{
+    BudgetConfig, HeaderValueSource, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream,
+    UpstreamHeader,
+};
 pub use ballast_core::UpstreamIdempotency;
 pub use client::ToolClient;
 pub use fallback::STATIC_RESPONSE;

@@ -3,10 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ballast_config::{Config, ConfigErrors, ToolConfig, ToolFallback};
+use ballast_config::{
+    Config, ConfigErrors, Env, HeaderValueSource, ProcessEnv, SecretProblem, ToolConfig, ToolFallback,
+};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
-use http::{Request, Response};
+use http::{HeaderName, HeaderValue, Request, Response};
 use tower::Service;
 
 use super::ToolClient;
@@ -35,6 +37,29 @@ pub enum InvalidTool {
         /// Why.
         source: InvalidAdmission,
     },
+    /// A header of the tool's upstream whose variable is not set, is empty, or holds what a header cannot carry
+    /// (`tools.process_payment.upstream.headers.authorization.env: environment variable PAYMENTS_TOKEN is not
+    /// set`). The value is never part of the message.
+    #[error("tools.{tool}.upstream.headers.{header}.env: environment variable {env} {problem}")]
+    MissingSecret {
+        /// The tool.
+        tool: String,
+        /// The header's name.
+        header: String,
+        /// The variable.
+        env: String,
+        /// What is wrong with it.
+        problem: SecretProblem,
+    },
+    /// A header of the tool's upstream that is no HTTP header (a name or literal value validation refuses, in a
+    /// config built in code and not validated).
+    #[error("tools.{tool}.upstream.headers: {header:?} is not a valid HTTP header name or value")]
+    InvalidHeader {
+        /// The tool.
+        tool: String,
+        /// The header's name as configured.
+        header: String,
+    },
     /// Settings given to [`ToolClient::builder`] that the configuration's rules refuse: every one, each with its
     /// field as the builder names it (`concurrency`, `retry.max_attempts`, `body_limit`).
     #[error("{}", crate::settings::refused("tool", tool, errors))]
@@ -57,6 +82,11 @@ impl ToolClients {
     /// A client per configured tool, each with its own breaker, budget and admission queue, all sending
     /// through `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests; any
     /// tower service whose answer's body becomes a [`Body`]).
+    ///
+    /// The upstreams' headers are resolved here, once: those from the environment (`{ env = "VAR" }`) are read
+    /// from the process environment ([`ProcessEnv`]), and one that is missing is an error now
+    /// ([`InvalidTool::MissingSecret`]), not at the first call. [`ToolClients::from_config_with_env`] reads them
+    /// from an environment of your own.
     pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidTool>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
@@ -73,6 +103,23 @@ impl ToolClients {
     /// retry allowance hold across its model and tool calls alike.
     pub fn from_config_with_runs<T, B>(
         config: &Config,
+        transport: T,
+        runs: Arc<Runs>,
+    ) -> Result<Self, InvalidTool>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
+        Self::from_config_with_env(config, &ProcessEnv, transport, runs)
+    }
+
+    /// [`ToolClients::from_config_with_runs`] with the upstreams' header values read from `env` instead of the
+    /// process environment: tests (a `HashMap`, a closure), or secrets kept somewhere else. Each value is read
+    /// once, here; secret ones are marked sensitive (never logged).
+    pub fn from_config_with_env<T, B>(
+        config: &Config,
+        env: &dyn Env,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidTool>
@@ -100,7 +147,7 @@ impl ToolClients {
                         }
                     },
                 };
-                let client = build(config, tool, transport.clone(), Arc::clone(&runs), fallback)?;
+                let client = build(config, tool, transport.clone(), Arc::clone(&runs), fallback, env)?;
                 clients.insert(tool.name.clone(), client);
                 pending.swap_remove(index);
             }
@@ -108,7 +155,7 @@ impl ToolClients {
                 // A fallback names a tool that is missing or in a cycle: validation refuses both, so this is
                 // unreachable for a validated config; build the rest without their fallback rather than loop.
                 for tool in pending.drain(..) {
-                    let client = build(config, tool, transport.clone(), Arc::clone(&runs), None)?;
+                    let client = build(config, tool, transport.clone(), Arc::clone(&runs), None, env)?;
                     clients.insert(tool.name.clone(), client);
                 }
             }
@@ -142,13 +189,15 @@ impl FromIterator<ToolClient> for ToolClients {
     }
 }
 
-/// The client of `tool` of `config` (its server settings), falling back to `fallback`.
+/// The client of `tool` of `config` (its server settings), falling back to `fallback`, its upstream's headers read
+/// from `env`.
 pub(super) fn build<T, B>(
     config: &Config,
     tool: &ToolConfig,
     transport: T,
     runs: Arc<Runs>,
     fallback: Option<Fallback>,
+    env: &dyn Env,
 ) -> Result<ToolClient, InvalidTool>
 where
     T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
@@ -156,6 +205,7 @@ where
     B: Into<Body> + 'static,
 {
     let server = &config.server;
+    let headers = upstream_headers(tool, env)?;
     let policy = RetryPolicy::new(tool.retry.max_attempts, tool.retry.backoff)
         .map_err(|source| InvalidTool::Retry {
             tool: tool.name.clone(),
@@ -186,6 +236,31 @@ where
         core: Core::new(server, runs),
         upstream: Upstream::new(parts, transport),
         target,
+        headers,
         fallback,
     }))
+}
+
+/// The headers `tool`'s upstream gets on every attempt, in order, each value resolved (from `env` for those that
+/// name a variable: marked sensitive).
+fn upstream_headers(tool: &ToolConfig, env: &dyn Env) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidTool> {
+    let invalid = |header: &str| InvalidTool::InvalidHeader {
+        tool: tool.name.clone(),
+        header: header.to_owned(),
+    };
+    (tool.upstream.headers.iter())
+        .map(|header| {
+            let name = HeaderName::from_bytes(header.name.as_bytes()).map_err(|_| invalid(&header.name))?;
+            let value = header.value(env).map_err(|problem| match &header.value {
+                HeaderValueSource::Env { env, .. } => InvalidTool::MissingSecret {
+                    tool: tool.name.clone(),
+                    header: header.name.clone(),
+                    env: env.clone(),
+                    problem,
+                },
+                HeaderValueSource::Literal(_) => invalid(&header.name),
+            })?;
+            Ok((name, value))
+        })
+        .collect()
 }

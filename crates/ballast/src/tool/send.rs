@@ -120,6 +120,11 @@ impl ToolClient {
             http::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        // The upstream's own headers (its credentials, its API version); validation keeps them off every name set
+        // here or below.
+        for (name, value) in &self.inner.headers {
+            headers.insert(name.clone(), value.clone());
+        }
         if let Some(key) = key {
             headers.insert(IDEMPOTENCY_KEY, key);
         }

@@ -1,6 +1,7 @@
-//! Validation tests: defaults (here), every rule with its message (`rules`), and parsing: versions, unknown
-//! keys, types, files (`parsing`).
+//! Validation tests: defaults (here), every rule with its message (`rules`; the listeners, admins and upstream
+//! headers in `access`), and parsing: versions, unknown keys, types, files (`parsing`).
 
+mod access;
 mod core_agrees;
 mod parsing;
 mod rules;
@@ -79,6 +80,9 @@ fn server_store_and_run_defaults() {
     assert_eq!(c.server.min_attempt, ms(50));
     assert_eq!(c.server.body_limit, 8 * 1024 * 1024);
     assert_eq!(c.server.grace, secs(10));
+    assert_eq!(c.server.admin_listen, None);
+    assert_eq!(c.server.drain_delay, secs(1));
+    assert_eq!(c.server.drain_delay, DEFAULT_DRAIN_DELAY);
     assert_eq!(c.server.max_retry_after, secs(60));
     assert_eq!(
         c.store.location,
@@ -99,10 +103,7 @@ fn tool_defaults() {
     assert_eq!(t.name, "t");
     assert_eq!(
         t.upstream,
-        Upstream {
-            method: HttpMethod::Post,
-            url: "http://127.0.0.1:9000/t".into()
-        }
+        Upstream::new(HttpMethod::Post, "http://127.0.0.1:9000/t")
     );
     assert!(!t.side_effects);
     assert_eq!(t.upstream_idempotency, UpstreamIdempotency::None);

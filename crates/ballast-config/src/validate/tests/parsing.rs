@@ -45,7 +45,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[server]\nlisen = \"x\"\n",
-            "server.lisen: unknown field `lisen`, expected one of `listen`, `default_timeout`, `max_timeout`, `reserve`, `min_attempt`, `body_limit`, `grace`, `max_retry_after` (line 3, column 1)",
+            "server.lisen: unknown field `lisen`, expected one of `listen`, `admin_listen`, `default_timeout`, `max_timeout`, `reserve`, `min_attempt`, `body_limit`, `grace`, `drain_delay`, `max_retry_after` (line 3, column 1)",
         ),
         (
             "[metrics]\n",
@@ -53,11 +53,11 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[[tools]]\nname = \"a\"\n[[tools]]\nname = \"b\"\n[tools.upstream]\nurll = \"x\"\n",
-            "tools[1].upstream.urll: unknown field `urll`, expected `method` or `url` (line 7, column 1)",
+            "tools[1].upstream.urll: unknown field `urll`, expected one of `method`, `url`, `headers` (line 7, column 1)",
         ),
         (
             "[[tools]]\nname = \"t\"\nupstream = { method = \"GET\", urll = \"x\" }\n",
-            "tools[0].upstream.urll: unknown field `urll`, expected `method` or `url` (line 4, column 30)",
+            "tools[0].upstream.urll: unknown field `urll`, expected one of `method`, `url`, `headers` (line 4, column 30)",
         ),
         (
             &model("retry = { attempts = 3 }")[..],
