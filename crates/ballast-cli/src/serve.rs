@@ -53,10 +53,19 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
             .with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
         println!("ballast serve listening on http://{addr}");
-        if let Some(admin) = None::<SocketAddr> {
-            // MERGE admin_listen
-            println!("admin endpoints (/metrics, /status) on http://{admin}");
-        }
+        let admin = match config.server.admin_listen {
+            Some(admin) => {
+                let listener = tokio::net::TcpListener::bind(admin)
+                    .await
+                    .with_context(|| format!("cannot listen on {admin} (server.admin_listen)"))?;
+                println!(
+                    "admin endpoints (/metrics, /status) on http://{}",
+                    listener.local_addr()?
+                );
+                Some(listener)
+            }
+            None => None,
+        };
         let mut tools: Vec<&str> = config.tools.iter().map(|t| t.name.as_str()).collect();
         tools.sort_unstable();
         println!(
@@ -71,7 +80,7 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
         if !config.models.is_empty() {
             println!("model routes are configured but not served by this version (tool routes only)");
         }
-        ballast_gateway::run(listener, config, shutdown_signal()).await?;
+        ballast_gateway::run_on(listener, admin, config, shutdown_signal()).await?;
         eprintln!("ballast serve stopped");
         Ok(())
     })

@@ -33,8 +33,7 @@ pub(crate) enum AdminRoutes {
 /// The gateway's router: `POST /v1/tools/{name}`, `GET /v1/operations/{key}`, `/healthz`, `/readyz`, and —
 /// unless `server.admin_listen` is set — `/metrics` and `/status`.
 pub fn app(gateway: Gateway) -> Result<Router, StartError> {
-    let admin_here = if false {
-        // MERGE admin_listen
+    let admin_here = if gateway.inner.config.server.admin_listen.is_some() {
         AdminRoutes::Elsewhere
     } else {
         AdminRoutes::Here

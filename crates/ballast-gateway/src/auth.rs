@@ -68,7 +68,7 @@ impl Principals {
             keys.push(Known {
                 principal: Principal::new(principal.name.as_str()),
                 digest,
-                admin: false, // MERGE principal.admin
+                admin: principal.admin,
             });
         }
         Ok(Principals { keys })

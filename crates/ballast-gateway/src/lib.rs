@@ -35,7 +35,7 @@ mod tools;
 use std::net::SocketAddr;
 
 pub use app::{admin_app, app};
-pub use serve::{run, serve};
+pub use serve::{run, run_on, serve};
 pub use state::Gateway;
 
 /// Why the gateway could not start (or stopped serving).

@@ -1,7 +1,7 @@
 //! Serving, and stopping without losing anything (DESIGN.md, "Gateway HTTP interface", graceful shutdown):
 //!
 //! 1. the shutdown future completes (the binary: SIGTERM or Ctrl-C);
-//! 2. `/readyz` fails at once, and for `Duration::from_secs(1) /*MERGE*/` the gateway keeps serving so that load balancers
+//! 2. `/readyz` fails at once, and for `server.drain_delay` the gateway keeps serving so that load balancers
 //!    notice and stop sending;
 //! 3. it stops accepting; requests in flight finish, within `server.grace` from the signal — one still running
 //!    then is cut;
@@ -23,21 +23,38 @@ use crate::{Gateway, StartError, admin_app, app};
 const MIN_BACKGROUND_DRAIN: Duration = Duration::from_secs(1);
 
 /// Opens the gateway of `config` (secrets from the process environment), installs its Prometheus recorder and
-/// serves on `listener` (and on `server.admin_listen`, when set) until `shutdown` completes, then stops
-/// gracefully.
+/// serves on `listener` (and on `server.admin_listen`, bound here, when set) until `shutdown` completes, then
+/// stops gracefully.
 pub async fn run(
     listener: TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
-    let handle = crate::metrics::install(&config).map_err(StartError::Metrics)?;
-    let gateway = Gateway::open(config, &ProcessEnv).await?.with_metrics(handle);
-    serve(listener, gateway, shutdown).await
+    let admin = match config.server.admin_listen {
+        Some(addr) => Some(TcpListener::bind(addr).await.map_err(StartError::Listen)?),
+        None => None,
+    };
+    run_on(listener, admin, config, shutdown).await
 }
 
-/// Serves `gateway` on `listener` until `shutdown` completes, then stops gracefully (module docs).
+/// [`run`] on listeners the caller bound: `admin` serves `/metrics` and `/status` (give it when
+/// `server.admin_listen` is set; the binary binds it to print the address it got).
+pub async fn run_on(
+    listener: TcpListener,
+    admin: Option<TcpListener>,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let handle = crate::metrics::install(&config).map_err(StartError::Metrics)?;
+    let gateway = Gateway::open(config, &ProcessEnv).await?.with_metrics(handle);
+    serve(listener, admin, gateway, shutdown).await
+}
+
+/// Serves `gateway` on `listener` (and its admin endpoints on `admin`) until `shutdown` completes, then stops
+/// gracefully (module docs).
 pub async fn serve(
     listener: TcpListener,
+    admin: Option<TcpListener>,
     gateway: Gateway,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
@@ -46,11 +63,6 @@ pub async fn serve(
     if !gateway.inner.principals.any() && !local.ip().is_loopback() {
         return Err(StartError::NotLoopback { addr: local });
     }
-    let admin = match None::<std::net::SocketAddr> {
-        // MERGE admin_listen
-        Some(addr) => Some(TcpListener::bind(addr).await.map_err(StartError::Listen)?),
-        None => None,
-    };
     let router = app(gateway.clone())?;
     // The signal, then the drain delay: what stops the listeners accepting.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -59,9 +71,9 @@ pub async fn serve(
         async move {
             shutdown.await;
             gateway.start_draining();
-            tracing::info!(drain_delay = ?Duration::from_secs(1) /*MERGE*/, grace = ?server.grace, "shutting down: /readyz fails, then new connections stop");
+            tracing::info!(drain_delay = ?server.drain_delay, grace = ?server.grace, "shutting down: /readyz fails, then new connections stop");
             let at = ballast::clock::now();
-            tokio::time::sleep(Duration::from_secs(1) /*MERGE*/).await;
+            tokio::time::sleep(server.drain_delay).await;
             let _ = stop_tx.send(true);
             at
         }

@@ -76,7 +76,7 @@ impl Gateway {
                 source,
             })?;
         let runs = Arc::new(Runs::of(&config.run));
-        let tools = ToolClients::from_config_with_runs(&config, transport, Arc::clone(&runs)) /*MERGE*/
+        let tools = ToolClients::from_config_with_env(&config, env, transport, Arc::clone(&runs))
             .map_err(|e| StartError::Tool(e.to_string()))?;
         Ok(Gateway {
             inner: Arc::new(Inner {

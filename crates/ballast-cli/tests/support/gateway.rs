@@ -29,6 +29,8 @@ pub(crate) struct Gateway {
     pub(crate) addr: SocketAddr,
     pid: u32,
     exit: mpsc::Receiver<Option<i32>>,
+    /// What it printed on stdout after its first line.
+    stdout: mpsc::Receiver<String>,
     stderr: Arc<Mutex<String>>,
     dir: Arc<tempfile::TempDir>,
     config: PathBuf,
@@ -111,6 +113,7 @@ impl Gateway {
             addr,
             pid,
             exit,
+            stdout: received,
             stderr,
             dir,
             config,
@@ -121,6 +124,19 @@ impl Gateway {
     /// `http://addr/path`.
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The next line it printed on stdout that starts with `prefix` (waiting for it, bounded).
+    pub(crate) fn printed(&self, prefix: &str) -> String {
+        loop {
+            let line = self
+                .stdout
+                .recv_timeout(PATIENCE)
+                .unwrap_or_else(|_| panic!("no line starting {prefix:?}"));
+            if line.starts_with(prefix) {
+                return line;
+            }
+        }
     }
 
     /// The gateway's directory (its config and SQLite store).
