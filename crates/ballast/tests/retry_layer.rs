@@ -296,7 +296,7 @@ async fn a_local_rejection_below_stops_at_once() {
     assert_eq!(report.attempts.len(), 2);
     assert_eq!(report.attempts[0].result, AttemptResult::Status(503));
     assert!(
-        matches!(&report.attempts[1].result, AttemptResult::Refused(text) if text.contains("circuit open"))
+        matches!(&report.attempts[1].result, AttemptResult::Error(text) if text.contains("circuit open"))
     );
     assert!(!report.attempts[1].sent);
     assert_eq!(report.code, Some(ErrorCode::CircuitOpen));

@@ -28,10 +28,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use ballast::context::CallContext;
 use ballast::idempotency::store::ExpiredDispatch;
-use ballast::idempotency::{IdempotencyLayer, NotStored, Principal};
-use ballast::{CallError, Deadline, Error, IdempotencyKey, ToolCall, ToolClient};
+use ballast::idempotency::{IdempotencyLayer, Principal};
+use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::{CallKind, ErrorCode};
-use http::{HeaderValue, Method, StatusCode, header};
+use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::Value;
 
@@ -39,9 +39,11 @@ use crate::Gateway;
 use crate::error::AppError;
 use crate::headers::{
     BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, BALLAST_REMAINING_MS,
-    IDEMPOTENCY_KEY, X_SHOULD_RETRY,
+    IDEMPOTENCY_KEY,
 };
 use crate::inbound::Inbound;
+
+mod answer;
 
 /// A tool request that passed `prepare`: what the handler needs.
 #[derive(Debug)]
@@ -281,124 +283,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         call = call.trace(trace);
     }
     let result = client.call(call).await;
-    answer(client.name(), prepared.key.as_ref(), result)
-}
-
-/// The answer to a tool call's result.
-fn answer(
-    tool: &str,
-    key: Option<&IdempotencyKey>,
-    result: Result<ballast::tool::ToolAnswer, CallError>,
-) -> Response {
-    match result {
-        Ok(answer) => {
-            let mut response = json_response(answer.status, &answer.body);
-            let attempts = answer.report.attempts_made();
-            response
-                .headers_mut()
-                .insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
-            if let Some(fallback) = answer.report.fallback.as_deref() {
-                // Named as the config names it: the fallback tool, or `fallback_response`.
-                let name = if fallback == ballast::tool::STATIC_RESPONSE {
-                    "fallback_response"
-                } else {
-                    fallback
-                };
-                if let Ok(name) = HeaderValue::from_str(name) {
-                    response.headers_mut().insert(BALLAST_FALLBACK, name);
-                }
-                // Not the upstream's answer: a retry with the key asks the upstream again.
-                response.extensions_mut().insert(NotStored);
-            }
-            response
-        }
-        Err(error) => {
-            let attempts = error.report().attempts_made();
-            let mut response = failure(tool, key, error);
-            response
-                .headers_mut()
-                .insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
-            response
-        }
-    }
-}
-
-/// The answer to a call that did not succeed.
-fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Response {
-    if error.outcome_unknown() {
-        return AppError::OutcomeUnknown {
-            tool: tool.to_owned(),
-            key: key.map(|k| k.as_str().to_owned()),
-        }
-        .into_response();
-    }
-    let code = error.code();
-    match error {
-        CallError::Upstream { status, body, .. } => {
-            // The upstream's own answer, passed on; retries are spent or cannot help.
-            let mut response = json_response(status, &body);
-            let headers = response.headers_mut();
-            headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
-            headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
-            // An overload refusal acted on nothing: a later retry with the same key must run, not replay it.
-            if status == 429 || status == 503 {
-                response.extensions_mut().insert(NotStored);
-            }
-            response
-        }
-        CallError::Failed { error, .. } => call_error(tool, code, &error).into_response(),
-        CallError::Malformed { reason, .. } => AppError::Call {
-            code: ErrorCode::UpstreamError,
-            status: StatusCode::BAD_GATEWAY,
-            message: format!("{tool}: the upstream's answer is {reason}"),
-            retry_after: None,
-            should_retry: false,
-            shed: None,
-        }
-        .into_response(),
-        _ => AppError::BodyUnreadable.into_response(),
-    }
-}
-
-/// The gateway's answer to a call that ended with `error` and nothing acted upstream.
-fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError {
-    let message = format!("{tool}: {error}");
-    let (status, retry_after, should_retry, shed) = match error {
-        Error::Overloaded { reason, retry_after } => {
-            // Shed for room or throttled: nothing reached the upstream, a later try may find room. Shed because
-            // the deadline cannot hold the wait: a retry cannot help.
-            let for_room = matches!(*reason, "queue_full" | "evicted" | ballast::layer::THROTTLED);
-            let status = if code == ErrorCode::DeadlineExceeded {
-                StatusCode::GATEWAY_TIMEOUT
-            } else {
-                StatusCode::SERVICE_UNAVAILABLE
-            };
-            (status, *retry_after, for_room, Some(*reason))
-        }
-        Error::CircuitOpen { retry_in } => (StatusCode::SERVICE_UNAVAILABLE, *retry_in, false, None),
-        Error::DeadlineExceeded(_) => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
-        Error::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
-        _ if code == ErrorCode::DeadlineExceeded => (StatusCode::GATEWAY_TIMEOUT, None, false, None),
-        _ => (StatusCode::BAD_GATEWAY, None, false, None),
-    };
-    AppError::Call {
-        code,
-        status,
-        message,
-        retry_after,
-        should_retry,
-        shed,
-    }
-}
-
-/// A JSON answer with `status`.
-fn json_response(status: u16, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
+    answer::answer(client.name(), prepared.key.as_ref(), result)
 }
 
 #[cfg(test)]
