@@ -1,0 +1,70 @@
+//! The gateway as a plain axum `Router` in process (`app(gateway)`, driven with `oneshot`), its tools sent to the
+//! chaos router through `ServiceTransport`: what an embedding application or a quick test does.
+
+use std::collections::HashMap;
+
+use ballast::transport::ServiceTransport;
+use ballast_config::Config;
+use ballast_gateway::{Gateway, app};
+use http::{Request, StatusCode};
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+const CONFIG: &str = r#"
+version = 1
+[store]
+url = "sqlite::memory:"
+[[tools]]
+name = "lookup_order"
+upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+per_try_timeout = "1s"
+"#;
+
+async fn gateway() -> axum::Router {
+    let config = Config::from_toml_str(CONFIG).expect("a valid config");
+    let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+    let env: HashMap<String, String> = HashMap::new();
+    let gateway = Gateway::open_with_transport(config, &env, transport).await.expect("the gateway opens");
+    app(gateway).expect("the router")
+}
+
+async fn send(router: &axum::Router, request: Request<axum::body::Body>) -> (StatusCode, http::HeaderMap, Value) {
+    let response = router.clone().oneshot(request).await.expect("an answer");
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.expect("a body").to_bytes();
+    (parts.status, parts.headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_tool_call_through_the_router_carries_the_gateways_headers() {
+    let router = gateway().await;
+    let request = Request::post("/v1/tools/lookup_order")
+        .header("content-type", "application/json")
+        .header("ballast-timeout-ms", "5000")
+        .body(axum::body::Body::from(json!({"order_id": "1234"}).to_string()))
+        .unwrap();
+    let (status, headers, body) = send(&router, request).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["order_id"], "1234");
+    assert_eq!(headers["ballast-attempts"], "1");
+    let remaining: u64 = headers["ballast-remaining-ms"].to_str().unwrap().parse().unwrap();
+    assert!(remaining <= 5000);
+    assert!(headers.contains_key("x-request-id"));
+}
+
+#[tokio::test]
+async fn readiness_fails_once_draining_and_liveness_does_not() {
+    let config = Config::from_toml_str(CONFIG).expect("a valid config");
+    let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
+    let gateway = Gateway::open_with_transport(config, &HashMap::<String, String>::new(), transport)
+        .await
+        .expect("opens");
+    let router = app(gateway.clone()).expect("the router");
+    let get = |path: &str| Request::get(path).body(axum::body::Body::empty()).unwrap();
+    assert_eq!(send(&router, get("/readyz")).await.0, StatusCode::OK);
+    gateway.start_draining();
+    let (status, _, body) = send(&router, get("/readyz")).await;
+    assert_eq!((status, &body["status"]), (StatusCode::SERVICE_UNAVAILABLE, &json!("draining")));
+    assert_eq!(send(&router, get("/healthz")).await.0, StatusCode::OK, "alive while draining");
+}
