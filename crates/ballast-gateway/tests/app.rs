@@ -25,15 +25,24 @@ async fn gateway() -> axum::Router {
     let config = Config::from_toml_str(CONFIG).expect("a valid config");
     let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
     let env: HashMap<String, String> = HashMap::new();
-    let gateway = Gateway::open_with_transport(config, &env, transport).await.expect("the gateway opens");
+    let gateway = Gateway::open_with_transport(config, &env, transport)
+        .await
+        .expect("the gateway opens");
     app(gateway).expect("the router")
 }
 
-async fn send(router: &axum::Router, request: Request<axum::body::Body>) -> (StatusCode, http::HeaderMap, Value) {
+async fn send(
+    router: &axum::Router,
+    request: Request<axum::body::Body>,
+) -> (StatusCode, http::HeaderMap, Value) {
     let response = router.clone().oneshot(request).await.expect("an answer");
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await.expect("a body").to_bytes();
-    (parts.status, parts.headers, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        parts.status,
+        parts.headers,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 #[tokio::test]
@@ -65,6 +74,13 @@ async fn readiness_fails_once_draining_and_liveness_does_not() {
     assert_eq!(send(&router, get("/readyz")).await.0, StatusCode::OK);
     gateway.start_draining();
     let (status, _, body) = send(&router, get("/readyz")).await;
-    assert_eq!((status, &body["status"]), (StatusCode::SERVICE_UNAVAILABLE, &json!("draining")));
-    assert_eq!(send(&router, get("/healthz")).await.0, StatusCode::OK, "alive while draining");
+    assert_eq!(
+        (status, &body["status"]),
+        (StatusCode::SERVICE_UNAVAILABLE, &json!("draining"))
+    );
+    assert_eq!(
+        send(&router, get("/healthz")).await.0,
+        StatusCode::OK,
+        "alive while draining"
+    );
 }
