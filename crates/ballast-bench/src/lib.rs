@@ -5,8 +5,10 @@
 //! - [`stack`] — what the stack bench (`benches/stack.rs`) and its instruction-count twin
 //!   (`examples/stack_calls.rs`) both call: the `lookup_order` tool's config and its in-memory client.
 //! - [`flash_sale`] — the flash-sale bench: scenarios, the naive and Ballast strategies, the report and chart.
+//! - [`overhead`] — what the gateway costs on the path, against a pass-through proxy (`ballast bench overhead`).
 
 pub mod flash_sale;
+pub mod overhead;
 
 pub mod stack {
     //! The tool-call stack bench's fixtures, shared by the criterion bench and the callgrind example so both

@@ -2,6 +2,7 @@
 
 mod bench;
 mod chaos;
+mod overhead;
 mod serve;
 
 use std::net::SocketAddr;
@@ -77,6 +78,13 @@ enum BenchCommand {
     /// model) under one deadline, naive code and Ballast side by side on the same faults. Prints a table per
     /// seed (and pooled over a seed range), or JSON; optionally an SVG chart.
     FlashSale(bench::FlashSale),
+    /// What the gateway costs on the path of a tool call: added latency at 1 connection, requests per second at 32,
+    /// CPU per request and peak memory, next to going direct and to a pass-through proxy (the floor), in
+    /// interleaved rounds against the chaos upstream. Prints a table (or JSON).
+    Overhead(overhead::Overhead),
+    /// The bench's pass-through proxy (started by `bench overhead`).
+    #[command(hide = true)]
+    Floor(overhead::Floor),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +105,12 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: BenchCommand::FlashSale(args),
         } => bench::flash_sale(&args),
+        Command::Bench {
+            bench: BenchCommand::Overhead(args),
+        } => overhead::overhead(&args),
+        Command::Bench {
+            bench: BenchCommand::Floor(args),
+        } => overhead::floor(&args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,169 @@
+//! The load generator: N connections, each a closed loop (send, read the whole answer, send again) for a fixed
+//! time after a warm-up, over hyper's client connection (one TCP connection each, no pool). Latencies are kept
+//! for percentiles; what came back other than a 2xx is counted as an error.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ballast::clock;
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// What a load is sent as.
+#[derive(Clone, Debug)]
+pub(crate) struct Target {
+    /// Where.
+    pub(crate) addr: SocketAddr,
+    /// The request's path.
+    pub(crate) path: String,
+    /// `Authorization`, when the target needs it.
+    pub(crate) authorization: Option<String>,
+    /// Whether each request carries an `Idempotency-Key` of its own (a new operation each time).
+    pub(crate) keyed: bool,
+    /// The JSON body.
+    pub(crate) body: Bytes,
+}
+
+/// What one load measured.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Measured {
+    /// Requests answered 2xx in the measured time.
+    pub(crate) requests: u64,
+    /// Requests answered otherwise, or failed.
+    pub(crate) errors: u64,
+    /// The measured time.
+    pub(crate) elapsed: Duration,
+    /// Each answered request's latency (sorted).
+    pub(crate) latencies: Vec<Duration>,
+}
+
+impl Measured {
+    /// Requests per second.
+    pub(crate) fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
+    }
+
+    /// The `q` quantile of the latencies (0..=1).
+    pub(crate) fn quantile(&self, q: f64) -> Duration {
+        if self.latencies.is_empty() {
+            return Duration::ZERO;
+        }
+        let index = ((self.latencies.len() - 1) as f64 * q).round() as usize;
+        self.latencies[index.min(self.latencies.len() - 1)]
+    }
+}
+
+/// Sends `target` over `connections` closed loops: `warmup` unmeasured, then `duration` measured.
+pub(crate) async fn run(
+    target: &Target,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+) -> Measured {
+    // Keys never repeat across loads: each keyed request is a new operation, never a replay.
+    static KEYS: std::sync::LazyLock<Arc<AtomicU64>> =
+        std::sync::LazyLock::new(|| Arc::new(AtomicU64::new(0)));
+    let counter = Arc::clone(&KEYS);
+    let start = clock::now();
+    let measure_from = start + warmup;
+    let until = measure_from + duration;
+    let loops: Vec<_> = (0..connections)
+        .map(|_| {
+            let (target, counter) = (target.clone(), Arc::clone(&counter));
+            tokio::spawn(async move { closed_loop(target, counter, measure_from, until).await })
+        })
+        .collect();
+    let mut measured = Measured {
+        elapsed: duration,
+        ..Measured::default()
+    };
+    for result in futures::future::join_all(loops).await {
+        let Ok(part) = result else {
+            measured.errors += 1;
+            continue;
+        };
+        measured.requests += part.requests;
+        measured.errors += part.errors;
+        measured.latencies.extend(part.latencies);
+    }
+    measured.latencies.sort_unstable();
+    measured
+}
+
+async fn closed_loop(
+    target: Target,
+    counter: Arc<AtomicU64>,
+    measure_from: ballast_core::Instant,
+    until: ballast_core::Instant,
+) -> Measured {
+    let mut measured = Measured::default();
+    let Ok(mut sender) = connect(target.addr).await else {
+        measured.errors += 1;
+        return measured;
+    };
+    loop {
+        let began = clock::now();
+        if began >= until {
+            return measured;
+        }
+        let request = request(&target, counter.fetch_add(1, Ordering::Relaxed));
+        let ok = match sender.send_request(request).await {
+            Ok(response) => {
+                let success = response.status().is_success();
+                success && response.into_body().collect().await.is_ok()
+            }
+            Err(_) => false,
+        };
+        let ended = clock::now();
+        if began >= measure_from && ended <= until {
+            if ok {
+                measured.requests += 1;
+                measured.latencies.push(ended.saturating_duration_since(began));
+            } else {
+                measured.errors += 1;
+            }
+        }
+        if !ok {
+            // A failed connection is replaced; the loop goes on.
+            match connect(target.addr).await {
+                Ok(fresh) => sender = fresh,
+                Err(_) => return measured,
+            }
+        } else if sender.ready().await.is_err() {
+            match connect(target.addr).await {
+                Ok(fresh) => sender = fresh,
+                Err(_) => return measured,
+            }
+        }
+    }
+}
+
+async fn connect(addr: SocketAddr) -> std::io::Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(std::io::Error::other)?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+fn request(target: &Target, n: u64) -> Request<Full<Bytes>> {
+    let mut builder = Request::post(target.path.as_str())
+        .header(http::header::HOST, target.addr.to_string())
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = &target.authorization {
+        builder = builder.header(http::header::AUTHORIZATION, authorization.as_str());
+    }
+    if target.keyed {
+        builder = builder.header("idempotency-key", format!("bench-{}-{n}", std::process::id()));
+    }
+    builder
+        .body(Full::new(target.body.clone()))
+        .expect("a valid request")
+}

@@ -1,0 +1,187 @@
+//! The bench's result: per target, medians over the rounds, what it adds over going direct, and its throughput
+//! next to the floor's; printed as a table or JSON, with the targets of the issue beside the figures.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::OverheadOptions;
+
+/// One round of one target.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Round {
+    pub(crate) p50: Duration,
+    pub(crate) p99: Duration,
+    pub(crate) rate: f64,
+    pub(crate) cpu_per_request: Option<Duration>,
+    pub(crate) errors: u64,
+}
+
+/// One target's figures: medians over the rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct TargetFigures {
+    /// `direct`, `floor`, `gateway`, `gateway, idempotent`.
+    pub name: String,
+    /// Latency p50 at 1 connection, µs.
+    pub p50_us: f64,
+    /// Latency p99 at 1 connection, µs.
+    pub p99_us: f64,
+    /// p50 minus direct's in the same round, µs.
+    pub added_p50_us: f64,
+    /// p99 minus direct's in the same round, µs.
+    pub added_p99_us: f64,
+    /// Requests per second at the throughput load's connections.
+    pub requests_per_second: f64,
+    /// Requests per second over the floor's, in the same round.
+    pub vs_floor: f64,
+    /// The server's CPU time per request at the throughput load, µs (`None` for direct: the upstream's own).
+    pub cpu_per_request_us: Option<f64>,
+    /// The server's peak resident memory at the end, MiB.
+    pub peak_rss_mib: Option<f64>,
+    /// Requests that failed or were not 2xx, all rounds.
+    pub errors: u64,
+}
+
+/// The whole result.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverheadReport {
+    /// Rounds run.
+    pub rounds: usize,
+    /// Measured seconds per load.
+    pub seconds: f64,
+    /// Connections of the throughput load.
+    pub connections: usize,
+    /// Whether the servers under test and the load generator ran on different CPUs.
+    pub pinned: bool,
+    /// Per target, in the order run.
+    pub targets: Vec<TargetFigures>,
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+impl OverheadReport {
+    /// The report of `measured` (name, rounds, peak RSS), the first target being direct and the second the floor.
+    pub(crate) fn new(
+        measured: Vec<(String, Vec<Round>, Option<u64>)>,
+        options: &OverheadOptions,
+        pinned: bool,
+    ) -> Self {
+        let direct = measured
+            .first()
+            .map(|(_, rounds, _)| rounds.clone())
+            .unwrap_or_default();
+        let floor = measured
+            .get(1)
+            .map(|(_, rounds, _)| rounds.clone())
+            .unwrap_or_default();
+        let targets = measured
+            .into_iter()
+            .map(|(name, rounds, rss)| {
+                let paired = |of: &dyn Fn(&Round, &Round) -> f64, base: &[Round]| {
+                    median(rounds.iter().zip(base).map(|(r, b)| of(r, b)).collect())
+                };
+                TargetFigures {
+                    p50_us: median(rounds.iter().map(|r| micros(r.p50)).collect()),
+                    p99_us: median(rounds.iter().map(|r| micros(r.p99)).collect()),
+                    added_p50_us: paired(&|r, d| micros(r.p50) - micros(d.p50), &direct),
+                    added_p99_us: paired(&|r, d| micros(r.p99) - micros(d.p99), &direct),
+                    requests_per_second: median(rounds.iter().map(|r| r.rate).collect()),
+                    vs_floor: paired(&|r, f| r.rate / f.rate.max(f64::EPSILON), &floor),
+                    cpu_per_request_us: (name != "direct")
+                        .then(|| {
+                            rounds
+                                .iter()
+                                .filter_map(|r| r.cpu_per_request)
+                                .map(micros)
+                                .collect::<Vec<_>>()
+                        })
+                        .filter(|v| !v.is_empty())
+                        .map(median),
+                    peak_rss_mib: rss
+                        .filter(|_| name != "direct")
+                        .map(|b| b as f64 / (1024.0 * 1024.0)),
+                    errors: rounds.iter().map(|r| r.errors).sum(),
+                    name,
+                }
+            })
+            .collect();
+        OverheadReport {
+            rounds: options.rounds,
+            seconds: options.duration.as_secs_f64(),
+            connections: options.connections,
+            pinned,
+            targets,
+        }
+    }
+}
+
+impl fmt::Display for OverheadReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "overhead: medians of {} rounds, {} s per load; latency at 1 connection, throughput and CPU at {}; {}",
+            self.rounds,
+            self.seconds,
+            self.connections,
+            if self.pinned {
+                "servers under test on CPU 1, load generator and upstream on CPU 0"
+            } else {
+                "not pinned (one CPU, or taskset unavailable): the load generator shares the servers' CPU"
+            }
+        )?;
+        writeln!(f)?;
+        writeln!(
+            f,
+            "| target | p50 | p99 | added p50 | added p99 | req/s @{} | vs floor | CPU/req | peak RSS | errors |",
+            self.connections
+        )?;
+        writeln!(f, "|---|---|---|---|---|---|---|---|---|---|")?;
+        for t in &self.targets {
+            let cpu = t
+                .cpu_per_request_us
+                .map_or("-".to_owned(), |c| format!("{c:.1} µs"));
+            let rss = t.peak_rss_mib.map_or("-".to_owned(), |m| format!("{m:.1} MiB"));
+            writeln!(
+                f,
+                "| {} | {:.0} µs | {:.0} µs | {:+.0} µs | {:+.0} µs | {:.0} | {:.2} | {} | {} | {} |",
+                t.name,
+                t.p50_us,
+                t.p99_us,
+                t.added_p50_us,
+                t.added_p99_us,
+                t.requests_per_second,
+                t.vs_floor,
+                cpu,
+                rss,
+                t.errors
+            )?;
+        }
+        writeln!(f)?;
+        writeln!(
+            f,
+            "targets: gateway added p50 <= 100 µs; gateway >= 0.80 x floor req/s; <= 40 µs CPU/req; <= 30 MiB peak RSS; \
+             idempotent p50 <= 1.5 x gateway p50"
+        )?;
+        writeln!(
+            f,
+            "the idempotent path writes its claim, dispatch and answer to SQLite (WAL, synchronous = NORMAL: survives a \
+             process kill, not a power loss) on the request path"
+        )
+    }
+}
