@@ -140,7 +140,7 @@ impl fmt::Display for OverheadReport {
             self.seconds,
             self.connections,
             if self.pinned {
-                "servers under test on CPU 1, load generator and upstream on CPU 0"
+                "load generator on CPU 0; upstream, floor and gateway on CPU 1"
             } else {
                 "not pinned (one CPU, or taskset unavailable): the load generator shares the servers' CPU"
             }
