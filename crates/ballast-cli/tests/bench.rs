@@ -1,4 +1,5 @@
-//! `ballast bench flash-sale` as a user runs it: the real binary, a short scaled run, its JSON and its chart.
+//! `ballast bench flash-sale` and `ballast bench overhead` as a user runs them: the real binary, short runs, their
+//! JSON (and the flash sale's chart).
 
 mod support;
 
@@ -52,4 +53,32 @@ fn bad_arguments_say_what_is_accepted() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_short_overhead_run_measures_every_target_without_errors() {
+    let out = ballast(&[
+        "bench",
+        "overhead",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.2",
+        "--connections",
+        "4",
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let targets = report["targets"].as_array().expect("targets");
+    let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["direct", "floor", "gateway", "gateway, idempotent"]);
+    for target in targets {
+        assert_eq!(target["errors"], 0, "{target}");
+        assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");
+    }
+    assert!(
+        targets[2]["peak_rss_mib"].as_f64() > Some(0.0),
+        "the gateway's memory is read"
+    );
 }

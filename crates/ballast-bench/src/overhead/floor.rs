@@ -83,3 +83,42 @@ fn bad_gateway() -> Response<ProxyBody> {
     *response.status_mut() = StatusCode::BAD_GATEWAY;
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::overhead::load::{self, Target};
+
+    #[tokio::test]
+    async fn the_floor_passes_requests_and_answers_through_untouched() {
+        let upstream = ballast_chaos::spawn(ballast_chaos::Profile::default())
+            .await
+            .expect("chaos");
+        let upstream_addr: SocketAddr = upstream
+            .url("")
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let floor = tokio::spawn(serve_floor(listener, upstream_addr, async {
+            let _ = stopped.await;
+        }));
+        let target = Target {
+            addr,
+            path: "/tools/lookup_order".into(),
+            authorization: None,
+            keyed: false,
+            body: Bytes::from_static(br#"{"order_id": "1234"}"#),
+        };
+        let measured = load::run(&target, 2, Duration::ZERO, Duration::from_millis(100)).await;
+        assert!(measured.requests > 0 && measured.errors == 0, "{measured:?}");
+        assert!(measured.quantile(0.5) <= measured.quantile(0.99));
+        let _ = stop.send(());
+        floor.await.unwrap().unwrap();
+    }
+}

@@ -185,3 +185,55 @@ impl fmt::Display for OverheadReport {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round(p50_us: u64, rate: f64) -> Round {
+        Round {
+            p50: Duration::from_micros(p50_us),
+            p99: Duration::from_micros(p50_us * 2),
+            rate,
+            cpu_per_request: Some(Duration::from_micros(10)),
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn added_latency_and_the_floor_ratio_are_paired_within_each_round() {
+        let measured = vec![
+            (
+                "direct".to_owned(),
+                vec![round(100, 1000.0), round(300, 1000.0), round(200, 1000.0)],
+                None,
+            ),
+            (
+                "floor".to_owned(),
+                vec![round(150, 500.0), round(340, 400.0), round(260, 500.0)],
+                Some(8 << 20),
+            ),
+            (
+                "gateway".to_owned(),
+                vec![round(200, 400.0), round(390, 100.0), round(300, 250.0)],
+                Some(20 << 20),
+            ),
+        ];
+        let report = OverheadReport::new(measured, &OverheadOptions::default(), true);
+        let [direct, floor, gateway] = &report.targets[..] else {
+            panic!("three targets")
+        };
+        assert_eq!(direct.added_p50_us, 0.0);
+        assert_eq!(
+            direct.cpu_per_request_us, None,
+            "the upstream's own CPU is not a proxy's"
+        );
+        // Round by round: +50, +40, +60 -> median 50 (not 267 - 200 of the medians).
+        assert_eq!(floor.added_p50_us, 50.0);
+        assert_eq!(gateway.added_p50_us, 100.0);
+        // 400/500, 100/400, 250/500 -> 0.8, 0.25, 0.5.
+        assert_eq!(gateway.vs_floor, 0.5);
+        assert_eq!(gateway.peak_rss_mib, Some(20.0));
+        assert!(report.to_string().contains("| gateway | 300 µs |"), "{report}");
+    }
+}
