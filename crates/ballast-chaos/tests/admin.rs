@@ -142,4 +142,5 @@ async fn echo_answers_every_header_and_the_body_it_got() {
     assert_eq!(answer["headers"]["x-one"], json!(["1"]));
     assert_eq!(answer["headers"]["authorization"], json!(["Bearer seen"]));
     assert_eq!(answer["body"], json!({"order_id": "A-1"}));
+    assert_eq!(answer["raw"], r#"{"order_id":"A-1"}"#);
 }

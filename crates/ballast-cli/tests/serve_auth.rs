@@ -248,6 +248,25 @@ async fn the_callers_authorization_never_reaches_the_upstream_and_the_tools_own_
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn the_arguments_reach_the_upstream_byte_for_byte() {
+    let upstream = chaos("").await;
+    let gateway = start(&upstream);
+    // A number no f64 holds, and keys out of order: a proxy that parsed and re-encoded would change both.
+    let arguments = r#"{"z_last": 1, "amount": 123456789012345678901234.50, "a_first": [1.0, 2e3]}"#;
+    let response = client()
+        .post(gateway.url("/v1/tools/echo"))
+        .header("authorization", AGENTS)
+        .header("content-type", "application/json")
+        .body(arguments)
+        .send()
+        .await
+        .expect("answered");
+    let (status, _, echoed) = read(response).await;
+    assert_eq!(status, 200, "{echoed}");
+    assert_eq!(echoed["raw"], arguments);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn metrics_and_status_are_for_admin_principals_or_their_own_address() {
     let upstream = chaos("").await;
     let gateway = start(&upstream);

@@ -36,9 +36,9 @@ pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// `POST /echo`: what arrived — every header (lower-case names; a header sent twice, its values in order) and
-/// the body (as JSON when it is JSON, else as text) — so a test can check what a gateway forwards and what it
-/// keeps back. No faults, no ledger.
+/// `POST /echo`: what arrived — every header (lower-case names; a header sent twice, its values in order), the
+/// body (as JSON when it is JSON, else as text) and the body's text as it came (`raw`) — so a test can check what
+/// a gateway forwards, byte for byte, and what it keeps back. No faults, no ledger.
 pub(crate) async fn echo(headers: axum::http::HeaderMap, body: bytes::Bytes) -> Json<Value> {
     let mut seen = serde_json::Map::new();
     for (name, value) in &headers {
@@ -50,9 +50,9 @@ pub(crate) async fn echo(headers: axum::http::HeaderMap, body: bytes::Bytes) -> 
             }
         }
     }
-    let body = serde_json::from_slice::<Value>(&body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-    Json(json!({"headers": seen, "body": body}))
+    let raw = String::from_utf8_lossy(&body).into_owned();
+    let body = serde_json::from_slice::<Value>(&body).unwrap_or_else(|_| Value::String(raw.clone()));
+    Json(json!({"headers": seen, "body": body, "raw": raw}))
 }
 
 /// `GET /v1/models`.

@@ -21,7 +21,7 @@ pub(super) fn answer(
 ) -> Response {
     match result {
         Ok(answer) => {
-            let mut response = json_response(answer.status, &answer.body);
+            let mut response = passed_on(answer.status, &answer.body, answer.bytes);
             let attempts = answer.report.attempts_made();
             response
                 .headers_mut()
@@ -63,9 +63,11 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
     }
     let code = error.code();
     match error {
-        CallError::Upstream { status, body, .. } => {
+        CallError::Upstream {
+            status, body, bytes, ..
+        } => {
             // The upstream's own answer, passed on; retries are spent or cannot help.
-            let mut response = json_response(status, &body);
+            let mut response = passed_on(status, &body, bytes);
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
@@ -120,12 +122,20 @@ fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError {
     }
 }
 
-/// A JSON answer with `status`.
-fn json_response(status: u16, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
+/// The upstream's answer with `status`, its bytes as they came (`body` is them parsed: a JSON string that does
+/// not start with a quote was not JSON, and goes as text).
+fn passed_on(status: u16, body: &Value, bytes: bytes::Bytes) -> Response {
+    let text =
+        matches!(body, Value::String(_)) && bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'"');
+    let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let content_type = if text {
+        "text/plain; charset=utf-8"
+    } else {
+        "application/json"
+    };
     response
         .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }

@@ -33,7 +33,6 @@ use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::{CallKind, ErrorCode};
 use http::{HeaderValue, Method, StatusCode};
 use http_body_util::BodyExt as _;
-use serde_json::Value;
 
 use crate::Gateway;
 use crate::error::AppError;
@@ -48,7 +47,8 @@ mod answer;
 /// A tool request that passed `prepare`: what the handler needs.
 #[derive(Debug)]
 struct Prepared {
-    arguments: Value,
+    /// The body, checked to be JSON, sent on byte for byte.
+    arguments: bytes::Bytes,
     inbound: Inbound,
     /// The caller's principal: its runs are its own.
     owner: String,
@@ -174,7 +174,7 @@ async fn check(
     };
     let (parts, body) = request.into_parts();
     let bytes = read_body(body, server.body_limit).await?;
-    let arguments = parse_arguments(&bytes)?;
+    let arguments = arguments(bytes.clone())?;
     let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
     let owner = parts
         .extensions
@@ -234,16 +234,18 @@ async fn read_body(body: Body, limit: u64) -> Result<bytes::Bytes, AppError> {
     }
 }
 
-/// The tool's JSON arguments (an empty body is `{}`: a tool without arguments).
-fn parse_arguments(bytes: &[u8]) -> Result<Value, AppError> {
+/// The tool's JSON arguments, checked and kept as they came (every number exact, the key order kept); an empty
+/// body is `{}`: a tool without arguments.
+fn arguments(bytes: bytes::Bytes) -> Result<bytes::Bytes, AppError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Object(serde_json::Map::new()));
+        return Ok(bytes::Bytes::from_static(b"{}"));
     }
-    serde_json::from_slice(bytes).map_err(|e| AppError::MalformedJson {
+    serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| AppError::MalformedJson {
         line: e.line(),
         column: e.column(),
         reason: json_reason(&e),
-    })
+    })?;
+    Ok(bytes)
 }
 
 /// serde_json's message without its " at line L column C" tail (said separately).
@@ -260,7 +262,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         return AppError::BodyUnreadable.into_response();
     };
     let inbound = &prepared.inbound;
-    let mut call = ToolCall::new(prepared.arguments.clone()).call_deadline(prepared.deadline);
+    let mut call = ToolCall::from_json(prepared.arguments.clone()).call_deadline(prepared.deadline);
     if let Some(explicit) = prepared.explicit {
         call = call.deadline(explicit);
     }
@@ -292,12 +294,14 @@ mod tests {
 
     #[test]
     fn malformed_json_says_where() {
-        let err = parse_arguments(b"{\n  \"order_id\": 12,\n}").unwrap_err();
+        let err = arguments(bytes::Bytes::from_static(b"{\n  \"order_id\": 12,\n}")).unwrap_err();
         let AppError::MalformedJson { line, column, reason } = err else {
             panic!("{err:?}")
         };
         assert_eq!((line, column), (3, 1));
         assert!(reason.contains("trailing comma"), "{reason}");
-        assert_eq!(parse_arguments(b"  ").unwrap(), serde_json::json!({}));
+        assert_eq!(arguments(bytes::Bytes::from_static(b"  ")).unwrap(), "{}");
+        let exact = bytes::Bytes::from_static(br#"{"z": 1, "amount": 123456789012345678901234.50}"#);
+        assert_eq!(arguments(exact.clone()).unwrap(), exact, "sent as it came");
     }
 }

@@ -238,6 +238,7 @@ impl ChatClient {
                     target,
                     status: response.status().as_u16(),
                     body: json_body(response.body()),
+                    bytes: crate::client::body_bytes(response.body()),
                     report: Box::new(tried.report()),
                 }
             }

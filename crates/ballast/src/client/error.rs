@@ -24,6 +24,9 @@ pub enum CallError {
         status: u16,
         /// The upstream's body (`null` when empty; a JSON string when it is not JSON).
         body: Value,
+        /// The body's bytes as the upstream sent them (`body` is them, parsed): what a proxy passes on, every
+        /// number and the key order as they were.
+        bytes: bytes::Bytes,
         /// What happened (boxed: an error travels by value through every `?`).
         report: Box<OutcomeReport>,
     },
@@ -127,6 +130,7 @@ mod tests {
             target: "agent".into(),
             status: 503,
             body: json!({"error": {"message": "overloaded, try later"}}),
+            bytes: bytes::Bytes::new(),
             report: Box::new(report),
         };
         let text = error.to_string();

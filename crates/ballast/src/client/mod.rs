@@ -168,13 +168,18 @@ impl Core {
     /// `body_limit`, before anything is sent.
     pub(crate) fn encode(&self, value: &impl Serialize) -> Result<Bytes, Error> {
         let body = serde_json::to_vec(value).map_err(|e| Error::transport(false, e))?;
+        self.within_limit(Bytes::from(body))
+    }
+
+    /// `body`, refused ([`Error::BodyTooLarge`]) when over the server's `body_limit`, before anything is sent.
+    pub(crate) fn within_limit(&self, body: Bytes) -> Result<Bytes, Error> {
         let limit = self.server.body_limit;
         if u64::try_from(body.len()).unwrap_or(u64::MAX) > limit {
             return Err(Error::BodyTooLarge {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             });
         }
-        Ok(Bytes::from(body))
+        Ok(body)
     }
 }
 
@@ -195,6 +200,11 @@ impl Failure {
             Err(error) => Failure::Error(error),
         }
     }
+}
+
+/// A body's bytes (empty for a stream).
+pub(crate) fn body_bytes(body: &Body) -> Bytes {
+    body.as_bytes().cloned().unwrap_or_default()
 }
 
 /// A body as JSON: `null` when empty, a JSON string when it is not JSON.

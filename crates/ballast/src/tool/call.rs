@@ -11,7 +11,7 @@ use crate::client::{CallError, CallOptions};
 /// known, the run and step it belongs to, its deadline, its key and its priority.
 #[derive(Clone, Debug)]
 pub struct ToolCall {
-    pub(crate) arguments: Value,
+    pub(crate) arguments: Arguments,
     pub(crate) options: CallOptions,
     pub(crate) step: Option<(String, u32)>,
     pub(crate) key: Option<IdempotencyKey>,
@@ -21,6 +21,16 @@ pub struct ToolCall {
 impl ToolCall {
     /// A call with these arguments.
     pub fn new(arguments: Value) -> Self {
+        ToolCall::with(Arguments::Value(arguments))
+    }
+
+    /// A call whose arguments are already JSON text, sent byte for byte: what a gateway forwards as the caller sent
+    /// it (every number exactly as written, the key order kept). The bytes are not checked to be JSON here.
+    pub fn from_json(arguments: bytes::Bytes) -> Self {
+        ToolCall::with(Arguments::Json(arguments))
+    }
+
+    fn with(arguments: Arguments) -> Self {
         ToolCall {
             arguments,
             options: CallOptions::default(),
@@ -106,6 +116,13 @@ impl ToolCall {
     }
 }
 
+/// A call's arguments: a value to encode, or JSON text as it came.
+#[derive(Clone, Debug)]
+pub(crate) enum Arguments {
+    Value(Value),
+    Json(bytes::Bytes),
+}
+
 /// A tool's successful answer (2xx), or its fallback's (a fallback tool's answer or the static response; the
 /// report's `fallback` says which).
 #[derive(Clone, Debug)]
@@ -114,6 +131,9 @@ pub struct ToolAnswer {
     pub status: u16,
     /// The answer's JSON body (`null` when empty; a string when not JSON).
     pub body: Value,
+    /// The body's bytes as the upstream sent them (`body` is them, parsed; a static fallback's, encoded): what a
+    /// proxy passes on.
+    pub bytes: bytes::Bytes,
     /// What happened, attempt by attempt.
     pub report: OutcomeReport,
 }

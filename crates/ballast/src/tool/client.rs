@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ballast_config::ToolConfig;
 use ballast_core::{CallKind, CircuitBreaker, IdempotencyKey, RetryBudget};
+use bytes::Bytes;
 use http::HeaderValue;
 use serde_json::Value;
 use tracing::Instrument as _;
@@ -13,7 +14,7 @@ use tracing::Instrument as _;
 use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
 use crate::client::{
-    CallError, Core, Failure, Upstream, call_span, json_body, record_end, record_request_id,
+    CallError, Core, Failure, Upstream, body_bytes, call_span, json_body, record_end, record_request_id,
 };
 use crate::metrics::CallMetrics;
 use crate::outcome::{SideEffect, Verdict};
@@ -198,8 +199,8 @@ impl ToolClient {
 /// returned to the caller.
 #[derive(Debug)]
 pub(super) enum Ended {
-    Answer { status: u16, body: Value },
-    Upstream { status: u16, body: Value },
+    Answer { status: u16, body: Value, bytes: Bytes },
+    Upstream { status: u16, body: Value, bytes: Bytes },
     Failed { error: Error },
 }
 
@@ -210,6 +211,7 @@ impl Ended {
             Ok(response) if response.status().is_success() => Ended::Answer {
                 status: response.status().as_u16(),
                 body: json_body(response.body()),
+                bytes: body_bytes(response.body()),
             },
             other => Ended::failed(Failure::of(other)),
         }
@@ -221,6 +223,7 @@ impl Ended {
             Failure::Answer(response) => Ended::Upstream {
                 status: response.status().as_u16(),
                 body: json_body(response.body()),
+                bytes: body_bytes(response.body()),
             },
             Failure::Error(error) => Ended::Failed { error },
         }
@@ -229,10 +232,19 @@ impl Ended {
     /// How a fallback tool's call ended, and its report.
     pub(super) fn of_fallback(result: Result<ToolAnswer, ToolError>) -> (Ended, OutcomeReport) {
         match result {
-            Ok(ToolAnswer { status, body, report }) => (Ended::Answer { status, body }, report),
+            Ok(ToolAnswer {
+                status,
+                body,
+                bytes,
+                report,
+            }) => (Ended::Answer { status, body, bytes }, report),
             Err(CallError::Upstream {
-                status, body, report, ..
-            }) => (Ended::Upstream { status, body }, *report),
+                status,
+                body,
+                bytes,
+                report,
+                ..
+            }) => (Ended::Upstream { status, body, bytes }, *report),
             Err(CallError::Failed { error, report, .. }) => (Ended::Failed { error }, *report),
             Err(CallError::Malformed { reason, report, .. }) => (
                 Ended::Failed {
@@ -250,11 +262,17 @@ impl Ended {
     fn into_result(self, tool: &str, report: OutcomeReport) -> Result<ToolAnswer, ToolError> {
         let target = tool.to_owned();
         match self {
-            Ended::Answer { status, body } => Ok(ToolAnswer { status, body, report }),
-            Ended::Upstream { status, body } => Err(CallError::Upstream {
+            Ended::Answer { status, body, bytes } => Ok(ToolAnswer {
+                status,
+                body,
+                bytes,
+                report,
+            }),
+            Ended::Upstream { status, body, bytes } => Err(CallError::Upstream {
                 target,
                 status,
                 body,
+                bytes,
                 report: Box::new(report),
             }),
             Ended::Failed { error } => Err(CallError::Failed {

@@ -60,6 +60,7 @@ impl ToolClient {
                     .update(|r| r.fallback = Some(STATIC_RESPONSE.to_owned()));
                 Ended::Answer {
                     status: 200,
+                    bytes: bytes::Bytes::from(body.to_string()),
                     body: body.clone(),
                 }
             }

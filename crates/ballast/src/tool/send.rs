@@ -10,6 +10,7 @@ use ballast_core::{ProblemKind, ResponseInfo, StopReason};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 
+use super::call::Arguments;
 use super::poll::PollWaits;
 use super::{ToolCall, ToolClient};
 use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
@@ -100,7 +101,10 @@ impl ToolClient {
         ctx: &CallContext,
     ) -> Result<Request<Bytes>, Error> {
         let upstream = &self.inner.tool.upstream;
-        let body = self.inner.core.encode(&call.arguments)?;
+        let body = match &call.arguments {
+            Arguments::Value(value) => self.inner.core.encode(value)?,
+            Arguments::Json(bytes) => self.inner.core.within_limit(bytes.clone())?,
+        };
         let mut request = match &self.inner.target {
             // Parsed once: the request is put together in place (no builder moving it at every step).
             Some((method, uri)) => {
