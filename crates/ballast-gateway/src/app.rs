@@ -135,10 +135,15 @@ async fn finish(request: Request, next: Next) -> Response {
         headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     if let Some(wait) = retry_after(headers) {
-        let jitter = rand::rng().random_range(Duration::ZERO..RETRY_AFTER_JITTER);
-        set_retry_after(headers, (wait + jitter).min(MAX_RETRY_AFTER));
+        set_retry_after(headers, jittered(wait, &mut rand::rng()));
     }
     response
+}
+
+/// `wait` plus up to [`RETRY_AFTER_JITTER`], at most [`MAX_RETRY_AFTER`]: never earlier than asked, and a crowd
+/// told the same wait comes back spread over a second.
+fn jittered(wait: Duration, rng: &mut impl rand::Rng) -> Duration {
+    (wait + rng.random_range(Duration::ZERO..RETRY_AFTER_JITTER)).min(MAX_RETRY_AFTER)
 }
 
 /// The request's id: its `x-request-id` when it is short printable ASCII, else its trace's id, else a new one.
@@ -169,4 +174,29 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
     read(&header::RETRY_AFTER)
         .and_then(|v| v.parse::<u64>().ok())
         .map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retry_after_is_never_earlier_than_asked_spread_over_a_second_and_at_most_60_s() {
+        let mut rng = ballast_core::default_rng(Some(7));
+        let waits: Vec<Duration> = (0..200)
+            .map(|_| jittered(Duration::from_secs(1), &mut rng))
+            .collect();
+        assert!(
+            waits
+                .iter()
+                .all(|w| *w >= Duration::from_secs(1) && *w < Duration::from_secs(2))
+        );
+        let (low, high) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(
+            *high - *low > Duration::from_millis(800),
+            "spread over the second: {low:?}..{high:?}"
+        );
+        assert!(jittered(Duration::from_millis(59_900), &mut rng) <= MAX_RETRY_AFTER);
+        assert_eq!(jittered(Duration::from_secs(600), &mut rng), MAX_RETRY_AFTER);
+    }
 }

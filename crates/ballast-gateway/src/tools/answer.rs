@@ -87,7 +87,16 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
             shed: None,
         }
         .into_response(),
-        _ => AppError::BodyUnreadable.into_response(),
+        // A kind of failure this gateway does not know yet: said as what it is, never as a success.
+        other => AppError::Call {
+            code,
+            status: StatusCode::BAD_GATEWAY,
+            message: other.to_string(),
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        }
+        .into_response(),
     }
 }
 

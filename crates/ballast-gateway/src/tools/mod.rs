@@ -118,20 +118,19 @@ async fn prepare(
     next: Next,
 ) -> Response {
     let started = ballast::clock::now();
-    let (mut prepared, request) = match check(&gateway, &client, request, started).await {
+    let (prepared, request) = match check(&gateway, &client, request, started).await {
         Ok(checked) => checked,
         Err(error) => return error.into_response(),
     };
     crate::metrics::sdk_retry(client.name(), prepared.inbound.sdk_retry);
     let deadline = prepared.deadline;
-    let key = prepared.key.take();
+    let key = prepared.key.clone();
     let (mut parts, body) = request.into_parts();
     if let Some(key) = &key
         && let Ok(value) = HeaderValue::from_str(key.as_str())
     {
         parts.headers.insert(IDEMPOTENCY_KEY, value);
     }
-    prepared.key = key.clone();
     let kind = CallKind::tool(client.config().side_effects, client.config().upstream_idempotency);
     parts.extensions.insert(CallContext::new(kind, deadline));
     parts.extensions.insert(Arc::new(prepared));
