@@ -15,8 +15,8 @@ use std::time::Duration;
 use ballast::Deadline;
 use ballast::config::Config;
 use ballast::{
-    ChatClients, ChatRequest, Runs, ToolCall, ToolClients,
-    chat::{ChatCall, Message, Role, ToolCallRef},
+    ModelClients, ChatRequest, Runs, ToolCall, ToolClients,
+    model::{ChatCall, Message, Role, ToolCallRef},
     transport::ServiceTransport,
 };
 use ballast::{clock, context::scope};
@@ -75,7 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::clone(&runs),
     )?;
     // No deployment names an API key variable: the environment is not read.
-    let models = ChatClients::from_config_with_runs(
+    let models = ModelClients::from_config_with_runs(
         &config,
         ServiceTransport::new(chaos).with_body_limit(config.server.body_limit),
         runs,

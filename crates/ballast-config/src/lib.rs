@@ -56,7 +56,7 @@ pub use typed::{
     BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_DRAIN_DELAY, DEFAULT_MODEL_CONCURRENCY,
     DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STORE_URL,
     DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE,
-    Deployment, HeaderValueSource, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
+    Api, ApiSet, Deployment, HeaderValueSource, HttpMethod, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
     RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
     UpstreamHeader,
 };

@@ -78,6 +78,7 @@ fn raw_model(m: &ModelRoute) -> RawModel {
                 model: Some(d.model.clone()),
                 api_key_env: d.api_key_env.clone(),
                 per_try_timeout: duration(d.per_try_timeout),
+                api: Some(d.apis.iter().map(|api| api.as_str().to_owned()).collect()),
             })
             .collect(),
         per_try_timeout: duration(m.per_try_timeout),

@@ -8,7 +8,7 @@
 //! - **a stream** — a streamed request's 2xx: the bytes read up to its commit point (DESIGN.md, "Streaming"), the
 //!   rest of the body unread, the most bytes one event of it may hold, and — once the breaker layer has seen the
 //!   answer — the attempt's breaker permit, which whoever reads the stream to its end records
-//!   ([`ChatStream`](crate::chat::ChatStream)).
+//!   ([`ChatStream`](crate::model::ChatStream)).
 //!
 //! The stream and its permit travel up the stack inside the answer, as values: no layer looks beside the answer
 //! for them.
@@ -75,7 +75,7 @@ impl Body {
         })))
     }
 
-    /// The whole answer's bytes; `None` for a stream (read it with [`ChatStream`](crate::chat::ChatStream), or as an
+    /// The whole answer's bytes; `None` for a stream (read it with [`ChatStream`](crate::model::ChatStream), or as an
     /// [`http_body::Body`]) and for a whole body already polled out as a frame.
     pub fn as_bytes(&self) -> Option<&Bytes> {
         match &self.0 {

@@ -18,10 +18,10 @@
 //! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
 //!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
 //!   ([`ToolClients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
-//! - [`chat`] — [`ChatClient`] over a route's deployments (fallbacks, the primary's share, context handling,
+//! - [`model`] — [`ModelClient`] over a route's deployments (fallbacks, the primary's share, context handling,
 //!   streams); [`ChatRequest`] and the other `/chat/completions` bodies; what a provider's error answer means;
-//!   whole older turns dropped to fit a context window. Built from a config ([`ChatClients::from_config`], API
-//!   keys from the process environment) or in code ([`ChatClient::builder`]).
+//!   whole older turns dropped to fit a context window. Built from a config ([`ModelClients::from_config`], API
+//!   keys from the process environment) or in code ([`ModelClient::builder`]).
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
 //! - [`layer`] — the stack as tower layers, for a stack of your own: deadline, admission, retry, breaker, attempt.
@@ -38,7 +38,7 @@
 //!
 //! # How a call flows
 //! ```text
-//! ToolClient / ChatClient          the client core (`client`): context, encoding, body limit, the verdict
+//! ToolClient / ModelClient          the client core (`client`): context, encoding, body limit, the verdict
 //!   deadline   ── bound ──────────  one deadline, its own timer, the caller's cancellation
 //!   admission  ── Slot ───────────  the upstream's concurrency limit and priority queue
 //!   retry      ── Trip ───────────  attempts as the core's decision allows; returns what they did
@@ -55,7 +55,7 @@
 //! # Clients in code
 //! ```
 //! use std::sync::Arc;
-//! use ballast::{ChatClient, Runs, ToolClient, chat::DeploymentBuilder, config::RunConfig, tool::HttpMethod};
+//! use ballast::{ModelClient, Runs, ToolClient, model::DeploymentBuilder, config::RunConfig, tool::HttpMethod};
 //! use ballast::transport::ServiceTransport;
 //!
 //! // In process, against the chaos upstream; in production, `HttpTransport::new(reqwest::Client::new())`.
@@ -65,7 +65,7 @@
 //!     .runs(Arc::clone(&runs))
 //!     .build(transport.clone())
 //!     .unwrap();
-//! let agent = ChatClient::builder("agent")
+//! let agent = ModelClient::builder("agent")
 //!     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock").api_key("sk-test"))
 //!     .runs(runs)
 //!     .build(transport)
@@ -84,7 +84,7 @@ mod attempt;
 pub mod background;
 mod body;
 mod breaker;
-pub mod chat;
+pub mod model;
 mod client;
 pub mod clock;
 pub mod context;
@@ -121,7 +121,7 @@ pub mod config {
 // The names an agent meets first.
 pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
 pub use body::Body;
-pub use chat::{ChatClient, ChatClients, ChatRequest};
+pub use model::{ModelClient, ModelClients, ChatRequest};
 pub use client::CallError;
 pub use error::{BoxError, Error};
 pub use report::{OutcomeReport, Report};

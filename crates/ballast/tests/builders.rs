@@ -1,7 +1,7 @@
-//! Clients built in code (`ToolClient::builder`, `ChatClient::builder`) against the chaos upstream in process,
+//! Clients built in code (`ToolClient::builder`, `ModelClient::builder`) against the chaos upstream in process,
 //! paused time: they answer as clients from a config do, start from the same defaults, are refused at `build()`
 //! by the same rules with the field named, send a key given directly, and share a registry of runs.
-//! `ChatClients::from_config` without an environment given reads the process's.
+//! `ModelClients::from_config` without an environment given reads the process's.
 
 mod support;
 
@@ -9,11 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::chat::{DeploymentBuilder, InvalidChatRoute};
+use ballast::model::{DeploymentBuilder, InvalidModelRoute};
 use ballast::config::{Config, ConfigErrors, HttpMethod, RetryConfig, SecretProblem};
 use ballast::tool::{InvalidTool, UpstreamIdempotency};
 use ballast::transport::ServiceTransport;
-use ballast::{ChatClient, ChatClients, Runs, ToolCall, ToolClient, ToolClients};
+use ballast::{ModelClient, ModelClients, Runs, ToolCall, ToolClient, ToolClients};
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};
 use serde_json::json;
 use support::chat::{Upstreams, call, first_turn, profile};
@@ -105,8 +105,8 @@ fn built_clients_start_from_the_defaults_of_a_minimal_config() {
         tools.get("lookup_order").expect("configured").config()
     );
 
-    let models = ChatClients::from_config(&config, transport.clone()).expect("models");
-    let model = ChatClient::builder("agent")
+    let models = ModelClients::from_config(&config, transport.clone()).expect("models");
+    let model = ModelClient::builder("agent")
         .deployment(DeploymentBuilder::new("http://chaos/v1"))
         .build(transport)
         .expect("defaults are valid");
@@ -155,12 +155,12 @@ fn settings_the_rules_refuse_fail_at_build_each_named_as_the_builders_field() {
     );
     assert!(message.contains(r#"upstream_idempotency: "keyed""#), "{message}");
 
-    let error = ChatClient::builder("agent")
+    let error = ModelClient::builder("agent")
         .deployment(DeploymentBuilder::new("not a url"))
         .primary_share(1.5)
         .build(transport.clone())
         .expect_err("refused");
-    let InvalidChatRoute::Settings { errors, .. } = &error else {
+    let InvalidModelRoute::Settings { errors, .. } = &error else {
         panic!("not the rules' refusal: {error}");
     };
     assert_eq!(
@@ -169,7 +169,7 @@ fn settings_the_rules_refuse_fail_at_build_each_named_as_the_builders_field() {
         "{error}"
     );
 
-    let error = ChatClient::builder("agent")
+    let error = ModelClient::builder("agent")
         .build(transport)
         .expect_err("no deployment");
     assert_eq!(
@@ -211,7 +211,7 @@ async fn a_built_fallback_tool_answers_for_a_failing_one() {
 #[tokio::test(start_paused = true)]
 async fn an_api_key_given_directly_is_sent_and_never_shown() {
     let upstreams = Upstreams::new(&[("primary", profile(""))]);
-    let model = ChatClient::builder("agent")
+    let model = ModelClient::builder("agent")
         .deployment(
             DeploymentBuilder::new("http://primary/v1")
                 .model("mock")
@@ -226,13 +226,13 @@ async fn an_api_key_given_directly_is_sent_and_never_shown() {
     let seen = upstreams.seen();
     assert_eq!(seen[0].headers["authorization"], "Bearer sk-direct");
 
-    let builder = ChatClient::builder("agent")
+    let builder = ModelClient::builder("agent")
         .deployment(DeploymentBuilder::new("http://primary/v1").api_key("sk-line\nbreak"));
     assert!(!format!("{builder:?}").contains("sk-line"), "{builder:?}");
     let error = builder.build(upstreams.transport()).expect_err("not a header");
     assert!(matches!(
         error,
-        InvalidChatRoute::ApiKeyValue {
+        InvalidModelRoute::ApiKeyValue {
             index: 0,
             problem: SecretProblem::NotHeaderValue,
             ..
@@ -245,7 +245,7 @@ async fn an_api_key_given_directly_is_sent_and_never_shown() {
 async fn an_api_key_variable_is_read_from_the_given_environment() {
     let upstreams = Upstreams::new(&[("primary", profile(""))]);
     let env = HashMap::from([("AGENT_KEY".to_owned(), "sk-from-env".to_owned())]);
-    let model = ChatClient::builder("agent")
+    let model = ModelClient::builder("agent")
         .deployment(
             DeploymentBuilder::new("http://primary/v1")
                 .model("mock")
@@ -272,7 +272,7 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
         .expect("a valid config")
     };
     // No key named: nothing is read, nothing is sent.
-    let models = ChatClients::from_config(&route(""), upstreams.transport()).expect("no key needed");
+    let models = ModelClients::from_config(&route(""), upstreams.transport()).expect("no key needed");
     let agent = models.route("agent").expect("configured");
     agent
         .complete(call(&first_turn("op-e1")))
@@ -283,7 +283,7 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
     // A variable every test process has (the tests cannot set one: `set_var` is unsafe, and unsafe is
     // forbidden) is read from the process.
     let path = std::env::var("PATH").expect("PATH is set");
-    let models = ChatClients::from_config(&route(", api_key_env = \"PATH\""), upstreams.transport())
+    let models = ModelClients::from_config(&route(", api_key_env = \"PATH\""), upstreams.transport())
         .expect("PATH is set");
     let agent = models.route("agent").expect("configured");
     agent
@@ -296,7 +296,7 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
     );
 
     let unset = ", api_key_env = \"BALLAST_BUILDERS_TEST_UNSET_KEY\"";
-    let error = ChatClients::from_config(&route(unset), upstreams.transport()).expect_err("unset");
+    let error = ModelClients::from_config(&route(unset), upstreams.transport()).expect_err("unset");
     assert_eq!(
         error.to_string(),
         "models.agent.deployments[0].api_key_env: environment variable BALLAST_BUILDERS_TEST_UNSET_KEY is not set"
@@ -312,7 +312,7 @@ async fn built_tools_and_models_share_one_registry_of_runs() {
         .runs(Arc::clone(&runs))
         .build(ServiceTransport::new(router))
         .expect("valid");
-    let model = ChatClient::builder("agent")
+    let model = ModelClient::builder("agent")
         .deployment(DeploymentBuilder::new("http://primary/v1").model("mock"))
         .runs(Arc::clone(&runs))
         .build(upstreams.transport())

@@ -1,11 +1,11 @@
-//! ChatClient context handling and pass-through against chaos upstreams in process (paused time): a
+//! ModelClient context handling and pass-through against chaos upstreams in process (paused time): a
 //! context-length error truncated (whole old turns dropped, what the upstream received checked) or moved to a
 //! larger-context deployment; unknown fields both ways; the answer's tokens.
 
 mod support;
 
 use ballast::{
-    chat::{ChatError, Truncation},
+    model::{ChatError, Truncation},
     report::AttemptResult,
 };
 use ballast_chaos::ModelSettings;

@@ -1,4 +1,4 @@
-//! ChatClient fallbacks under one deadline, against chaos upstreams in process (paused time): a hanging primary
+//! ModelClient fallbacks under one deadline, against chaos upstreams in process (paused time): a hanging primary
 //! (its share of the deadline), an open breaker, `insufficient_quota` and a `Retry-After` that is waited for.
 
 mod support;
@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{Runs, chat::ChatError, clock, report::AttemptResult};
+use ballast::{Runs, model::ChatError, clock, report::AttemptResult};
 use ballast_core::{BreakerState, Deadline, ErrorCode};
 use support::chat::{PRIMARY_KEY, Upstreams, call, client, client_with_runs, config, first_turn, profile};
 

@@ -4,19 +4,19 @@
 
 mod support;
 
-use ballast::{ChatClients, chat::StreamErrorKind, transport::HttpTransport};
+use ballast::{ModelClients, model::StreamErrorKind, transport::HttpTransport};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 
 /// The route `agent` with one deployment at `base_url`.
-fn route(base_url: &str) -> ballast::ChatClient {
+fn route(base_url: &str) -> ballast::ModelClient {
     let config = ballast_config::Config::from_toml_str(&format!(
         "version = 1\n[[models]]\nname = \"agent\"\nper_try_timeout = \"5s\"\n\
          deployments = [ {{ base_url = \"{base_url}\", model = \"mock\" }} ]"
     ))
     .expect("a valid config");
     let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(1 << 20);
-    let clients = ChatClients::from_config(&config, transport).unwrap();
+    let clients = ModelClients::from_config(&config, transport).unwrap();
     clients.get("agent").unwrap().clone()
 }
 

@@ -1,4 +1,4 @@
-//! One run across an agent's model and tool calls: `ChatClients` and `ToolClients` built on one registry of runs
+//! One run across an agent's model and tool calls: `ModelClients` and `ToolClients` built on one registry of runs
 //! share each run's retry allowance and deadline (paused time, chaos upstreams in process).
 
 mod support;
@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{ChatClient, ChatClients, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
+use ballast::{ModelClient, ModelClients, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{Deadline, StopReason};
 use serde_json::json;
@@ -31,7 +31,7 @@ retry = { max_attempts = 3, base = "100ms", cap = "1s" }
 "#;
 
 /// The tools and the `agent` route over one registry of runs; the tools' chaos upstream has `tool_faults`.
-fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ChatClient, Arc<Runs>) {
+fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ModelClient, Arc<Runs>) {
     let config = Config::from_toml_str(CONFIG).expect("a valid config");
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
     let tools_upstream = ballast_chaos::router(profile(tool_faults));
@@ -41,7 +41,7 @@ fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ChatClient, 
         Arc::clone(&runs),
     )
     .expect("the tools build");
-    let models = ChatClients::from_config_with_runs(&config, upstreams.transport(), Arc::clone(&runs))
+    let models = ModelClients::from_config_with_runs(&config, upstreams.transport(), Arc::clone(&runs))
         .expect("the route builds");
     let model = models.get("agent").expect("the agent route").clone();
     (tools, model, runs)

@@ -1,4 +1,4 @@
-//! ChatClient streaming against chaos upstreams in process (paused time): retries and fallbacks until the first
+//! ModelClient streaming against chaos upstreams in process (paused time): retries and fallbacks until the first
 //! chunk, then an error item — never a clean end — for a cut, a stall or the deadline; tokens of a failed stream.
 
 mod support;
@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use ballast::{
-    chat::{ChatStream, StreamError, StreamErrorKind},
+    model::{ChatStream, StreamError, StreamErrorKind},
     clock,
 };
 use ballast_core::ErrorCode;

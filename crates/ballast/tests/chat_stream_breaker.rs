@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ChatClient,
-    chat::{ChatStream, StreamError, StreamErrorKind},
+    ModelClient,
+    model::{ChatStream, StreamError, StreamErrorKind},
     clock,
 };
 use ballast_core::{BreakerSnapshot, BreakerState, CircuitBreaker};
@@ -28,16 +28,16 @@ const STALL_AFTER_FIRST: &str =
     "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 1, stall_for = \"60s\" }";
 
 /// The `agent` route over `primary` (with `primary_profile`) and a clean `fallback`.
-fn route(primary_profile: &str) -> (ChatClient, Upstreams) {
+fn route(primary_profile: &str) -> (ModelClient, Upstreams) {
     let upstreams = Upstreams::new(&[("primary", profile(primary_profile)), ("fallback", profile(""))]);
     (client(&config(BREAKER), &upstreams), upstreams)
 }
 
-fn primary(route: &ChatClient) -> &Arc<CircuitBreaker> {
+fn primary(route: &ModelClient) -> &Arc<CircuitBreaker> {
     route.breaker(0).expect("the primary's breaker")
 }
 
-fn snapshot(route: &ChatClient) -> BreakerSnapshot {
+fn snapshot(route: &ModelClient) -> BreakerSnapshot {
     primary(route).snapshot(clock::now())
 }
 
@@ -153,7 +153,7 @@ async fn a_dropped_cancelled_or_timed_out_stream_counts_nothing() {
         &upstreams,
     );
 
-    let counted = |route: &ChatClient| {
+    let counted = |route: &ModelClient| {
         let s = snapshot(route);
         (s.state, s.window_calls, s.consecutive_failures)
     };

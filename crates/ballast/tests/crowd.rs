@@ -1,4 +1,4 @@
-//! Crowds and dead upstreams through a `ChatClient` on its defaults, against chaos upstreams in process (paused
+//! Crowds and dead upstreams through a `ModelClient` on its defaults, against chaos upstreams in process (paused
 //! time): every dead-upstream variant is failed fast; a burst with scattered failures opens nothing and throttles
 //! nothing; a throttled primary falls back; a full deployment sheds by class; a spent quota is passed over.
 
@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ballast::{ChatClient, clock, layer::THROTTLED};
+use ballast::{ModelClient, clock, layer::THROTTLED};
 use ballast_core::{BreakerState, ErrorCode, Priority};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};
@@ -48,7 +48,7 @@ async fn dead_upstream(outage: &str) -> (Option<Duration>, usize) {
 }
 
 /// The `agent` route over `primary` only, with `extra` route keys and every default else.
-fn single(upstreams: &Upstreams, extra: &str) -> ChatClient {
+fn single(upstreams: &Upstreams, extra: &str) -> ModelClient {
     let config = ballast_config::Config::from_toml_str(&format!(
         "version = 1\n[server]\ndefault_timeout = \"10s\"\n[[models]]\nname = \"agent\"\n{extra}\n\
          deployments = [ {{ base_url = \"http://primary/v1\", model = \"mock\" }} ]"
@@ -178,7 +178,7 @@ async fn a_throttled_retry_ends_with_the_last_real_answer() {
     let mut throttled_retries = 0;
     for result in join_all(calls).await {
         match result {
-            Err(ballast::chat::ChatError::Upstream { status, report, .. })
+            Err(ballast::model::ChatError::Upstream { status, report, .. })
                 if report.stop == Some(ballast_core::StopReason::Throttled) =>
             {
                 assert_eq!(status, 429);

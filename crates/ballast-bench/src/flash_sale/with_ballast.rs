@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatClients, ChatRequest, Error, Runs, ToolCall, ToolClients,
-    chat::{ChatCall, Message, Role, ToolCallRef},
+    CallError, ModelClients, ChatRequest, Error, Runs, ToolCall, ToolClients,
+    model::{ChatCall, Message, Role, ToolCallRef},
     clock,
     context::scope,
     layer::THROTTLED,
@@ -66,7 +66,7 @@ impl Strategy for WithBallast {
             Arc::clone(&runs),
         )
         .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
-        let models = ChatClients::from_config_with_runs(
+        let models = ModelClients::from_config_with_runs(
             &config,
             HttpTransport::new(http).with_body_limit(config.server.body_limit),
             runs,
@@ -149,7 +149,7 @@ fn config(base_url: &str, time_scale: f64) -> String {
 }
 
 struct BallastAgents {
-    models: ChatClients,
+    models: ModelClients,
     tools: ToolClients,
     /// Every breaker of the run, by name.
     breakers: Vec<(String, Arc<CircuitBreaker>)>,

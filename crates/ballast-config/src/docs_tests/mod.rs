@@ -131,6 +131,7 @@ fn fully_populated() -> RawConfig {
                         model: Some("gpt-4.1".into()),
                         api_key_env: Some("OPENAI_API_KEY".into()),
                         per_try_timeout: text("10s"),
+                        api: Some(vec!["responses".into(), "chat".into()]),
                     },
                     RawDeployment {
                         base_url: Some("http://127.0.0.1:9000/v1".into()),

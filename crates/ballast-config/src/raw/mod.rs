@@ -207,6 +207,9 @@ pub struct RawDeployment {
     /// Overrides the route's `per_try_timeout`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_try_timeout: Option<HumanValue>,
+    /// The APIs it speaks (`["responses", "chat", "embeddings"]`, all of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<Vec<String>>,
 }
 
 /// A `retry` table (models and tools).

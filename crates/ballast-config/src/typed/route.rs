@@ -106,6 +106,9 @@ pub struct Deployment {
     pub api_key_env: Option<String>,
     /// This deployment's per-try timeout (the route's unless overridden).
     pub per_try_timeout: Duration,
+    /// The APIs this deployment speaks (all of them unless the config says fewer): a call of an API goes only to
+    /// the deployments that speak it.
+    pub apis: ApiSet,
 }
 
 impl Deployment {
@@ -117,7 +120,109 @@ impl Deployment {
             model: model.into(),
             api_key_env: None,
             per_try_timeout: DEFAULT_MODEL_PER_TRY_TIMEOUT,
+            apis: ApiSet::ALL,
         }
+    }
+}
+
+/// An OpenAI-compatible API a model deployment may speak (`models.deployments.api`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Api {
+    /// `POST /responses` (and `GET`/`DELETE /responses/{id}`, `/cancel`): the Responses API.
+    Responses,
+    /// `POST /chat/completions`: Chat Completions.
+    Chat,
+    /// `POST /embeddings`.
+    Embeddings,
+}
+
+impl Api {
+    /// Every API, in the order the config documents them.
+    pub const ALL: [Api; 3] = [Api::Responses, Api::Chat, Api::Embeddings];
+
+    /// Its name in the config: `responses`, `chat`, `embeddings`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Api::Responses => "responses",
+            Api::Chat => "chat",
+            Api::Embeddings => "embeddings",
+        }
+    }
+
+    /// What callers know it by: `Responses`, `Chat Completions`, `embeddings`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Api::Responses => "Responses",
+            Api::Chat => "Chat Completions",
+            Api::Embeddings => "embeddings",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl fmt::Display for Api {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Api {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Api::ALL
+            .into_iter()
+            .find(|api| api.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                value: s.to_owned(),
+                expected: &["responses", "chat", "embeddings"],
+            })
+    }
+}
+
+/// A set of [`Api`]s.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ApiSet(u8);
+
+impl ApiSet {
+    /// Every API: what a deployment speaks unless its config says fewer.
+    pub const ALL: ApiSet = ApiSet(0b111);
+    /// No API.
+    pub const NONE: ApiSet = ApiSet(0);
+
+    /// The set with `api` added.
+    #[must_use]
+    pub fn with(self, api: Api) -> Self {
+        ApiSet(self.0 | api.bit())
+    }
+
+    /// Whether `api` is in the set.
+    pub fn contains(self, api: Api) -> bool {
+        self.0 & api.bit() != 0
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The APIs in the set, in [`Api::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = Api> {
+        Api::ALL.into_iter().filter(move |api| self.contains(*api))
+    }
+}
+
+impl FromIterator<Api> for ApiSet {
+    fn from_iter<I: IntoIterator<Item = Api>>(apis: I) -> Self {
+        apis.into_iter().fold(ApiSet::NONE, ApiSet::with)
+    }
+}
+
+impl fmt::Debug for ApiSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
     }
 }
 

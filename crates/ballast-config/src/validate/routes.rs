@@ -10,7 +10,7 @@ use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
 use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute, OnOverflow, ToolConfig,
+    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute, OnOverflow, ToolConfig,
     ToolFallback, Upstream,
 };
 
@@ -127,12 +127,34 @@ impl Checker {
             per_try,
             DurationRule::Positive,
         );
+        let apis = self.apis(&join(path, "api"), raw.api.as_deref());
         Deployment {
             base_url: base_url.unwrap_or_default(),
             model: model.unwrap_or_default(),
             api_key_env,
             per_try_timeout: per_try.unwrap_or(DEFAULT_MODEL_PER_TRY_TIMEOUT),
+            apis,
         }
+    }
+
+    /// A deployment's `api`: every API when omitted; otherwise a non-empty list of known API names, each once.
+    fn apis(&mut self, path: &str, raw: Option<&[String]>) -> ApiSet {
+        let Some(raw) = raw else { return ApiSet::ALL };
+        if raw.is_empty() {
+            self.report(path, Problem::Empty);
+            return ApiSet::ALL;
+        }
+        let mut apis = ApiSet::NONE;
+        for (i, name) in raw.iter().enumerate() {
+            let item = index(path, i);
+            let Some(api) = self.word::<Api>(&item, Some(name), Api::Chat) else { continue };
+            if apis.contains(api) {
+                let first = index(path, raw.iter().position(|n| n == name).unwrap_or(0));
+                self.report(&item, Problem::Duplicate { name: name.clone(), first });
+            }
+            apis = apis.with(api);
+        }
+        if apis.is_empty() { ApiSet::ALL } else { apis }
     }
 
     pub(crate) fn tools(&mut self, raw: &[RawTool]) -> Vec<ToolConfig> {

@@ -35,7 +35,7 @@ use super::BreakerService;
 /// - A 2xx whose [`Body`](crate::Body) is a stream (a streamed model call, read by the transport up to its
 ///   commit point): nothing yet. Its 2xx is only the first chunk; a deployment whose streams all die after it is
 ///   failing all the same. The attempt's permit, made owned ([`Permit::into_owned`]), goes into the body, and
-///   the [`ChatStream`](crate::chat::ChatStream) that reads it records it when the stream ends, with the time to first
+///   the [`ChatStream`](crate::model::ChatStream) that reads it records it when the stream ends, with the time to first
 ///   byte as its latency — so a half-open probe stream holds its slot until then. Its error answers and errors
 ///   before the commit point are recorded here, as above.
 ///

@@ -6,7 +6,7 @@ use serde_json::Value;
 use crate::{Error, OutcomeReport};
 
 /// A tool or model call that did not succeed, with the report of everything tried
-/// ([`ToolError`](crate::tool::ToolError) and [`ChatError`](crate::chat::ChatError) are this type).
+/// ([`ToolError`](crate::tool::ToolError) and [`ChatError`](crate::model::ChatError) are this type).
 ///
 /// What a caller can do next follows from [`code`](CallError::code) and [`outcome_unknown`](CallError::outcome_unknown):
 /// with `outcome_unknown`, check the operation before doing it again; otherwise nothing happened upstream that

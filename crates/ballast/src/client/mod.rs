@@ -1,4 +1,4 @@
-//! The client core: what a [`ToolClient`](crate::ToolClient) and a [`ChatClient`](crate::ChatClient) share.
+//! The client core: what a [`ToolClient`](crate::ToolClient) and a [`ModelClient`](crate::ModelClient) share.
 //!
 //! A tool call and a model call are the same thing to the stack: a body to send, under one deadline, to an
 //! upstream with its own admission, retries, breaker and attempt timeout. So both clients are thin over this:

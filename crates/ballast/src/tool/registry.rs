@@ -98,8 +98,8 @@ impl ToolClients {
     }
 
     /// [`ToolClients::from_config`] over the registry of runs `runs`, shared with the agent's
-    /// [`ChatClients`](crate::ChatClients) (built with
-    /// [`ChatClients::from_config_with_runs`](crate::ChatClients::from_config_with_runs)) so a run's deadline and
+    /// [`ModelClients`](crate::ModelClients) (built with
+    /// [`ModelClients::from_config_with_runs`](crate::ModelClients::from_config_with_runs)) so a run's deadline and
     /// retry allowance hold across its model and tool calls alike.
     pub fn from_config_with_runs<T, B>(
         config: &Config,

@@ -1,4 +1,4 @@
-//! Fixtures of the ChatClient tests: one chaos upstream per deployment host, in process, with a record of every
+//! Fixtures of the ModelClient tests: one chaos upstream per deployment host, in process, with a record of every
 //! request each received; a route configured over them; agent conversations.
 
 use std::collections::HashMap;
@@ -6,7 +6,7 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use ballast::{ChatClient, ChatClients, ChatRequest, Runs, chat::ChatCall, transport::ServiceTransport};
+use ballast::{ModelClient, ModelClients, ChatRequest, Runs, model::ChatCall, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;
@@ -125,15 +125,15 @@ deployments = [
 }
 
 /// The `agent` route's client over `upstreams`.
-pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ChatClient {
+pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ModelClient {
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
     client_with_runs(config, upstreams, runs)
 }
 
 /// The `agent` route's client over `upstreams`, its runs kept in `runs`.
-pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ChatClient {
+pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ModelClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
-    let clients = ChatClients::from_config_with_env(config, &env, upstreams.transport(), runs)
+    let clients = ModelClients::from_config_with_env(config, &env, upstreams.transport(), runs)
         .expect("the route builds");
     clients.get("agent").expect("the agent route").clone()
 }

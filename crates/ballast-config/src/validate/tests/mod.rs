@@ -208,6 +208,20 @@ fn deployments_inherit_or_override_the_per_try_timeout() {
 }
 
 #[test]
+fn deployments_speak_every_api_unless_they_say_fewer() {
+    let c = load(
+        "[[models]]\nname = \"m\"\ndeployments = [\n  { base_url = \"https://a/v1\" },\n  \
+         { base_url = \"http://b/v1\", api = [\"chat\", \"embeddings\"] } ]\n",
+    )
+    .unwrap();
+    let d = &c.models[0].deployments;
+    assert_eq!(d[0].apis, ApiSet::ALL);
+    assert!(Api::ALL.iter().all(|api| d[0].apis.contains(*api)));
+    assert!(!d[1].apis.contains(Api::Responses));
+    assert_eq!(d[1].apis.iter().collect::<Vec<_>>(), [Api::Chat, Api::Embeddings]);
+}
+
+#[test]
 fn budget_kinds_and_their_defaults() {
     let c = load(&tool("budget = { kind = \"token_bucket\" }")).unwrap();
     assert_eq!(c.tools[0].budget, BudgetConfig::token_bucket(10, 1.0).unwrap());

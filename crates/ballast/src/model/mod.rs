@@ -7,21 +7,21 @@
 //!   overload, ...) from its structured code first, then the per-provider context-length wordings.
 //! - `truncate` — [`truncate`]: drop whole older turns to fit a context window, never splitting a tool group.
 //!
-//! The clients: [`ChatClient`] (one model route over its deployments) and [`ChatClients`] (every route of a
-//! config: [`ChatClients::from_config`], API keys from the process environment, or
-//! [`ChatClients::from_config_with_env`]). In code, [`ChatClient::builder`] takes a route's settings and its
+//! The clients: [`ModelClient`] (one model route over its deployments) and [`ModelClients`] (every route of a
+//! config: [`ModelClients::from_config`], API keys from the process environment, or
+//! [`ModelClients::from_config_with_env`]). In code, [`ModelClient::builder`] takes a route's settings and its
 //! deployments ([`DeploymentBuilder`]: URL, model, a key given directly or by its variable) and checks them at
 //! `build()` by the configuration's own rules:
 //!
 //! ```
-//! use ballast::{ChatClient, ChatClients, chat::DeploymentBuilder, transport::ServiceTransport};
+//! use ballast::{ModelClient, ModelClients, model::DeploymentBuilder, transport::ServiceTransport};
 //!
 //! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
-//! let agent = ChatClient::builder("agent")
+//! let agent = ModelClient::builder("agent")
 //!     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock").api_key("sk-test"))
 //!     .build(transport)
 //!     .unwrap();
-//! let models: ChatClients = [agent].into_iter().collect();
+//! let models: ModelClients = [agent].into_iter().collect();
 //! assert!(models.route("agent").is_ok());
 //! ```
 
@@ -43,13 +43,13 @@ mod route;
 mod stream;
 mod usage;
 
-pub use builder::{ChatClientBuilder, DeploymentBuilder};
+pub use builder::{ModelClientBuilder, DeploymentBuilder};
 pub use call::{ChatAnswer, ChatCall, ChatError, UnknownRoute};
-pub use client::ChatClient;
+pub use client::ModelClient;
 // The settings of a model route, as its client holds them, and the environment its secrets are read from.
 pub use ballast_config::{ContextConfig, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv};
-pub use clients::ChatClients;
-pub use deployment::InvalidChatRoute;
+pub use clients::ModelClients;
+pub use deployment::InvalidModelRoute;
 pub use stream::{ChatStream, StreamError, StreamErrorKind};
 pub use types::{
     BadToolArguments, ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef,

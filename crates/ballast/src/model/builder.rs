@@ -1,4 +1,4 @@
-//! [`ChatClient::builder`]: a model route in code, without TOML, checked at `build()` by the configuration's own
+//! [`ModelClient::builder`]: a model route in code, without TOML, checked at `build()` by the configuration's own
 //! rules (`crate::settings`): a client built here is one a `[[models]]` entry could have described. An API key
 //! may be given as a value here (never part of a config) or by the name of its environment variable.
 
@@ -14,24 +14,24 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response};
 use tower::Service;
 
-use super::ChatClient;
+use super::ModelClient;
 use super::client::Inner;
-use super::deployment::{DeploymentClient, InvalidChatRoute, authorization_from_env, bearer};
+use super::deployment::{DeploymentClient, InvalidModelRoute, authorization_from_env, bearer};
 use crate::client::Core;
 use crate::settings::validated;
 use crate::{Body, Error, Runs};
 
-/// A [`ChatClient`] in the making: a model route's settings and `[server]`'s, each at the default a config file
+/// A [`ModelClient`] in the making: a model route's settings and `[server]`'s, each at the default a config file
 /// gives an omitted key, its deployments in fallback order; checked by the configuration's rules at
-/// [`build`](ChatClientBuilder::build).
+/// [`build`](ModelClientBuilder::build).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ChatClient, ChatRequest, chat::{ChatCall, DeploymentBuilder}, transport::ServiceTransport};
+/// use ballast::{ModelClient, ChatRequest, model::{ChatCall, DeploymentBuilder}, transport::ServiceTransport};
 /// use serde_json::json;
 ///
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
-/// let agent = ChatClient::builder("agent")
+/// let agent = ModelClient::builder("agent")
 ///     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock").api_key("sk-test"))
 ///     .deployment(DeploymentBuilder::new("http://chaos/v1").model("mock-small"))
 ///     .primary_share(0.5)
@@ -45,7 +45,7 @@ use crate::{Body, Error, Runs};
 /// assert_eq!(answer.status, 200);
 ///
 /// // A key named by its variable is read at build(), from the process environment unless `.env(..)` is given.
-/// let error = ChatClient::builder("agent")
+/// let error = ModelClient::builder("agent")
 ///     .deployment(DeploymentBuilder::new("http://chaos/v1").api_key_env("NOT_SET_ANYWHERE"))
 ///     .env(|_: &str| None)
 ///     .build(ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default())))
@@ -55,7 +55,7 @@ use crate::{Body, Error, Runs};
 /// ```
 #[derive(Clone)]
 #[must_use = "a builder does nothing until it is built"]
-pub struct ChatClientBuilder {
+pub struct ModelClientBuilder {
     route: ModelRoute,
     deployments: Vec<DeploymentBuilder>,
     server: ServerConfig,
@@ -63,10 +63,10 @@ pub struct ChatClientBuilder {
     env: Option<Arc<dyn Env + Send + Sync>>,
 }
 
-/// One deployment of a [`ChatClientBuilder`]'s route: its base URL, the model name sent upstream, its API key
+/// One deployment of a [`ModelClientBuilder`]'s route: its base URL, the model name sent upstream, its API key
 /// and its per-try timeout.
 #[derive(Clone)]
-#[must_use = "a deployment is used once given to ChatClientBuilder::deployment"]
+#[must_use = "a deployment is used once given to ModelClientBuilder::deployment"]
 pub struct DeploymentBuilder {
     base_url: String,
     model: Option<String>,
@@ -83,11 +83,11 @@ enum ApiKey {
     Env(String),
 }
 
-impl ChatClient {
+impl ModelClient {
     /// A builder of the model route `name` (what callers put in `model`), every setting at its default; add its
-    /// deployments with [`ChatClientBuilder::deployment`], first to last.
-    pub fn builder(name: impl Into<String>) -> ChatClientBuilder {
-        ChatClientBuilder {
+    /// deployments with [`ModelClientBuilder::deployment`], first to last.
+    pub fn builder(name: impl Into<String>) -> ModelClientBuilder {
+        ModelClientBuilder {
             route: ModelRoute::new(name, Vec::new()),
             deployments: Vec::new(),
             server: ServerConfig::default(),
@@ -104,7 +104,7 @@ impl ChatClient {
         authorization: Vec<Option<HeaderValue>>,
         transport: T,
         runs: Arc<Runs>,
-    ) -> Result<Self, InvalidChatRoute>
+    ) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -113,7 +113,7 @@ impl ChatClient {
         let deployments = (authorization.into_iter().enumerate())
             .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ChatClient::from_inner(Inner {
+        Ok(ModelClient::from_inner(Inner {
             route,
             core: Core::new(server, runs),
             deployments,
@@ -174,7 +174,7 @@ impl DeploymentBuilder {
     }
 }
 
-impl ChatClientBuilder {
+impl ModelClientBuilder {
     /// Adds a deployment after those added before: the first is the primary, each next one its fallback.
     pub fn deployment(mut self, deployment: DeploymentBuilder) -> Self {
         self.deployments.push(deployment);
@@ -290,8 +290,8 @@ impl ChatClientBuilder {
     }
 
     /// The client, sending through `transport`; or every setting the configuration's rules refuse
-    /// ([`InvalidChatRoute::Settings`], each with its field), or an API key that cannot be sent or is not set.
-    pub fn build<T, B>(self, transport: T) -> Result<ChatClient, InvalidChatRoute>
+    /// ([`InvalidModelRoute::Settings`], each with its field), or an API key that cannot be sent or is not set.
+    pub fn build<T, B>(self, transport: T) -> Result<ModelClient, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -305,7 +305,7 @@ impl ChatClientBuilder {
             models: vec![route],
             ..Config::default()
         };
-        let config = validated(&config, "models[0]").map_err(|errors| InvalidChatRoute::Settings {
+        let config = validated(&config, "models[0]").map_err(|errors| InvalidModelRoute::Settings {
             route: name.clone(),
             errors,
         })?;
@@ -320,7 +320,7 @@ impl ChatClientBuilder {
                 None => None,
                 Some(ApiKey::Env(_)) => authorization_from_env(route, index, env)?,
                 Some(ApiKey::Value(key)) => {
-                    Some(bearer(key).map_err(|problem| InvalidChatRoute::ApiKeyValue {
+                    Some(bearer(key).map_err(|problem| InvalidModelRoute::ApiKeyValue {
                         route: name.clone(),
                         index,
                         problem,
@@ -329,13 +329,13 @@ impl ChatClientBuilder {
             });
         }
         let runs = self.runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
-        ChatClient::assemble(route.clone(), &config.server, keys, transport, runs)
+        ModelClient::assemble(route.clone(), &config.server, keys, transport, runs)
     }
 }
 
-impl fmt::Debug for ChatClientBuilder {
+impl fmt::Debug for ModelClientBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChatClientBuilder")
+        f.debug_struct("ModelClientBuilder")
             .field("route", &self.route)
             .field("deployments", &self.deployments)
             .field("server", &self.server)

@@ -9,19 +9,19 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tower::Service;
 
-use super::ChatClient;
+use super::ModelClient;
 use super::call::UnknownRoute;
-use super::deployment::{InvalidChatRoute, authorization_from_env};
+use super::deployment::{InvalidModelRoute, authorization_from_env};
 use crate::{Body, Error, Runs};
 
 /// The clients of every model route of a configuration, sharing one transport and one registry of runs (which
 /// may be shared with the tools' clients too).
 #[derive(Clone, Debug, Default)]
-pub struct ChatClients {
-    clients: HashMap<String, ChatClient>,
+pub struct ModelClients {
+    clients: HashMap<String, ModelClient>,
 }
 
-impl ChatClients {
+impl ModelClients {
     /// A client per configured model route, each deployment with its own breaker and budget, all sending through
     /// `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests: the same
     /// transports as the tools'). A transport of your own that answers with whole bytes is read whole: a streamed
@@ -31,8 +31,8 @@ impl ChatClients {
     /// API keys are read here, once, from the process environment ([`ProcessEnv`]) — only the variables the
     /// deployments name in `api_key_env`, so a config that names none reads nothing. A key that is missing is an
     /// error now, not at the first call. The clients keep their own registry of runs; an agent that also calls
-    /// tools builds both on one with [`ChatClients::from_config_with_runs`].
-    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidChatRoute>
+    /// tools builds both on one with [`ModelClients::from_config_with_runs`].
+    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -42,7 +42,7 @@ impl ChatClients {
         Self::from_config_with_runs(config, transport, runs)
     }
 
-    /// [`ChatClients::from_config`] over the registry of runs `runs`: give the agent's
+    /// [`ModelClients::from_config`] over the registry of runs `runs`: give the agent's
     /// [`ToolClients`](crate::ToolClients) the same one
     /// ([`ToolClients::from_config_with_runs`](crate::ToolClients::from_config_with_runs)) and a run's deadline
     /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
@@ -51,7 +51,7 @@ impl ChatClients {
         config: &Config,
         transport: T,
         runs: Arc<Runs>,
-    ) -> Result<Self, InvalidChatRoute>
+    ) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -60,14 +60,14 @@ impl ChatClients {
         Self::from_config_with_env(config, &ProcessEnv, transport, runs)
     }
 
-    /// [`ChatClients::from_config_with_runs`] with the API keys read from `env` instead of the process
+    /// [`ModelClients::from_config_with_runs`] with the API keys read from `env` instead of the process
     /// environment: tests (a `HashMap`, a closure), or keys kept somewhere else.
     pub fn from_config_with_env<T, B>(
         config: &Config,
         env: &dyn Env,
         transport: T,
         runs: Arc<Runs>,
-    ) -> Result<Self, InvalidChatRoute>
+    ) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -78,7 +78,7 @@ impl ChatClients {
             let keys = (0..route.deployments.len())
                 .map(|index| authorization_from_env(route, index, env))
                 .collect::<Result<Vec<_>, _>>()?;
-            let client = ChatClient::assemble(
+            let client = ModelClient::assemble(
                 route.clone(),
                 &config.server,
                 keys,
@@ -87,37 +87,37 @@ impl ChatClients {
             )?;
             clients.insert(route.name.clone(), client);
         }
-        Ok(ChatClients { clients })
+        Ok(ModelClients { clients })
     }
 
     /// Adds `client` under its route's name; returns the client it replaces, if one had that name.
-    pub fn insert(&mut self, client: ChatClient) -> Option<ChatClient> {
+    pub fn insert(&mut self, client: ModelClient) -> Option<ModelClient> {
         self.clients.insert(client.name().to_owned(), client)
     }
 
     /// The client of route `name`.
-    pub fn get(&self, name: &str) -> Option<&ChatClient> {
+    pub fn get(&self, name: &str) -> Option<&ModelClient> {
         self.clients.get(name)
     }
 
     /// The client of route `name`, or [`UnknownRoute`] (what the gateway answers with 404).
-    pub fn route(&self, name: &str) -> Result<&ChatClient, UnknownRoute> {
+    pub fn route(&self, name: &str) -> Result<&ModelClient, UnknownRoute> {
         self.get(name).ok_or_else(|| UnknownRoute(name.to_owned()))
     }
 
     /// Every client, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &ChatClient> {
+    pub fn iter(&self) -> impl Iterator<Item = &ModelClient> {
         self.clients.values()
     }
 }
 
-/// Clients built one by one ([`ChatClient::builder`]), keyed by their routes' names (a later one of the same name
+/// Clients built one by one ([`ModelClient::builder`]), keyed by their routes' names (a later one of the same name
 /// replaces the earlier).
-impl FromIterator<ChatClient> for ChatClients {
-    fn from_iter<I: IntoIterator<Item = ChatClient>>(clients: I) -> Self {
+impl FromIterator<ModelClient> for ModelClients {
+    fn from_iter<I: IntoIterator<Item = ModelClient>>(clients: I) -> Self {
         let clients = (clients.into_iter())
             .map(|client| (client.name().to_owned(), client))
             .collect();
-        ChatClients { clients }
+        ModelClients { clients }
     }
 }

@@ -198,7 +198,7 @@ impl ChatRequest {
     /// A request to route `model` with `messages`, nothing else set (no tools, not streamed).
     ///
     /// ```
-    /// use ballast::{ChatRequest, chat::{Message, Role}};
+    /// use ballast::{ChatRequest, model::{Message, Role}};
     ///
     /// let request = ChatRequest::new("agent", vec![Message::text(Role::User, "Hi")]).streamed(true);
     /// assert_eq!((request.model.as_str(), request.stream), ("agent", Some(true)));
@@ -244,7 +244,7 @@ impl ToolCallRef {
     /// object (as some providers do). An error, naming the call, when it is missing or does not parse as `T`.
     ///
     /// ```
-    /// use ballast::chat::ToolCallRef;
+    /// use ballast::model::ToolCallRef;
     /// use serde_json::{Value, json};
     ///
     /// let call: ToolCallRef = serde_json::from_value(json!({

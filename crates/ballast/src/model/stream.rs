@@ -51,7 +51,7 @@ use serde_json::Value;
 
 use http_body_util::combinators::UnsyncBoxBody;
 
-use super::client::ChatClient;
+use super::client::ModelClient;
 use super::commit::is_error_event;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
@@ -169,7 +169,7 @@ struct Reader {
 impl ChatStream {
     /// The stream of `committed`: the bytes read up to the commit point, then the rest of its body.
     pub(super) fn start(
-        client: &ChatClient,
+        client: &ModelClient,
         committed: Committed,
         tried: Tried,
         ctx: &CallContext,

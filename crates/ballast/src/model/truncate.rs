@@ -22,7 +22,7 @@
 //! [`CannotTruncate::NothingToDrop`] so it stops instead of looping.
 //!
 //! ```
-//! use ballast::chat::{Message, Role, TruncationGoal, truncate};
+//! use ballast::model::{Message, Role, TruncationGoal, truncate};
 //!
 //! let mut messages = vec![
 //!     Message::text(Role::System, "You are terse."),

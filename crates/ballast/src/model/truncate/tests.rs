@@ -1,7 +1,7 @@
 use serde_json::{Map, Value};
 
 use super::*;
-use crate::chat::ToolCallRef;
+use crate::model::ToolCallRef;
 
 mod properties;
 

@@ -33,7 +33,7 @@ use crate::{CallContext, Report, clock};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ChatClients, ChatRequest, chat::ChatCall, transport::ServiceTransport};
+/// use ballast::{ModelClients, ChatRequest, model::ChatCall, transport::ServiceTransport};
 /// use ballast_config::Config;
 /// use serde_json::json;
 ///
@@ -46,7 +46,7 @@ use crate::{CallContext, Report, clock};
 /// // In process, against the chaos model; in production, `HttpTransport` and the process environment.
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 /// // API keys named in `api_key_env` come from the process environment (this route names none).
-/// let models = ChatClients::from_config(&config, transport).unwrap();
+/// let models = ModelClients::from_config(&config, transport).unwrap();
 /// let request: ChatRequest = serde_json::from_value(json!({
 ///     "model": "agent",
 ///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],
@@ -59,7 +59,7 @@ use crate::{CallContext, Report, clock};
 /// # }
 /// ```
 #[derive(Clone, Debug)]
-pub struct ChatClient {
+pub struct ModelClient {
     pub(super) inner: Arc<Inner>,
     metrics: Arc<CallMetrics>,
 }
@@ -71,11 +71,11 @@ pub(super) struct Inner {
     pub(super) deployments: Vec<DeploymentClient>,
 }
 
-impl ChatClient {
+impl ModelClient {
     pub(super) fn from_inner(inner: Inner) -> Self {
         let targets: Vec<&str> = inner.deployments.iter().map(|d| &*d.target).collect();
         let metrics = Arc::new(CallMetrics::new(&inner.route.name, &targets));
-        ChatClient {
+        ModelClient {
             inner: Arc::new(inner),
             metrics,
         }
@@ -110,7 +110,7 @@ impl ChatClient {
     }
 
     /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
-    /// [`ChatClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
+    /// [`ModelClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
     /// the last deployment's error, carries the report of every deployment tried.
     pub fn complete(
         &self,
@@ -120,7 +120,7 @@ impl ChatClient {
         self.complete_in_span(call, span.clone()).instrument(span)
     }
 
-    /// [`ChatClient::complete`], inside the call's span.
+    /// [`ModelClient::complete`], inside the call's span.
     async fn complete_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatAnswer, ChatError> {
         let mut call = call;
         if call.request.stream == Some(true) {
@@ -156,7 +156,7 @@ impl ChatClient {
         self.stream_in_span(call, span.clone()).instrument(span)
     }
 
-    /// [`ChatClient::stream`], inside the call's span.
+    /// [`ModelClient::stream`], inside the call's span.
     async fn stream_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatStream, ChatError> {
         let mut call = call;
         call.request.stream = Some(true);

@@ -27,7 +27,7 @@ use crate::{Body, CallContext, Error};
 /// A model route whose settings the client cannot use.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum InvalidChatRoute {
+pub enum InvalidModelRoute {
     /// Its retry settings (validation normally catches these first).
     #[error("models.{route}.retry: {source}")]
     Retry {
@@ -67,7 +67,7 @@ pub enum InvalidChatRoute {
         /// What is wrong with it.
         problem: SecretProblem,
     },
-    /// Settings given to [`ChatClient::builder`](crate::ChatClient::builder) that the configuration's rules
+    /// Settings given to [`ModelClient::builder`](crate::ModelClient::builder) that the configuration's rules
     /// refuse: every one, each with its field as the builder names it (`deployments[0].base_url`).
     #[error("{}", crate::settings::refused("model route", route, errors))]
     Settings {
@@ -108,7 +108,7 @@ impl DeploymentClient {
         server: &ServerConfig,
         authorization: Option<HeaderValue>,
         transport: T,
-    ) -> Result<Self, InvalidChatRoute>
+    ) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
         T::Future: Send + 'static,
@@ -116,19 +116,19 @@ impl DeploymentClient {
     {
         let config = route.deployments[index].clone();
         let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidChatRoute::BaseUrl {
+        let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidModelRoute::BaseUrl {
             route: route.name.clone(),
             index,
             url: config.base_url.clone(),
         })?;
         let policy = RetryPolicy::new(route.retry.max_attempts, route.retry.backoff)
-            .map_err(|source| InvalidChatRoute::Retry {
+            .map_err(|source| InvalidModelRoute::Retry {
                 route: route.name.clone(),
                 source,
             })?
             .with_max_retry_after(server.max_retry_after);
         let admission = upstream::admission(route.concurrency, route.queue).map_err(|source| {
-            InvalidChatRoute::Admission {
+            InvalidModelRoute::Admission {
                 route: route.name.clone(),
                 source,
             }

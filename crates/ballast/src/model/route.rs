@@ -28,7 +28,7 @@ use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused, StopReason};
 use bytes::Bytes;
 use http::Response;
 
-use super::client::ChatClient;
+use super::client::ModelClient;
 use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
 use super::{ChatRequest, ProviderErrorKind, Truncation};
@@ -83,7 +83,7 @@ enum Then {
     End,
 }
 
-impl ChatClient {
+impl ModelClient {
     /// Sends `request` through the deployments in order until one answers 2xx or the verdict is the end.
     pub(super) async fn through_route(
         &self,

@@ -16,7 +16,7 @@
 //! Never panics and never fails, whatever the body holds: an unreadable body is classified by its status.
 //!
 //! ```
-//! use ballast::chat::{ProviderError, ProviderErrorKind};
+//! use ballast::model::{ProviderError, ProviderErrorKind};
 //!
 //! let body = br#"{"type":"error","error":{"type":"invalid_request_error",
 //!                 "message":"prompt is too long: 208656 tokens > 200000 maximum"}}"#;
