@@ -23,11 +23,16 @@ pub enum ErrorCode {
     RunAllowanceExhausted,
     /// Retries are exhausted or the upstream's answer cannot be retried (the upstream's status).
     UpstreamError,
+    /// The request cannot be served as asked, and nothing was sent (400): a model call of an API no deployment
+    /// of its route speaks, a response id that names no state the caller made through the route.
+    InvalidRequest,
+    /// The store Ballast keeps its records in cannot be reached, and nothing was sent (503).
+    StoreUnavailable,
 }
 
 impl ErrorCode {
     /// Every code, for documentation and exhaustive tests.
-    pub const ALL: [ErrorCode; 7] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::DeadlineExceeded,
         ErrorCode::Overloaded,
         ErrorCode::CircuitOpen,
@@ -35,6 +40,8 @@ impl ErrorCode {
         ErrorCode::RetryBudgetExhausted,
         ErrorCode::RunAllowanceExhausted,
         ErrorCode::UpstreamError,
+        ErrorCode::InvalidRequest,
+        ErrorCode::StoreUnavailable,
     ];
 
     /// The code as it appears on the wire: `deadline_exceeded`, `overloaded`, ...
@@ -47,6 +54,8 @@ impl ErrorCode {
             ErrorCode::RetryBudgetExhausted => "retry_budget_exhausted",
             ErrorCode::RunAllowanceExhausted => "run_allowance_exhausted",
             ErrorCode::UpstreamError => "upstream_error",
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -56,6 +65,8 @@ impl ErrorCode {
             ErrorCode::DeadlineExceeded => Some(504),
             ErrorCode::Overloaded | ErrorCode::CircuitOpen => Some(503),
             ErrorCode::OutcomeUnknown => Some(502),
+            ErrorCode::InvalidRequest => Some(400),
+            ErrorCode::StoreUnavailable => Some(503),
             ErrorCode::RetryBudgetExhausted | ErrorCode::RunAllowanceExhausted | ErrorCode::UpstreamError => {
                 None
             }
@@ -94,6 +105,8 @@ mod tests {
                 ("retry_budget_exhausted", None),
                 ("run_allowance_exhausted", None),
                 ("upstream_error", None),
+                ("invalid_request", Some(400)),
+                ("store_unavailable", Some(503)),
             ]
         );
         assert_eq!(ErrorCode::CircuitOpen.problem_type(), "urn:ballast:circuit_open");

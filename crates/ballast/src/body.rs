@@ -107,6 +107,14 @@ impl Body {
     }
 
     /// The stream, or the whole bytes it is not.
+    /// What a stream read up to its commit point (its first events), or a whole body's bytes.
+    pub(crate) fn head(&self) -> &[u8] {
+        match &self.0 {
+            Kind::Stream(stream) => &stream.head,
+            Kind::Whole(bytes) => bytes.as_deref().unwrap_or_default(),
+        }
+    }
+
     pub(crate) fn into_stream(self) -> Result<Stream, Bytes> {
         match self.0 {
             Kind::Stream(stream) => Ok(*stream),

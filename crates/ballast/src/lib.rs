@@ -122,7 +122,7 @@ pub mod config {
 pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
 pub use body::Body;
 pub use model::{ModelClient, ModelClients, ChatRequest};
-pub use client::CallError;
+pub use client::{CallError, Refusal};
 pub use error::{BoxError, Error};
 pub use report::{OutcomeReport, Report};
 pub use run::{Run, Runs};

@@ -117,6 +117,15 @@ pub(crate) fn data_event(json: &Value) -> Bytes {
     Bytes::from(format!("data: {json}\n\n"))
 }
 
+/// One event with its name, as the Responses API sends them: `event: <name>\ndata: <json>\n\n`.
+pub(crate) fn named_event(name: &str, json: &Value) -> Bytes {
+    // The name comes from the upstream's JSON: a line break in it would forge events of the caller's stream.
+    let name: String = (name.chars())
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+}
+
 /// The event that ends a stream that went well.
 pub(crate) fn done_event() -> Bytes {
     Bytes::from_static(b"data: [DONE]\n\n")

@@ -40,6 +40,16 @@ pub enum CallError {
         /// What happened (boxed: an error travels by value through every `?`).
         report: Box<OutcomeReport>,
     },
+    /// Nothing was sent: the call cannot be served as asked ([`Refusal`] says why).
+    #[error("{target}: {refusal}")]
+    Refused {
+        /// The tool or model route.
+        target: String,
+        /// Why.
+        refusal: Refusal,
+        /// What happened: nothing (boxed: an error travels by value through every `?`).
+        report: Box<OutcomeReport>,
+    },
     /// The upstream answered 2xx with a body that is not what its API answers (a model's answer that is not a
     /// chat completion).
     #[error("{target}: the upstream's answer is {reason}")]
@@ -59,6 +69,7 @@ impl CallError {
         match self {
             CallError::Upstream { report, .. }
             | CallError::Failed { report, .. }
+            | CallError::Refused { report, .. }
             | CallError::Malformed { report, .. } => report,
         }
     }
@@ -75,6 +86,7 @@ impl CallError {
             CallError::Failed { error, .. } => error.code(),
             CallError::Upstream { report, .. } => report.answering().code.unwrap_or(ErrorCode::UpstreamError),
             CallError::Malformed { .. } => ErrorCode::UpstreamError,
+            CallError::Refused { refusal, .. } => refusal.code(),
         }
     }
 
@@ -88,6 +100,42 @@ impl CallError {
     /// (a failure before any decision: a malformed request, say).
     pub fn stop_reason(&self) -> Option<&StopReason> {
         self.report().stop_reason()
+    }
+}
+
+/// Why a call was refused before anything was sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// No deployment of the route speaks the call's API (each deployment's `api` says which it speaks).
+    #[error(
+        "no deployment of this route speaks the {} API; a deployment's `api` in the config says which APIs it \
+         speaks",
+        .0.title()
+    )]
+    ApiNotServed(ballast_config::Api),
+    /// The state the call names was not made through this route by this caller, or its record is gone.
+    #[error(
+        "{0} was not made through this route by this caller, or its record has expired; a request that continues \
+         a response goes only to the deployment that made it, and Ballast knows none for this one"
+    )]
+    UnknownState(String),
+    /// An id that cannot name a response or conversation.
+    #[error("{0:?} is not a response or conversation id (1 to 256 of A-Z, a-z, 0-9, _ and -)")]
+    InvalidId(String),
+    /// The records of where state lives could not be read: where the call must go is unknown.
+    #[error(transparent)]
+    StateRecords(#[from] crate::model::StateRecordError),
+}
+
+impl Refusal {
+    /// The stable error code: `store_unavailable` when the records could not be read, `invalid_request`
+    /// otherwise.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Refusal::StateRecords(_) => ErrorCode::StoreUnavailable,
+            _ => ErrorCode::InvalidRequest,
+        }
     }
 }
 

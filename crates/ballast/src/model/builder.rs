@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_config::{
-    BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig, ServerConfig,
+    Api, ApiSet, BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig, ServerConfig,
 };
 use ballast_core::{BreakerConfig, Priority, ThrottleConfig};
 use bytes::Bytes;
@@ -15,6 +15,7 @@ use http::{HeaderValue, Request, Response};
 use tower::Service;
 
 use super::ModelClient;
+use super::responses::{MemoryStateRecords, StateRecords};
 use super::client::Inner;
 use super::deployment::{DeploymentClient, InvalidModelRoute, authorization_from_env, bearer};
 use crate::client::Core;
@@ -61,6 +62,7 @@ pub struct ModelClientBuilder {
     server: ServerConfig,
     runs: Option<Arc<Runs>>,
     env: Option<Arc<dyn Env + Send + Sync>>,
+    states: Option<Arc<dyn StateRecords>>,
 }
 
 /// One deployment of a [`ModelClientBuilder`]'s route: its base URL, the model name sent upstream, its API key
@@ -72,6 +74,7 @@ pub struct DeploymentBuilder {
     model: Option<String>,
     api_key: Option<ApiKey>,
     per_try_timeout: Option<Duration>,
+    apis: ApiSet,
 }
 
 /// Where a deployment's API key comes from.
@@ -93,6 +96,7 @@ impl ModelClient {
             server: ServerConfig::default(),
             runs: None,
             env: None,
+            states: None,
         }
     }
 
@@ -104,6 +108,7 @@ impl ModelClient {
         authorization: Vec<Option<HeaderValue>>,
         transport: T,
         runs: Arc<Runs>,
+        states: Arc<dyn StateRecords>,
     ) -> Result<Self, InvalidModelRoute>
     where
         T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
@@ -117,6 +122,7 @@ impl ModelClient {
             route,
             core: Core::new(server, runs),
             deployments,
+            states,
         }))
     }
 }
@@ -131,7 +137,15 @@ impl DeploymentBuilder {
             model: None,
             api_key: None,
             per_try_timeout: None,
+            apis: ApiSet::ALL,
         }
+    }
+
+    /// The APIs this deployment speaks (default: every one): a call of an API goes only to the deployments that
+    /// speak it (a config's `api`).
+    pub fn api(mut self, apis: impl IntoIterator<Item = Api>) -> Self {
+        self.apis = apis.into_iter().collect();
+        self
     }
 
     /// The model name sent upstream (default: the route's name).
@@ -170,6 +184,7 @@ impl DeploymentBuilder {
                 Some(ApiKey::Value(_)) | None => None,
             },
             per_try_timeout: self.per_try_timeout.unwrap_or(route.per_try_timeout),
+            apis: self.apis,
         }
     }
 }
@@ -282,6 +297,14 @@ impl ModelClientBuilder {
         self
     }
 
+    /// Where the records of which deployment keeps which response live (default: in memory,
+    /// [`MemoryStateRecords`]); [`StoreStateRecords`](super::StoreStateRecords) keeps them in an idempotency
+    /// store, for its retention and across restarts.
+    pub fn state_records(mut self, records: Arc<dyn StateRecords>) -> Self {
+        self.states = Some(records);
+        self
+    }
+
     /// Where keys named by [`DeploymentBuilder::api_key_env`] are read from (default: the process environment,
     /// [`ProcessEnv`]); a `HashMap` or a closure in tests.
     pub fn env(mut self, env: impl Env + Send + Sync + 'static) -> Self {
@@ -329,7 +352,8 @@ impl ModelClientBuilder {
             });
         }
         let runs = self.runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
-        ModelClient::assemble(route.clone(), &config.server, keys, transport, runs)
+        let states = self.states.unwrap_or_else(|| Arc::new(MemoryStateRecords::default()));
+        ModelClient::assemble(route.clone(), &config.server, keys, transport, runs, states)
     }
 }
 
@@ -340,6 +364,7 @@ impl fmt::Debug for ModelClientBuilder {
             .field("deployments", &self.deployments)
             .field("server", &self.server)
             .field("runs", &self.runs)
+            .field("states", &self.states)
             .field(
                 "env",
                 &self.env.as_ref().map_or("the process environment", |_| "given"),
@@ -360,6 +385,7 @@ impl fmt::Debug for DeploymentBuilder {
             .field("model", &self.model)
             .field("api_key", &api_key)
             .field("per_try_timeout", &self.per_try_timeout)
+            .field("apis", &self.apis)
             .finish()
     }
 }

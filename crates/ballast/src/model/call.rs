@@ -1,30 +1,56 @@
-//! A model call's inputs and results: [`ChatCall`], [`ChatAnswer`], [`ChatError`].
+//! A model call's inputs and results, the same for every API: [`ModelCall`], [`ModelAnswer`], and the
+//! [`CallError`] every call fails with.
 
 use ballast_core::{Deadline, Priority};
+use bytes::Bytes;
 use http::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use super::embeddings::{EmbeddingsRequest, EmbeddingsResponse};
+use super::responses::{ResponseObject, ResponsesRequest};
 use super::{ChatRequest, ChatResponse, Truncation};
 use crate::OutcomeReport;
 use crate::client::{CallError, CallOptions};
 
 /// One model call: the request (every field the caller set goes upstream unchanged, but `model`, which each
-/// deployment replaces with its own model name) and, when known, its deadline, run and cancellation.
+/// deployment replaces with its own model name) and, when known, its deadline, run, owner and cancellation.
+/// [`ChatCall`], [`ResponsesCall`], [`EmbeddingsCall`] and [`ResponseIdCall`] name it for each API.
 #[derive(Clone, Debug)]
-pub struct ChatCall {
-    pub(crate) request: ChatRequest,
+pub struct ModelCall<R> {
+    pub(crate) request: R,
     pub(crate) options: CallOptions,
     pub(crate) priority: Option<Priority>,
 }
 
-impl ChatCall {
+/// A Chat Completions call.
+pub type ChatCall = ModelCall<ChatRequest>;
+
+/// A Responses API call.
+pub type ResponsesCall = ModelCall<ResponsesRequest>;
+
+/// An embeddings call.
+pub type EmbeddingsCall = ModelCall<EmbeddingsRequest>;
+
+/// A call about a response a provider keeps: retrieve, delete or cancel it.
+pub type ResponseIdCall = ModelCall<ResponseId>;
+
+/// The id of a response a provider keeps (`resp_...`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ResponseId(pub String);
+
+impl<R> ModelCall<R> {
     /// A call sending `request`.
-    pub fn new(request: ChatRequest) -> Self {
-        ChatCall {
+    pub fn new(request: R) -> Self {
+        ModelCall {
             request,
             options: CallOptions::default(),
             priority: None,
         }
+    }
+
+    /// The request as it will be sent (its `model` still the route's).
+    pub fn request(&self) -> &R {
+        &self.request
     }
 
     /// A priority for this call at each deployment's admission; it may only lower the route's configured
@@ -35,9 +61,23 @@ impl ChatCall {
     }
 
     /// The call's deadline (otherwise the enclosing scope's, else the configured default timeout from now). All
-    /// the route's deployments share it.
+    /// the route's deployments share it; it is offered to the call's run.
     pub fn deadline(mut self, deadline: Deadline) -> Self {
         self.options.deadline = Some(deadline);
+        self
+    }
+
+    /// A bound of this call only, never its run's: what an SDK's per-request timeout says (the gateway reads
+    /// `x-stainless-timeout`). The call's deadline is the earliest of this and the others.
+    pub fn call_deadline(mut self, deadline: Deadline) -> Self {
+        self.options.call_bound = Some(deadline);
+        self
+    }
+
+    /// The request came through `hops` other Ballasts (`ballast-hop`): with any, it gets one attempt on each
+    /// deployment here — retries happen at exactly one layer.
+    pub fn hops(mut self, hops: u32) -> Self {
+        self.options.hops = Some(hops);
         self
     }
 
@@ -56,6 +96,13 @@ impl ChatCall {
         self
     }
 
+    /// Whose call it is (the gateway's principal): its runs, and the records of which deployment keeps the
+    /// state its responses create, are looked up per owner — one owner never reaches another's.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.options.run_owner = Some(owner.into());
+        self
+    }
+
     /// Cancels the call when `token` is cancelled: sleeps stop, no further attempt or deployment is tried
     /// ([`Error::Cancelled`](crate::Error::Cancelled)), and a committed stream ends at once with a `Cancelled`
     /// error item. The call listens on a child of `token`.
@@ -65,11 +112,20 @@ impl ChatCall {
     }
 }
 
+impl ModelCall<ResponseId> {
+    /// A call about response `id`.
+    pub fn for_response(id: impl Into<String>) -> Self {
+        Self::new(ResponseId(id.into()))
+    }
+}
+
 /// A model's answer (2xx, not streamed).
 #[derive(Clone, Debug)]
-pub struct ChatAnswer {
-    /// The completion; fields Ballast does not model are in its `extra` maps, unchanged.
-    pub response: ChatResponse,
+pub struct ModelAnswer<T> {
+    /// The answer; fields Ballast does not model are in its `extra` maps, unchanged.
+    pub response: T,
+    /// The answer's body as the upstream sent it: what a proxy passes on.
+    pub body: Bytes,
     /// The upstream's status.
     pub status: u16,
     /// The upstream's headers (the provider's request id, rate-limit headers).
@@ -82,6 +138,15 @@ pub struct ChatAnswer {
     /// What happened: the first deployment's report, each next deployment's nested in `fallback_report`.
     pub report: OutcomeReport,
 }
+
+/// A chat completion.
+pub type ChatAnswer = ModelAnswer<ChatResponse>;
+
+/// A response of the Responses API.
+pub type ResponsesAnswer = ModelAnswer<ResponseObject>;
+
+/// Embeddings.
+pub type EmbeddingsAnswer = ModelAnswer<EmbeddingsResponse>;
 
 /// A model call that did not succeed, with the report of every deployment tried (see [`CallError`]).
 pub type ChatError = CallError;

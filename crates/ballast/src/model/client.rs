@@ -1,35 +1,54 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
-//! answer, the stream, or the error — each with the report of everything tried.
+//! answer, the stream, or the error — each with the report of everything tried. Every API goes the same way
+//! (`api.rs` says what differs); the Responses API's state is looked up and recorded here (`state.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
 
+use ballast_config::{Api, ModelRoute};
+use ballast_core::{CallKind, ErrorCode};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tracing::Instrument as _;
 
-use ballast_config::ModelRoute;
-use ballast_core::{CallKind, ErrorCode};
-
-use super::ChatResponse;
-use super::call::{ChatAnswer, ChatCall, ChatError};
-use super::commit::commit;
+use super::api::{Chat, Embeddings, Protocol, Responses, Streamed};
+use super::call::{
+    ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall, ResponseIdCall,
+    ResponsesAnswer, ResponsesCall,
+};
 use super::deployment::DeploymentClient;
-use super::route::{Committed, Tried};
-use super::stream::ChatStream;
+use super::responses::{StateHome, StateId, StateRecords, is_state_id};
+use super::route::{Committed, Targets, Tried};
+use super::stream::{ChatStream, ModelStream, ResponseStream, Source};
 use super::usage::{record_tokens, usage_of_body};
-use crate::client::{CallError, Core, Failure, call_span, json_body, record_end, record_request_id};
+use crate::client::{CallError, Core, Failure, Refusal, call_span, json_body, record_end, record_request_id};
 use crate::metrics::CallMetrics;
 use crate::{CallContext, Report, clock};
 
-/// A client for one configured model route: its deployments in fallback order, under one deadline. Cheap to
-/// clone; clones share the deployments' breakers, budgets and the runs.
+/// The owner of records no caller named (a library user's calls).
+const NO_OWNER: &str = "";
+/// The owner every conversation is also recorded under, so a second caller cannot take over another's.
+const EVERY_OWNER: &str = "*";
+
+/// A client for one configured model route: its deployments in fallback order, under one deadline, for every
+/// API the deployments speak — Chat Completions ([`complete`](ModelClient::complete),
+/// [`stream`](ModelClient::stream)), the Responses API ([`respond`](ModelClient::respond),
+/// [`respond_stream`](ModelClient::respond_stream), and a kept response's
+/// [`retrieve`](ModelClient::retrieve_response), [`delete`](ModelClient::delete_response) and
+/// [`cancel`](ModelClient::cancel_response)) and embeddings ([`embed`](ModelClient::embed)). Cheap to clone;
+/// clones share the deployments' breakers, budgets and the runs.
 ///
-/// Each deployment has its own stack — deadline, retry (its own budget), breaker (its own), attempt — and a call
-/// goes through them in order: the next one is tried when a deployment's breaker is open, its retries or budget
-/// are spent, it asks for a `Retry-After` too long, or its quota is spent (`insufficient_quota`, at once). With
-/// more than one deployment the first may use at most `primary_share` of the time left. A context-length error
-/// is answered, moved to the next deployment, or truncated and resent, as the route's `context.on_overflow`
-/// says. Every field of the request but `model` goes upstream as the caller sent it; every field of the answer
-/// comes back as the upstream sent it.
+/// Each deployment has its own stack — deadline, retry (its own budget), breaker (its own), attempt — shared by
+/// every API it speaks (one provider, one capacity), and a call goes through the deployments that speak its API
+/// in order: the next one is tried when a deployment's breaker is open, its retries or budget are spent, it asks
+/// for a `Retry-After` too long, or its quota is spent (`insufficient_quota`, at once — even when a stream says
+/// so in an event after `response.created`). With more than one deployment the first may use at most
+/// `primary_share` of the time left. A context-length error is answered, moved to the next deployment, or
+/// truncated and resent, as the route's `context.on_overflow` says. Every field of the request but `model` goes
+/// upstream as the caller sent it; every field of the answer comes back as the upstream sent it.
+///
+/// A Responses request that continues state a provider keeps (`previous_response_id`, `conversation`) goes only
+/// to the deployment that made it, with no fallback (`model/responses/state.rs`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -69,6 +88,8 @@ pub(super) struct Inner {
     pub(super) route: ModelRoute,
     pub(super) core: Core,
     pub(super) deployments: Vec<DeploymentClient>,
+    /// Which deployment keeps which response's state.
+    pub(super) states: Arc<dyn StateRecords>,
 }
 
 impl ModelClient {
@@ -91,6 +112,11 @@ impl ModelClient {
         &self.inner.route
     }
 
+    /// Whether any deployment of the route speaks `api`.
+    pub fn speaks(&self, api: Api) -> bool {
+        self.inner.deployments.iter().any(|d| d.speaks(api))
+    }
+
     /// The circuit breaker of deployment `index` (for `/status` and tests).
     pub fn breaker(&self, index: usize) -> Option<&Arc<ballast_core::CircuitBreaker>> {
         self.inner.deployments.get(index).map(|d| d.upstream.breaker())
@@ -109,31 +135,161 @@ impl ModelClient {
         self.inner.deployments.get(index).map(|d| d.upstream.budget())
     }
 
-    /// Asks the route for a completion (not streamed: a request's `stream: true` and `stream_options` are dropped; use
-    /// [`ModelClient::stream`] to stream). The deployments are tried in order under one deadline; the answer, or
-    /// the last deployment's error, carries the report of every deployment tried.
+    /// Asks the route for a chat completion (not streamed: a request's `stream: true` and `stream_options` are
+    /// dropped; use [`ModelClient::stream`] to stream). The deployments that speak Chat Completions are tried in
+    /// order under one deadline; the answer, or the last deployment's error, carries the report of every
+    /// deployment tried.
     pub fn complete(
         &self,
         call: ChatCall,
-    ) -> impl Future<Output = Result<ChatAnswer, ChatError>> + Send + '_ {
-        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        self.complete_in_span(call, span.clone()).instrument(span)
+    ) -> impl Future<Output = Result<ChatAnswer, CallError>> + Send + '_ {
+        let mut call = call;
+        Chat::set_stream(&mut call.request, false);
+        self.in_span(self.span_of(&call), |span| self.unary::<Chat>(call, Targets::Speaking(Api::Chat), span))
     }
 
-    /// [`ModelClient::complete`], inside the call's span.
-    async fn complete_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatAnswer, ChatError> {
+    /// Asks the route for a streamed chat completion (`stream: true` is set). Until the stream's commit point
+    /// (its first chunk with content), a failure is retried and falls back like any other; after it, nothing is
+    /// retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit (a cut, a stall
+    /// longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a clean end.
+    pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, CallError>> + Send + '_ {
         let mut call = call;
-        if call.request.stream == Some(true) {
-            call.request.stream = None;
+        Chat::set_stream(&mut call.request, true);
+        // The span covers the call up to its commit point; the stream's own end is its reader's.
+        self.in_span(self.span_of(&call), |span| self.streamed::<Chat>(call, Targets::Speaking(Api::Chat), span))
+    }
+
+    /// Asks the route for a response (the Responses API, not streamed: `stream` is dropped; use
+    /// [`ModelClient::respond_stream`] to stream). A request that continues a response (`previous_response_id`)
+    /// or a conversation goes only to the deployment that keeps it; any other goes through the deployments that
+    /// speak the Responses API in order, as [`complete`](ModelClient::complete) does. The response's id is
+    /// recorded with the deployment that made it, for the requests that continue it.
+    pub fn respond(
+        &self,
+        call: ResponsesCall,
+    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
+        let mut call = call;
+        Responses::set_stream(&mut call.request, false);
+        let span = self.span_of(&call);
+        let inner = span.clone();
+        async move {
+            let span = inner;
+            let (targets, conversation) = self.responses_targets(&call).await?;
+            let owner = owner_of(&call).to_owned();
+            let keeps = call.request.keeps_state();
+            let answer = self.unary::<Responses>(call, targets, span).await?;
+            let index = self.index_of(&answer.deployment);
+            if keeps {
+                let id = StateId::Response(answer.response.id.clone());
+                self.remember(&owner, &id, index).await;
+            }
+            if let Some(conversation) = conversation {
+                self.remember_conversation(&owner, &conversation, index).await;
+            }
+            Ok(answer)
         }
-        // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
-        call.request.extra.remove("stream_options");
+        .instrument(span)
+    }
+
+    /// Asks the route for a streamed response (`stream: true` is set). The commit point is the first event
+    /// after the preamble (`response.created`, `response.in_progress` are held back): an error the provider
+    /// sends before it — an insufficient quota after `response.created` — falls back like any other failure and
+    /// the caller never sees the failed deployment. After it, a failure is the stream's last item, an error.
+    /// Routed and recorded as [`respond`](ModelClient::respond) does.
+    pub fn respond_stream(
+        &self,
+        call: ResponsesCall,
+    ) -> impl Future<Output = Result<ResponseStream, CallError>> + Send + '_ {
+        let mut call = call;
+        Responses::set_stream(&mut call.request, true);
+        let span = self.span_of(&call);
+        let inner = span.clone();
+        async move {
+            let span = inner;
+            let (targets, conversation) = self.responses_targets(&call).await?;
+            let owner = owner_of(&call).to_owned();
+            let keeps = call.request.keeps_state();
+            let (stream, id) = self.streamed_with_id(call, targets, span).await?;
+            let index = self.index_of(stream.deployment());
+            if let Some(id) = id.filter(|_| keeps) {
+                self.remember(&owner, &StateId::Response(id), index).await;
+            }
+            if let Some(conversation) = conversation {
+                self.remember_conversation(&owner, &conversation, index).await;
+            }
+            Ok(stream)
+        }
+        .instrument(span)
+    }
+
+    /// Asks the route for embeddings, through the deployments that speak the embeddings API in order.
+    pub fn embed(
+        &self,
+        call: EmbeddingsCall,
+    ) -> impl Future<Output = Result<EmbeddingsAnswer, CallError>> + Send + '_ {
+        self.in_span(self.span_of(&call), |span| {
+            self.unary::<Embeddings>(call, Targets::Speaking(Api::Embeddings), span)
+        })
+    }
+
+    /// Retrieves a response the route's deployments keep (`GET /responses/{id}`), from the deployment that made
+    /// it; a response this caller did not make through the route is refused ([`Refusal::UnknownState`]).
+    pub fn retrieve_response(
+        &self,
+        call: ResponseIdCall,
+    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
+        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::GET, "", span))
+    }
+
+    /// Deletes a response (`DELETE /responses/{id}`) at the deployment that made it; refused as
+    /// [`retrieve_response`](ModelClient::retrieve_response) is. The answer is the provider's
+    /// (`{"id", "object", "deleted"}`).
+    pub fn delete_response(
+        &self,
+        call: ResponseIdCall,
+    ) -> impl Future<Output = Result<ModelAnswer<Value>, CallError>> + Send + '_ {
+        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::DELETE, "", span))
+    }
+
+    /// Cancels a background response (`POST /responses/{id}/cancel`) at the deployment that made it; refused as
+    /// [`retrieve_response`](ModelClient::retrieve_response) is.
+    pub fn cancel_response(
+        &self,
+        call: ResponseIdCall,
+    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
+        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::POST, "/cancel", span))
+    }
+
+    /// `work` inside `span`, the call's (`span_of`).
+    fn in_span<F: Future>(
+        &self,
+        span: tracing::Span,
+        work: impl FnOnce(tracing::Span) -> F,
+    ) -> tracing::instrument::Instrumented<F> {
+        work(span.clone()).instrument(span)
+    }
+
+    /// The span of `call` (`ballast.call`, kind `model`), for work that takes the call by value.
+    fn span_of<R>(&self, call: &ModelCall<R>) -> tracing::Span {
+        call_span("model", &self.inner.route.name, call.options.run_id.as_deref())
+    }
+
+    /// A call of API `P` through `targets`, not streamed: its answer read as `P`'s.
+    async fn unary<P: Protocol>(
+        &self,
+        call: ModelCall<P::Request>,
+        targets: Targets,
+        span: tracing::Span,
+    ) -> Result<ModelAnswer<P::Answer>, CallError> {
+        self.refuse_unspoken(P::API, &targets)?;
         let ctx = self.context(&call);
         record_request_id(&span, &ctx);
         let mut tried = Tried::default();
-        let sent = self.through_route(call.request, &ctx, &mut tried).await;
+        let sent = self
+            .through_route::<P>(call.request, &ctx, &mut tried, &targets)
+            .await;
         let result = match sent {
-            Ok(committed) => self.answer(committed, &tried),
+            Ok(committed) => self.answer::<P::Answer>(P::API, committed, &tried),
             Err(failure) => Err(self.failed(failure, &tried)),
         };
         let report = match &result {
@@ -145,46 +301,208 @@ impl ModelClient {
         result
     }
 
-    /// Asks the route for a streamed completion (`stream: true` is set). Until the first event of an upstream's
-    /// stream, a failure is retried and falls back like any other; the first event is the commit point, after
-    /// which nothing is retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit
-    /// (a cut, a stall longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a
-    /// clean end.
-    pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, ChatError>> + Send + '_ {
-        // The span covers the call up to its commit point (its first event); the stream's own end is its reader's.
-        let span = call_span("model", &self.inner.route.name, call.options.run_id.as_deref());
-        self.stream_in_span(call, span.clone()).instrument(span)
+    /// A call of API `P` through `targets`, streamed: the stream after its commit point.
+    async fn streamed<P: Streamed>(
+        &self,
+        call: ModelCall<P::Request>,
+        targets: Targets,
+        span: tracing::Span,
+    ) -> Result<ModelStream<P::Event>, CallError> {
+        let (committed, tried, ctx) = self.to_commit::<P>(call, &targets, &span).await?;
+        Ok(ModelStream::start(self.source::<P>(&committed), committed, tried, &ctx))
     }
 
-    /// [`ModelClient::stream`], inside the call's span.
-    async fn stream_in_span(&self, call: ChatCall, span: tracing::Span) -> Result<ChatStream, ChatError> {
-        let mut call = call;
-        call.request.stream = Some(true);
+    /// [`streamed`](Self::streamed) for the Responses API, with the id of the response the stream makes (from its
+    /// `response.created`).
+    async fn streamed_with_id(
+        &self,
+        call: ResponsesCall,
+        targets: Targets,
+        span: tracing::Span,
+    ) -> Result<(ResponseStream, Option<String>), CallError> {
+        let (committed, tried, ctx) = self.to_commit::<Responses>(call, &targets, &span).await?;
+        let id = response_id_in(committed.response.body().head());
+        let source = self.source::<Responses>(&committed);
+        Ok((ModelStream::start(source, committed, tried, &ctx), id))
+    }
+
+    /// A streamed call up to its commit point: the committed answer, what was tried, the call's context.
+    async fn to_commit<P: Streamed>(
+        &self,
+        call: ModelCall<P::Request>,
+        targets: &Targets,
+        span: &tracing::Span,
+    ) -> Result<(Committed, Tried, CallContext), CallError> {
+        self.refuse_unspoken(P::API, targets)?;
         let mut ctx = self.context(&call);
-        record_request_id(&span, &ctx);
-        ctx.stream = Some(commit);
+        record_request_id(span, &ctx);
+        ctx.stream = Some(P::COMMIT);
         let mut tried = Tried::default();
-        let sent = self.through_route(call.request, &ctx, &mut tried).await;
+        let sent = self
+            .through_route::<P>(call.request, &ctx, &mut tried, targets)
+            .await;
         match sent {
             Ok(committed) => {
                 // Counted at its commit point: what follows is the stream's.
                 let report = tried.report();
                 self.metrics.observe(&report, true);
-                record_end(&span, &report);
-                Ok(ChatStream::start(self, committed, tried, &ctx))
+                record_end(span, &report);
+                Ok((committed, tried, ctx))
             }
             Err(failure) => {
                 let error = self.failed(failure, &tried);
                 self.metrics.observe(error.report(), true);
-                record_end(&span, error.report());
+                record_end(span, error.report());
                 Err(error)
             }
         }
     }
 
+    /// How the stream of `committed` is read.
+    fn source<P: Streamed>(&self, committed: &Committed) -> Source<P::Event> {
+        Source {
+            route: self.name().to_owned(),
+            deployment: self.inner.deployments[committed.index].name.clone(),
+            idle: self.inner.route.stream_idle_timeout,
+            read: P::READ,
+        }
+    }
+
+    /// A call about a kept response, at the deployment that made it: `method` on `/responses/{id}{suffix}`.
+    async fn on_response<T: DeserializeOwned>(
+        &self,
+        call: ResponseIdCall,
+        method: http::Method,
+        suffix: &str,
+        span: tracing::Span,
+    ) -> Result<ModelAnswer<T>, CallError> {
+        let id = StateId::Response(call.request.0.clone());
+        let index = self.home(owner_of(&call), &id).await?;
+        let Some(uri) = self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}", id.id())) else {
+            return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
+        };
+        let ctx = self.context(&call);
+        record_request_id(&span, &ctx);
+        let mut tried = Tried::default();
+        let sent = self.state_trip(index, method, uri, &ctx, &mut tried).await;
+        let result = match sent {
+            Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried),
+            Err(failure) => Err(self.failed(failure, &tried)),
+        };
+        let report = match &result {
+            Ok(answer) => &answer.report,
+            Err(error) => error.report(),
+        };
+        self.metrics.observe(report, true);
+        record_end(&span, report);
+        result
+    }
+
+    /// Where a Responses request may go (`model/responses/state.rs`), and the conversation to record when it
+    /// starts one here.
+    async fn responses_targets(&self, call: &ResponsesCall) -> Result<(Targets, Option<StateId>), CallError> {
+        let owner = owner_of(call);
+        let request = &call.request;
+        if let Some(id) = &request.previous_response_id {
+            let index = self.home(owner, &StateId::Response(id.clone())).await?;
+            return Ok((Targets::Pinned(index), None));
+        }
+        if let Some(id) = request.conversation_id() {
+            let conversation = StateId::Conversation(id.to_owned());
+            if !is_state_id(id) {
+                return Err(self.refused(Refusal::InvalidId(id.to_owned())));
+            }
+            if let Some(home) = self.find(owner, &conversation).await? {
+                return Ok((Targets::Pinned(self.index_of_home(&home, &conversation)?), None));
+            }
+            // Its first request here: unless another caller started it, it stays with the first deployment.
+            if self.find(EVERY_OWNER, &conversation).await?.is_some() {
+                return Err(self.refused(Refusal::UnknownState(conversation.to_string())));
+            }
+            let Some(&first) = self.order(&Targets::Speaking(Api::Responses)).first() else {
+                return Err(self.refused(Refusal::ApiNotServed(Api::Responses)));
+            };
+            return Ok((Targets::Pinned(first), Some(conversation)));
+        }
+        Ok((Targets::Speaking(Api::Responses), None))
+    }
+
+    /// The deployment that keeps `id` for `owner`, or the refusal.
+    async fn home(&self, owner: &str, id: &StateId) -> Result<usize, CallError> {
+        if !is_state_id(id.id()) {
+            return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
+        }
+        match self.find(owner, id).await? {
+            Some(home) => self.index_of_home(&home, id),
+            None => Err(self.refused(Refusal::UnknownState(id.to_string()))),
+        }
+    }
+
+    /// The record of `id` for `owner`.
+    async fn find(&self, owner: &str, id: &StateId) -> Result<Option<StateHome>, CallError> {
+        (self.inner.states.find(owner, id).await).map_err(|e| self.refused(Refusal::StateRecords(e)))
+    }
+
+    /// The index of the deployment `home` names, among those that speak the Responses API.
+    fn index_of_home(&self, home: &StateHome, id: &StateId) -> Result<usize, CallError> {
+        (self.inner.deployments.iter())
+            .position(|d| {
+                d.speaks(Api::Responses) && d.config.base_url == home.base_url && d.config.model == home.model
+            })
+            .ok_or_else(|| self.refused(Refusal::UnknownState(id.to_string())))
+    }
+
+    /// The index of the deployment named `name` (`route[index] model`).
+    fn index_of(&self, name: &str) -> usize {
+        (self.inner.deployments.iter())
+            .position(|d| d.name == name)
+            .unwrap_or(0)
+    }
+
+    /// Records that deployment `index` keeps `id` for `owner`. A record that cannot be written is logged, not
+    /// the call's failure: the provider made the response, and an error would make the caller ask again and
+    /// make another; the request that continues it is then refused as unknown, and says so.
+    async fn remember(&self, owner: &str, id: &StateId, index: usize) {
+        let deployment = &self.inner.deployments[index].config;
+        let home = StateHome {
+            base_url: deployment.base_url.clone(),
+            model: deployment.model.clone(),
+        };
+        if let Err(error) = self.inner.states.record(owner, id, &home).await {
+            tracing::warn!(route = %self.name(), %error, "the state's home was not recorded");
+        }
+    }
+
+    /// Records a conversation started here, for its owner and as taken for every other caller.
+    async fn remember_conversation(&self, owner: &str, id: &StateId, index: usize) {
+        self.remember(owner, id, index).await;
+        self.remember(EVERY_OWNER, id, index).await;
+    }
+
+    /// Refuses a call of `api` that no deployment of `targets` speaks.
+    fn refuse_unspoken(&self, api: Api, targets: &Targets) -> Result<(), CallError> {
+        let speaks = match targets {
+            Targets::Speaking(api) => self.speaks(*api),
+            Targets::Pinned(index) => self.inner.deployments[*index].speaks(api),
+        };
+        if speaks {
+            Ok(())
+        } else {
+            Err(self.refused(Refusal::ApiNotServed(api)))
+        }
+    }
+
+    fn refused(&self, refusal: Refusal) -> CallError {
+        CallError::Refused {
+            target: self.name().to_owned(),
+            refusal,
+            report: Box::default(),
+        }
+    }
+
     /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation); each
     /// deployment tried gets a report of its own.
-    fn context(&self, call: &ChatCall) -> CallContext {
+    fn context<R>(&self, call: &ModelCall<R>) -> CallContext {
         let kind = CallKind::Model;
         let report = Report::default();
         let configured = self.inner.route.priority;
@@ -194,17 +512,23 @@ impl ModelClient {
             .context(&call.options, kind, priority, None, report, clock::now())
     }
 
-    /// A 2xx answer read as a completion, its tokens recorded as the answer's.
-    fn answer(&self, committed: Committed, tried: &Tried) -> Result<ChatAnswer, ChatError> {
+    /// A 2xx answer read as `api`'s, its tokens recorded as the answer's.
+    fn answer<T: DeserializeOwned>(
+        &self,
+        api: Api,
+        committed: Committed,
+        tried: &Tried,
+    ) -> Result<ModelAnswer<T>, CallError> {
         let Committed { index, response } = committed;
-        let report = &tried.reports[index];
+        let report = tried.report_of(index);
         let (parts, body) = response.into_parts();
-        let bytes = body.as_bytes().map_or(&[][..], |b| &b[..]);
-        match serde_json::from_slice::<ChatResponse>(bytes) {
+        let bytes = body.as_bytes().cloned().unwrap_or_default();
+        match serde_json::from_slice::<T>(&bytes) {
             Ok(parsed) => {
-                record_tokens(report, parsed.usage.as_ref(), true);
-                Ok(ChatAnswer {
+                record_tokens(report, usage_of_body(&bytes), true);
+                Ok(ModelAnswer {
                     response: parsed,
+                    body: bytes,
                     status: parts.status.as_u16(),
                     headers: parts.headers,
                     deployment: self.inner.deployments[index].name.clone(),
@@ -214,11 +538,11 @@ impl ModelClient {
             }
             Err(error) => {
                 // Tokens the upstream reported are spent, whatever became of the answer.
-                record_tokens(report, usage_of_body(bytes).as_ref(), false);
+                record_tokens(report, usage_of_body(&bytes), false);
                 report.update(|r| r.code = Some(ErrorCode::UpstreamError));
                 Err(CallError::Malformed {
                     target: self.name().to_owned(),
-                    reason: format!("not a chat completion: {error}"),
+                    reason: format!("not a {} answer: {error}", api.title()),
                     report: Box::new(tried.report()),
                 })
             }
@@ -226,13 +550,13 @@ impl ModelClient {
     }
 
     /// The last failure as the caller's error (the tokens of an error answer are the last deployment's, spent).
-    pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> ChatError {
+    pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> CallError {
         let target = self.name().to_owned();
         match failure {
             Failure::Answer(response) => {
                 let bytes = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
                 if let Some(last) = tried.reports.last() {
-                    record_tokens(last, usage_of_body(bytes).as_ref(), false);
+                    record_tokens(last, usage_of_body(bytes), false);
                 }
                 CallError::Upstream {
                     target,
@@ -249,4 +573,23 @@ impl ModelClient {
             },
         }
     }
+}
+
+/// Whose call it is, for its records.
+fn owner_of<R>(call: &ModelCall<R>) -> &str {
+    call.options.run_owner.as_deref().unwrap_or(NO_OWNER)
+}
+
+/// The id of the response a Responses stream's first events name (`response.created`'s `response.id`).
+fn response_id_in(head: &[u8]) -> Option<String> {
+    let mut decoder = crate::sse::SseDecoder::new(head.len().max(1));
+    decoder.push(head);
+    while let Ok(Some(event)) = decoder.next_event() {
+        if let Ok(value) = serde_json::from_str::<Value>(&event)
+            && let Some(id) = value.pointer("/response/id").and_then(Value::as_str)
+        {
+            return Some(id.to_owned());
+        }
+    }
+    None
 }

@@ -10,6 +10,7 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::ModelClient;
+use super::responses::{MemoryStateRecords, StateRecords};
 use super::call::UnknownRoute;
 use super::deployment::{InvalidModelRoute, authorization_from_env};
 use crate::{Body, Error, Runs};
@@ -73,6 +74,25 @@ impl ModelClients {
         T::Future: Send + 'static,
         B: Into<Body> + 'static,
     {
+        let states = Arc::new(MemoryStateRecords::default());
+        Self::from_config_with_records(config, env, transport, runs, states)
+    }
+
+    /// [`ModelClients::from_config_with_env`] with the records of which deployment keeps which response in
+    /// `records` (the gateway's: [`StoreStateRecords`](super::StoreStateRecords) over its store), shared by
+    /// every route.
+    pub fn from_config_with_records<T, B>(
+        config: &Config,
+        env: &dyn Env,
+        transport: T,
+        runs: Arc<Runs>,
+        records: Arc<dyn StateRecords>,
+    ) -> Result<Self, InvalidModelRoute>
+    where
+        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
+        T::Future: Send + 'static,
+        B: Into<Body> + 'static,
+    {
         let mut clients = HashMap::new();
         for route in &config.models {
             let keys = (0..route.deployments.len())
@@ -84,6 +104,7 @@ impl ModelClients {
                 keys,
                 transport.clone(),
                 Arc::clone(&runs),
+                Arc::clone(&records),
             )?;
             clients.insert(route.name.clone(), client);
         }

@@ -1,32 +1,92 @@
-//! Where a chat completions stream commits (DESIGN.md, "Streaming"): what each event read before that point means.
+//! Where a streamed answer commits (DESIGN.md, "Streaming"): what each event read before that point means, for
+//! chat completions (`commit`) and, shared by every API, an error sent as an event (`error_answer`).
 //!
-//! The transport reads a streamed 2xx event by event until this rule says one commits; until then the stream is
-//! an attempt like any other, retried or moved to the next deployment when it fails. A first event that is an
-//! error object (`data: {"error": ...}`, sent by some providers inside a 200 stream) is no first chunk: the
-//! attempt fails as a transport error after sending, retried like a reset. A stream whose first event is `[DONE]`
-//! (no chunk at all) or is not a chunk (not JSON, no `choices`: a proxy's page, a truncated event) is the same.
+//! The transport reads a streamed 2xx event by event until the API's rule says one commits; until then the
+//! stream is an attempt like any other, retried or moved to the next deployment when it fails.
+//!
+//! Chat completions: the first chunk that carries something for the caller commits — content, a tool call, a
+//! refusal, reasoning, a `finish_reason`, anything Ballast does not know. The preamble is held back with the
+//! status line: a chunk whose choices carry only the assistant's `role` (with empty `content`), or whose
+//! `choices` is empty. A stream whose first event is `[DONE]` (no chunk at all) or is not a chunk (not JSON, no
+//! `choices`: a proxy's page, a truncated event) failed before its commit point, retried like a reset.
+//!
+//! An error sent as an event before the commit point (`data: {"error": ...}` inside a 200 chat stream; the
+//! Responses API's `event: error` and `response.failed`) is the attempt's error answer, with the status its code
+//! stands for ([`status_of_error_event`]): the retry decision, the breaker and the route's fallback rule then read
+//! it as any error answer — an insufficient quota moves to the next deployment and skips this one, a server error
+//! is retried — and the caller never sees the failed deployment.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::ChatChunk;
+use super::provider::status_of_error_event;
 use crate::sse::DONE;
 use crate::transport::Commit;
 
-/// What event `data` of a chat stream means before the commit point: its first chunk commits it.
+/// What event `data` of a chat stream means before the commit point (module docs).
 pub(super) fn commit(data: &str) -> Commit {
     if data.trim() == DONE {
         // No chunk at all: committing would give the caller an empty answer that ends as if it went well.
         return Commit::Fail("the stream ended ([DONE]) before its first chunk".into());
     }
-    if is_error_event(data) {
-        return Commit::Fail(format!("the stream's first event is an error: {data}"));
+    let value = match serde_json::from_str::<Value>(data) {
+        Ok(value) => value,
+        Err(error) => {
+            return Commit::Fail(format!(
+                "the stream's first event is not JSON ({error}): {data}"
+            ));
+        }
+    };
+    if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
+        return error_answer(error);
     }
-    match serde_json::from_str::<ChatChunk>(data) {
-        Ok(_) => Commit::Now,
+    if let Err(error) = serde_json::from_value::<ChatChunk>(value.clone()) {
         // Not a chunk: nothing the caller could be handed yet, so no commit — retried like a reset.
-        Err(error) => Commit::Fail(format!(
+        return Commit::Fail(format!(
             "the stream's first event is not a chunk ({error}): {data}"
-        )),
+        ));
+    }
+    if is_preamble(&value) {
+        Commit::Hold
+    } else {
+        Commit::Now
+    }
+}
+
+/// Whether a chat chunk carries nothing for the caller: no choices (and no usage), or choices whose delta holds
+/// only the `role` and an empty `content` (OpenAI's first chunk), with no `finish_reason`.
+fn is_preamble(chunk: &Value) -> bool {
+    if chunk.get("usage").is_some_and(|u| !u.is_null()) {
+        return false;
+    }
+    let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
+        return false;
+    };
+    choices.iter().all(|choice| {
+        let finished = choice.get("finish_reason").is_some_and(|f| !f.is_null());
+        let delta_is_bare = match choice.get("delta") {
+            None | Some(Value::Null) => true,
+            Some(Value::Object(delta)) => delta.iter().all(|(key, value)| match key.as_str() {
+                "role" => true,
+                "content" | "refusal" => value.is_null() || value.as_str() == Some(""),
+                "tool_calls" => value.is_null() || value.as_array().is_some_and(Vec::is_empty),
+                _ => value.is_null(),
+            }),
+            Some(_) => false,
+        };
+        !finished && delta_is_bare
+    })
+}
+
+/// An error sent as an event before the commit point, as the attempt's error answer: `error` (the error object,
+/// in whichever shape the API sends it) in OpenAI's envelope, with the status its code stands for.
+pub(super) fn error_answer(error: &Value) -> Commit {
+    let body = json!({ "error": error });
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let status = status_of_error_event(&bytes);
+    Commit::Error {
+        status,
+        body: bytes.into(),
     }
 }
 
@@ -40,8 +100,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_first_chunk_commits() {
-        assert_eq!(commit(r#"{"choices":[]}"#), Commit::Now);
+    fn the_first_chunk_with_content_commits() {
+        for chunk in [
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"c"}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"thinking"}}]}"#,
+            r#"{"choices":[],"usage":{"total_tokens":3}}"#,
+        ] {
+            assert_eq!(commit(chunk), Commit::Now, "{chunk}");
+        }
+    }
+
+    /// DESIGN.md, "Streaming": an empty first chunk with only the role carries nothing, so an error the provider
+    /// sends after it still falls back.
+    #[test]
+    fn a_chunk_with_only_the_role_or_no_choices_is_held_back() {
+        for chunk in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":null}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":[],"usage":null}"#,
+        ] {
+            assert_eq!(commit(chunk), Commit::Hold, "{chunk}");
+        }
     }
 
     /// A stream that says `[DONE]` before any chunk has no answer in it: committing it would hand the caller an
@@ -56,12 +138,28 @@ mod tests {
     /// caller yet. It is a failed attempt before the commit point, retried like a reset.
     #[test]
     fn a_first_event_that_is_not_a_chunk_is_a_failed_attempt_not_a_commit() {
-        for first in [
-            "upstream busy, try later",
-            r#"{"object": "chat.completion.chunk"}"#,
-            r#"{"error": {"message": "quota"}}"#,
-        ] {
+        for first in ["upstream busy, try later", r#"{"object": "chat.completion.chunk"}"#] {
             assert!(matches!(commit(first), Commit::Fail(_)), "{first}");
+        }
+    }
+
+    #[test]
+    fn an_error_event_before_the_commit_point_is_an_error_answer_with_the_status_of_its_code() {
+        let cases = [
+            (r#"{"error":{"code":"insufficient_quota","message":"quota"}}"#, 429),
+            (r#"{"error":{"code":"rate_limit_exceeded"}}"#, 429),
+            (r#"{"error":{"code":"context_length_exceeded"}}"#, 400),
+            (r#"{"error":{"type":"overloaded_error"}}"#, 503),
+            (r#"{"error":{"message":"something broke"}}"#, 502),
+        ];
+        for (event, status) in cases {
+            let Commit::Error { status: got, body } = commit(event) else {
+                panic!("{event}: not an error answer")
+            };
+            assert_eq!(got.as_u16(), status, "{event}");
+            let body: Value = serde_json::from_slice(&body).unwrap();
+            let sent: Value = serde_json::from_str(event).unwrap();
+            assert_eq!(body, sent, "the error in OpenAI's envelope");
         }
     }
 }

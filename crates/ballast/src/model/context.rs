@@ -12,7 +12,8 @@
 use ballast_config::{ModelRoute, OnOverflow};
 use http::Response;
 
-use super::{ChatRequest, ProviderError, ProviderErrorKind, Truncation, TruncationGoal, truncate};
+use super::api::Protocol;
+use super::{ProviderError, ProviderErrorKind, Truncation, TruncationGoal};
 use crate::{Body, classify_response};
 
 /// What the route does with an error answer, as far as the context is concerned.
@@ -36,10 +37,10 @@ pub(super) fn classify(response: &Response<Body>) -> ProviderError {
 }
 
 /// The route's handling of `error` when it is a context-length error; `request` is truncated in place.
-pub(super) fn on_context_length(
+pub(super) fn on_context_length<P: Protocol>(
     route: &ModelRoute,
     error: &ProviderError,
-    request: &mut ChatRequest,
+    request: &mut P::Request,
 ) -> ContextVerdict {
     if error.kind != ProviderErrorKind::ContextLength {
         return ContextVerdict::NotContextLength;
@@ -49,7 +50,7 @@ pub(super) fn on_context_length(
         OnOverflow::Fallback => ContextVerdict::Fallback,
         OnOverflow::Truncate => {
             let goal = TruncationGoal::for_overflow(error.tokens.as_ref());
-            match truncate(&mut request.messages, goal) {
+            match P::truncate(request, goal) {
                 Ok(dropped) => ContextVerdict::Truncated(dropped),
                 Err(cannot) => {
                     tracing::debug!(route = %route.name, %cannot, "context-length error: nothing left to truncate");

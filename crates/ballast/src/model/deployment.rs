@@ -13,7 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ballast_config::{ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
+use ballast_config::{Api, ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
@@ -86,7 +86,10 @@ pub(super) struct DeploymentClient {
     /// The same, for every call's context.
     pub(super) target: Arc<str>,
     pub(super) config: Deployment,
-    uri: Uri,
+    /// `base_url` without its trailing slashes: every path of the APIs goes after it.
+    base: String,
+    /// Where each API's calls go, for the APIs it speaks (by [`api_slot`]).
+    uris: [Option<Uri>; 3],
     authorization: Option<HeaderValue>,
     pub(super) upstream: Upstream,
     /// Until when this deployment is skipped: it answered insufficient quota (DESIGN.md, "Fallback").
@@ -115,12 +118,17 @@ impl DeploymentClient {
         B: Into<Body> + 'static,
     {
         let config = route.deployments[index].clone();
-        let url = format!("{}/chat/completions", config.base_url.trim_end_matches('/'));
-        let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidModelRoute::BaseUrl {
-            route: route.name.clone(),
-            index,
-            url: config.base_url.clone(),
-        })?;
+        let base = config.base_url.trim_end_matches('/').to_owned();
+        let mut uris = [None, None, None];
+        for api in config.apis.iter() {
+            let url = format!("{base}{}", api_path(api));
+            let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidModelRoute::BaseUrl {
+                route: route.name.clone(),
+                index,
+                url: config.base_url.clone(),
+            })?;
+            uris[api_slot(api)] = Some(uri);
+        }
         let policy = RetryPolicy::new(route.retry.max_attempts, route.retry.backoff)
             .map_err(|source| InvalidModelRoute::Retry {
                 route: route.name.clone(),
@@ -148,7 +156,8 @@ impl DeploymentClient {
             target: Arc::from(name.as_str()),
             name,
             config,
-            uri,
+            base,
+            uris,
             authorization,
             upstream: Upstream::new(parts, transport),
             quota_spent_until: Mutex::new(None),
@@ -177,18 +186,48 @@ impl DeploymentClient {
         spent.filter(|until| now < *until)
     }
 
-    /// One trip through the stack with `body` under `ctx` (streamed when `ctx` has a commit rule);
-    /// `attempts_before` attempts of this call were already made on this deployment (a resend after truncation
-    /// numbers its attempts after them).
-    pub(super) async fn send(&self, body: Bytes, ctx: &CallContext, attempts_before: u32) -> Trip {
+    /// Whether the deployment speaks `api` (its config's `api`).
+    pub(super) fn speaks(&self, api: Api) -> bool {
+        self.uris[api_slot(api)].is_some()
+    }
+
+    /// The URI of `path` under the deployment's base URL (`/responses/resp_1/cancel`); `None` when it makes none.
+    pub(super) fn uri_of(&self, path: &str) -> Option<Uri> {
+        Uri::try_from(format!("{}{path}", self.base)).ok()
+    }
+
+    /// One trip through the stack of a call of `api` with `body` under `ctx` (streamed when `ctx` has a commit
+    /// rule); `attempts_before` attempts of this call were already made on this deployment (a resend after
+    /// truncation numbers its attempts after them). The caller sends only APIs the deployment speaks.
+    pub(super) async fn send(&self, api: Api, body: Bytes, ctx: &CallContext, attempts_before: u32) -> Trip {
+        let Some(uri) = &self.uris[api_slot(api)] else {
+            unreachable!("{}: a call of an API it does not speak ({api})", self.name)
+        };
+        self.send_to(http::Method::POST, uri.clone(), body, ctx, attempts_before)
+            .await
+    }
+
+    /// One trip through the stack with `method` to `uri` (under the deployment's base URL), `body` (JSON, or
+    /// empty for none) under `ctx`.
+    pub(super) async fn send_to(
+        &self,
+        method: http::Method,
+        uri: Uri,
+        body: Bytes,
+        ctx: &CallContext,
+        attempts_before: u32,
+    ) -> Trip {
+        let has_body = !body.is_empty();
         let mut request = Request::new(body);
-        *request.method_mut() = http::Method::POST;
-        *request.uri_mut() = self.uri.clone();
+        *request.method_mut() = method;
+        *request.uri_mut() = uri;
         let headers = request.headers_mut();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        if has_body {
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
         if let Some(authorization) = &self.authorization {
             headers.insert(http::header::AUTHORIZATION, authorization.clone());
         }
@@ -204,6 +243,25 @@ impl DeploymentClient {
             .await
     }
 }
+
+/// The path of `api`'s calls after a base URL.
+fn api_path(api: Api) -> &'static str {
+    match api {
+        Api::Responses => "/responses",
+        Api::Chat => "/chat/completions",
+        Api::Embeddings => "/embeddings",
+    }
+}
+
+/// Where `api`'s URI is kept.
+fn api_slot(api: Api) -> usize {
+    match api {
+        Api::Responses => 0,
+        Api::Chat => 1,
+        Api::Embeddings => 2,
+    }
+}
+
 /// The `Authorization` of deployment `index` of `route`: `Bearer <key>` from the variable its `api_key_env`
 /// names in `env` (`None` when it names none).
 pub(super) fn authorization_from_env(

@@ -199,6 +199,21 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
+/// The status an error sent as a stream event stands for (`body` is the error in OpenAI's envelope): a provider
+/// that errs inside a 200 stream sends no status of its own, so the code or type says it — an insufficient quota
+/// or a rate limit 429, an overload 503, a context length or another bad request 400, a refused key 401 — and
+/// anything else is 502: the upstream failed, as a cut connection says.
+pub(crate) fn status_of_error_event(body: &[u8]) -> http::StatusCode {
+    let status = match ProviderError::classify(502, body, None).kind {
+        ProviderErrorKind::InsufficientQuota | ProviderErrorKind::RateLimited => 429,
+        ProviderErrorKind::Overloaded => 503,
+        ProviderErrorKind::ContextLength | ProviderErrorKind::BadRequest => 400,
+        ProviderErrorKind::Auth => 401,
+        ProviderErrorKind::ServerError | ProviderErrorKind::Other => 502,
+    };
+    http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_GATEWAY)
+}
+
 /// The kind a structured code or type names; `None` for generic ones (`invalid_request_error`, `400`).
 fn kind_of_code(code: &str) -> Option<ProviderErrorKind> {
     Some(match code {

@@ -21,6 +21,7 @@
 //! ended on the share's deadline moves on to the next deployment when the call's own deadline still holds an
 //! attempt.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,10 +29,11 @@ use ballast_core::{DeadlineExceeded, ErrorCode, Instant, Refused, StopReason};
 use bytes::Bytes;
 use http::Response;
 
+use super::api::Protocol;
 use super::client::ModelClient;
 use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
-use super::{ChatRequest, ProviderErrorKind, Truncation};
+use super::{ProviderErrorKind, Truncation};
 use crate::client::Failure;
 use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
@@ -47,15 +49,24 @@ pub(super) struct Committed {
     pub(super) response: Response<Body>,
 }
 
-/// What was tried: a report per deployment tried, and what truncation dropped.
+/// What was tried: a report per deployment tried (and its index in the route), and what truncation dropped.
 #[derive(Debug, Default)]
 pub(super) struct Tried {
     pub(super) reports: Vec<Report>,
+    pub(super) indexes: Vec<usize>,
     pub(super) truncated: Option<Truncation>,
     pub(super) started: Option<Instant>,
 }
 
 impl Tried {
+    /// The report of deployment `index` (the last trip to it).
+    pub(super) fn report_of(&self, index: usize) -> &Report {
+        let place = (self.indexes.iter())
+            .rposition(|&i| i == index)
+            .expect("a deployment that answered was tried");
+        &self.reports[place]
+    }
+
     /// The call's report: the first deployment's, each next one's nested in `fallback_report`; the total is the
     /// whole call's.
     pub(super) fn report(&self) -> OutcomeReport {
@@ -83,29 +94,54 @@ enum Then {
     End,
 }
 
+/// Which deployments a call may go to, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Targets {
+    /// Those that speak its API, in the route's order: the first is the primary, the others its fallbacks.
+    Speaking(ballast_config::Api),
+    /// This one only (by index), and no fallback: it keeps state the call refers to (a previous response).
+    Pinned(usize),
+}
+
 impl ModelClient {
-    /// Sends `request` through the deployments in order until one answers 2xx or the verdict is the end.
-    pub(super) async fn through_route(
+    /// The deployments `targets` names, in order.
+    pub(super) fn order(&self, targets: &Targets) -> Vec<usize> {
+        match targets {
+            Targets::Speaking(api) => (self.inner.deployments.iter().enumerate())
+                .filter(|(_, d)| d.speaks(*api))
+                .map(|(index, _)| index)
+                .collect(),
+            Targets::Pinned(index) => vec![*index],
+        }
+    }
+
+    /// Sends `request` through the deployments `targets` names, in order, until one answers 2xx or the verdict is
+    /// the end.
+    pub(super) async fn through_route<P: Protocol>(
         &self,
-        mut request: ChatRequest,
+        mut request: P::Request,
         ctx: &CallContext,
         tried: &mut Tried,
+        targets: &Targets,
     ) -> Result<Committed, Failure> {
         let deployments = &self.inner.deployments;
+        let order = self.order(targets);
         let started = clock::now();
         tried.started = Some(started);
-        let share_until = (deployments.len() > 1).then(|| {
+        let share_until = (order.len() > 1).then(|| {
             let remaining = ctx.effective_deadline().remaining(started);
             started + remaining.mul_f64(self.inner.route.primary_share)
         });
         let mut failure = Failure::Error(Error::Cancelled);
-        for (index, deployment) in deployments.iter().enumerate() {
+        for (place, &index) in order.iter().enumerate() {
+            let deployment = &deployments[index];
             // A deployment whose quota is spent is passed while a later one is not (the last one standing is
             // asked: its quota may be back, and its answer says more than a refusal made up here).
             let report = Report::default();
             report.update(|r| r.target.clone_from(&deployment.name));
             tried.reports.push(report.clone());
-            if passed_over(deployments, index, clock::now()) {
+            tried.indexes.push(index);
+            if passed_over(deployments, &order, index, clock::now()) {
                 report.refused_attempt(1, QUOTA_PASSED_OVER.to_owned());
                 report.update(|r| r.code = Some(ErrorCode::UpstreamError));
                 continue;
@@ -113,7 +149,7 @@ impl ModelClient {
             let mut ctx = ctx.clone();
             ctx.report = report;
             ctx.target = Some(Arc::clone(&deployment.target));
-            let cut = if index == 0 { share_until } else { None };
+            let cut = if place == 0 { share_until } else { None };
             let mut attempts = 0;
             loop {
                 if ctx.cancel.is_cancelled() {
@@ -122,7 +158,9 @@ impl ModelClient {
                     ctx.report.update(|r| r.code = Some(code));
                     return Err(Failure::Error(error));
                 }
-                let trip = self.trip(deployment, &request, &ctx, cut, attempts).await;
+                let trip = self
+                    .trip::<P>(deployment, &request, &ctx, cut, attempts)
+                    .await;
                 attempts = trip.attempts;
                 if trip.succeeded() {
                     let Ok(response) = trip.result else {
@@ -132,7 +170,7 @@ impl ModelClient {
                 }
                 let stop = trip.stop;
                 failure = Failure::of(trip.result);
-                match self.judge(deployment, &failure, stop, &mut request, tried) {
+                match self.judge::<P>(deployment, &failure, stop, &mut request, tried) {
                     Then::Resend => {}
                     Then::NextDeployment => break,
                     Then::End => return Err(failure),
@@ -144,46 +182,60 @@ impl ModelClient {
 
     /// One trip through `deployment`'s stack, under the primary's share when `cut` is set (module docs), its
     /// verdict written into the deployment's report.
-    async fn trip(
+    async fn trip<P: Protocol>(
         &self,
         deployment: &DeploymentClient,
-        request: &ChatRequest,
+        request: &P::Request,
         ctx: &CallContext,
         cut: Option<Instant>,
         attempts_before: u32,
     ) -> Trip {
         let started = clock::now();
-        let trip = match self.body_for(deployment, request) {
-            Ok(body) => self.bounded(deployment, body, ctx, cut, attempts_before).await,
+        let trip = match self.body_for::<P>(deployment, request) {
+            Ok(body) => {
+                let send = deployment.send(P::API, body, ctx, attempts_before);
+                self.bounded(send, ctx, cut).await
+            }
             Err(refused) => Trip::refused(refused),
         };
-        let took = clock::now().saturating_duration_since(started);
-        let verdict = Verdict::of(ctx.kind, &trip);
-        verdict.write(&ctx.report);
-        let failed = (!trip.succeeded()).then_some(ErrorCode::UpstreamError);
-        let budget_left = deployment.upstream.budget_left();
-        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
-        ctx.report.update(|r| {
-            r.code = verdict.code.or(failed);
-            r.total = took;
-            r.budget_left = Some(budget_left);
-            r.run_allowance_left = run_allowance_left;
-        });
-        trip
+        judged(deployment, ctx, trip, started)
+    }
+
+    /// One trip to deployment `index` alone (a response it keeps): `method` on `uri` with no body, its verdict
+    /// written into its report.
+    pub(super) async fn state_trip(
+        &self,
+        index: usize,
+        method: http::Method,
+        uri: http::Uri,
+        ctx: &CallContext,
+        tried: &mut Tried,
+    ) -> Result<Committed, Failure> {
+        let deployment = &self.inner.deployments[index];
+        tried.started = Some(clock::now());
+        let report = Report::default();
+        report.update(|r| r.target.clone_from(&deployment.name));
+        tried.reports.push(report.clone());
+        tried.indexes.push(index);
+        let mut ctx = ctx.clone();
+        ctx.report = report;
+        ctx.target = Some(Arc::clone(&deployment.target));
+        let started = clock::now();
+        let trip = deployment.send_to(method, uri, Bytes::new(), &ctx, 0).await;
+        let trip = judged(deployment, &ctx, trip, started);
+        if trip.succeeded() {
+            let Ok(response) = trip.result else {
+                unreachable!("a trip that succeeded has an answer")
+            };
+            return Ok(Committed { index, response });
+        }
+        Err(Failure::of(trip.result))
     }
 
     /// The trip of `body` through `deployment`, under the primary's share when `cut` is set: a trip that ended on
     /// the share's deadline while the call's own deadline still holds an attempt ends with that deadline's error,
     /// which moves the call on to the next deployment.
-    async fn bounded(
-        &self,
-        deployment: &DeploymentClient,
-        body: Bytes,
-        ctx: &CallContext,
-        cut: Option<Instant>,
-        attempts_before: u32,
-    ) -> Trip {
-        let trip = deployment.send(body, ctx, attempts_before);
+    async fn bounded(&self, trip: impl Future<Output = Trip>, ctx: &CallContext, cut: Option<Instant>) -> Trip {
         let Some(cut) = cut else { return trip.await };
         let share = ctx.effective_deadline().shorten_to(cut);
         let mut trip = scope(share, trip).await;
@@ -209,24 +261,24 @@ impl ModelClient {
 
     /// The request as `deployment` gets it: its model name, every other field as the caller sent it. Refused
     /// when over the server's `body_limit`.
-    fn body_for(&self, deployment: &DeploymentClient, request: &ChatRequest) -> Result<Bytes, Error> {
+    fn body_for<P: Protocol>(&self, deployment: &DeploymentClient, request: &P::Request) -> Result<Bytes, Error> {
         let mut request = request.clone();
-        request.model.clone_from(&deployment.config.model);
+        P::set_model(&mut request, &deployment.config.model);
         self.inner.core.encode(&request)
     }
 
     /// What to do after a trip that did not succeed and stopped for `stop` (module docs).
-    fn judge(
+    fn judge<P: Protocol>(
         &self,
         deployment: &DeploymentClient,
         failure: &Failure,
         stop: Option<StopReason>,
-        request: &mut ChatRequest,
+        request: &mut P::Request,
         tried: &mut Tried,
     ) -> Then {
         if let Failure::Answer(response) = failure {
             let error = classify(response);
-            match on_context_length(&self.inner.route, &error, request) {
+            match on_context_length::<P>(&self.inner.route, &error, request) {
                 ContextVerdict::NotContextLength => {}
                 ContextVerdict::Fallback => return Then::NextDeployment,
                 ContextVerdict::Answer => return Then::End,
@@ -259,25 +311,45 @@ impl ModelClient {
     }
 }
 
-/// Whether deployment `index` is passed over at `now`: its quota is spent, and another deployment is not — or,
-/// when every one's is, another's skip ends sooner (that one alone is asked: its quota may be back).
-fn passed_over(deployments: &[DeploymentClient], index: usize, now: Instant) -> bool {
+/// Whether deployment `index` is passed over at `now`: its quota is spent, and another deployment of the call's
+/// `order` is not — or, when every one's is, another's skip ends sooner (that one alone is asked: its quota may
+/// be back).
+fn passed_over(deployments: &[DeploymentClient], order: &[usize], index: usize, now: Instant) -> bool {
     let Some(until) = deployments[index].quota_skipped_until(now) else {
         return false;
     };
-    let others: Vec<Option<Instant>> = (deployments.iter().enumerate())
-        .filter(|(i, _)| *i != index)
-        .map(|(_, d)| d.quota_skipped_until(now))
+    let skipped = |i: usize| deployments[i].quota_skipped_until(now);
+    let others: Vec<Option<Instant>> = (order.iter())
+        .filter(|&&i| i != index)
+        .map(|&i| skipped(i))
         .collect();
     if others.iter().any(Option::is_none) {
         return true;
     }
     // Every deployment is skipped: only the first of those whose skip ends soonest is asked.
     let soonest = others.iter().flatten().min().copied();
-    let earlier_equal = deployments[..index]
-        .iter()
-        .any(|d| d.quota_skipped_until(now) == Some(until));
+    let earlier_equal = (order.iter())
+        .take_while(|&&i| i != index)
+        .any(|&i| skipped(i) == Some(until));
     soonest.is_some_and(|s| s < until) || earlier_equal
+}
+
+/// `trip` (to `deployment`, begun at `started`) with its verdict written into the call's report: its code, its
+/// time, and what is left of the budget and the run's allowance.
+fn judged(deployment: &DeploymentClient, ctx: &CallContext, trip: Trip, started: Instant) -> Trip {
+    let took = clock::now().saturating_duration_since(started);
+    let verdict = Verdict::of(ctx.kind, &trip);
+    verdict.write(&ctx.report);
+    let failed = (!trip.succeeded()).then_some(ErrorCode::UpstreamError);
+    let budget_left = deployment.upstream.budget_left();
+    let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
+    ctx.report.update(|r| {
+        r.code = verdict.code.or(failed);
+        r.total = took;
+        r.budget_left = Some(budget_left);
+        r.run_allowance_left = run_allowance_left;
+    });
+    trip
 }
 
 /// Whether a trip ended on its deadline: refused or dropped by it, or its retries stopped by it.

@@ -1,26 +1,29 @@
-//! [`ChatStream`]: a streamed answer after its commit point — chunks as they come, and a failure as an error
-//! item, never as a clean end.
+//! [`ModelStream`]: a streamed answer after its commit point — events as they come, and a failure as an error
+//! item, never as a clean end. One stream core for every streamed API: [`ChatStream`] (Chat Completions
+//! chunks) and [`ResponseStream`] (Responses events) differ only in what an event means (`model/api.rs`).
 //!
-//! Why so strict: an OpenAI stream ends with `data: [DONE]`. A stream that stops without it — the connection cut,
-//! the upstream gone quiet — looks, to a caller that only reads chunks, like a short answer that went well; an
-//! agent would act on half a tool call. So the stream ends cleanly only after `[DONE]`; anything else ends with
-//! one [`StreamError`] item (DESIGN.md, "Streaming"):
-//! - the body fails or ends before `[DONE]` ([`StreamErrorKind::Cut`]);
-//! - no chunk for longer than the route's `stream_idle_timeout` ([`StreamErrorKind::Idle`]; keep-alive comments
-//!   do not count as chunks: a model that only keeps the connection alive is stalled);
+//! Why so strict: a chat stream ends with `data: [DONE]`, a Responses stream with `response.completed` (or
+//! `response.incomplete`). A stream that stops without its end — the connection cut, the upstream gone quiet —
+//! looks, to a caller that only reads events, like a short answer that went well; an agent would act on half a
+//! tool call. So the stream ends cleanly only after its API's end; anything else ends with one [`StreamError`]
+//! item (DESIGN.md, "Streaming"):
+//! - the body fails or ends before the end event ([`StreamErrorKind::Cut`]);
+//! - nothing heard for longer than the route's `stream_idle_timeout` ([`StreamErrorKind::Idle`]; keep-alive
+//!   comments are heard: a provider that keeps the connection alive while it thinks is not stalled, and the
+//!   call's deadline still bounds it);
 //! - the call's deadline passes ([`StreamErrorKind::Deadline`]);
-//! - the upstream sends an error event (`data: {"error": ...}`) ([`StreamErrorKind::Upstream`]), or a chunk that
-//!   is not a chunk ([`StreamErrorKind::Malformed`]);
+//! - the upstream sends an error event (`data: {"error": ...}`, `event: error`, `response.failed`)
+//!   ([`StreamErrorKind::Upstream`]), or an event that is not its API's ([`StreamErrorKind::Malformed`]);
 //! - an event outgrows the transport's body limit without ending ([`StreamErrorKind::EventTooLarge`]): the
 //!   stream is not buffered without bound;
 //! - the call's cancellation token fires ([`StreamErrorKind::Cancelled`]).
 //!
-//! The deployment's circuit breaker counts the attempt when the stream **ends**, not at its first chunk: a
+//! The deployment's circuit breaker counts the attempt when the stream **ends**, not at its first event: a
 //! deployment whose streams always die after the first chunk is failing, and must open its breaker so that the
 //! next calls go to the fallback. The breaker layer puts the attempt's permit in the committed answer's body;
 //! the stream records it, always with the time to first byte as the latency (compared with `slow_call`, as
 //! ballast-core's `Permit::record` suggests for streams):
-//! - a **success** at `[DONE]`;
+//! - a **success** at the API's end;
 //! - a **failure** when the upstream ends it: [`Cut`](StreamErrorKind::Cut), [`Idle`](StreamErrorKind::Idle),
 //!   [`Upstream`](StreamErrorKind::Upstream), [`Malformed`](StreamErrorKind::Malformed),
 //!   [`EventTooLarge`](StreamErrorKind::EventTooLarge);
@@ -30,14 +33,18 @@
 //!
 //! After recording, the breaker's state is written into the deployment's report (`breaker`).
 //!
-//! Tokens: a chunk's `usage` (sent when the request asks `stream_options.include_usage`) is recorded in the
-//! report as the answer's when the stream ends with `[DONE]`, as a failed attempt's when it fails after.
+//! Tokens: the stream's `usage` (a chat chunk's, sent when the request asks `stream_options.include_usage`; the
+//! Responses API's terminal event's) is recorded in the report as the answer's when the stream ends well, as a
+//! failed attempt's when it fails after.
 //!
-//! For the gateway, [`ChatStream::into_sse`] writes the caller's side: each chunk as `data: <json>`, then
-//! `data: [DONE]` — or, after a failure, `data: {"error": {...}}` and no `[DONE]`.
+//! For the gateway, `into_sse` writes the caller's side: for chat each chunk as `data: <json>`, then
+//! `data: [DONE]` — or, after a failure, `data: {"error": {...}}` and no `[DONE]`; for Responses each event as
+//! `event: <type>` and `data: <json>` — or, after a failure, an `event: error` whose data carries an `error`
+//! object as well as the event's own fields (so both official SDKs raise), and nothing after it.
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -47,34 +54,32 @@ use futures::Stream;
 use futures::StreamExt as _;
 use http::HeaderMap;
 use http_body_util::BodyExt as _;
-use serde_json::Value;
-
 use http_body_util::combinators::UnsyncBoxBody;
+use serde_json::{Value, json};
 
-use super::client::ModelClient;
-use super::commit::is_error_event;
+use super::responses::ResponseEvent;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
-use super::{ChatChunk, Truncation, Usage};
+use super::{ChatChunk, Truncation};
 use crate::breaker::StreamPermit;
-use crate::sse::{self, DONE, SseDecoder};
-use crate::{BoxError, CallContext, Cancel, OutcomeReport, Report, clock};
+use crate::sse::{self, SseDecoder};
+use crate::{BoxError, CallContext, Cancel, OutcomeReport, Report, TokenUsage, clock};
 
 /// What went wrong after the commit point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StreamErrorKind {
-    /// The upstream's stream failed or ended before `[DONE]`.
+    /// The upstream's stream failed or ended before its API's end event.
     Cut,
-    /// No chunk came for this long (`stream_idle_timeout`).
+    /// Nothing came for this long (`stream_idle_timeout`).
     Idle(Duration),
     /// The call's deadline passed.
     Deadline,
     /// The upstream sent an error event; its `error` object.
     Upstream(Value),
-    /// The upstream sent an event that is not a chunk.
+    /// The upstream sent an event that is not its API's.
     Malformed(String),
-    /// The call's cancellation token fired ([`ChatCall::cancel_token`](super::ChatCall::cancel_token)).
+    /// The call's cancellation token fired ([`ModelCall::cancel_token`](super::ModelCall::cancel_token)).
     Cancelled,
     /// The upstream sent an event (or a line) longer than the transport's body limit without ending it.
     EventTooLarge {
@@ -85,7 +90,7 @@ pub enum StreamErrorKind {
 
 /// The failure that ends a stream after its commit point, with the report as it stood.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("{route}: the stream failed after its first chunk: {}", describe(kind))]
+#[error("{route}: the stream failed after its first event: {}", describe(kind))]
 pub struct StreamError {
     /// The route.
     pub route: String,
@@ -107,16 +112,18 @@ impl StreamError {
 
 fn describe(kind: &StreamErrorKind) -> String {
     match kind {
-        StreamErrorKind::Cut => "the upstream's stream ended before [DONE]; the answer is incomplete".into(),
+        StreamErrorKind::Cut => {
+            "the upstream's stream ended before its end event; the answer is incomplete".into()
+        }
         StreamErrorKind::Idle(after) => format!(
-            "no chunk for {} ms (stream_idle_timeout); the answer is incomplete",
+            "nothing for {} ms (stream_idle_timeout); the answer is incomplete",
             after.as_millis()
         ),
         StreamErrorKind::Deadline => "the deadline passed; the answer is incomplete".into(),
         StreamErrorKind::Cancelled => "the call was cancelled; the answer is incomplete".into(),
         StreamErrorKind::Upstream(error) => format!("the upstream sent an error: {error}"),
         StreamErrorKind::Malformed(reason) => {
-            format!("the upstream sent an event that is not a chunk: {reason}")
+            format!("the upstream sent an event that is not its API's: {reason}")
         }
         StreamErrorKind::EventTooLarge { limit } => format!(
             "the upstream sent an event of over {limit} bytes (the transport's body limit) and the stream was \
@@ -125,55 +132,87 @@ fn describe(kind: &StreamErrorKind) -> String {
     }
 }
 
-/// A streamed completion after its commit point: a [`Stream`] of chunks whose last item, when it fails, is an
+/// What one event after the commit point means (each API's rule, `model/api.rs`).
+#[derive(Debug)]
+pub(crate) enum Read<E> {
+    /// An event for the caller, with the usage it reports, if any.
+    Item(E, Option<TokenUsage>),
+    /// The API's end event, handed on too (`response.completed`): the stream ends well after it.
+    Last(E, Option<TokenUsage>),
+    /// The API's end marker, not handed on (`[DONE]`): the stream ends well.
+    End,
+    /// The upstream's error event: its error object.
+    Upstream(Value),
+    /// An event that is not the API's.
+    Malformed(String),
+    /// The stream ended in a way that is not its API's end.
+    Cut,
+}
+
+/// A streamed answer after its commit point: a [`Stream`] of events whose last item, when it fails, is an
 /// error — a [`StreamError`] whose [`StreamErrorKind`] says which: a cut, a stall past `stream_idle_timeout`,
 /// the deadline, cancellation, an upstream error event, a malformed or oversized event. It ends cleanly only
-/// after the upstream's `[DONE]`. The deployment's circuit breaker counts the attempt when the stream ends: a
-/// success at `[DONE]`, a failure when the upstream ends it otherwise (cut, stall, error event, malformed or
-/// oversized event), nothing when the caller's side does (cancellation, the call's deadline, dropping the
-/// stream) — so a half-open probe stream holds its probe slot until then.
-pub struct ChatStream {
-    items: Pin<Box<dyn Stream<Item = Result<ChatChunk, StreamError>> + Send>>,
-    tried: std::sync::Arc<Tried>,
+/// after its API's end (`[DONE]`, `response.completed`, `response.incomplete`). The deployment's circuit
+/// breaker counts the attempt when the stream ends: a success at its end, a failure when the upstream ends it
+/// otherwise (cut, stall, error event, malformed or oversized event), nothing when the caller's side does
+/// (cancellation, the call's deadline, dropping the stream) — so a half-open probe stream holds its probe slot
+/// until then.
+pub struct ModelStream<E> {
+    items: Pin<Box<dyn Stream<Item = Result<E, StreamError>> + Send>>,
+    tried: Arc<Tried>,
     deployment: String,
     status: u16,
     headers: HeaderMap,
 }
 
-impl fmt::Debug for ChatStream {
+/// A streamed chat completion: its chunks.
+pub type ChatStream = ModelStream<ChatChunk>;
+
+/// A streamed response: its events (`response.created` first, then output items and deltas, then
+/// `response.completed` or `response.incomplete`).
+pub type ResponseStream = ModelStream<ResponseEvent>;
+
+impl<E> fmt::Debug for ModelStream<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChatStream")
+        f.debug_struct("ModelStream")
             .field("deployment", &self.deployment)
             .finish_non_exhaustive()
     }
 }
 
 /// What reading the rest of the stream needs.
-struct Reader {
+pub(super) struct Reader<E> {
     route: String,
     decoder: SseDecoder,
     body: Option<UnsyncBoxBody<Bytes, BoxError>>,
+    read: fn(&str) -> Read<E>,
     idle: Duration,
     deadline: Deadline,
-    last_chunk: Instant,
+    /// When the upstream last sent anything (an event, part of one, a keep-alive comment).
+    last_heard: Instant,
     cancel: Cancel,
     report: Report,
-    tried: std::sync::Arc<Tried>,
-    usage: Option<Usage>,
+    tried: Arc<Tried>,
+    usage: Option<TokenUsage>,
+    /// The end event was handed on: nothing follows.
+    ended: bool,
     /// The attempt's breaker permit, recorded when the stream ends (`None` without a breaker layer).
     permit: Option<StreamPermit>,
     /// The call's admission slot, freed when the stream ends (with the reader).
     _slot: Option<crate::admission::Slot>,
 }
 
-impl ChatStream {
+/// Where a committed stream comes from and how to read it.
+pub(super) struct Source<E> {
+    pub(super) route: String,
+    pub(super) deployment: String,
+    pub(super) idle: Duration,
+    pub(super) read: fn(&str) -> Read<E>,
+}
+
+impl<E: Send + 'static> ModelStream<E> {
     /// The stream of `committed`: the bytes read up to the commit point, then the rest of its body.
-    pub(super) fn start(
-        client: &ModelClient,
-        committed: Committed,
-        tried: Tried,
-        ctx: &CallContext,
-    ) -> ChatStream {
+    pub(super) fn start(source: Source<E>, committed: Committed, tried: Tried, ctx: &CallContext) -> Self {
         let Committed { index, response } = committed;
         let (parts, body) = response.into_parts();
         let (decoder, body, permit, slot) = match body.into_stream() {
@@ -189,39 +228,43 @@ impl ChatStream {
                 (decoder, None, None, None)
             }
         };
-        let report = tried.reports[index].clone();
-        let tried = std::sync::Arc::new(tried);
+        let report = tried.report_of(index).clone();
+        let tried = Arc::new(tried);
         let reader = Reader {
-            route: client.name().to_owned(),
+            route: source.route,
             decoder,
             body,
-            idle: client.inner.route.stream_idle_timeout,
+            read: source.read,
+            idle: source.idle,
             deadline: ctx.effective_deadline(),
-            last_chunk: clock::now(),
+            last_heard: clock::now(),
             cancel: ctx.cancel.clone(),
             report,
-            tried: std::sync::Arc::clone(&tried),
+            tried: Arc::clone(&tried),
             usage: None,
+            ended: false,
             permit,
             _slot: slot,
         };
         let items = futures::stream::unfold(Some(reader), |reader| async move {
             let mut reader = reader?;
             match reader.next_item().await {
-                Some(Ok(chunk)) => Some((Ok(chunk), Some(reader))),
+                Some(Ok(event)) => Some((Ok(event), Some(reader))),
                 Some(Err(error)) => Some((Err(error), None)),
                 None => None,
             }
         });
-        ChatStream {
+        ModelStream {
             items: Box::pin(items),
             tried,
-            deployment: client.inner.deployments[index].name.clone(),
+            deployment: source.deployment,
             status: parts.status.as_u16(),
             headers: parts.headers,
         }
     }
+}
 
+impl<E> ModelStream<E> {
     /// The deployment that answered (`route[index] model`).
     pub fn deployment(&self) -> &str {
         &self.deployment
@@ -246,7 +289,9 @@ impl ChatStream {
     pub fn report(&self) -> OutcomeReport {
         self.tried.report()
     }
+}
 
+impl ModelStream<ChatChunk> {
     /// The caller's side of the stream as server-sent events: each chunk as `data: <json>\n\n`, then
     /// `data: [DONE]\n\n` — or, after a failure, OpenAI's error envelope as the last event and no `[DONE]`.
     pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {
@@ -269,20 +314,62 @@ impl ChatStream {
     }
 }
 
-impl Stream for ChatStream {
-    type Item = Result<ChatChunk, StreamError>;
+impl ModelStream<ResponseEvent> {
+    /// The caller's side of the stream as server-sent events: each event as `event: <type>` and
+    /// `data: <json>`, as the upstream sent it; after a failure, an `event: error` numbered after the last event,
+    /// whose data carries the error's fields (`code`, `message`, `param`) and an `error` object with them (the
+    /// Python SDK raises on an `error` object, the Node SDK on the `error` event), and nothing after it.
+    pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {
+        futures::stream::unfold((self.items, false, None), |(mut items, ended, last)| async move {
+            if ended {
+                return None;
+            }
+            match items.next().await {
+                Some(Ok(event)) => {
+                    let sequence = event.sequence_number().or(last);
+                    let data = Value::Object(event.0);
+                    let kind = data.get("type").and_then(Value::as_str).unwrap_or("message");
+                    Some((sse::named_event(kind, &data), (items, false, sequence)))
+                }
+                Some(Err(error)) => {
+                    let code = error.code().as_str();
+                    let message = error.to_string();
+                    let data = json!({
+                        "type": "error",
+                        "code": code,
+                        "message": message,
+                        "param": null,
+                        "sequence_number": last.map_or(0, |n: u64| n + 1),
+                        "error": {"type": "upstream_error", "code": code, "message": message, "param": null},
+                    });
+                    Some((sse::named_event("error", &data), (items, true, last)))
+                }
+                None => None,
+            }
+        })
+    }
+}
+
+impl<E> Stream for ModelStream<E> {
+    type Item = Result<E, StreamError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.items.as_mut().poll_next(cx)
     }
 }
 
-impl Reader {
-    /// The next chunk, the end (`None`, only after `[DONE]`), or the failure.
-    async fn next_item(&mut self) -> Option<Result<ChatChunk, StreamError>> {
+impl<E> Reader<E> {
+    /// The next event, the end (`None`, only after the API's end), or the failure.
+    async fn next_item(&mut self) -> Option<Result<E, StreamError>> {
         loop {
+            if self.ended {
+                return None;
+            }
             match self.decoder.next_event() {
-                Ok(Some(event)) => return self.on_event(&event),
+                Ok(Some(event)) => match self.on_event(&event) {
+                    Some(item) => return item,
+                    None => continue,
+                },
                 Ok(None) => {}
                 Err(too_large) => {
                     let kind = StreamErrorKind::EventTooLarge {
@@ -294,7 +381,7 @@ impl Reader {
             let Some(body) = self.body.as_mut() else {
                 return Some(Err(self.fail(StreamErrorKind::Cut)));
             };
-            let idle_until = self.last_chunk + self.idle;
+            let idle_until = self.last_heard + self.idle;
             // The stream ends at the deadline less its reserve: the caller hears of it before the deadline.
             let ends = self.deadline.instant() - self.deadline.reserve();
             let until = idle_until.min(ends);
@@ -314,6 +401,7 @@ impl Reader {
                 Ok(None) | Ok(Some(Err(_))) => return Some(Err(self.fail(StreamErrorKind::Cut))),
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
+                        self.last_heard = clock::now();
                         self.decoder.push(&data);
                     }
                 }
@@ -321,36 +409,46 @@ impl Reader {
         }
     }
 
-    fn on_event(&mut self, event: &str) -> Option<Result<ChatChunk, StreamError>> {
-        if event.trim() == DONE {
-            record_tokens(&self.report, self.usage.take().as_ref(), true);
-            self.record_breaker(Some(CallResult::Success));
-            self.body = None;
-            return None;
-        }
-        if is_error_event(event) {
-            let error = serde_json::from_str::<Value>(event)
-                .ok()
-                .and_then(|v| v.get("error").cloned())
-                .unwrap_or(Value::Null);
-            return Some(Err(self.fail(StreamErrorKind::Upstream(error))));
-        }
-        match serde_json::from_str::<ChatChunk>(event) {
-            Ok(chunk) => {
-                if let Some(usage) = &chunk.usage {
-                    self.usage = Some(usage.clone());
+    /// What the stream hands on for `event`: `Some(item)` (an event, the end as `None` inside, a failure), or
+    /// `None` to read on.
+    fn on_event(&mut self, event: &str) -> Option<Option<Result<E, StreamError>>> {
+        match (self.read)(event) {
+            Read::Item(item, usage) => {
+                if usage.is_some() {
+                    self.usage = usage;
                 }
-                self.last_chunk = clock::now();
-                Some(Ok(chunk))
+                Some(Some(Ok(item)))
             }
-            Err(error) => Some(Err(self.fail(StreamErrorKind::Malformed(error.to_string())))),
+            Read::Last(item, usage) => {
+                if usage.is_some() {
+                    self.usage = usage;
+                }
+                self.end_well();
+                Some(Some(Ok(item)))
+            }
+            Read::End => {
+                self.end_well();
+                Some(None)
+            }
+            Read::Upstream(error) => Some(Some(Err(self.fail(StreamErrorKind::Upstream(error))))),
+            Read::Malformed(reason) => Some(Some(Err(self.fail(StreamErrorKind::Malformed(reason))))),
+            Read::Cut => Some(Some(Err(self.fail(StreamErrorKind::Cut)))),
         }
+    }
+
+    /// The stream reached its API's end: its tokens are the answer's, the breaker hears a success.
+    fn end_well(&mut self) {
+        record_tokens(&self.report, self.usage.take(), true);
+        self.record_breaker(Some(CallResult::Success));
+        self.body = None;
+        self.ended = true;
     }
 
     /// Ends the stream with `kind`: the tokens reported so far are a failed attempt's, the report says why.
     fn fail(&mut self, kind: StreamErrorKind) -> StreamError {
         self.body = None;
-        record_tokens(&self.report, self.usage.take().as_ref(), false);
+        self.ended = true;
+        record_tokens(&self.report, self.usage.take(), false);
         self.record_breaker(breaker_result(&kind));
         let code = match kind {
             StreamErrorKind::Deadline => ErrorCode::DeadlineExceeded,

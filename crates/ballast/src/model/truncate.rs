@@ -40,6 +40,8 @@ use std::collections::HashMap;
 use std::io;
 use std::ops::Range;
 
+use serde::Serialize;
+
 use super::{ContextTokens, Message, Role};
 
 #[cfg(test)]
@@ -108,13 +110,56 @@ const KEEP_TENTHS: u128 = 9;
 /// [`CannotTruncate::NothingToDrop`] when no turn can be dropped (then `messages` is unchanged), and
 /// [`CannotTruncate::NoRoomForPrompt`] when the goal leaves no room for any input.
 pub fn truncate(messages: &mut Vec<Message>, goal: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+    truncate_turns(messages, goal)
+}
+
+/// What the rule needs to know of one item of a conversation (a chat message; a Responses input item).
+pub(crate) trait TurnItem: Serialize {
+    /// An instruction (a system or developer message): never dropped.
+    fn is_instruction(&self) -> bool;
+    /// A user message: where a turn starts.
+    fn is_user(&self) -> bool;
+    /// The ids of the calls it makes, when it makes calls (an assistant message's `tool_calls`, a Responses
+    /// `function_call`).
+    fn call_ids(&self) -> Option<Vec<&str>>;
+    /// When it replies to a call: the call's id, if it names one.
+    fn reply_to(&self) -> Option<Option<&str>>;
+}
+
+impl TurnItem for Message {
+    fn is_instruction(&self) -> bool {
+        self.role.is_instruction()
+    }
+
+    fn is_user(&self) -> bool {
+        self.role == Role::User
+    }
+
+    fn call_ids(&self) -> Option<Vec<&str>> {
+        self.has_tool_calls().then(|| {
+            (self.tool_calls.iter().flatten())
+                .filter_map(|call| call.id.as_deref())
+                .collect()
+        })
+    }
+
+    fn reply_to(&self) -> Option<Option<&str>> {
+        (self.role == Role::Tool).then_some(self.tool_call_id.as_deref())
+    }
+}
+
+/// [`truncate`] over any conversation's items.
+pub(crate) fn truncate_turns<T: TurnItem>(
+    items: &mut Vec<T>,
+    goal: TruncationGoal,
+) -> Result<Truncation, CannotTruncate> {
     if let TruncationGoal::Fit {
         prompt_allowed: 0, ..
     } = goal
     {
         return Err(CannotTruncate::NoRoomForPrompt);
     }
-    let units = droppable_units(messages);
+    let units = droppable_units(items);
     if units.is_empty() {
         return Err(CannotTruncate::NothingToDrop);
     }
@@ -123,38 +168,38 @@ pub fn truncate(messages: &mut Vec<Message>, goal: TruncationGoal) -> Result<Tru
         TruncationGoal::Fit {
             prompt,
             prompt_allowed,
-        } => units_to_fit(messages, &units, prompt, prompt_allowed),
+        } => units_to_fit(items, &units, prompt, prompt_allowed),
     };
-    let mut dropped = vec![false; messages.len()];
+    let mut dropped = vec![false; items.len()];
     for unit in &units[..count] {
         for index in unit.clone() {
-            dropped[index] = !messages[index].role.is_instruction();
+            dropped[index] = !items[index].is_instruction();
         }
     }
-    let dropped_turns = messages
+    let dropped_turns = items
         .iter()
         .zip(&dropped)
-        .filter(|(message, gone)| **gone && message.role == Role::User)
+        .filter(|(item, gone)| **gone && item.is_user())
         .count();
-    let before = messages.len();
+    let before = items.len();
     let mut flags = dropped.iter();
-    messages.retain(|_| !flags.next().copied().unwrap_or(false));
+    items.retain(|_| !flags.next().copied().unwrap_or(false));
     Ok(Truncation {
-        dropped_messages: before - messages.len(),
+        dropped_messages: before - items.len(),
         dropped_turns,
     })
 }
 
 /// How many of `units` (oldest first) to drop so the estimated size falls to the goal: at least one.
-fn units_to_fit(messages: &[Message], units: &[Range<usize>], prompt: u64, prompt_allowed: u64) -> usize {
+fn units_to_fit<T: TurnItem>(items: &[T], units: &[Range<usize>], prompt: u64, prompt_allowed: u64) -> usize {
     let droppable_size = |unit: &Range<usize>| -> u64 {
-        messages[unit.clone()]
+        items[unit.clone()]
             .iter()
-            .filter(|message| !message.role.is_instruction())
+            .filter(|item| !item.is_instruction())
             .map(estimated_size)
             .sum()
     };
-    let total: u64 = messages.iter().map(estimated_size).sum();
+    let total: u64 = items.iter().map(estimated_size).sum();
     let target =
         u128::from(total) * u128::from(prompt_allowed) * KEEP_TENTHS / (u128::from(prompt.max(1)) * 10);
     let mut size = u128::from(total);
@@ -168,15 +213,15 @@ fn units_to_fit(messages: &[Message], units: &[Range<usize>], prompt: u64, promp
 
 /// The droppable units, oldest first: index ranges of whole turns (merged where a tool group spans them),
 /// before the protected tail, each holding at least one message that is not an instruction.
-fn droppable_units(messages: &[Message]) -> Vec<Range<usize>> {
-    let Some(newest_user) = messages.iter().rposition(|message| message.role == Role::User) else {
+fn droppable_units<T: TurnItem>(items: &[T]) -> Vec<Range<usize>> {
+    let Some(newest_user) = items.iter().rposition(TurnItem::is_user) else {
         return Vec::new();
     };
     // Where each unit starts: the preamble at 0, then every older user message.
     let mut starts = vec![0];
-    starts.extend((1..newest_user).filter(|&index| messages[index].role == Role::User));
+    starts.extend((1..newest_user).filter(|&index| items[index].is_user()));
     let unit_of = |index: usize| starts.partition_point(|&start| start <= index) - 1;
-    let links = tool_links(messages);
+    let links = tool_links(items);
 
     // A group reaching into the protected tail protects the turn its call is in (and so on, to a fixpoint).
     let mut protected = newest_user;
@@ -206,51 +251,39 @@ fn droppable_units(messages: &[Message]) -> Vec<Range<usize>> {
             _ => units.push(start..end),
         }
     }
-    units.retain(|unit| {
-        messages[unit.clone()]
-            .iter()
-            .any(|message| !message.role.is_instruction())
-    });
+    units.retain(|unit| items[unit.clone()].iter().any(|item| !item.is_instruction()));
     units
 }
 
-/// Every `tool` message linked to the assistant message that made its call: `(call index, reply index)`.
+/// Every reply linked to the item that made its call: `(call index, reply index)`.
 ///
-/// A reply is linked by its `tool_call_id` to the latest earlier message whose `tool_calls` hold that id; a
-/// reply without an id, or with one no earlier call holds, to the nearest earlier message with tool calls (so
-/// a malformed pair still stays together). A reply with no earlier call at all is linked to nothing.
-fn tool_links(messages: &[Message]) -> Vec<(usize, usize)> {
+/// A reply is linked by its call id to the latest earlier item whose calls hold that id; a reply without an id,
+/// or with one no earlier call holds, to the nearest earlier item with calls (so a malformed pair still stays
+/// together). A reply with no earlier call at all is linked to nothing.
+fn tool_links<T: TurnItem>(items: &[T]) -> Vec<(usize, usize)> {
     let mut call_by_id: HashMap<&str, usize> = HashMap::new();
     let mut latest_call = None;
     let mut links = Vec::new();
-    for (index, message) in messages.iter().enumerate() {
-        if message.role == Role::Tool {
-            let by_id = message
-                .tool_call_id
-                .as_deref()
-                .and_then(|id| call_by_id.get(id).copied());
+    for (index, item) in items.iter().enumerate() {
+        if let Some(id) = item.reply_to() {
+            let by_id = id.and_then(|id| call_by_id.get(id).copied());
             if let Some(call) = by_id.or(latest_call) {
                 links.push((call, index));
             }
         }
-        if message.has_tool_calls() {
+        if let Some(ids) = item.call_ids() {
             latest_call = Some(index);
-            let ids = message
-                .tool_calls
-                .iter()
-                .flatten()
-                .filter_map(|call| call.id.as_deref());
-            call_by_id.extend(ids.map(|id| (id, index)));
+            call_by_id.extend(ids.into_iter().map(|id| (id, index)));
         }
     }
     links
 }
 
-/// A message's estimated size: the length of its JSON.
-pub(super) fn estimated_size(message: &Message) -> u64 {
+/// An item's estimated size: the length of its JSON.
+pub(super) fn estimated_size<T: Serialize>(item: &T) -> u64 {
     let mut counter = ByteCounter(0);
-    // Writing to a counter cannot fail, and a message (strings and JSON values) always serialises.
-    let _ = serde_json::to_writer(&mut counter, message);
+    // Writing to a counter cannot fail, and an item (strings and JSON values) always serialises.
+    let _ = serde_json::to_writer(&mut counter, item);
     counter.0
 }
 

@@ -36,9 +36,8 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use object::{ObjectWriter, read_object};
+use super::object::{ObjectWriter, read_object};
 
-mod object;
 #[cfg(test)]
 mod tests;
 

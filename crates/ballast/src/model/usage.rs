@@ -1,24 +1,34 @@
 //! Token accounting: what the upstream reported in `usage`, written in the deployment's report as spent on the
 //! answer or on a failed attempt (reference/002: tokens of failed attempts are paid for too).
+//!
+//! One reading for every API: Chat Completions and embeddings say `prompt_tokens` and `completion_tokens`, the
+//! Responses API `input_tokens` and `output_tokens`; each counts as the prompt and the completion.
 
 use serde_json::Value;
 
-use super::Usage;
 use crate::{Report, TokenUsage, Tokens};
 
-/// The counts of `usage`; the total as reported, else the sum.
-pub(crate) fn token_usage(usage: &Usage) -> TokenUsage {
-    TokenUsage {
-        prompt_tokens: usage.prompt_tokens.unwrap_or(0),
-        completion_tokens: usage.completion_tokens.unwrap_or(0),
-        total_tokens: usage.total(),
+/// The counts of a `usage` object, whichever API's names it uses; the total as reported, else the sum. `None`
+/// when it holds no count at all.
+pub(crate) fn token_usage_of(usage: &Value) -> Option<TokenUsage> {
+    let count = |names: &[&str]| names.iter().find_map(|name| usage.get(*name)?.as_u64());
+    let prompt = count(&["prompt_tokens", "input_tokens"]);
+    let completion = count(&["completion_tokens", "output_tokens"]);
+    let total = count(&["total_tokens"]);
+    if prompt.is_none() && completion.is_none() && total.is_none() {
+        return None;
     }
+    let (prompt, completion) = (prompt.unwrap_or(0), completion.unwrap_or(0));
+    Some(TokenUsage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: total.unwrap_or(prompt + completion),
+    })
 }
 
 /// Adds `usage` (when there is one) to `report`'s tokens: the answer's when `answered`, else a failed attempt's.
-pub(crate) fn record_tokens(report: &Report, usage: Option<&Usage>, answered: bool) {
-    let Some(usage) = usage else { return };
-    let counted = token_usage(usage);
+pub(crate) fn record_tokens(report: &Report, usage: Option<TokenUsage>, answered: bool) {
+    let Some(counted) = usage else { return };
     report.update(|r| {
         crate::metrics::tokens(&r.target, answered, counted.total_tokens);
         let tokens = r.tokens.get_or_insert_with(Tokens::default);
@@ -30,25 +40,29 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<&Usage>, answered: bo
     });
 }
 
-/// The `usage` object of a JSON body, if it has one that reads as usage.
-pub(crate) fn usage_of_body(body: &[u8]) -> Option<Usage> {
+/// The counts of a JSON body's `usage` (an answer, an error answer), or of a Responses event's
+/// `response.usage`.
+pub(crate) fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
     let json: Value = serde_json::from_slice(body).ok()?;
-    serde_json::from_value(json.get("usage")?.clone()).ok()
+    let usage = json
+        .get("usage")
+        .or_else(|| json.get("response")?.get("usage"))?;
+    token_usage_of(usage)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
     fn answered_and_failed_tokens_add_up_apart() {
         let report = Report::default();
-        let usage = |p, c| -> Usage {
-            serde_json::from_value(serde_json::json!({"prompt_tokens": p, "completion_tokens": c})).unwrap()
-        };
-        record_tokens(&report, Some(&usage(10, 5)), false);
-        record_tokens(&report, Some(&usage(10, 7)), false);
-        record_tokens(&report, Some(&usage(12, 3)), true);
+        let usage = |p, c| token_usage_of(&json!({"prompt_tokens": p, "completion_tokens": c}));
+        record_tokens(&report, usage(10, 5), false);
+        record_tokens(&report, usage(10, 7), false);
+        record_tokens(&report, usage(12, 3), true);
         record_tokens(&report, None, true);
         let tokens = report.snapshot().tokens.expect("tokens");
         assert_eq!(
@@ -61,9 +75,26 @@ mod tests {
         );
         assert_eq!(tokens.answered.total_tokens, 15);
         assert_eq!(
-            usage_of_body(br#"{"usage": {"prompt_tokens": 3, "total_tokens": 4}}"#).map(|u| u.total()),
+            usage_of_body(br#"{"usage": {"prompt_tokens": 3, "total_tokens": 4}}"#).map(|u| u.total_tokens),
             Some(4)
         );
-        assert_eq!(usage_of_body(b"not json").map(|u| u.total()), None);
+        assert_eq!(usage_of_body(b"not json"), None);
+    }
+
+    #[test]
+    fn the_responses_apis_names_count_alike() {
+        let responses = json!({"input_tokens": 36, "output_tokens": 87, "total_tokens": 123,
+                               "output_tokens_details": {"reasoning_tokens": 0}});
+        assert_eq!(
+            token_usage_of(&responses),
+            Some(TokenUsage {
+                prompt_tokens: 36,
+                completion_tokens: 87,
+                total_tokens: 123
+            })
+        );
+        let event = br#"{"type": "response.completed", "response": {"usage": {"input_tokens": 1, "output_tokens": 2}}}"#;
+        assert_eq!(usage_of_body(event).map(|u| u.total_tokens), Some(3));
+        assert_eq!(token_usage_of(&json!({"other": 1})), None);
     }
 }

@@ -252,6 +252,13 @@ impl Ended {
                 },
                 *report,
             ),
+            // Nothing was sent (a tool's call is never refused so today; a refusal says so if one ever is).
+            Err(CallError::Refused { refusal, report, .. }) => (
+                Ended::Failed {
+                    error: Error::transport(false, refusal.to_string()),
+                },
+                *report,
+            ),
         }
     }
 

@@ -25,14 +25,33 @@ where
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let body = match stream {
         Some(commits) if parts.status.is_success() => {
-            read_to_commit(body, limit, commits, body_error).await?
+            match read_to_commit(body, limit, commits, body_error).await? {
+                Committed::Stream(body) => body,
+                Committed::Error { status, body } => {
+                    parts.status = status;
+                    parts.headers.insert(
+                        http::header::CONTENT_TYPE,
+                        http::HeaderValue::from_static("application/json"),
+                    );
+                    parts.headers.remove(http::header::CONTENT_LENGTH);
+                    Body::whole(body)
+                }
+            }
         }
         _ => Body::whole(read_whole(body, limit, body_error).await?),
     };
     Ok(Response::from_parts(parts, body))
+}
+
+/// How a stream read up to its commit point turned out.
+enum Committed {
+    /// It committed: the bytes read so far and the rest.
+    Stream(Body),
+    /// Its provider sent an error before any content: the attempt's answer is that error.
+    Error { status: http::StatusCode, body: Bytes },
 }
 
 /// Reads all of `body`, refusing one longer than `limit` bytes — at once when its announced length says so.
@@ -52,15 +71,17 @@ where
 }
 
 /// Reads server-sent events from `body` until one commits the stream (DESIGN.md, "Streaming"): the answer is then
-/// a stream of the bytes read so far and the rest. Until then nothing has reached the caller, so a stream that
-/// ends, fails or sends an event the rule refuses is a failed attempt like a reset (sent: the upstream may have
-/// done the work), retried or moved to a fallback by the layers above.
+/// a stream of the bytes read so far and the rest. Events of the preamble are held back ([`Commit::Hold`], at most
+/// [`HOLD_EVENTS`](super::HOLD_EVENTS) of them), and comments (keep-alives) never commit. Until the commit
+/// nothing has reached the caller, so a stream that ends, fails or sends an event the rule refuses is a failed
+/// attempt like a reset (sent: the upstream may have done the work), and an error event is the attempt's error
+/// answer — retried or moved to a fallback by the layers above.
 async fn read_to_commit<B>(
     body: B,
     limit: usize,
     commits: CommitRule,
     body_error: impl Fn(BoxError) -> Error,
-) -> Result<Body, Error>
+) -> Result<Committed, Error>
 where
     B: HttpBody + Send + 'static,
     B::Data: Send,
@@ -72,15 +93,20 @@ where
         .boxed_unsync();
     let mut read = BytesMut::new();
     let mut decoder = SseDecoder::new(limit);
+    let mut held = 0;
     loop {
-        if let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
-            return match commits(&event) {
-                Commit::Now => Ok(Body::stream(read.freeze(), body, limit)),
-                Commit::Fail(reason) => Err(Error::transport(true, reason)),
-            };
+        while let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
+            match commits(&event) {
+                Commit::Hold if held < super::HOLD_EVENTS => held += 1,
+                Commit::Now | Commit::Hold => {
+                    return Ok(Committed::Stream(Body::stream(read.freeze(), body, limit)));
+                }
+                Commit::Error { status, body } => return Ok(Committed::Error { status, body }),
+                Commit::Fail(reason) => return Err(Error::transport(true, reason)),
+            }
         }
         let Some(frame) = body.frame().await else {
-            return Err(Error::transport(true, "the stream ended before its first event"));
+            return Err(Error::transport(true, "the stream ended before its commit point (no content event)"));
         };
         let Ok(data) = frame.map_err(&body_error)?.into_data() else {
             continue;
@@ -106,10 +132,15 @@ mod tests {
         Error::transport(true, error)
     }
 
-    /// Commits at the first event, but fails on `[DONE]`.
+    /// Commits at the first event, but fails on `[DONE]`, holds `hold` and answers `quota` as a 429.
     fn rule(event: &str) -> Commit {
         match event {
             "[DONE]" => Commit::Fail("no chunk".into()),
+            "hold" => Commit::Hold,
+            "quota" => Commit::Error {
+                status: http::StatusCode::TOO_MANY_REQUESTS,
+                body: Bytes::from_static(br#"{"error":{"code":"insufficient_quota"}}"#),
+            },
             _ => Commit::Now,
         }
     }
@@ -189,6 +220,50 @@ mod tests {
         assert!(
             matches!(error, Error::BodyTooLarge { limit: 16 }),
             "what is read before the commit is bounded: {error}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_preamble_is_held_back_with_the_status_and_commits_with_the_first_content() {
+        let body = b"data: hold\n\n: keep-alive\n\ndata: hold\n\ndata: content\n\ndata: more\n\n";
+        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+            .await
+            .unwrap();
+        let stream = read.into_body().into_stream().expect("a stream");
+        assert_eq!(
+            stream.head,
+            &b"data: hold\n\n: keep-alive\n\ndata: hold\n\ndata: content\n\ndata: more\n\n"[..],
+            "every byte read is handed on, the held events first"
+        );
+        // A preamble alone is no answer: the stream that ends after it failed before its commit point.
+        let error = read_answer(answer(200, b"data: hold\n\n"), 1024, Some(rule), failed)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_hold_is_bounded() {
+        let mut body = b"data: hold\n\n".repeat(crate::transport::HOLD_EVENTS + 1);
+        body.extend_from_slice(b"data: hold\n\n");
+        let body: &'static [u8] = Box::leak(body.into_boxed_slice());
+        let read = read_answer(answer(200, body), 4096, Some(rule), failed)
+            .await
+            .unwrap();
+        assert!(read.body().is_stream(), "committed after {} held events", crate::transport::HOLD_EVENTS);
+    }
+
+    #[tokio::test]
+    async fn an_error_event_before_the_commit_point_is_the_attempts_error_answer() {
+        let body = b"data: hold\n\ndata: quota\n\n";
+        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+            .await
+            .unwrap();
+        assert_eq!(read.status(), 429);
+        assert_eq!(read.headers()["content-type"], "application/json");
+        assert_eq!(
+            read.body().as_bytes().unwrap(),
+            &br#"{"error":{"code":"insufficient_quota"}}"#[..]
         );
     }
 }

@@ -13,7 +13,7 @@ use super::*;
 use crate::BoxError;
 
 /// A reader of `frames` (after a commit), counting the frames it pulls, with events of at most `limit` bytes.
-fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader {
+fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader<ChatChunk> {
     let pulled = Arc::clone(pulled);
     let frames = futures::stream::iter(frames).map(move |bytes| {
         pulled.fetch_add(1, Ordering::SeqCst);
@@ -24,13 +24,15 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         route: "agent".into(),
         decoder: SseDecoder::new(limit),
         body: Some(StreamBody::new(frames).boxed_unsync()),
+        read: <crate::model::api::Chat as crate::model::api::Streamed>::READ,
         idle: Duration::from_secs(30),
         deadline: Deadline::after(now, Duration::from_secs(60)),
-        last_chunk: now,
+        last_heard: now,
         cancel: crate::Cancel::never(),
         report: Report::default(),
         tried: Arc::new(Tried::default()),
         usage: None,
+        ended: false,
         permit: None,
         _slot: None,
     }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 /// Reads a JSON object and builds `T` from it: `build` takes the typed fields out of the reader and ends with
 /// [`ObjectReader::take_rest`] for the pass-through map.
-pub(super) fn read_object<'de, D, T>(
+pub(crate) fn read_object<'de, D, T>(
     deserializer: D,
     build: impl FnOnce(&mut ObjectReader) -> Result<T, String>,
 ) -> Result<T, D::Error>
@@ -26,13 +26,13 @@ where
 }
 
 /// An object being read: typed fields are taken out of it one by one; what is left is the pass-through map.
-pub(super) struct ObjectReader {
+pub(crate) struct ObjectReader {
     fields: Map<String, Value>,
 }
 
 impl ObjectReader {
     /// A field that must be present and not `null`.
-    pub(super) fn required<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<T, String> {
+    pub(crate) fn required<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<T, String> {
         match self.optional(key)? {
             Some(value) => Ok(value),
             None => Err(format!("missing field `{key}`")),
@@ -40,7 +40,7 @@ impl ObjectReader {
     }
 
     /// A field that may be absent or `null` (`None`; a `null` stays in the pass-through map).
-    pub(super) fn optional<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<Option<T>, String> {
+    pub(crate) fn optional<T: DeserializeOwned>(&mut self, key: &'static str) -> Result<Option<T>, String> {
         match self.fields.remove(key) {
             None => Ok(None),
             Some(Value::Null) => {
@@ -54,7 +54,7 @@ impl ObjectReader {
     }
 
     /// Everything not taken as a typed field, `null`s of typed fields included.
-    pub(super) fn take_rest(&mut self) -> Map<String, Value> {
+    pub(crate) fn take_rest(&mut self) -> Map<String, Value> {
         std::mem::take(&mut self.fields)
     }
 }
@@ -62,14 +62,14 @@ impl ObjectReader {
 /// An object being written: typed fields first (those that are `Some`), then the pass-through map without the
 /// keys a typed field already wrote (a typed value wins over an entry of the same key in the map, so a key is
 /// never written twice).
-pub(super) struct ObjectWriter<'a, S: SerializeMap> {
+pub(crate) struct ObjectWriter<'a, S: SerializeMap> {
     map: S,
     extra: &'a Map<String, Value>,
     written: Vec<&'static str>,
 }
 
 impl<'a, S: SerializeMap> ObjectWriter<'a, S> {
-    pub(super) fn new<Ser>(serializer: Ser, extra: &'a Map<String, Value>) -> Result<Self, Ser::Error>
+    pub(crate) fn new<Ser>(serializer: Ser, extra: &'a Map<String, Value>) -> Result<Self, Ser::Error>
     where
         Ser: Serializer<SerializeMap = S, Error = S::Error>,
     {
@@ -82,7 +82,7 @@ impl<'a, S: SerializeMap> ObjectWriter<'a, S> {
     }
 
     /// Writes `key` when `value` is `Some`.
-    pub(super) fn field<T: Serialize + ?Sized>(
+    pub(crate) fn field<T: Serialize + ?Sized>(
         &mut self,
         key: &'static str,
         value: Option<&T>,
@@ -95,7 +95,7 @@ impl<'a, S: SerializeMap> ObjectWriter<'a, S> {
     }
 
     /// Writes the pass-through map and closes the object.
-    pub(super) fn end(mut self) -> Result<S::Ok, S::Error> {
+    pub(crate) fn end(mut self) -> Result<S::Ok, S::Error> {
         for (key, value) in self.extra {
             if !self.written.contains(&key.as_str()) {
                 self.map.serialize_entry(key, value)?;
