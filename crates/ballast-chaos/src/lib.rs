@@ -27,8 +27,9 @@ mod server;
 
 pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
 pub use model::{
-    DEFAULT_DIMENSIONS, ModelError, Reply, ResponsesError, ResponsesReply, SSE_DONE, SSE_KEEP_ALIVE, embedding,
-    embeddings, error_body, models_list, operation_id, reply, responses_reply, sse_data, sse_event,
+    DEFAULT_DIMENSIONS, ModelError, Reply, ResponsesError, ResponsesReply, SSE_DONE, SSE_KEEP_ALIVE,
+    embedding, embeddings, error_body, models_list, operation_id, reply, responses_reply, sse_data,
+    sse_event,
 };
 pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, FieldError, KeyMode, Latency,

@@ -69,8 +69,8 @@ mod responses;
 mod script;
 
 pub use embeddings::{DEFAULT_DIMENSIONS, embedding, embeddings};
-pub use responses::{ResponsesError, ResponsesReply, responses_reply};
 pub(crate) use responses::ResponsesRequest;
+pub use responses::{ResponsesError, ResponsesReply, responses_reply};
 
 use serde_json::Value;
 

@@ -76,7 +76,10 @@ fn endpoint_line(faults: &EndpointProfile) -> String {
         ));
     }
     if let Some(interval) = faults.stream.keep_alive {
-        parts.push(format!("keep-alive every {} while a stream stalls", human(interval)));
+        parts.push(format!(
+            "keep-alive every {} while a stream stalls",
+            human(interval)
+        ));
     }
     if faults.stream.error_delivery == ErrorDelivery::Events {
         parts.push("a stream's injected errors as events".to_owned());

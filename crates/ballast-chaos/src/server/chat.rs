@@ -14,11 +14,11 @@ use serde_json::Value;
 
 use super::answer::{Answer, CHAOS_FAULT, Flavor};
 use super::arrival::{Arrival, Door, answer, arrive, injected};
+use super::body_hash;
 use super::lose::{self, ConnectionHandle};
 use super::sse::{self, Pace};
 use super::state::{App, Epoch};
 use super::stats::Outcome;
-use super::body_hash;
 use crate::model::{SSE_DONE, sse_data};
 use crate::{ErrorDelivery, Fault, ModelError};
 
@@ -78,8 +78,8 @@ async fn respond(
             insufficient_quota,
         } => {
             let error = injected(Flavor::Model, status, retry_after, insufficient_quota);
-            let in_stream = streamed
-                && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
+            let in_stream =
+                streamed && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
             // The role chunk needs an answer; a request the model refuses gets the injected status instead.
             match in_stream.then(|| crate::reply(request, &epoch.profile.model)) {
                 Some(Ok(reply)) => {

@@ -56,7 +56,9 @@ fn plan(frames: &[Bytes], fault: Fault, pace: Pace) -> Vec<Step> {
     let last = frames.len().saturating_sub(1);
     let (cut_at, stall) = match fault {
         Fault::StreamCut { after_chunks } => (Some((after_chunks as usize).min(last)), None),
-        Fault::StreamStall { after_chunks, stall } => (None, Some(((after_chunks as usize).min(last), stall))),
+        Fault::StreamStall { after_chunks, stall } => {
+            (None, Some(((after_chunks as usize).min(last), stall)))
+        }
         _ => (None, None),
     };
     let mut steps = Vec::with_capacity(frames.len() * 2 + 1);
@@ -104,12 +106,14 @@ fn stall_steps(stall: Duration, keep_alive: Option<Duration>) -> impl Iterator<I
 
 /// The plan with its stalls spelled out, lazily.
 fn played(steps: Vec<Step>) -> impl Iterator<Item = Step> {
-    steps.into_iter().flat_map(|step| -> Box<dyn Iterator<Item = Step> + Send> {
-        match step {
-            Step::Stall(stall, keep_alive) => Box::new(stall_steps(stall, keep_alive)),
-            step => Box::new(std::iter::once(step)),
-        }
-    })
+    steps
+        .into_iter()
+        .flat_map(|step| -> Box<dyn Iterator<Item = Step> + Send> {
+            match step {
+                Step::Stall(stall, keep_alive) => Box::new(stall_steps(stall, keep_alive)),
+                step => Box::new(std::iter::once(step)),
+            }
+        })
 }
 
 /// The streamed answer of `frames` under `fault` at `pace`. `guard` (the request's stats visit and capacity
@@ -284,17 +288,15 @@ mod tests {
         assert_eq!(plan(&frames(1), fault, pace).len(), 3);
         assert_eq!(stall_steps(Duration::from_secs(1), Some(MS)).count(), 999 * 2 + 1);
         // An interval that divides the stall exactly sends no comment at its very end.
-        assert_eq!(stall_steps(Duration::from_secs(1), Some(Duration::from_secs(1))).count(), 1);
+        assert_eq!(
+            stall_steps(Duration::from_secs(1), Some(Duration::from_secs(1))).count(),
+            1
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_played_cut_yields_its_frames_then_fails() {
-        let response = stream(
-            &frames(3),
-            Fault::StreamCut { after_chunks: 2 },
-            paced(MS),
-            (),
-        );
+        let response = stream(&frames(3), Fault::StreamCut { after_chunks: 2 }, paced(MS), ());
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         let items: Vec<_> = response.into_body().into_data_stream().collect().await;
         assert_eq!(items.len(), 3);

@@ -28,7 +28,7 @@ pub(super) mod tests {
 
     /// Standard base64 decoded; `None` when it is not (tests only: the mock never decodes).
     pub(crate) fn decode(text: &str) -> Option<Vec<u8>> {
-        if text.len() % 4 != 0 {
+        if !text.len().is_multiple_of(4) {
             return None;
         }
         let mut bytes = Vec::with_capacity(text.len() / 4 * 3);

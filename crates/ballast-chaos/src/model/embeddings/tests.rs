@@ -44,7 +44,10 @@ fn the_answer_has_openais_shape() {
 #[test]
 fn the_same_input_gives_the_same_vector_and_another_input_another() {
     let one = answer(json!({"input": "Refund order 1"}));
-    assert_eq!(one, answer(json!({"input": ["Refund order 1"], "user": "ignored"})));
+    assert_eq!(
+        one,
+        answer(json!({"input": ["Refund order 1"], "user": "ignored"}))
+    );
     let vector = floats(&one["data"][0]["embedding"]);
     assert_eq!(vector, embedding("Refund order 1", DEFAULT_DIMENSIONS));
     assert_ne!(vector, embedding("Refund order 2", DEFAULT_DIMENSIONS));
@@ -52,7 +55,10 @@ fn the_same_input_gives_the_same_vector_and_another_input_another() {
     let tokens = answer(json!({"input": [1, 2, 3]}));
     assert_eq!(tokens["data"].as_array().map(Vec::len), Some(1));
     assert_eq!(tokens["usage"]["prompt_tokens"], 3);
-    assert_ne!(floats(&tokens["data"][0]["embedding"]), embedding("[1,2,3]", DEFAULT_DIMENSIONS));
+    assert_ne!(
+        floats(&tokens["data"][0]["embedding"]),
+        embedding("[1,2,3]", DEFAULT_DIMENSIONS)
+    );
     let arrays = answer(json!({"input": [[1, 2, 3], [4]]}));
     assert_eq!(arrays["data"][0], tokens["data"][0]);
     assert_eq!(arrays["usage"]["prompt_tokens"], 4);
@@ -92,7 +98,9 @@ fn base64_is_the_little_endian_f32_bytes_of_the_same_vector() {
     let float = answer(json!({"input": ["a", "b"], "dimensions": 5}));
     let encoded = answer(json!({"input": ["a", "b"], "dimensions": 5, "encoding_format": "base64"}));
     for index in 0..2 {
-        let text = encoded["data"][index]["embedding"].as_str().expect("a base64 string");
+        let text = encoded["data"][index]["embedding"]
+            .as_str()
+            .expect("a base64 string");
         let bytes = decode(text).expect("base64");
         let decoded: Vec<f32> = bytes
             .chunks_exact(4)

@@ -114,7 +114,10 @@ mod tests {
         assert_eq!(too_long.status(), 400);
         assert_eq!(too_long.body()["error"]["code"], "context_length_exceeded");
         assert_eq!(too_long.body()["error"]["param"], "input");
-        let invalid = ResponsesError::invalid("Missing required parameter: 'input[0].call_id'.".into(), "input[0].call_id");
+        let invalid = ResponsesError::invalid(
+            "Missing required parameter: 'input[0].call_id'.".into(),
+            "input[0].call_id",
+        );
         assert_eq!(invalid.body()["error"]["param"], "input[0].call_id");
     }
 }

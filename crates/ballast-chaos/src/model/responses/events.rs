@@ -84,9 +84,7 @@ fn item_content(events: &mut Events, output_index: usize, item: &OutputItem) {
                 with(json!({"part": summary_part(summary)})),
             );
         }
-        ItemKind::Call {
-            name, arguments, ..
-        } => {
+        ItemKind::Call { name, arguments, .. } => {
             let at = json!({"item_id": id, "output_index": output_index});
             for delta in fragments(arguments) {
                 events.push(

@@ -38,7 +38,9 @@ pub(super) fn items(input: Option<&Value>) -> Result<Vec<Value>, ResponsesError>
 
 /// What an item is, for the script.
 enum Item<'a> {
-    Message { role: &'a str },
+    Message {
+        role: &'a str,
+    },
     FunctionCall,
     FunctionCallOutput,
     /// Reasoning, references, built-in tools: nothing the script reads.
@@ -247,7 +249,10 @@ mod tests {
     #[test]
     fn a_string_input_is_one_user_message() {
         let items = items(Some(&json!("Refund order 1, op=a"))).expect("items");
-        assert_eq!(items, [json!({"role": "user", "content": "Refund order 1, op=a"})]);
+        assert_eq!(
+            items,
+            [json!({"role": "user", "content": "Refund order 1, op=a"})]
+        );
         assert!(super::items(None).expect("none").is_empty());
     }
 
@@ -268,11 +273,22 @@ mod tests {
             param(json!([{"type": "function_call_output", "call_id": "c"}])).as_deref(),
             Some("input[0].output")
         );
-        assert_eq!(param(json!([{"role": "tool", "content": "x"}])).as_deref(), Some("input[0].role"));
+        assert_eq!(
+            param(json!([{"role": "tool", "content": "x"}])).as_deref(),
+            Some("input[0].role")
+        );
         assert_eq!(param(json!([{"content": "x"}])).as_deref(), Some("input[0].role"));
-        assert_eq!(param(json!([{"role": "user"}])).as_deref(), Some("input[0].content"));
+        assert_eq!(
+            param(json!([{"role": "user"}])).as_deref(),
+            Some("input[0].content")
+        );
         // Unknown types are kept, not refused.
-        assert!(items(Some(&json!([{"type": "reasoning", "summary": []}, {"type": "web_search_call"}]))).is_ok());
+        assert!(
+            items(Some(
+                &json!([{"type": "reasoning", "summary": []}, {"type": "web_search_call"}])
+            ))
+            .is_ok()
+        );
     }
 
     #[test]

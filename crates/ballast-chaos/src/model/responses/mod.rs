@@ -114,9 +114,14 @@ impl<'a> ResponsesRequest<'a> {
         };
         let previous_response_id = optional_string(body, "previous_response_id")?;
         let conversation = match body.get("conversation") {
-            Some(Value::Object(conversation)) => Some(conversation.get("id").and_then(Value::as_str).ok_or_else(
-                || ResponsesError::invalid("Missing required parameter: 'conversation.id'.".into(), "conversation.id"),
-            )?),
+            Some(Value::Object(conversation)) => {
+                Some(conversation.get("id").and_then(Value::as_str).ok_or_else(|| {
+                    ResponsesError::invalid(
+                        "Missing required parameter: 'conversation.id'.".into(),
+                        "conversation.id",
+                    )
+                })?)
+            }
             _ => optional_string(body, "conversation")?,
         };
         if previous_response_id.is_some() && conversation.is_some() {

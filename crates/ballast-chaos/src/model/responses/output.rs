@@ -68,11 +68,7 @@ impl OutputItem {
                 "arguments": if full { arguments.as_str() } else { "" },
             }),
             ItemKind::Message { text } => {
-                let content = if full {
-                    json!([text_part(text)])
-                } else {
-                    json!([])
-                };
+                let content = if full { json!([text_part(text)]) } else { json!([]) };
                 json!({"id": id, "type": "message", "status": status, "role": "assistant", "content": content})
             }
         }

@@ -40,8 +40,15 @@ fn play_chat() -> Played {
             let text = message["content"].as_str().expect("text").to_owned();
             return Played { calls, text, keys };
         };
-        let (id, name) = (call["id"].as_str().expect("id"), call["function"]["name"].as_str().expect("name"));
-        calls.push((id.to_owned(), name.to_owned(), call["function"]["arguments"].as_str().expect("args").to_owned()));
+        let (id, name) = (
+            call["id"].as_str().expect("id"),
+            call["function"]["name"].as_str().expect("name"),
+        );
+        calls.push((
+            id.to_owned(),
+            name.to_owned(),
+            call["function"]["arguments"].as_str().expect("args").to_owned(),
+        ));
         messages.push(message.clone());
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": tool_output(name)}));
     }
@@ -57,15 +64,24 @@ fn play_responses(stateful: bool) -> Played {
         let request = json!({"model": "mock", "input": input, "reasoning": {"effort": "low"}});
         let parsed = ResponsesRequest::parse(&request).expect("valid");
         keys.push(parsed.fault_key(&history));
-        let answer = parsed.reply(&history, &settings(), &format!("resp_{turn}")).expect("a reply");
+        let answer = parsed
+            .reply(&history, &settings(), &format!("resp_{turn}"))
+            .expect("a reply");
         let output = answer.response["output"].as_array().expect("output").clone();
         assert_eq!(output[0]["type"], "reasoning", "reasoning was asked for");
         let Some(call) = output.iter().find(|item| item["type"] == "function_call") else {
             let text = output[1]["content"][0]["text"].as_str().expect("text").to_owned();
             return Played { calls, text, keys };
         };
-        let (id, name) = (call["call_id"].as_str().expect("call_id"), call["name"].as_str().expect("name"));
-        calls.push((id.to_owned(), name.to_owned(), call["arguments"].as_str().expect("args").to_owned()));
+        let (id, name) = (
+            call["call_id"].as_str().expect("call_id"),
+            call["name"].as_str().expect("name"),
+        );
+        calls.push((
+            id.to_owned(),
+            name.to_owned(),
+            call["arguments"].as_str().expect("args").to_owned(),
+        ));
         let result = json!({"type": "function_call_output", "call_id": id, "output": tool_output(name)});
         if stateful {
             history.extend(answer.input);
@@ -122,8 +138,15 @@ fn the_response_has_openais_shape() {
     assert_eq!(call["status"], "completed");
     // 27 characters in, 7 tokens; the call as chat counts it.
     assert_eq!(response["usage"]["input_tokens"], 7);
-    let chat = reply(&json!({"messages": [{"role": "user", "content": ASK}]}), &settings()).expect("chat");
-    assert_eq!(response["usage"]["output_tokens"], chat.completion["usage"]["completion_tokens"]);
+    let chat = reply(
+        &json!({"messages": [{"role": "user", "content": ASK}]}),
+        &settings(),
+    )
+    .expect("chat");
+    assert_eq!(
+        response["usage"]["output_tokens"],
+        chat.completion["usage"]["completion_tokens"]
+    );
     assert_eq!(
         response["usage"]["total_tokens"],
         chat.completion["usage"]["total_tokens"]
@@ -140,7 +163,11 @@ fn reassemble(events: &[Value]) -> Value {
         let key = event["item_id"].as_str().unwrap_or_default().to_owned();
         let append = |text: &mut Map<String, Value>, delta: &Value| {
             let so_far = text.entry(key.clone()).or_insert(json!(""));
-            *so_far = json!(format!("{}{}", so_far.as_str().unwrap_or(""), delta.as_str().expect("a delta")));
+            *so_far = json!(format!(
+                "{}{}",
+                so_far.as_str().unwrap_or(""),
+                delta.as_str().expect("a delta")
+            ));
         };
         match event["type"].as_str().expect("a type") {
             "response.output_item.added" => {
@@ -151,7 +178,11 @@ fn reassemble(events: &[Value]) -> Value {
             | "response.function_call_arguments.delta"
             | "response.reasoning_summary_text.delta" => append(&mut text, &event["delta"]),
             "response.output_text.done" | "response.reasoning_summary_text.done" => {
-                assert_eq!(text.get(&key).unwrap_or(&json!("")), &event["text"], "deltas add up to the text")
+                assert_eq!(
+                    text.get(&key).unwrap_or(&json!("")),
+                    &event["text"],
+                    "deltas add up to the text"
+                )
             }
             "response.function_call_arguments.done" => {
                 assert_eq!(text.get(&key).unwrap_or(&json!("")), &event["arguments"])
@@ -159,7 +190,10 @@ fn reassemble(events: &[Value]) -> Value {
             "response.output_item.done" => {
                 let at = event["output_index"].as_u64().expect("index") as usize;
                 let item = &event["item"];
-                let streamed = text.get(item["id"].as_str().expect("id")).cloned().unwrap_or(json!(""));
+                let streamed = text
+                    .get(item["id"].as_str().expect("id"))
+                    .cloned()
+                    .unwrap_or(json!(""));
                 let whole = match item["type"].as_str() {
                     Some("function_call") => &item["arguments"],
                     Some("message") => &item["content"][0]["text"],
@@ -181,7 +215,10 @@ fn reassemble(events: &[Value]) -> Value {
 }
 
 fn types(events: &[Value]) -> Vec<&str> {
-    events.iter().map(|e| e["type"].as_str().expect("a type")).collect()
+    events
+        .iter()
+        .map(|e| e["type"].as_str().expect("a type"))
+        .collect()
 }
 
 #[test]
@@ -204,7 +241,10 @@ fn a_call_streams_as_openais_events_and_reassembles_into_the_answer() {
     assert_eq!(answer.events[0]["response"]["status"], "in_progress");
     assert_eq!(answer.events[0]["response"]["output"], json!([]));
     assert_eq!(answer.events[2]["item"]["arguments"], "");
-    assert_eq!(answer.events.last().map(|e| &e["response"]), Some(&answer.response));
+    assert_eq!(
+        answer.events.last().map(|e| &e["response"]),
+        Some(&answer.response)
+    );
     assert_eq!(reassemble(&answer.events), answer.response);
 }
 
@@ -246,11 +286,30 @@ fn a_final_answer_streams_its_text_in_content_events() {
     body["tools"] = json!([{"type": "function", "name": "create_refund"}]);
     let answer = responses_reply(&body, &[], &settings(), "resp_1").expect("a reply");
     let kinds = types(&answer.events);
-    assert_eq!(kinds[..4], ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
-    assert!(kinds.iter().filter(|k| **k == "response.output_text.delta").count() >= 2);
+    assert_eq!(
+        kinds[..4],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added"
+        ]
+    );
+    assert!(
+        kinds
+            .iter()
+            .filter(|k| **k == "response.output_text.delta")
+            .count()
+            >= 2
+    );
     assert_eq!(
         kinds[kinds.len() - 4..],
-        ["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]
+        [
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
     );
     assert_eq!(answer.response["output"][0]["type"], "message");
     assert_eq!(answer.response["output"][0]["role"], "assistant");
@@ -278,11 +337,22 @@ fn max_output_tokens_under_the_answer_is_incomplete() {
     body["max_output_tokens"] = json!(4);
     let answer = responses_reply(&body, &[], &settings(), "resp_1").expect("a reply");
     assert_eq!(answer.response["status"], "incomplete");
-    assert_eq!(answer.response["incomplete_details"], json!({"reason": "max_output_tokens"}));
+    assert_eq!(
+        answer.response["incomplete_details"],
+        json!({"reason": "max_output_tokens"})
+    );
     assert_eq!(answer.response["output"][0]["status"], "incomplete");
-    let arguments = answer.response["output"][0]["arguments"].as_str().expect("arguments");
-    assert!(serde_json::from_str::<Value>(arguments).is_err(), "a cut call is not JSON: {arguments}");
-    assert_eq!(answer.events.last().map(|e| &e["type"]), Some(&json!("response.incomplete")));
+    let arguments = answer.response["output"][0]["arguments"]
+        .as_str()
+        .expect("arguments");
+    assert!(
+        serde_json::from_str::<Value>(arguments).is_err(),
+        "a cut call is not JSON: {arguments}"
+    );
+    assert_eq!(
+        answer.events.last().map(|e| &e["type"]),
+        Some(&json!("response.incomplete"))
+    );
     body["max_output_tokens"] = json!(100);
     let whole = responses_reply(&body, &[], &settings(), "resp_1").expect("a reply");
     assert_eq!(whole.response["status"], "completed");
@@ -295,13 +365,22 @@ fn a_failure_stream_is_the_preamble_an_error_and_response_failed() {
     let events = parsed.failure_events("resp_9", &crate::error_body(429, true));
     assert_eq!(
         types(&events),
-        ["response.created", "response.in_progress", "error", "response.failed"]
+        [
+            "response.created",
+            "response.in_progress",
+            "error",
+            "response.failed"
+        ]
     );
     let error = &events[2];
     assert_eq!(error["sequence_number"], 2);
     assert_eq!(error["code"], "insufficient_quota");
     assert_eq!(error["param"], Value::Null);
-    assert!(error["message"].as_str().is_some_and(|m| m.starts_with("You exceeded your current quota")));
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("You exceeded your current quota"))
+    );
     assert_eq!(error["error"], crate::error_body(429, true)["error"]);
     let failed = &events[3]["response"];
     assert_eq!(failed["id"], "resp_9");
@@ -316,10 +395,17 @@ fn a_failure_stream_is_the_preamble_an_error_and_response_failed() {
 
 #[test]
 fn the_request_is_read_leniently_but_refused_where_the_script_cannot_read_it() {
-    let refused = |body: Value| ResponsesRequest::parse(&body).expect_err("refused").body()["error"]["param"].clone();
+    let refused =
+        |body: Value| ResponsesRequest::parse(&body).expect_err("refused").body()["error"]["param"].clone();
     assert_eq!(refused(json!({"input": 5})), "input");
-    assert_eq!(refused(json!({"previous_response_id": 5})), "previous_response_id");
-    assert_eq!(refused(json!({"previous_response_id": "resp_1", "conversation": "c"})), "conversation");
+    assert_eq!(
+        refused(json!({"previous_response_id": 5})),
+        "previous_response_id"
+    );
+    assert_eq!(
+        refused(json!({"previous_response_id": "resp_1", "conversation": "c"})),
+        "conversation"
+    );
     assert_eq!(refused(json!({"background": true, "store": false})), "background");
     assert_eq!(refused(json!({"max_output_tokens": "many"})), "max_output_tokens");
     assert_eq!(refused(json!({"tools": [{"type": "function"}]})), "tools[0].name");
@@ -340,6 +426,9 @@ fn the_context_limit_counts_the_history_too() {
     let history = [json!({"role": "user", "content": ASK})];
     let body = json!({"input": "more text"});
     let error = responses_reply(&body, &history, &limited, "resp_1").expect_err("too long");
-    assert_eq!(error, ResponsesError::ContextLengthExceeded { chars: 36, limit: 30 });
+    assert_eq!(
+        error,
+        ResponsesError::ContextLengthExceeded { chars: 36, limit: 30 }
+    );
     assert!(responses_reply(&body, &[], &limited, "resp_1").is_ok());
 }

@@ -186,7 +186,8 @@ fn stream_faults_have_chunks_and_a_stall() {
     // Zero rates need nothing else.
     valid("[endpoints.model]\nstream = { cut = 0.0, stall = 0.0 }\n");
     // A stall may come before the first chunk.
-    let before = valid("[endpoints.model]\nstream = { stall = 0.1, stall_after_chunks = 0, stall_for = \"1s\" }\n");
+    let before =
+        valid("[endpoints.model]\nstream = { stall = 0.1, stall_after_chunks = 0, stall_for = \"1s\" }\n");
     assert_eq!(before.endpoint("model").stream.stall_after_chunks, 0);
 }
 
@@ -199,18 +200,25 @@ fn keep_alives_have_an_interval_and_errors_a_delivery() {
     let stream = profile.endpoint("model").stream;
     assert_eq!(stream.keep_alive, Some(Duration::from_millis(500)));
     assert_eq!(stream.error_delivery, ErrorDelivery::Events);
-    assert_eq!(Profile::default().default.stream.error_delivery, ErrorDelivery::Status);
+    assert_eq!(
+        Profile::default().default.stream.error_delivery,
+        ErrorDelivery::Status
+    );
     assert_eq!(Profile::default().default.stream.keep_alive, None);
     assert_eq!(
-        problems("[default]\nstream = { keep_alive = \"0s\" }\n[endpoints.model]\nstream = { keep_alive = \"fast\" }\n"),
+        problems(
+            "[default]\nstream = { keep_alive = \"0s\" }\n[endpoints.model]\nstream = { keep_alive = \"fast\" }\n"
+        ),
         [
             "default.stream.keep_alive: must be above 0s",
             "endpoints.model.stream.keep_alive: \"fast\" is not a duration: unexpected 'f' (write e.g. \"1h30m\" or \"1.5s\", without spaces)",
         ]
     );
-    let err = Profile::from_toml_str("[default]\nstream = { error_delivery = \"event\" }\n").expect_err("unknown");
+    let err =
+        Profile::from_toml_str("[default]\nstream = { error_delivery = \"event\" }\n").expect_err("unknown");
     assert!(
-        err.to_string().starts_with("default.stream.error_delivery: unknown variant `event`"),
+        err.to_string()
+            .starts_with("default.stream.error_delivery: unknown variant `event`"),
         "{err}"
     );
 }

@@ -34,12 +34,12 @@ use store::Stored;
 
 use super::answer::{Answer, CHAOS_FAULT, Flavor};
 use super::arrival::{Arrival, Door, answer, arrive, injected};
+use super::body_hash;
 use super::chat::MODEL;
 use super::lose::{self, ConnectionHandle};
 use super::sse::{self, Pace};
 use super::state::{App, Epoch};
 use super::stats::Outcome;
-use super::body_hash;
 use crate::model::{ResponsesRequest, sse_event};
 use crate::{ErrorDelivery, Fault, ResponsesError, ResponsesReply};
 
@@ -182,16 +182,10 @@ fn commit(
     id: String,
     reply: &ResponsesReply,
 ) -> Value {
-    let output: Vec<Value> = reply.response["output"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let output: Vec<Value> = reply.response["output"].as_array().cloned().unwrap_or_default();
     let store = app.responses();
     if let Some(conversation) = request.conversation {
-        store.extend_conversation(
-            conversation,
-            reply.input.iter().chain(&output).cloned(),
-        );
+        store.extend_conversation(conversation, reply.input.iter().chain(&output).cloned());
     }
     if !request.store {
         return reply.response.clone();
@@ -241,10 +235,7 @@ fn failure(app: &App, request: &ResponsesRequest<'_>, history: Vec<Value>, body:
         };
         store.keep(id, stored);
     }
-    events
-        .iter()
-        .map(|event| Bytes::from(sse_event(event)))
-        .collect()
+    events.iter().map(|event| Bytes::from(sse_event(event))).collect()
 }
 
 /// A refusal as an answer.

@@ -139,9 +139,7 @@ impl ResponseStore {
             inner.responses.remove(&oldest);
         }
         if inner.order.len() > 2 * MAX_STORED {
-            let Inner {
-                order, responses, ..
-            } = &mut *inner;
+            let Inner { order, responses, .. } = &mut *inner;
             order.retain(|id| responses.contains_key(id));
         }
     }
@@ -248,8 +246,14 @@ mod tests {
             store.delete("resp_a"),
             Ok(json!({"id": "resp_a", "object": "response", "deleted": true}))
         );
-        assert_eq!(store.get("resp_a"), Err(ResponsesError::NotFound("resp_a".into())));
-        assert_eq!(store.delete("resp_a"), Err(ResponsesError::NotFound("resp_a".into())));
+        assert_eq!(
+            store.get("resp_a"),
+            Err(ResponsesError::NotFound("resp_a".into()))
+        );
+        assert_eq!(
+            store.delete("resp_a"),
+            Err(ResponsesError::NotFound("resp_a".into()))
+        );
     }
 
     #[test]
@@ -258,7 +262,10 @@ mod tests {
         assert_eq!(store.history(None, Some("conv_1")), Ok(vec![]));
         store.extend_conversation("conv_1", [json!(1), json!(2)]);
         store.extend_conversation("conv_1", [json!(3)]);
-        assert_eq!(store.history(None, Some("conv_1")), Ok(vec![json!(1), json!(2), json!(3)]));
+        assert_eq!(
+            store.history(None, Some("conv_1")),
+            Ok(vec![json!(1), json!(2), json!(3)])
+        );
         assert_eq!(store.history(None, None), Ok(vec![]));
     }
 
@@ -287,17 +294,26 @@ mod tests {
             response: json!({"status": "queued"}),
             context: vec![json!("asked")],
             background: true,
-            pending: Some((json!({"status": "completed"}), vec![json!("asked"), json!("answered")])),
+            pending: Some((
+                json!({"status": "completed"}),
+                vec![json!("asked"), json!("answered")],
+            )),
         };
         store.keep("resp_q".into(), queued.clone());
         assert_eq!(store.get("resp_q"), Ok(json!({"status": "completed"})));
         assert_eq!(
             store.cancel("resp_q"),
-            Err(ResponsesError::NotCancellable("Cannot cancel a completed response.".into()))
+            Err(ResponsesError::NotCancellable(
+                "Cannot cancel a completed response.".into()
+            ))
         );
         store.keep("resp_c".into(), queued.clone());
         assert_eq!(store.cancel("resp_c"), Ok(json!({"status": "cancelled"})));
-        assert_eq!(store.cancel("resp_c"), Ok(json!({"status": "cancelled"})), "again: no error");
+        assert_eq!(
+            store.cancel("resp_c"),
+            Ok(json!({"status": "cancelled"})),
+            "again: no error"
+        );
         assert_eq!(store.history(Some("resp_c"), None), Ok(vec![json!("asked")]));
         store.keep("resp_p".into(), queued);
         assert_eq!(
@@ -308,8 +324,13 @@ mod tests {
         store.keep("resp_s".into(), stored(1));
         assert_eq!(
             store.cancel("resp_s"),
-            Err(ResponsesError::NotCancellable("Cannot cancel a synchronous response.".into()))
+            Err(ResponsesError::NotCancellable(
+                "Cannot cancel a synchronous response.".into()
+            ))
         );
-        assert_eq!(store.cancel("resp_x"), Err(ResponsesError::NotFound("resp_x".into())));
+        assert_eq!(
+            store.cancel("resp_x"),
+            Err(ResponsesError::NotFound("resp_x".into()))
+        );
     }
 }
