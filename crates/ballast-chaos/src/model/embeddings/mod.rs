@@ -108,7 +108,11 @@ pub fn embedding(text: &str, dimensions: usize) -> Vec<f32> {
 }
 
 /// The answer to an embeddings `request`: `{"object": "list", "data": [{"object": "embedding", "index",
-/// "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}}`. See the module docs for the vectors.
+/// "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}}`, one vector per input (a string, strings,
+/// a token array or token arrays), each [`embedding`]'s: drawn from SHA-256 of the input, length 1, `dimensions`
+/// long (default [`DEFAULT_DIMENSIONS`], at most 3072), as floats or (`encoding_format: "base64"`) as its
+/// little-endian `f32` bytes in standard base64. Usage counts a text's characters / 4 rounded up and a token
+/// array's length (docs/chaos.md, "Embeddings").
 ///
 /// # Errors
 /// [`ModelError::InvalidRequest`] naming the field, for an input, `dimensions` or `encoding_format` it cannot
