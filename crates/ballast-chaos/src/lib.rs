@@ -13,10 +13,12 @@
 //! # Layout
 //! - `profile` — [`Profile`]: the fault profile (TOML or a named preset), validated with field paths.
 //! - `fault` — [`Fault`] and [`Draw`]: what one attempt meets, drawn from (seed, endpoint, op, attempt).
-//! - `model` — the scripted agent conversation of the mock model, its SSE chunks and OpenAI-format errors
-//!   (pure functions).
-//! - `server` — the HTTP side: [`router`], [`serve`], the tools and their ledger, stats, the capacity limit,
-//!   outages and connection resets.
+//! - `model` — the scripted agent conversation of the mock model, in chat completions ([`reply`]) and the
+//!   Responses API ([`responses_reply`]: the same script, its `response` object and events), its SSE framing,
+//!   OpenAI-format errors, and deterministic embeddings ([`embeddings`]) — pure functions.
+//! - `server` — the HTTP side: [`router`], [`serve`], the model endpoints (`/v1/chat/completions`,
+//!   `/v1/responses` and the stored responses, `/v1/embeddings`), the tools and their ledger, stats, the
+//!   capacity limit, outages, connection resets and streams with their cuts, stalls and keep-alives.
 
 mod fault;
 mod model;
@@ -24,9 +26,14 @@ mod profile;
 mod server;
 
 pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
-pub use model::{ModelError, Reply, SSE_DONE, error_body, models_list, operation_id, reply, sse_data};
+pub use model::{
+    DEFAULT_DIMENSIONS, ModelError, Reply, ResponsesError, ResponsesReply, SSE_DONE, SSE_KEEP_ALIVE,
+    embedding, embeddings, error_body, models_list, operation_id, reply, responses_reply, sse_data,
+    sse_event,
+};
 pub use profile::{
-    Capacity, DurationError, EndpointProfile, ErrorRate, FieldError, KeyMode, Latency, ModelSettings, Outage,
-    OutageAnswer, Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep, StreamFaults, Window,
+    Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, FieldError, KeyMode, Latency,
+    ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep,
+    StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};

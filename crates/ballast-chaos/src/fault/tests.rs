@@ -53,6 +53,7 @@ fn every_fault() -> EndpointProfile {
             stall: 0.05,
             stall_after_chunks: 2,
             stall_for: Duration::from_secs(2),
+            ..StreamFaults::default()
         },
         ..EndpointProfile::default()
     }

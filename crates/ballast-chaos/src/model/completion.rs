@@ -149,7 +149,7 @@ pub(super) fn chunks(answer: &Answer, meta: &Meta, include_usage: bool) -> Vec<V
 
 /// `text` in pieces of a few words, each piece keeping the spaces after its words; at least two pieces when the
 /// text has two characters or more.
-fn pieces(text: &str) -> Vec<String> {
+pub(super) fn pieces(text: &str) -> Vec<String> {
     let words: Vec<&str> = text.split_inclusive(' ').collect();
     let pieces: Vec<String> = words
         .chunks(WORDS_PER_CHUNK)
@@ -166,7 +166,7 @@ fn pieces(text: &str) -> Vec<String> {
 }
 
 /// `arguments` in fragments of a few characters (on character boundaries).
-fn fragments(arguments: &str) -> Vec<String> {
+pub(super) fn fragments(arguments: &str) -> Vec<String> {
     let chars: Vec<char> = arguments.chars().collect();
     let size = CHARS_PER_FRAGMENT.min(chars.len().div_ceil(2)).max(1);
     chars

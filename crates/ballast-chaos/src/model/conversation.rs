@@ -76,7 +76,7 @@ fn validate_message(index: usize, message: &Value) -> Result<(), ModelError> {
 }
 
 /// How OpenAI's messages name a JSON type ("expected a string, but got a number instead").
-fn kind(value: &Value) -> &'static str {
+pub(super) fn kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -137,6 +137,14 @@ pub(super) fn newest_user_turn(messages: &[Value]) -> Option<usize> {
     messages
         .iter()
         .rposition(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+}
+
+/// How many assistant messages `messages` holds: the turns the model has taken so far.
+pub(super) fn assistant_turns(messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .count()
 }
 
 /// The names of the functions the request declares in `tools`; `None` when it declares no `tools` at all.

@@ -9,7 +9,7 @@ use super::completion::CREATED;
 /// The models `GET /v1/models` lists. All are served by the same script; the request's `model` is only echoed.
 pub(super) const MODELS: [&str; 2] = ["mock", "gpt-4.1"];
 
-fn envelope(message: &str, kind: &str, param: Option<&str>, code: Option<&str>) -> Value {
+pub(super) fn envelope(message: &str, kind: &str, param: Option<&str>, code: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": kind, "param": param, "code": code}})
 }
 

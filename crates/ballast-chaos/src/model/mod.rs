@@ -48,12 +48,29 @@
 //!   arguments a few characters a chunk), a chunk with `finish_reason` and an empty delta, and a usage chunk with
 //!   empty `choices` only when `stream_options.include_usage` is true. Every answer has at least four chunks, so
 //!   stream faults (a cut after N chunks, a stall) have room. [`sse_data`] and [`SSE_DONE`] frame them.
+//!
+//! # The Responses API and embeddings
+//! `responses` serves the same script over `POST /v1/responses` (the conversation translated into chat messages,
+//! the answer rendered as a `response` object and its events; [`sse_event`] frames them); `embeddings` answers
+//! `POST /v1/embeddings` with deterministic unit vectors. Both are pure too.
+//!
+//! # Turns and faults
+//! The server draws the model endpoint's faults under `op/turn-N`: the conversation's op and N, the assistant
+//! messages the conversation already holds (for Responses, the assistant turns of its chat translation: a turn's
+//! message and function calls are one). Each turn of a conversation meets its own faults, and the same
+//! conversation meets the same faults through chat completions and through Responses.
 
 mod completion;
 mod conversation;
+mod embeddings;
 mod errors;
 mod intent;
+mod responses;
 mod script;
+
+pub use embeddings::{DEFAULT_DIMENSIONS, embedding, embeddings};
+pub(crate) use responses::ResponsesRequest;
+pub use responses::{ResponsesError, ResponsesReply, responses_reply};
 
 use serde_json::Value;
 
@@ -69,6 +86,19 @@ pub fn operation_id(request: &Value) -> Option<String> {
     let messages = request.get("messages")?.as_array()?;
     let user = conversation::newest_user_turn(messages)?;
     intent::operation_id(&conversation::message_text(&messages[user]))
+}
+
+/// The key the model endpoint's faults of the chat conversation `messages` are drawn under: `op/turn-N`, the op
+/// named in its newest user turn and N its assistant messages. `None` without an op.
+pub(crate) fn turn_key(messages: &[Value]) -> Option<String> {
+    let user = conversation::newest_user_turn(messages)?;
+    let op = intent::operation_id(&conversation::message_text(&messages[user]))?;
+    Some(format!("{op}/turn-{}", conversation::assistant_turns(messages)))
+}
+
+/// [`turn_key`] of a chat-completions request.
+pub(crate) fn chat_fault_key(request: &Value) -> Option<String> {
+    turn_key(request.get("messages")?.as_array()?)
 }
 
 /// The model's answer to a chat-completions request: the whole `chat.completion` object, and the same answer as
@@ -179,8 +209,18 @@ pub fn sse_data(chunk: &Value) -> String {
     format!("data: {chunk}\n\n")
 }
 
-/// The event that ends an OpenAI stream.
+/// The event that ends an OpenAI chat stream (a Responses stream ends with `response.completed` instead).
 pub const SSE_DONE: &str = "data: [DONE]\n\n";
+
+/// One Responses event as a server-sent event: `event: <its type>\ndata: <json>\n\n`.
+pub fn sse_event(event: &Value) -> String {
+    let kind = event.get("type").and_then(Value::as_str).unwrap_or("message");
+    format!("event: {kind}\ndata: {event}\n\n")
+}
+
+/// The SSE comment a stream sends while it stalls (when the profile's `stream.keep_alive` asks for it); clients
+/// ignore it, and it resets their idle timers.
+pub const SSE_KEEP_ALIVE: &str = ": keep-alive\n\n";
 
 #[cfg(test)]
 mod tests;

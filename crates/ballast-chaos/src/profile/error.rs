@@ -99,7 +99,7 @@ pub enum Problem {
         /// The 99th percentile.
         p99: Duration,
     },
-    /// A duration that must be above zero is zero (a median latency, a stall).
+    /// A duration that must be above zero is zero (a median latency, a keep-alive interval).
     #[error("must be above 0s")]
     Zero,
     /// A stall of 0s (or none given) for a stream whose stall rate is above 0.
@@ -157,7 +157,9 @@ pub enum Problem {
         end: Duration,
     },
     /// A script step that is not one.
-    #[error("{value} is not a step (ok, hang, reset, commit_then_lose or a status in 400..=599)")]
+    #[error(
+        "{value} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota or a status in 400..=599)"
+    )]
     NotAStep {
         /// The step as written.
         value: String,

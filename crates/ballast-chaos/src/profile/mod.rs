@@ -26,7 +26,8 @@ pub use error::{FieldError, Problem, ProfileError};
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
 ///
-/// Endpoints are named `model` (`/v1/chat/completions`) and by tool name (`lookup_order`, `create_refund`,
+/// Endpoints are named `model` (`/v1/chat/completions` and `/v1/responses`), `embeddings` (`/v1/embeddings`) and
+/// by tool name (`lookup_order`, `create_refund`,
 /// `process_payment`, ...). An endpoint without its own entry uses `default`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Profile {
@@ -48,7 +49,8 @@ pub struct Profile {
 
 impl Profile {
     /// The same profile with its clock running `scale` times as fast as real time (`0.1`: ten times faster):
-    /// every latency, outage and closed window, stall, chunk interval and `Retry-After` is multiplied by
+    /// every latency, outage and closed window, stall, keep-alive interval, chunk interval and `Retry-After` is
+    /// multiplied by
     /// `scale` (a `Retry-After` in whole seconds becomes one in milliseconds). Rates, capacities and scripts are
     /// unchanged. A benchmark scales its own durations (timeouts, deadlines, backoff) by the same factor, so a
     /// run takes a fraction of the time and meets the same faults in the same order.
@@ -80,6 +82,7 @@ impl Profile {
                 (outage.start, outage.end) = (by(outage.start), by(outage.end));
             }
             faults.stream.stall_for = by(faults.stream.stall_for);
+            faults.stream.keep_alive = faults.stream.keep_alive.map(by);
         }
         for window in &mut scaled.closed {
             (window.start, window.end) = (by(window.start), by(window.end));
@@ -231,19 +234,39 @@ pub struct Capacity {
     pub queue: usize,
 }
 
-/// Faults of a streamed answer.
+/// Faults of a streamed answer, and how a streamed request meets the endpoint's other faults.
+///
+/// Chunks are counted over every event a stream sends, its preamble included: a chat stream's role chunk, a
+/// Responses stream's `response.created` and `response.in_progress`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StreamFaults {
-    /// Rate of streams cut after `cut_after_chunks` chunks (no `[DONE]`).
+    /// Rate of streams cut after `cut_after_chunks` chunks (no `[DONE]`, no `response.completed`).
     pub cut: f64,
     /// Chunks sent before a cut.
     pub cut_after_chunks: u32,
     /// Rate of streams that stall for `stall_for` after `stall_after_chunks` chunks.
     pub stall: f64,
-    /// Chunks sent before a stall.
+    /// Chunks sent before a stall (0: the stall comes before the first chunk, after the status line).
     pub stall_after_chunks: u32,
     /// How long a stall lasts.
     pub stall_for: Duration,
+    /// While a stream stalls, an SSE comment (`: keep-alive`) every this long; `None`: a stall is silent.
+    pub keep_alive: Option<Duration>,
+    /// How an injected error status reaches a streamed request.
+    pub error_delivery: ErrorDelivery,
+}
+
+/// How an injected error status (an `errors` rate, `insufficient_quota`, a scripted status) reaches a request
+/// that asked for a stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ErrorDelivery {
+    /// As the HTTP status and its JSON body, before any byte of a stream.
+    #[default]
+    Status,
+    /// In the stream, after a `200` and the stream's preamble, as some providers do: a Responses stream sends
+    /// `response.created`, `response.in_progress`, then `event: error` and `response.failed`; a chat stream
+    /// sends its role chunk, then `data: {"error": {...}}`. Then the stream ends (no `[DONE]`).
+    Events,
 }
 
 /// What a side-effecting tool does with `Idempotency-Key` (DESIGN.md's `upstream_idempotency`).
@@ -302,6 +325,8 @@ pub enum ScriptStep {
     Reset,
     /// Execute, then lose the response as the endpoint's `lose_with` says.
     CommitThenLose,
+    /// A 429 with OpenAI's `insufficient_quota` code and no `Retry-After`.
+    InsufficientQuota,
 }
 
 impl ScriptStep {
@@ -313,6 +338,7 @@ impl ScriptStep {
             ScriptStep::Hang => Fault::Hang,
             ScriptStep::Reset => Fault::Reset,
             ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
+            ScriptStep::InsufficientQuota => Fault::INSUFFICIENT_QUOTA,
         }
     }
 }

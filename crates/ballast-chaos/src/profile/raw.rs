@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::{KeyMode, LoseMode, OutageAnswer};
+use super::{ErrorDelivery, KeyMode, LoseMode, OutageAnswer};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -145,7 +145,8 @@ pub(super) struct RawCapacity {
     pub(super) queue: usize,
 }
 
-/// `stream = { cut = 0.01, cut_after_chunks = 3, stall = 0.01, stall_after_chunks = 2, stall_for = "2s" }`.
+/// `stream = { cut = 0.01, cut_after_chunks = 3, stall = 0.01, stall_after_chunks = 2, stall_for = "2s",
+/// keep_alive = "500ms", error_delivery = "events" }`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStream {
@@ -154,6 +155,25 @@ pub(super) struct RawStream {
     pub(super) stall: Option<f64>,
     pub(super) stall_after_chunks: Option<u32>,
     pub(super) stall_for: Option<toml::Value>,
+    pub(super) keep_alive: Option<toml::Value>,
+    pub(super) error_delivery: Option<RawErrorDelivery>,
+}
+
+/// `error_delivery = "status" | "events"`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum RawErrorDelivery {
+    Status,
+    Events,
+}
+
+impl From<RawErrorDelivery> for ErrorDelivery {
+    fn from(delivery: RawErrorDelivery) -> Self {
+        match delivery {
+            RawErrorDelivery::Status => ErrorDelivery::Status,
+            RawErrorDelivery::Events => ErrorDelivery::Events,
+        }
+    }
 }
 
 /// `key_mode = "none" | "keyed" | "keyed_replays_errors"`.
@@ -181,6 +201,6 @@ impl From<RawKeyMode> for KeyMode {
 pub(super) struct RawScript {
     pub(super) endpoint: String,
     pub(super) op: String,
-    /// `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, or a status (`"503"` or `503`).
+    /// `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, or a status (`"503"` or `503`).
     pub(super) steps: Vec<toml::Value>,
 }

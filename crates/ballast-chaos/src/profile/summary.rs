@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{EndpointProfile, KeyMode, LoseMode, Profile, RetryAfterForm, ScriptStep};
+use super::{EndpointProfile, ErrorDelivery, KeyMode, LoseMode, Profile, RetryAfterForm, ScriptStep};
 use crate::Fault;
 use crate::fault::exclusive_outcomes;
 use ballast_human::format_duration as human;
@@ -75,6 +75,15 @@ fn endpoint_line(faults: &EndpointProfile) -> String {
             human(outage.end)
         ));
     }
+    if let Some(interval) = faults.stream.keep_alive {
+        parts.push(format!(
+            "keep-alive every {} while a stream stalls",
+            human(interval)
+        ));
+    }
+    if faults.stream.error_delivery == ErrorDelivery::Events {
+        parts.push("a stream's injected errors as events".to_owned());
+    }
     if let Some(capacity) = faults.capacity {
         parts.push(format!(
             "capacity {} + queue {}",
@@ -129,5 +138,6 @@ fn step_name(step: ScriptStep) -> String {
         ScriptStep::Hang => "hang".into(),
         ScriptStep::Reset => "reset".into(),
         ScriptStep::CommitThenLose => "commit_then_lose".into(),
+        ScriptStep::InsufficientQuota => "insufficient_quota".into(),
     }
 }

@@ -170,6 +170,34 @@ fn the_summary_says_what_is_served() {
     assert!(scripted.contains("50% hang"), "{scripted}");
 }
 
+#[test]
+fn a_scaled_profile_scales_stalls_keep_alives_and_chunks() {
+    let profile = Profile::from_toml_str(
+        "[model]\nchunk_interval = \"10ms\"\n[endpoints.model]\n\
+         stream = { stall = 0.5, stall_after_chunks = 0, stall_for = \"2s\", keep_alive = \"500ms\", \
+         error_delivery = \"events\" }\n",
+    )
+    .expect("valid");
+    let fast = profile.scaled(0.1);
+    let stream = fast.endpoint("model").stream;
+    assert_eq!(stream.stall_for, Duration::from_millis(200));
+    assert_eq!(stream.keep_alive, Some(Duration::from_millis(50)));
+    assert_eq!(
+        stream.error_delivery,
+        ErrorDelivery::Events,
+        "not a duration: unchanged"
+    );
+    assert_eq!(stream.stall_after_chunks, 0);
+    assert_eq!(fast.model.chunk_interval, Duration::from_millis(1));
+    assert_eq!(fast.default.stream.keep_alive, None);
+    let summary = profile.summary();
+    assert!(
+        summary
+            .contains("keep-alive every 500ms while a stream stalls; a stream's injected errors as events"),
+        "{summary}"
+    );
+}
+
 /// Every ```toml block of docs/chaos.md is a valid profile.
 #[test]
 fn the_docs_examples_are_valid() {
@@ -217,6 +245,8 @@ fn the_docs_name_every_key_and_preset() {
         "cut_after_chunks",
         "stall_after_chunks",
         "stall_for",
+        "keep_alive",
+        "error_delivery",
         "key_mode",
         "keyed_replays_errors",
         "[[scripts]]",

@@ -23,7 +23,7 @@ pub(crate) const CHAOS_FAULT: HeaderName = HeaderName::from_static("chaos-fault"
 /// Which endpoint family answers: it decides the error body's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flavor {
-    /// `/v1/chat/completions`: OpenAI's error format.
+    /// `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`: OpenAI's error format.
     Model,
     /// `/tools/{name}`: `{"error": {"type", "code", "message"}}`.
     Tool,

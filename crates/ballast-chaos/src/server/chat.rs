@@ -1,7 +1,9 @@
 //! `POST /v1/chat/completions`: the mock model behind the front door and its faults.
 //!
-//! Faults are keyed by the conversation's operation id (`model::operation_id`), so every turn of one agent
-//! request meets the faults drawn for that operation; a request naming none is keyed by a hash of its body.
+//! Faults are keyed by the conversation's operation id and turn (`op/turn-N`, N the assistant messages so far),
+//! so each turn of an agent conversation meets its own faults; a request naming no op is keyed by a hash of its
+//! body. An injected error reaches a streamed request as its HTTP status, or — with the profile's
+//! `stream.error_delivery = "events"` — as the role chunk and then `data: {"error": {...}}` (no `[DONE]`).
 
 use axum::Extension;
 use axum::extract::State;
@@ -10,13 +12,15 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::answer::{Answer, Flavor};
+use super::answer::{Answer, CHAOS_FAULT, Flavor};
 use super::arrival::{Arrival, Door, answer, arrive, injected};
+use super::body_hash;
 use super::lose::{self, ConnectionHandle};
+use super::sse::{self, Pace};
 use super::state::{App, Epoch};
 use super::stats::Outcome;
-use super::{body_hash, sse};
-use crate::{Fault, ModelError};
+use crate::model::{SSE_DONE, sse_data};
+use crate::{ErrorDelivery, Fault, ModelError};
 
 /// The model endpoint's name in profiles and stats.
 pub(crate) const MODEL: &str = "model";
@@ -33,13 +37,7 @@ pub(crate) async fn chat_completions(
     // assistant messages so far), so the turns of one conversation do not all meet the same fault.
     let op = request
         .as_ref()
-        .and_then(|request| {
-            Some(format!(
-                "{}/turn-{}",
-                crate::operation_id(request)?,
-                turn_of(request)
-            ))
-        })
+        .and_then(crate::model::chat_fault_key)
         .unwrap_or_else(|| body_hash(&body));
     let epoch = app.epoch();
     let conn = conn.map(|Extension(conn)| conn);
@@ -71,15 +69,37 @@ async fn respond(
         mut visit,
         slot,
     } = arrival;
+    let streamed = request.get("stream") == Some(&Value::Bool(true));
+    let pace = Pace::of(&epoch.profile, MODEL);
     match draw.fault {
         Fault::Status {
             status,
             retry_after,
             insufficient_quota,
-        } => answer(
-            &mut visit,
-            injected(Flavor::Model, status, retry_after, insufficient_quota),
-        ),
+        } => {
+            let error = injected(Flavor::Model, status, retry_after, insufficient_quota);
+            let in_stream =
+                streamed && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
+            // The role chunk needs an answer; a request the model refuses gets the injected status instead.
+            match in_stream.then(|| crate::reply(request, &epoch.profile.model)) {
+                Some(Ok(reply)) => {
+                    visit.count(Outcome::Status(status), false);
+                    let frames: Vec<Bytes> = reply
+                        .chunks
+                        .iter()
+                        .take(1)
+                        .chain([&error.body])
+                        .map(|chunk| Bytes::from(sse_data(chunk)))
+                        .collect();
+                    let mut response = sse::stream(&frames, Fault::None, pace, (visit, slot));
+                    response
+                        .headers_mut()
+                        .insert(CHAOS_FAULT, axum::http::HeaderValue::from_static("injected"));
+                    response
+                }
+                _ => answer(&mut visit, error),
+            }
+        }
         Fault::Hang => {
             visit.count(Outcome::Hang, false);
             lose::hang(app.stopping(), conn).await
@@ -99,7 +119,7 @@ async fn respond(
                 Ok(reply) => reply,
                 Err(error) => return answer(&mut visit, model_error(&error)),
             };
-            if request.get("stream") != Some(&Value::Bool(true)) {
+            if !streamed {
                 return answer(&mut visit, Answer::ok(reply.completion));
             }
             let cut = matches!(fault, Fault::StreamCut { .. });
@@ -111,8 +131,13 @@ async fn respond(
                 },
                 false,
             );
-            let interval = epoch.profile.model.chunk_interval;
-            sse::stream(&reply.chunks, fault, interval, (visit, slot))
+            let frames: Vec<Bytes> = reply
+                .chunks
+                .iter()
+                .map(|chunk| Bytes::from(sse_data(chunk)))
+                .chain(std::iter::once(Bytes::from_static(SSE_DONE.as_bytes())))
+                .collect();
+            sse::stream(&frames, fault, pace, (visit, slot))
         }
     }
 }
@@ -123,17 +148,4 @@ fn model_error(error: &ModelError) -> Answer {
         status,
         ..Answer::ok(error.body())
     }
-}
-
-/// The turn a chat request asks for: how many assistant messages its conversation holds already.
-fn turn_of(request: &Value) -> usize {
-    request
-        .get("messages")
-        .and_then(Value::as_array)
-        .map_or(0, |messages| {
-            messages
-                .iter()
-                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-                .count()
-        })
 }

@@ -1,13 +1,17 @@
-//! The HTTP side: the mock model and tools behind a front door of faults, the ledger, the stats.
+//! The HTTP side: the mock model (chat completions and Responses), embeddings and tools behind a front door of
+//! faults, the stored responses, the ledger, the stats.
 //!
-//! Every model and tool request goes the same way (`arrival`): counted in the stats; numbered (the
+//! Every model, embeddings and tool request goes the same way (`arrival`): counted in the stats; numbered (the
 //! `ballast-attempt` header when it holds a number from 1, else a count per (endpoint, op) of the requests
 //! without it); refused with 503 during an outage window (`Retry-After`: the time left) or beyond the capacity
 //! limit (`Retry-After` in the endpoint's form, when it has one); delayed by its drawn latency; then it meets its
 //! fault (`Profile::fault_for`): an error status, a hang, a reset, a commit-then-lose, a stream cut or stall — or
 //! nothing. The tools' idempotency keys are checked between the front door and the fault (`tools` documents the
-//! key modes). `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models` and `POST /admin/profile` have no
-//! faults.
+//! key modes). `POST /v1/chat/completions` and `POST /v1/responses` are one endpoint, `model`, with faults keyed
+//! alike (`chat`, `responses`); `POST /v1/embeddings` is `embeddings`. Streams (`sse`) are planned, then played,
+//! with their cuts, stalls and keep-alives. `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models`,
+//! `POST /admin/profile` and the stored responses (`GET`/`DELETE /v1/responses/{id}`, `POST
+//! /v1/responses/{id}/cancel`) have no faults.
 //!
 //! Why serve connections ourselves: a reset must close the TCP connection without any answer, and a handler has
 //! no socket. [`serve`] runs each connection on its own task, which resets it when a handler asks (`lose`); the
@@ -22,9 +26,11 @@ mod chat;
 mod clock;
 mod connection;
 mod embed;
+mod embeddings;
 mod keys;
 mod ledger;
 mod lose;
+mod responses;
 mod sse;
 mod state;
 mod stats;
@@ -92,6 +98,13 @@ pub async fn serve(
 fn routes(app: App) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/responses", post(responses::create_response))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get_response).delete(responses::delete_response),
+        )
+        .route("/v1/responses/{id}/cancel", post(responses::cancel_response))
+        .route("/v1/embeddings", post(embeddings::create_embeddings))
         .route("/v1/models", get(admin::models))
         .route("/tools/{name}", post(tools::call_tool))
         .route("/ledger", get(admin::ledger))

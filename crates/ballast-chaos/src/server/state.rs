@@ -3,7 +3,9 @@
 //! Everything a profile swap resets — the profile, the start time, the ledger, the stats, the attempt counters,
 //! the idempotency keys and the capacity gates — lives in one [`Epoch`], and `POST /admin/profile` replaces the
 //! whole epoch at once. A request holds the epoch it arrived in, so a request still running across a swap
-//! finishes against its old epoch and never leaks into the new ledger or stats.
+//! finishes against its old epoch and never leaks into the new ledger or stats. Stored responses and
+//! conversations are the server's, not the epoch's: a swap keeps them (a provider keeps its state whatever
+//! faults it meets).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -14,6 +16,7 @@ use super::capacity::CapacityGate;
 use super::clock;
 use super::keys::Keys;
 use super::ledger::Ledger;
+use super::responses::ResponseStore;
 use super::stats::Stats;
 use crate::Profile;
 
@@ -31,6 +34,8 @@ pub(crate) struct App(Arc<AppInner>);
 struct AppInner {
     epoch: RwLock<Arc<Epoch>>,
     stopping: CancellationToken,
+    /// Stored responses and conversations: the server's, kept across profile swaps (see `responses::store`).
+    responses: ResponseStore,
 }
 
 impl App {
@@ -39,6 +44,7 @@ impl App {
         App(Arc::new(AppInner {
             epoch: RwLock::new(Arc::new(Epoch::new(profile))),
             stopping,
+            responses: ResponseStore::default(),
         }))
     }
 
@@ -60,6 +66,11 @@ impl App {
     /// Fires when the server shuts down.
     pub(crate) fn stopping(&self) -> &CancellationToken {
         &self.0.stopping
+    }
+
+    /// The stored responses and conversations.
+    pub(crate) fn responses(&self) -> &ResponseStore {
+        &self.0.responses
     }
 }
 

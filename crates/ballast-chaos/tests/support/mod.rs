@@ -4,6 +4,8 @@
 // Each test file uses its own subset of the fixtures.
 #![allow(dead_code)]
 
+pub(crate) mod oneshot;
+
 use std::future::Future;
 use std::time::Duration;
 

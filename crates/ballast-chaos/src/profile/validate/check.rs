@@ -111,7 +111,8 @@ pub(super) fn error_status(problems: &mut Problems, path: String, key: &str) -> 
     }
 }
 
-/// A script step: `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, or an error status as text or number.
+/// A script step: `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, or an error status as
+/// text or number.
 pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -> Option<ScriptStep> {
     let status = |n: i64| {
         u16::try_from(n)
@@ -125,6 +126,7 @@ pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -
             "hang" => Some(ScriptStep::Hang),
             "reset" => Some(ScriptStep::Reset),
             "commit_then_lose" => Some(ScriptStep::CommitThenLose),
+            "insufficient_quota" => Some(ScriptStep::InsufficientQuota),
             digits if digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0') => {
                 digits.parse().ok().and_then(status)
             }

@@ -151,23 +151,31 @@ fn stream(path: &str, raw: &RawStream, problems: &mut Problems) -> StreamFaults 
         .stall_for
         .as_ref()
         .and_then(|v| check::duration(problems, at("stall_for"), v));
+    let keep_alive = raw
+        .keep_alive
+        .as_ref()
+        .and_then(|v| check::duration(problems, at("keep_alive"), v));
     let faults = StreamFaults {
         cut,
         cut_after_chunks: raw.cut_after_chunks.unwrap_or(0),
         stall,
+        // 0 is a stall before the first chunk, after the status line: a stream of nothing but keep-alives.
         stall_after_chunks: raw.stall_after_chunks.unwrap_or(0),
         stall_for: stall_for.unwrap_or_default(),
+        keep_alive,
+        error_delivery: raw.error_delivery.map(Into::into).unwrap_or_default(),
     };
     if faults.cut > 0.0 && faults.cut_after_chunks == 0 {
         problems.push(at("cut_after_chunks"), Problem::ZeroChunks { rate: "cut" });
-    }
-    if faults.stall > 0.0 && faults.stall_after_chunks == 0 {
-        problems.push(at("stall_after_chunks"), Problem::ZeroChunks { rate: "stall" });
     }
     // A refused `stall_for` was already reported; a missing one or a zero is blamed here.
     let refused = raw.stall_for.is_some() && stall_for.is_none();
     if faults.stall > 0.0 && faults.stall_for.is_zero() && !refused {
         problems.push(at("stall_for"), Problem::ZeroStall);
+    }
+    // A keep-alive every 0s would never stop sending.
+    if keep_alive.is_some_and(|interval| interval.is_zero()) {
+        problems.push(at("keep_alive"), Problem::Zero);
     }
     faults
 }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::profile::error::{Problem, ProfileError};
-use crate::profile::{Profile, RetryAfterForm, ScriptStep};
+use crate::profile::{ErrorDelivery, Profile, RetryAfterForm, ScriptStep};
 
 /// The problems of a profile that must be refused, one line each.
 fn problems(toml: &str) -> Vec<String> {
@@ -180,12 +180,47 @@ fn stream_faults_have_chunks_and_a_stall() {
         problems("[endpoints.model]\nstream = { cut = 0.1, stall = 0.1, stall_after_chunks = 0 }\n"),
         [
             "endpoints.model.stream.cut_after_chunks: 0 must be at least 1 when cut > 0",
-            "endpoints.model.stream.stall_after_chunks: 0 must be at least 1 when stall > 0",
             "endpoints.model.stream.stall_for: must be above 0s when stall > 0",
         ]
     );
     // Zero rates need nothing else.
     valid("[endpoints.model]\nstream = { cut = 0.0, stall = 0.0 }\n");
+    // A stall may come before the first chunk.
+    let before =
+        valid("[endpoints.model]\nstream = { stall = 0.1, stall_after_chunks = 0, stall_for = \"1s\" }\n");
+    assert_eq!(before.endpoint("model").stream.stall_after_chunks, 0);
+}
+
+#[test]
+fn keep_alives_have_an_interval_and_errors_a_delivery() {
+    let profile = valid(
+        "[endpoints.model]\nstream = { stall = 1.0, stall_for = \"3s\", keep_alive = \"500ms\", \
+         error_delivery = \"events\" }\n",
+    );
+    let stream = profile.endpoint("model").stream;
+    assert_eq!(stream.keep_alive, Some(Duration::from_millis(500)));
+    assert_eq!(stream.error_delivery, ErrorDelivery::Events);
+    assert_eq!(
+        Profile::default().default.stream.error_delivery,
+        ErrorDelivery::Status
+    );
+    assert_eq!(Profile::default().default.stream.keep_alive, None);
+    assert_eq!(
+        problems(
+            "[default]\nstream = { keep_alive = \"0s\" }\n[endpoints.model]\nstream = { keep_alive = \"fast\" }\n"
+        ),
+        [
+            "default.stream.keep_alive: must be above 0s",
+            "endpoints.model.stream.keep_alive: \"fast\" is not a duration: unexpected 'f' (write e.g. \"1h30m\" or \"1.5s\", without spaces)",
+        ]
+    );
+    let err =
+        Profile::from_toml_str("[default]\nstream = { error_delivery = \"event\" }\n").expect_err("unknown");
+    assert!(
+        err.to_string()
+            .starts_with("default.stream.error_delivery: unknown variant `event`"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -266,7 +301,7 @@ fn model_settings() {
 fn script_steps_parse() {
     let profile = valid(
         "[[scripts]]\nendpoint = \"create_refund\"\nop = \"op-42\"\n\
-         steps = [\"503\", 429, \"hang\", \"reset\", \"commit_then_lose\", \"ok\"]\n",
+         steps = [\"503\", 429, \"hang\", \"reset\", \"commit_then_lose\", \"insufficient_quota\", \"ok\"]\n",
     );
     assert_eq!(
         profile.scripts[0].steps,
@@ -276,11 +311,14 @@ fn script_steps_parse() {
             ScriptStep::Hang,
             ScriptStep::Reset,
             ScriptStep::CommitThenLose,
+            ScriptStep::InsufficientQuota,
             ScriptStep::Ok,
         ]
     );
     let step_error = |step: &str| {
-        format!("{step} is not a step (ok, hang, reset, commit_then_lose or a status in 400..=599)")
+        format!(
+            "{step} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota or a status in 400..=599)"
+        )
     };
     assert_eq!(
         problems(
