@@ -15,7 +15,7 @@ use std::time::Duration;
 use ballast::Deadline;
 use ballast::config::Config;
 use ballast::{
-    ModelClients, ChatRequest, Runs, ToolCall, ToolClients,
+    ChatRequest, ModelClients, Runs, ToolCall, ToolClients,
     model::{ChatCall, Message, Role, ToolCallRef},
     transport::ServiceTransport,
 };

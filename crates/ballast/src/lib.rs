@@ -84,7 +84,6 @@ mod attempt;
 pub mod background;
 mod body;
 mod breaker;
-pub mod model;
 mod client;
 pub mod clock;
 pub mod context;
@@ -95,6 +94,7 @@ mod headers;
 pub mod idempotency;
 pub mod layer;
 mod metrics;
+pub mod model;
 mod outcome;
 pub mod report;
 mod retry;
@@ -121,9 +121,9 @@ pub mod config {
 // The names an agent meets first.
 pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
 pub use body::Body;
-pub use model::{ModelClient, ModelClients, ChatRequest};
 pub use client::{CallError, Refusal};
 pub use error::{BoxError, Error};
+pub use model::{ChatRequest, ModelClient, ModelClients};
 pub use report::{OutcomeReport, Report};
 pub use run::{Run, Runs};
 pub use tool::{ToolCall, ToolClient, ToolClients};

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::model::{DeploymentBuilder, InvalidModelRoute};
 use ballast::config::{Config, ConfigErrors, HttpMethod, RetryConfig, SecretProblem};
+use ballast::model::{DeploymentBuilder, InvalidModelRoute};
 use ballast::tool::{InvalidTool, UpstreamIdempotency};
 use ballast::transport::ServiceTransport;
 use ballast::{ModelClient, ModelClients, Runs, ToolCall, ToolClient, ToolClients};

@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{Runs, model::ChatError, clock, report::AttemptResult};
+use ballast::{Runs, clock, model::ChatError, report::AttemptResult};
 use ballast_core::{BreakerState, Deadline, ErrorCode};
 use support::chat::{PRIMARY_KEY, Upstreams, call, client, client_with_runs, config, first_turn, profile};
 

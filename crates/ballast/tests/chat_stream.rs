@@ -6,8 +6,8 @@ mod support;
 use std::time::Duration;
 
 use ballast::{
-    model::{ChatStream, StreamError, StreamErrorKind},
     clock,
+    model::{ChatStream, StreamError, StreamErrorKind},
 };
 use ballast_core::ErrorCode;
 use futures::StreamExt as _;

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ModelClient,
+    ModelClient, clock,
     model::{ChatStream, StreamError, StreamErrorKind},
-    clock,
 };
 use ballast_core::{BreakerSnapshot, BreakerState, CircuitBreaker};
 use futures::StreamExt as _;

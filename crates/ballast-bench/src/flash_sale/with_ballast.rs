@@ -15,11 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ModelClients, ChatRequest, Error, Runs, ToolCall, ToolClients,
-    model::{ChatCall, Message, Role, ToolCallRef},
-    clock,
+    CallError, ChatRequest, Error, ModelClients, Runs, ToolCall, ToolClients, clock,
     context::scope,
     layer::THROTTLED,
+    model::{ChatCall, Message, Role, ToolCallRef},
     tool::ToolError,
     transport::HttpTransport,
 };

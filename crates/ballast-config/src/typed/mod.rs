@@ -20,9 +20,9 @@ use ballast_core::{
 
 pub use budget::BudgetConfig;
 pub use route::{
-    ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
-    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Api, ApiSet, Deployment, HeaderValueSource, HttpMethod, ModelRoute,
+    Api, ApiSet, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
+    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, ModelRoute,
     OnOverflow, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
 

@@ -10,8 +10,8 @@ use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
 use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute, OnOverflow, ToolConfig,
-    ToolFallback, Upstream,
+    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute,
+    OnOverflow, ToolConfig, ToolFallback, Upstream,
 };
 
 const DEPLOYMENT_CREDENTIALS: &str =
@@ -147,10 +147,18 @@ impl Checker {
         let mut apis = ApiSet::NONE;
         for (i, name) in raw.iter().enumerate() {
             let item = index(path, i);
-            let Some(api) = self.word::<Api>(&item, Some(name), Api::Chat) else { continue };
+            let Some(api) = self.word::<Api>(&item, Some(name), Api::Chat) else {
+                continue;
+            };
             if apis.contains(api) {
                 let first = index(path, raw.iter().position(|n| n == name).unwrap_or(0));
-                self.report(&item, Problem::Duplicate { name: name.clone(), first });
+                self.report(
+                    &item,
+                    Problem::Duplicate {
+                        name: name.clone(),
+                        first,
+                    },
+                );
             }
             apis = apis.with(api);
         }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_config::{
-    Api, ApiSet, BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig, ServerConfig,
+    Api, ApiSet, BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig,
+    ServerConfig,
 };
 use ballast_core::{BreakerConfig, Priority, ThrottleConfig};
 use bytes::Bytes;
@@ -15,9 +16,9 @@ use http::{HeaderValue, Request, Response};
 use tower::Service;
 
 use super::ModelClient;
-use super::responses::{MemoryStateRecords, StateRecords};
 use super::client::Inner;
 use super::deployment::{DeploymentClient, InvalidModelRoute, authorization_from_env, bearer};
+use super::responses::{MemoryStateRecords, StateRecords};
 use crate::client::Core;
 use crate::settings::validated;
 use crate::{Body, Error, Runs};
@@ -352,7 +353,9 @@ impl ModelClientBuilder {
             });
         }
         let runs = self.runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
-        let states = self.states.unwrap_or_else(|| Arc::new(MemoryStateRecords::default()));
+        let states = self
+            .states
+            .unwrap_or_else(|| Arc::new(MemoryStateRecords::default()));
         ModelClient::assemble(route.clone(), &config.server, keys, transport, runs, states)
     }
 }

@@ -112,6 +112,13 @@ impl<R> ModelCall<R> {
     }
 }
 
+/// A call sending the request, with nothing else said about it.
+impl<R> From<R> for ModelCall<R> {
+    fn from(request: R) -> Self {
+        Self::new(request)
+    }
+}
+
 impl ModelCall<ResponseId> {
     /// A call about response `id`.
     pub fn for_response(id: impl Into<String>) -> Self {

@@ -145,7 +145,9 @@ impl ModelClient {
     ) -> impl Future<Output = Result<ChatAnswer, CallError>> + Send + '_ {
         let mut call = call;
         Chat::set_stream(&mut call.request, false);
-        self.in_span(self.span_of(&call), |span| self.unary::<Chat>(call, Targets::Speaking(Api::Chat), span))
+        self.in_span(self.span_of(&call), |span| {
+            self.unary::<Chat>(call, Targets::Speaking(Api::Chat), span)
+        })
     }
 
     /// Asks the route for a streamed chat completion (`stream: true` is set). Until the stream's commit point
@@ -156,7 +158,9 @@ impl ModelClient {
         let mut call = call;
         Chat::set_stream(&mut call.request, true);
         // The span covers the call up to its commit point; the stream's own end is its reader's.
-        self.in_span(self.span_of(&call), |span| self.streamed::<Chat>(call, Targets::Speaking(Api::Chat), span))
+        self.in_span(self.span_of(&call), |span| {
+            self.streamed::<Chat>(call, Targets::Speaking(Api::Chat), span)
+        })
     }
 
     /// Asks the route for a response (the Responses API, not streamed: `stream` is dropped; use
@@ -238,7 +242,9 @@ impl ModelClient {
         &self,
         call: ResponseIdCall,
     ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::GET, "", span))
+        self.in_span(self.span_of(&call), |span| {
+            self.on_response(call, http::Method::GET, "", span)
+        })
     }
 
     /// Deletes a response (`DELETE /responses/{id}`) at the deployment that made it; refused as
@@ -248,7 +254,9 @@ impl ModelClient {
         &self,
         call: ResponseIdCall,
     ) -> impl Future<Output = Result<ModelAnswer<Value>, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::DELETE, "", span))
+        self.in_span(self.span_of(&call), |span| {
+            self.on_response(call, http::Method::DELETE, "", span)
+        })
     }
 
     /// Cancels a background response (`POST /responses/{id}/cancel`) at the deployment that made it; refused as
@@ -257,7 +265,9 @@ impl ModelClient {
         &self,
         call: ResponseIdCall,
     ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| self.on_response(call, http::Method::POST, "/cancel", span))
+        self.in_span(self.span_of(&call), |span| {
+            self.on_response(call, http::Method::POST, "/cancel", span)
+        })
     }
 
     /// `work` inside `span`, the call's (`span_of`).
@@ -309,7 +319,12 @@ impl ModelClient {
         span: tracing::Span,
     ) -> Result<ModelStream<P::Event>, CallError> {
         let (committed, tried, ctx) = self.to_commit::<P>(call, &targets, &span).await?;
-        Ok(ModelStream::start(self.source::<P>(&committed), committed, tried, &ctx))
+        Ok(ModelStream::start(
+            self.source::<P>(&committed),
+            committed,
+            tried,
+            &ctx,
+        ))
     }
 
     /// [`streamed`](Self::streamed) for the Responses API, with the id of the response the stream makes (from its
@@ -378,7 +393,8 @@ impl ModelClient {
     ) -> Result<ModelAnswer<T>, CallError> {
         let id = StateId::Response(call.request.0.clone());
         let index = self.home(owner_of(&call), &id).await?;
-        let Some(uri) = self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}", id.id())) else {
+        let Some(uri) = self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}", id.id()))
+        else {
             return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
         };
         let ctx = self.context(&call);

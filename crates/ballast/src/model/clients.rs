@@ -10,9 +10,9 @@ use http::{Request, Response};
 use tower::Service;
 
 use super::ModelClient;
-use super::responses::{MemoryStateRecords, StateRecords};
 use super::call::UnknownRoute;
 use super::deployment::{InvalidModelRoute, authorization_from_env};
+use super::responses::{MemoryStateRecords, StateRecords};
 use crate::{Body, Error, Runs};
 
 /// The clients of every model route of a configuration, sharing one transport and one registry of runs (which

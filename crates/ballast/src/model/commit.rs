@@ -32,9 +32,7 @@ pub(super) fn commit(data: &str) -> Commit {
     let value = match serde_json::from_str::<Value>(data) {
         Ok(value) => value,
         Err(error) => {
-            return Commit::Fail(format!(
-                "the stream's first event is not JSON ({error}): {data}"
-            ));
+            return Commit::Fail(format!("the stream's first event is not JSON ({error}): {data}"));
         }
     };
     if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
@@ -138,7 +136,10 @@ mod tests {
     /// caller yet. It is a failed attempt before the commit point, retried like a reset.
     #[test]
     fn a_first_event_that_is_not_a_chunk_is_a_failed_attempt_not_a_commit() {
-        for first in ["upstream busy, try later", r#"{"object": "chat.completion.chunk"}"#] {
+        for first in [
+            "upstream busy, try later",
+            r#"{"object": "chat.completion.chunk"}"#,
+        ] {
             assert!(matches!(commit(first), Commit::Fail(_)), "{first}");
         }
     }
@@ -146,7 +147,10 @@ mod tests {
     #[test]
     fn an_error_event_before_the_commit_point_is_an_error_answer_with_the_status_of_its_code() {
         let cases = [
-            (r#"{"error":{"code":"insufficient_quota","message":"quota"}}"#, 429),
+            (
+                r#"{"error":{"code":"insufficient_quota","message":"quota"}}"#,
+                429,
+            ),
             (r#"{"error":{"code":"rate_limit_exceeded"}}"#, 429),
             (r#"{"error":{"code":"context_length_exceeded"}}"#, 400),
             (r#"{"error":{"type":"overloaded_error"}}"#, 503),

@@ -13,7 +13,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use ballast_config::{Api, ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig};
+use ballast_config::{
+    Api, ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig,
+};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};

@@ -68,8 +68,8 @@ pub use embeddings::{EmbeddingsRequest, EmbeddingsResponse};
 #[cfg(feature = "idempotency")]
 pub use responses::StoreStateRecords;
 pub use responses::{
-    FunctionCall, Input, InputItem, MemoryStateRecords, ResponseEvent, ResponseObject, ResponsesRequest, StateHome,
-    StateId, StateRecordError, StateRecords, truncate_input,
+    FunctionCall, Input, InputItem, MemoryStateRecords, ResponseEvent, ResponseObject, ResponsesRequest,
+    StateHome, StateId, StateRecordError, StateRecords, truncate_input,
 };
 pub use stream::{ChatStream, ModelStream, ResponseStream, StreamError, StreamErrorKind};
 pub use types::{

@@ -158,9 +158,7 @@ impl ModelClient {
                     ctx.report.update(|r| r.code = Some(code));
                     return Err(Failure::Error(error));
                 }
-                let trip = self
-                    .trip::<P>(deployment, &request, &ctx, cut, attempts)
-                    .await;
+                let trip = self.trip::<P>(deployment, &request, &ctx, cut, attempts).await;
                 attempts = trip.attempts;
                 if trip.succeeded() {
                     let Ok(response) = trip.result else {
@@ -235,7 +233,12 @@ impl ModelClient {
     /// The trip of `body` through `deployment`, under the primary's share when `cut` is set: a trip that ended on
     /// the share's deadline while the call's own deadline still holds an attempt ends with that deadline's error,
     /// which moves the call on to the next deployment.
-    async fn bounded(&self, trip: impl Future<Output = Trip>, ctx: &CallContext, cut: Option<Instant>) -> Trip {
+    async fn bounded(
+        &self,
+        trip: impl Future<Output = Trip>,
+        ctx: &CallContext,
+        cut: Option<Instant>,
+    ) -> Trip {
         let Some(cut) = cut else { return trip.await };
         let share = ctx.effective_deadline().shorten_to(cut);
         let mut trip = scope(share, trip).await;
@@ -261,7 +264,11 @@ impl ModelClient {
 
     /// The request as `deployment` gets it: its model name, every other field as the caller sent it. Refused
     /// when over the server's `body_limit`.
-    fn body_for<P: Protocol>(&self, deployment: &DeploymentClient, request: &P::Request) -> Result<Bytes, Error> {
+    fn body_for<P: Protocol>(
+        &self,
+        deployment: &DeploymentClient,
+        request: &P::Request,
+    ) -> Result<Bytes, Error> {
         let mut request = request.clone();
         P::set_model(&mut request, &deployment.config.model);
         self.inner.core.encode(&request)

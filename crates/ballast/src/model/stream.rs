@@ -196,6 +196,8 @@ pub(super) struct Reader<E> {
     usage: Option<TokenUsage>,
     /// The end event was handed on: nothing follows.
     ended: bool,
+    /// How the stream failed, once it did: every later read says so again.
+    failed: Option<StreamErrorKind>,
     /// The attempt's breaker permit, recorded when the stream ends (`None` without a breaker layer).
     permit: Option<StreamPermit>,
     /// The call's admission slot, freed when the stream ends (with the reader).
@@ -243,6 +245,7 @@ impl<E: Send + 'static> ModelStream<E> {
             tried: Arc::clone(&tried),
             usage: None,
             ended: false,
+            failed: None,
             permit,
             _slot: slot,
         };
@@ -362,6 +365,13 @@ impl<E> Reader<E> {
     /// The next event, the end (`None`, only after the API's end), or the failure.
     async fn next_item(&mut self) -> Option<Result<E, StreamError>> {
         loop {
+            if let Some(kind) = &self.failed {
+                return Some(Err(StreamError {
+                    route: self.route.clone(),
+                    kind: kind.clone(),
+                    report: self.tried.report(),
+                }));
+            }
             if self.ended {
                 return None;
             }
@@ -447,7 +457,7 @@ impl<E> Reader<E> {
     /// Ends the stream with `kind`: the tokens reported so far are a failed attempt's, the report says why.
     fn fail(&mut self, kind: StreamErrorKind) -> StreamError {
         self.body = None;
-        self.ended = true;
+        self.failed = Some(kind.clone());
         record_tokens(&self.report, self.usage.take(), false);
         self.record_breaker(breaker_result(&kind));
         let code = match kind {

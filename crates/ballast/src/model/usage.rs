@@ -44,9 +44,7 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<TokenUsage>, answered
 /// `response.usage`.
 pub(crate) fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
     let json: Value = serde_json::from_slice(body).ok()?;
-    let usage = json
-        .get("usage")
-        .or_else(|| json.get("response")?.get("usage"))?;
+    let usage = json.get("usage").or_else(|| json.get("response")?.get("usage"))?;
     token_usage_of(usage)
 }
 

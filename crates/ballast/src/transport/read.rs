@@ -106,7 +106,10 @@ where
             }
         }
         let Some(frame) = body.frame().await else {
-            return Err(Error::transport(true, "the stream ended before its commit point (no content event)"));
+            return Err(Error::transport(
+                true,
+                "the stream ended before its commit point (no content event)",
+            ));
         };
         let Ok(data) = frame.map_err(&body_error)?.into_data() else {
             continue;
@@ -250,7 +253,11 @@ mod tests {
         let read = read_answer(answer(200, body), 4096, Some(rule), failed)
             .await
             .unwrap();
-        assert!(read.body().is_stream(), "committed after {} held events", crate::transport::HOLD_EVENTS);
+        assert!(
+            read.body().is_stream(),
+            "committed after {} held events",
+            crate::transport::HOLD_EVENTS
+        );
     }
 
     #[tokio::test]

@@ -6,7 +6,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
-use ballast::{ModelClient, ModelClients, ChatRequest, Runs, model::ChatCall, transport::ServiceTransport};
+use ballast::model::{ChatCall, ResponsesCall, ResponsesRequest};
+use ballast::{ChatRequest, ModelClient, ModelClients, Runs, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;
@@ -24,10 +25,21 @@ pub(crate) const PRIMARY_KEY: (&str, &str) = ("PRIMARY_KEY", "sk-primary-test");
 pub(crate) struct Seen {
     /// The host it was sent to (`primary`, `fallback`).
     pub(crate) host: String,
+    /// Its method.
+    pub(crate) method: http::Method,
+    /// Its path.
+    pub(crate) path: String,
     /// Its headers.
     pub(crate) headers: http::HeaderMap,
     /// Its JSON body.
     pub(crate) body: Value,
+}
+
+impl Seen {
+    /// `GET /v1/responses/resp_1`.
+    pub(crate) fn method_and_path(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
 }
 
 /// Chaos upstreams by host, and what they received.
@@ -74,6 +86,8 @@ impl Upstreams {
                     .unwrap_or_else(PoisonError::into_inner)
                     .push(Seen {
                         host: host.clone(),
+                        method: parts.method.clone(),
+                        path: parts.uri.path().to_owned(),
                         headers: parts.headers.clone(),
                         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
                     });
@@ -124,6 +138,32 @@ deployments = [
     .expect("a valid config")
 }
 
+/// A config with route `agent` over `primary` and `fallback`, as [`config`]'s, each deployment speaking the APIs
+/// of `apis` (by index).
+pub(crate) fn config_with_apis(apis: &[&[&str]; 2]) -> Config {
+    let list = |apis: &[&str]| {
+        let names: Vec<String> = apis.iter().map(|api| format!("\"{api}\"")).collect();
+        names.join(", ")
+    };
+    Config::from_toml_str(&format!(
+        r#"
+version = 1
+[server]
+default_timeout = "10s"
+[[models]]
+name = "agent"
+deployments = [
+  {{ base_url = "http://primary/v1", model = "mock", api_key_env = "{}", api = [{}] }},
+  {{ base_url = "http://fallback/v1", model = "gpt-4.1", api = [{}] }},
+]
+"#,
+        PRIMARY_KEY.0,
+        list(apis[0]),
+        list(apis[1]),
+    ))
+    .expect("a valid config")
+}
+
 /// The `agent` route's client over `upstreams`.
 pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ModelClient {
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
@@ -153,4 +193,19 @@ pub(crate) fn first_turn(op: &str) -> Value {
 pub(crate) fn call(body: &Value) -> ChatCall {
     let request: ChatRequest = serde_json::from_value(body.clone()).expect("a chat request");
     ChatCall::new(request)
+}
+
+/// The first turn of an agent request for operation `op`, through the Responses API.
+pub(crate) fn first_response_turn(op: &str) -> Value {
+    json!({
+        "model": "agent",
+        "instructions": "You handle refunds.",
+        "input": [{"role": "user", "content": format!("Refund order 1234, op={op}")}],
+    })
+}
+
+/// A Responses call of `body` (a Responses request as JSON).
+pub(crate) fn respond_call(body: &Value) -> ResponsesCall {
+    let request: ResponsesRequest = serde_json::from_value(body.clone()).expect("a Responses request");
+    ResponsesCall::new(request)
 }

@@ -30,7 +30,9 @@ const TERMINAL: [&str; 2] = ["response.completed", "response.incomplete"];
 /// What event `data` of a Responses stream means before the commit point (module docs).
 pub(crate) fn commit(data: &str) -> Commit {
     let Some(event) = event_object(data) else {
-        return Commit::Fail(format!("the stream's first event is not a Responses event: {data}"));
+        return Commit::Fail(format!(
+            "the stream's first event is not a Responses event: {data}"
+        ));
     };
     match kind(&event) {
         kind if PREAMBLE.contains(&kind) => Commit::Hold,
@@ -163,11 +165,15 @@ mod tests {
         };
         assert_eq!((last.kind(), usage.total_tokens), ("response.completed", 5));
         assert!(matches!(
-            read_event(&event(json!({"type": "response.incomplete", "response": {"id": "r"}}))),
+            read_event(&event(
+                json!({"type": "response.incomplete", "response": {"id": "r"}})
+            )),
             Read::Last(_, None)
         ));
         assert!(matches!(
-            read_event(&event(json!({"type": "response.output_text.delta", "delta": "a"}))),
+            read_event(&event(
+                json!({"type": "response.output_text.delta", "delta": "a"})
+            )),
             Read::Item(_, None)
         ));
         let Read::Upstream(error) = read_event(&event(json!({"type": "error", "code": "server_error",

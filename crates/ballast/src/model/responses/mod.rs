@@ -34,8 +34,17 @@ mod tests {
 
     #[test]
     fn state_ids_cannot_leave_their_path() {
-        assert!(is_state_id("resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b"));
-        for id in ["", "../models", "resp_1/cancel", "resp 1", "resp_1?x=1", &"a".repeat(257)] {
+        assert!(is_state_id(
+            "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b"
+        ));
+        for id in [
+            "",
+            "../models",
+            "resp_1/cancel",
+            "resp 1",
+            "resp_1?x=1",
+            &"a".repeat(257),
+        ] {
             assert!(!is_state_id(id), "{id}");
         }
     }

@@ -142,11 +142,17 @@ impl MemoryStateRecords {
         if records.by_key.get(&key).is_some_and(|(_, until)| now < *until) {
             return;
         }
-        if records.by_key.insert(key.clone(), (home.clone(), now + self.retention)).is_none() {
+        if records
+            .by_key
+            .insert(key.clone(), (home.clone(), now + self.retention))
+            .is_none()
+        {
             records.order.push_back(key);
         }
         while records.by_key.len() > self.capacity {
-            let Some(oldest) = records.order.pop_front() else { break };
+            let Some(oldest) = records.order.pop_front() else {
+                break;
+            };
             records.by_key.remove(&oldest);
         }
     }
@@ -161,7 +167,10 @@ impl MemoryStateRecords {
 
 impl Default for MemoryStateRecords {
     fn default() -> Self {
-        Self::new(Self::DEFAULT_CAPACITY, ballast_config::StoreConfig::default().retention)
+        Self::new(
+            Self::DEFAULT_CAPACITY,
+            ballast_config::StoreConfig::default().retention,
+        )
     }
 }
 
@@ -270,11 +279,13 @@ mod in_store {
             home: &'a StateHome,
         ) -> BoxFuture<'a, Result<(), StateRecordError>> {
             Box::pin(async move {
-                self.put(owner, id, home).await.map_err(|source| StateRecordError {
-                    id: id.to_string(),
-                    action: "written",
-                    source,
-                })
+                self.put(owner, id, home)
+                    .await
+                    .map_err(|source| StateRecordError {
+                        id: id.to_string(),
+                        action: "written",
+                        source,
+                    })
             })
         }
 
@@ -322,18 +333,20 @@ mod tests {
         assert_eq!(records.find("alice", &a).await.unwrap(), None, "the oldest went");
         assert!(records.find("alice", &c).await.unwrap().is_some());
         tokio::time::advance(Duration::from_secs(61)).await;
-        assert_eq!(records.find("alice", &c).await.unwrap(), None, "past its retention");
+        assert_eq!(
+            records.find("alice", &c).await.unwrap(),
+            None,
+            "past its retention"
+        );
     }
 
     #[cfg(feature = "sqlite")]
     #[tokio::test]
     async fn records_in_the_store_are_per_owner_and_the_first_home_wins() {
-        use std::sync::Arc;
-
         let store = ballast_store::open("sqlite::memory:", ballast_store::StoreOptions::default())
             .await
             .unwrap();
-        let records = StoreStateRecords::new(Arc::from(store));
+        let records = StoreStateRecords::new(store);
         let id = StateId::Response("resp_1".into());
         assert_eq!(records.find("alice", &id).await.unwrap(), None);
         records.record("alice", &id, &home("m1")).await.unwrap();

@@ -43,7 +43,10 @@ use crate::model::{CannotTruncate, Truncation, TruncationGoal};
 /// # Errors
 /// [`CannotTruncate::NothingToDrop`] when no turn can be dropped (then `input` is unchanged), and
 /// [`CannotTruncate::NoRoomForPrompt`] when the goal leaves no room for any input.
-pub fn truncate_input(input: &mut Vec<InputItem>, goal: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+pub fn truncate_input(
+    input: &mut Vec<InputItem>,
+    goal: TruncationGoal,
+) -> Result<Truncation, CannotTruncate> {
     truncate_turns(input, goal)
 }
 
@@ -83,7 +86,7 @@ mod tests {
     fn kinds(input: &[InputItem]) -> Vec<String> {
         (input.iter())
             .map(|i| match i.role() {
-                Some(role) => format!("{role}"),
+                Some(role) => role.to_owned(),
                 None => format!("{}:{}", i.kind(), i.call_id().unwrap_or("")),
             })
             .collect()

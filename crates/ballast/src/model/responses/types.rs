@@ -132,7 +132,9 @@ impl InputItem {
 
     /// The output of function call `call_id`.
     pub fn function_call_output(call_id: impl Into<String>, output: impl Into<String>) -> Self {
-        Self::object(json!({"type": "function_call_output", "call_id": call_id.into(), "output": output.into()}))
+        Self::object(
+            json!({"type": "function_call_output", "call_id": call_id.into(), "output": output.into()}),
+        )
     }
 
     fn object(value: Value) -> Self {
@@ -310,12 +312,18 @@ mod tests {
             panic!("items")
         };
         let kinds: Vec<&str> = items.iter().map(InputItem::kind).collect();
-        assert_eq!(kinds, ["message", "function_call", "function_call_output", "reasoning"]);
+        assert_eq!(
+            kinds,
+            ["message", "function_call", "function_call_output", "reasoning"]
+        );
         assert_eq!(items[2].call_id(), Some("c1"));
 
         let text: ResponsesRequest = serde_json::from_value(json!({"model": "m", "input": "hi"})).unwrap();
         assert_eq!(text.input, Some(Input::Text("hi".into())));
-        assert_eq!(serde_json::to_value(&text).unwrap(), json!({"model": "m", "input": "hi"}));
+        assert_eq!(
+            serde_json::to_value(&text).unwrap(),
+            json!({"model": "m", "input": "hi"})
+        );
     }
 
     #[test]

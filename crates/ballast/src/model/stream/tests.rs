@@ -33,6 +33,7 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         tried: Arc::new(Tried::default()),
         usage: None,
         ended: false,
+        failed: None,
         permit: None,
         _slot: None,
     }
