@@ -18,10 +18,12 @@
 //! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
 //!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
 //!   ([`ToolClients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
-//! - [`model`] — [`ModelClient`] over a route's deployments (fallbacks, the primary's share, context handling,
-//!   streams); [`ChatRequest`] and the other `/chat/completions` bodies; what a provider's error answer means;
-//!   whole older turns dropped to fit a context window. Built from a config ([`ModelClients::from_config`], API
-//!   keys from the process environment) or in code ([`ModelClient::builder`]).
+//! - [`model`] — [`ModelClient`] over a route's deployments, for the Responses API, Chat Completions and
+//!   embeddings (fallbacks, the primary's share, context handling, streams and their commit point, a response's
+//!   state kept with the deployment that made it); the bodies of each API ([`ChatRequest`],
+//!   [`ResponsesRequest`](model::ResponsesRequest), ...); what a provider's error answer means; whole older turns
+//!   dropped to fit a context window. Built from a config ([`ModelClients::from_config`], API keys from the
+//!   process environment) or in code ([`ModelClient::builder`]).
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
 //! - [`layer`] — the stack as tower layers, for a stack of your own: deadline, admission, retry, breaker, attempt.
