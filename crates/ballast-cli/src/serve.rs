@@ -18,12 +18,7 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
     for warning in &plan.warnings {
         eprintln!("warning: {}: {}", warning.path, warning.message);
     }
-    // The model routes are not served yet: their API keys are not needed to start.
-    let missing: Vec<_> = config
-        .missing_secrets(&ProcessEnv)
-        .into_iter()
-        .filter(|secret| !secret.path.starts_with("models"))
-        .collect();
+    let missing = config.missing_secrets(&ProcessEnv);
     if !missing.is_empty() {
         for secret in &missing {
             eprintln!("error: {secret}");
@@ -66,20 +61,24 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
             }
             None => None,
         };
-        let mut tools: Vec<&str> = config.tools.iter().map(|t| t.name.as_str()).collect();
-        tools.sort_unstable();
-        println!(
-            "tools: {}",
-            if tools.is_empty() {
+        let names = |names: Vec<&str>| -> String {
+            let mut names = names;
+            names.sort_unstable();
+            if names.is_empty() {
                 "(none)".to_owned()
             } else {
-                tools.join(", ")
+                names.join(", ")
             }
+        };
+        println!(
+            "models: {}",
+            names(config.models.iter().map(|m| m.name.as_str()).collect())
+        );
+        println!(
+            "tools: {}",
+            names(config.tools.iter().map(|t| t.name.as_str()).collect())
         );
         println!("store: {}", store_name(&config));
-        if !config.models.is_empty() {
-            println!("model routes are configured but not served by this version (tool routes only)");
-        }
         ballast_gateway::run_on(listener, admin, config, shutdown_signal()).await?;
         eprintln!("ballast serve stopped");
         Ok(())

@@ -1,5 +1,6 @@
 //! What operators and load balancers ask: `/healthz` (alive), `/readyz` (take traffic: not draining), `/metrics`
-//! (Prometheus text) and `/status` (JSON: breakers, budgets, throttles, queues, runs, the store).
+//! (Prometheus text) and `/status` (JSON: every model deployment's and tool's breaker, budget, throttle and queue;
+//! runs; the store).
 
 use std::time::Duration;
 
@@ -7,8 +8,9 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use ballast::idempotency::store::{IdempotencyStore, Scope};
-use ballast::{IdempotencyKey, ToolClient};
-use ballast_core::{BreakerState, Instant, Priority};
+use ballast::layer::AdmissionLayer;
+use ballast::{IdempotencyKey, ModelClient, ToolClient};
+use ballast_core::{AdaptiveThrottle, BreakerState, CircuitBreaker, Instant, Priority, RetryBudget};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -59,9 +61,16 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .into_iter()
         .map(|tool| (tool.name().to_owned(), tool_status(tool, now)))
         .collect();
+    let mut routes: Vec<&ModelClient> = gateway.inner.models.iter().collect();
+    routes.sort_by(|a, b| a.name().cmp(b.name()));
+    let models: serde_json::Map<String, Value> = routes
+        .into_iter()
+        .map(|route| (route.name().to_owned(), model_status(route, now)))
+        .collect();
     let store = store_health(&*gateway.inner.store, &gateway.inner.store_url).await;
     Json(json!({
         "draining": gateway.is_draining(),
+        "models": models,
         "tools": tools,
         "runs": {"in_flight": gateway.inner.runs.live(now), "remembered": gateway.inner.runs.len()},
         "background_tasks": ballast::background::running(),
@@ -70,7 +79,49 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
 }
 
 fn tool_status(tool: &ToolClient, now: Instant) -> Value {
-    let breaker = tool.breaker().snapshot(now);
+    upstream_status(
+        tool.breaker(),
+        &**tool.budget(),
+        tool.throttle(),
+        tool.admission(),
+        now,
+    )
+}
+
+/// A model route's deployments, in order, each as a tool is.
+fn model_status(route: &ModelClient, now: Instant) -> Value {
+    let deployments: Vec<Value> = (0..route.config().deployments.len())
+        .filter_map(|index| {
+            let mut status = upstream_status(
+                route.breaker(index)?,
+                &**route.budget(index)?,
+                route.throttle(index),
+                route.admission(index),
+                now,
+            );
+            status["name"] = json!(route.deployment(index));
+            status["api"] = json!(
+                route.config().deployments[index]
+                    .apis
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+            );
+            Some(status)
+        })
+        .collect();
+    json!({"deployments": deployments})
+}
+
+/// One upstream's breaker, budget, throttle and admission.
+fn upstream_status(
+    breaker: &CircuitBreaker,
+    budget: &dyn RetryBudget,
+    throttle: Option<&std::sync::Arc<AdaptiveThrottle>>,
+    admission: Option<&AdmissionLayer>,
+    now: Instant,
+) -> Value {
+    let breaker = breaker.snapshot(now);
     let last = breaker.last_transition.map(|t| {
         json!({
             "from": state_name(t.from),
@@ -79,7 +130,7 @@ fn tool_status(tool: &ToolClient, now: Instant) -> Value {
             "seconds_ago": now.saturating_duration_since(t.at).as_secs_f64(),
         })
     });
-    let throttle = tool.throttle().map(|throttle| {
+    let throttle = throttle.map(|throttle| {
         let snapshot = throttle.snapshot(now);
         json!({
             "requests": snapshot.requests,
@@ -88,7 +139,7 @@ fn tool_status(tool: &ToolClient, now: Instant) -> Value {
             "refused_total": snapshot.refused_total,
         })
     });
-    let queue = tool.admission().map(|admission| {
+    let queue = admission.map(|admission| {
         let by_class = admission.queued_by_class();
         let classes: serde_json::Map<String, Value> = Priority::ALL
             .iter()
@@ -103,7 +154,7 @@ fn tool_status(tool: &ToolClient, now: Instant) -> Value {
             "open_remaining_ms": breaker.open_remaining.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             "last_transition": last,
         },
-        "retry_budget": {"available": tool.budget().available(now)},
+        "retry_budget": {"available": budget.available(now)},
         "throttle": throttle,
         "admission": queue,
     })

@@ -12,9 +12,9 @@ use http::{HeaderValue, header};
 use rand::RngExt as _;
 use tracing::Instrument as _;
 
-use crate::error::{AppError, set_retry_after};
+use crate::error::{AppError, OpenAiError, set_retry_after};
 use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
-use crate::{Gateway, StartError, admin, tools};
+use crate::{Gateway, StartError, admin, models, tools};
 
 /// The longest `Retry-After` the gateway sends (some SDK versions obey any value).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -74,10 +74,16 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         authed = authed.merge(admin_only);
     }
     let authed = authed.route_layer(middleware::from_fn_with_state(gateway.clone(), authenticate));
+    // The model routes answer every error OpenAI-style, their 401 included, so an SDK raises its own exception.
+    let models = models::routes().route_layer(middleware::from_fn_with_state(
+        gateway.clone(),
+        authenticate_openai,
+    ));
     Ok(Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .merge(authed)
+        .merge(models)
         .fallback(not_found)
         .with_state(gateway)
         .layer(middleware::from_fn(finish)))
@@ -99,6 +105,18 @@ async fn authenticate(State(gateway): State<Gateway>, mut request: Request, next
             next.run(request).await
         }
         Err(_) => AppError::Unauthorized.into_response(),
+    }
+}
+
+/// [`authenticate`] for the model routes: the 401 is OpenAI-style.
+async fn authenticate_openai(State(gateway): State<Gateway>, mut request: Request, next: Next) -> Response {
+    match gateway.inner.principals.authenticate(request.headers()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller.principal.clone());
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(_) => OpenAiError(AppError::Unauthorized).into_response(),
     }
 }
 

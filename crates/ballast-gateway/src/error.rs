@@ -25,6 +25,11 @@ pub(crate) enum AppError {
     NotFound { path: String },
     /// No such tool.
     UnknownTool { name: String, tools: Vec<String> },
+    /// No model route of this name (a model request's `model`).
+    UnknownModel { name: String, models: Vec<String> },
+    /// A model request the gateway cannot serve as sent: not the API's body, or a `model` no deployment of the
+    /// route serves this API for.
+    InvalidRequest { message: String },
     /// The endpoint exists, not with this method.
     MethodNotAllowed { allowed: &'static str },
     /// A header the gateway reads could not be read.
@@ -74,6 +79,12 @@ impl AppError {
             AppError::Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Admin principal required"),
             AppError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "No such endpoint"),
             AppError::UnknownTool { .. } => (StatusCode::NOT_FOUND, "unknown_tool", "No such tool"),
+            AppError::UnknownModel { .. } => (StatusCode::NOT_FOUND, "model_not_found", "No such model"),
+            AppError::InvalidRequest { .. } => (
+                StatusCode::BAD_REQUEST,
+                ErrorCode::InvalidRequest.as_str(),
+                "Invalid request",
+            ),
             AppError::MethodNotAllowed { .. } => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -127,8 +138,10 @@ impl AppError {
                 [[principals]]); use an admin key or the `server.admin_listen` address"
                 .to_owned(),
             AppError::NotFound { path } => format!(
-                "nothing is served at {path}; the gateway serves POST /v1/tools/{{name}}, GET /v1/operations/{{key}}, \
-                 GET /healthz, /readyz, /metrics and /status (docs/gateway.md)"
+                "nothing is served at {path}; the gateway serves POST /v1/responses, /v1/chat/completions, \
+                 /v1/embeddings, GET /v1/models, GET and DELETE /v1/responses/{{id}}, POST /v1/responses/{{id}}/cancel, \
+                 POST /v1/tools/{{name}}, GET /v1/operations/{{key}}, GET /healthz, /readyz, /metrics and /status \
+                 (docs/gateway.md)"
             ),
             AppError::UnknownTool { name, tools } => format!(
                 "no tool named {name:?} is configured; the tools are: {}",
@@ -138,6 +151,15 @@ impl AppError {
                     tools.join(", ")
                 }
             ),
+            AppError::UnknownModel { name, models } => format!(
+                "no model route named {name:?} is configured; the models are: {}",
+                if models.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    models.join(", ")
+                }
+            ),
+            AppError::InvalidRequest { message } => format!("{message}; nothing was sent"),
             AppError::MethodNotAllowed { allowed } => format!("this endpoint answers {allowed} only"),
             AppError::BadHeader {
                 header,
@@ -195,17 +217,55 @@ impl AppError {
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
+        self.respond(Flavor::Problem)
+    }
+}
+
+/// An error of a model route, answered OpenAI-style: `{"error": {"message", "type", "param", "code"}}`, so each
+/// SDK raises its typed exception carrying the stable code. The status and headers are the problem's.
+pub(crate) struct OpenAiError(pub(crate) AppError);
+
+impl IntoResponse for OpenAiError {
+    fn into_response(self) -> Response {
+        self.0.respond(Flavor::OpenAi)
+    }
+}
+
+impl From<AppError> for OpenAiError {
+    fn from(error: AppError) -> Self {
+        OpenAiError(error)
+    }
+}
+
+/// How an error's body is written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    /// RFC 9457 problem+json (`type = urn:ballast:<code>`): tool routes and the rest.
+    Problem,
+    /// OpenAI's error envelope: the model routes.
+    OpenAi,
+}
+
+impl AppError {
+    fn respond(self, flavor: Flavor) -> Response {
         let (status, code, title) = self.kind();
-        let mut body = json!({
-            "type": format!("urn:ballast:{code}"),
-            "title": title,
-            "status": status.as_u16(),
-            "detail": self.detail(),
-            "code": code,
-        });
-        if let AppError::UnknownTool { tools, .. } = &self {
-            body["tools"] = json!(tools);
-        }
+        let detail = self.detail();
+        let mut response = match flavor {
+            Flavor::Problem => {
+                let mut body = json!({
+                    "type": format!("urn:ballast:{code}"),
+                    "title": title,
+                    "status": status.as_u16(),
+                    "detail": detail,
+                    "code": code,
+                });
+                if let AppError::UnknownTool { tools, .. } = &self {
+                    body["tools"] = json!(tools);
+                }
+                problem(status, &body)
+            }
+            Flavor::OpenAi => openai_error(status, code, &detail),
+        };
         let retry_after = self.retry_after();
         // Told without inviting a retry: how long an open breaker stays open.
         let informative = match &self {
@@ -216,7 +276,6 @@ impl IntoResponse for AppError {
             } => *retry_after,
             _ => None,
         };
-        let mut response = problem(status, &body);
         let headers = response.headers_mut();
         headers.insert(BALLAST_CODE, HeaderValue::from_static(code));
         headers.insert(
@@ -252,6 +311,32 @@ impl IntoResponse for AppError {
         }
         response
     }
+}
+
+/// OpenAI's error envelope with `status`: `type` is `invalid_request_error` for a 4xx (`rate_limit_error` for a
+/// 429), `server_error` otherwise.
+pub(crate) fn openai_error(status: StatusCode, code: &str, message: &str) -> Response {
+    json_response(status, &openai_body(status, code, message))
+}
+
+/// The body of [`openai_error`].
+pub(crate) fn openai_body(status: StatusCode, code: &str, message: &str) -> Value {
+    let kind = match status.as_u16() {
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "server_error",
+    };
+    json!({"error": {"message": message, "type": kind, "param": null, "code": code}})
+}
+
+/// A JSON response with `status`.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 /// A problem+json response.
@@ -290,6 +375,8 @@ fn code_title(code: ErrorCode) -> &'static str {
         ErrorCode::OutcomeUnknown => "Outcome unknown",
         ErrorCode::RetryBudgetExhausted => "Retry budget exhausted",
         ErrorCode::RunAllowanceExhausted => "Run allowance exhausted",
+        ErrorCode::InvalidRequest => "Invalid request",
+        ErrorCode::StoreUnavailable => "Store unavailable",
         _ => "Upstream error",
     }
 }

@@ -15,6 +15,7 @@ pub(crate) const BALLAST_REMAINING_MS: HeaderName =
 pub(crate) const BALLAST_RUN_ID: HeaderName = HeaderName::from_static("ballast-run-id");
 pub(crate) const BALLAST_SHED: HeaderName = HeaderName::from_static("ballast-shed");
 pub(crate) const BALLAST_STEP_ID: HeaderName = HeaderName::from_static("ballast-step-id");
+pub(crate) const BALLAST_TRUNCATED: HeaderName = HeaderName::from_static("ballast-truncated");
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER_MS);
 pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static(ballast_core::TRACEPARENT);

@@ -23,6 +23,14 @@ pub(crate) struct Inbound {
     /// The smallest explicit one (`ballast-timeout-ms`, `grpc-timeout`), capped: the only kind that becomes a
     /// run's deadline. SDK timeout headers bound one HTTP call, never the agent request.
     pub(crate) explicit_timeout: Option<Duration>,
+    /// The smallest bound of the whole HTTP call that is not an SDK's: the explicit ones and Envoy's
+    /// `x-envoy-expected-rq-timeout-ms` (a stream's total is bounded by these, not by an SDK's timeout).
+    pub(crate) whole_call_timeout: Option<Duration>,
+    /// The smallest SDK timeout (`x-stainless-timeout`, `x-stainless-read-timeout`): for a streamed answer, the
+    /// time to its first byte — the commit point.
+    pub(crate) sdk_timeout: Option<Duration>,
+    /// The Python SDK's read timeout (`x-stainless-read-timeout`): for a streamed answer, the longest gap too.
+    pub(crate) read_timeout: Option<Duration>,
     pub(crate) run_id: Option<String>,
     pub(crate) step: Option<(String, u32)>,
     /// The caller's `Idempotency-Key`.
@@ -37,7 +45,7 @@ pub(crate) struct Inbound {
 impl Inbound {
     /// Reads and checks the headers of a tool request.
     pub(crate) fn read(headers: &HeaderMap, server: &ServerConfig) -> Result<Inbound, AppError> {
-        let (timeout, explicit_timeout) = timeouts(headers, server)?;
+        let timeouts = timeouts(headers, server)?;
         let run_id = text(headers, &BALLAST_RUN_ID, "ballast-run-id")?;
         let step_id = text(headers, &BALLAST_STEP_ID, "ballast-step-id")?;
         let ordinal = number(headers, &BALLAST_CALL_ORDINAL, "ballast-call-ordinal")?;
@@ -67,8 +75,11 @@ impl Inbound {
         };
         let sdk_retry = number(headers, &X_STAINLESS_RETRY_COUNT, "x-stainless-retry-count")?;
         Ok(Inbound {
-            timeout,
-            explicit_timeout,
+            timeout: timeouts.any,
+            explicit_timeout: timeouts.explicit,
+            whole_call_timeout: timeouts.whole_call,
+            sdk_timeout: timeouts.sdk,
+            read_timeout: timeouts.read,
             run_id,
             step,
             key,
@@ -89,11 +100,17 @@ impl Inbound {
     }
 }
 
-/// The smallest deadline header of all, and of the explicit ones; each capped by `max_timeout`.
-fn timeouts(
-    headers: &HeaderMap,
-    server: &ServerConfig,
-) -> Result<(Option<Duration>, Option<Duration>), AppError> {
+/// The smallest deadline header of each kind, each capped by `max_timeout`.
+struct Timeouts {
+    any: Option<Duration>,
+    explicit: Option<Duration>,
+    whole_call: Option<Duration>,
+    sdk: Option<Duration>,
+    read: Option<Duration>,
+}
+
+/// The deadline headers present, each kind's smallest; a malformed one is a 400 naming it.
+fn timeouts(headers: &HeaderMap, server: &ServerConfig) -> Result<Timeouts, AppError> {
     let mut present: Vec<(DeadlineHeader, &str)> = Vec::new();
     for (name, value) in headers {
         let Some(header) = DeadlineHeader::from_name(name.as_str()) else {
@@ -106,10 +123,10 @@ fn timeouts(
         })?;
         present.push((header, value));
     }
-    let smallest = |only_explicit: bool| -> Result<Option<Duration>, AppError> {
+    let smallest = |kind: fn(DeadlineHeader) -> bool| -> Result<Option<Duration>, AppError> {
         let chosen: Vec<(&str, &str)> = present
             .iter()
-            .filter(|(header, _)| !only_explicit || bounds_run(*header))
+            .filter(|(header, _)| kind(*header))
             .map(|(header, value)| (header.name(), *value))
             .collect();
         if chosen.is_empty() {
@@ -127,7 +144,21 @@ fn timeouts(
         })?;
         Ok(Some(timeout.timeout))
     };
-    Ok((smallest(false)?, smallest(true)?))
+    Ok(Timeouts {
+        any: smallest(|_| true)?,
+        explicit: smallest(bounds_run)?,
+        whole_call: smallest(|h| !is_sdks(h))?,
+        sdk: smallest(is_sdks)?,
+        read: smallest(|h| h == DeadlineHeader::StainlessReadTimeout)?,
+    })
+}
+
+/// Whether a deadline header is an OpenAI SDK's (its timeout for one HTTP request).
+fn is_sdks(header: DeadlineHeader) -> bool {
+    matches!(
+        header,
+        DeadlineHeader::StainlessTimeout | DeadlineHeader::StainlessReadTimeout
+    )
 }
 
 /// Whether a deadline header names the agent request's deadline (and so a run's), not one HTTP call's.

@@ -28,6 +28,7 @@ mod error;
 mod headers;
 mod inbound;
 mod metrics;
+mod models;
 mod serve;
 mod state;
 mod tools;
@@ -63,6 +64,9 @@ pub enum StartError {
     /// A tool could not be built.
     #[error("{0}")]
     Tool(String),
+    /// A model route could not be built (a deployment's API key missing from the environment, say).
+    #[error("{0}")]
+    Model(String),
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Http(String),

@@ -27,6 +27,15 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
         counter!("ballast_throttled_total", "target" => target.clone()).absolute(0);
         counter!("ballast_sdk_retries_total", "target" => target).absolute(0);
     }
+    for route in &config.models {
+        counter!("ballast_sdk_retries_total", "target" => route.name.clone()).absolute(0);
+        counter!("ballast_fallbacks_total", "route" => route.name.clone()).absolute(0);
+        for index in 0..route.deployments.len() {
+            let target = ballast::model::deployment_name(route, index);
+            counter!("ballast_retry_budget_exhausted_total", "target" => target.clone()).absolute(0);
+            counter!("ballast_throttled_total", "target" => target).absolute(0);
+        }
+    }
     for result in ["claimed", "replayed", "conflict", "mismatch", "unknown"] {
         counter!("ballast_idempotency_total", "result" => result).absolute(0);
     }
@@ -71,6 +80,10 @@ fn describe() {
     describe_counter!(
         "ballast_tokens_total",
         "Model tokens, spent on answers and on failed attempts."
+    );
+    describe_counter!(
+        "ballast_fallbacks_total",
+        "Calls answered by a fallback (a later model deployment, a fallback tool, a static response)."
     );
     describe_counter!(
         "ballast_sdk_retries_total",

@@ -3,8 +3,8 @@
 //! 1. the shutdown future completes (the binary: SIGTERM or Ctrl-C);
 //! 2. `/readyz` fails at once, and for `server.drain_delay` the gateway keeps serving so that load balancers
 //!    notice and stop sending;
-//! 3. it stops accepting; requests in flight finish, within `server.grace` from the signal — one still running
-//!    then is cut;
+//! 3. it stops accepting; requests in flight finish, within `server.grace` from the signal — a stream still open
+//!    then ends with its API's error event, any other request still running is cut;
 //! 4. the work that outlives its request is drained within what is left of the grace (at least a lease's worth
 //!    of a second): sent side-effecting attempts running to their timeout, idempotency records' last writes. A
 //!    record whose request never ended is left `dispatched`; at the next start (SQLite) or after its lease (the
@@ -18,6 +18,9 @@ use ballast_config::{Config, ProcessEnv};
 use tokio::net::TcpListener;
 
 use crate::{Gateway, StartError, admin_app, app};
+
+/// How long streams still open at the end of the grace have to send their error event.
+const STREAM_CLOSE: Duration = Duration::from_millis(500);
 
 /// The least time given to background work after the requests have ended.
 const MIN_BACKGROUND_DRAIN: Duration = Duration::from_secs(1);
@@ -109,7 +112,11 @@ pub async fn serve(
     match tokio::time::timeout(grace_left(ballast::clock::now()), &mut serving).await {
         Ok(result) => result.map_err(StartError::Listen)?,
         Err(_) => {
-            tracing::warn!(grace = ?server.grace, "requests still in flight at the end of the grace period were cut")
+            // Streams still open end with their API's error event, never as a clean end; a moment for it to go.
+            gateway.close_streams();
+            if tokio::time::timeout(STREAM_CLOSE, &mut serving).await.is_err() {
+                tracing::warn!(grace = ?server.grace, "requests still in flight at the end of the grace period were cut")
+            }
         }
     }
     let left = grace_left(ballast::clock::now()).max(MIN_BACKGROUND_DRAIN);

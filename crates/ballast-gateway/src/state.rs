@@ -5,11 +5,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use ballast::idempotency::store::{self as stores, IdempotencyStore, StoreOptions};
+use ballast::model::{ModelClients, StoreStateRecords};
 use ballast::{Body, Error, Runs, ToolClients};
 use ballast_config::{Config, Env, StoreLocation};
 use bytes::Bytes;
 use http::{Request, Response};
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::StartError;
@@ -25,17 +27,22 @@ pub struct Gateway {
 pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) tools: ToolClients,
+    /// A client per model route (its deployments' API keys read at start), sharing the tools' runs.
+    pub(crate) models: ModelClients,
     pub(crate) store: Arc<dyn IdempotencyStore>,
     pub(crate) store_url: String,
     pub(crate) runs: Arc<Runs>,
     pub(crate) principals: Principals,
     pub(crate) metrics: Option<PrometheusHandle>,
     pub(crate) draining: AtomicBool,
+    /// Cancelled when the grace period of a shutdown ends: the streams still open end with their error event.
+    pub(crate) closing: CancellationToken,
 }
 
 impl Gateway {
-    /// The gateway of `config`: its principals' keys and the tools' upstream secrets read from `env`, the store it
-    /// names opened (and, for SQLite, held by this process), tool calls sent over HTTP.
+    /// The gateway of `config`: its principals' keys, the tools' upstream secrets and the model deployments' API
+    /// keys read from `env`, the store it names opened (and, for SQLite, held by this process), tool and model
+    /// calls sent over HTTP.
     pub async fn open(config: Config, env: &dyn Env) -> Result<Gateway, StartError> {
         let client = reqwest::Client::builder()
             .build()
@@ -76,18 +83,25 @@ impl Gateway {
                 source,
             })?;
         let runs = Arc::new(Runs::of(&config.run));
-        let tools = ToolClients::from_config_with_env(&config, env, transport, Arc::clone(&runs))
+        let tools = ToolClients::from_config_with_env(&config, env, transport.clone(), Arc::clone(&runs))
             .map_err(|e| StartError::Tool(e.to_string()))?;
+        // Which deployment keeps which response, in the store: for its retention, across restarts and instances.
+        let records = Arc::new(StoreStateRecords::new(Arc::clone(&store)));
+        let models =
+            ModelClients::from_config_with_records(&config, env, transport, Arc::clone(&runs), records)
+                .map_err(|e| StartError::Model(e.to_string()))?;
         Ok(Gateway {
             inner: Arc::new(Inner {
                 store_url: redacted(&store_url),
                 config,
                 tools,
+                models,
                 store,
                 runs,
                 principals,
                 metrics: None,
                 draining: AtomicBool::new(false),
+                closing: CancellationToken::new(),
             }),
         })
     }
@@ -108,6 +122,12 @@ impl Gateway {
     /// The configuration it serves.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// Ends the streams still open: each ends with its error event (the last step of a graceful shutdown, when
+    /// its grace is over).
+    pub fn close_streams(&self) {
+        self.inner.closing.cancel();
     }
 
     /// Starts draining: `/readyz` fails from now on (the first step of a graceful shutdown).

@@ -7,7 +7,7 @@
 //!   (`outcome`: `ok`, `fallback` — answered after a failure, by a fallback tool, a static response or a later
 //!   deployment — or the stable error code), `ballast_request_duration_seconds{route}`,
 //!   `ballast_overhead_seconds{route}` (the call's time minus its attempts' time: what Ballast itself added,
-//!   queueing and backoff included), `ballast_attempts_total{target}`, `ballast_breaker_state{target}` (0 closed, 1 half open, 2 open) and `ballast_deadline_exceeded_total{target}`;
+//!   queueing and backoff included), `ballast_fallbacks_total{route}` (calls answered by a fallback), `ballast_attempts_total{target}`, `ballast_breaker_state{target}` (0 closed, 1 half open, 2 open) and `ballast_deadline_exceeded_total{target}`;
 //! - **the layers**, where they decide: `ballast_retries_total{target,reason}` (`reason`: what the retried
 //!   attempt met — `timeout`, `transport_error`, `never_sent`, or its status), `ballast_retry_budget_exhausted_total{target}`,
 //!   `ballast_throttled_total{target}` (the retry loop), `ballast_shed_total{target,priority,reason}` (admission),
@@ -40,6 +40,8 @@ const OUTCOMES: usize = 2 + ErrorCode::ALL.len();
 pub(crate) struct CallMetrics {
     seconds: Histogram,
     overhead: Histogram,
+    /// Calls answered by a fallback (a later deployment, a fallback tool, a static response) after a failure.
+    fallbacks: Counter,
     targets: Vec<TargetMetrics>,
 }
 
@@ -98,7 +100,8 @@ impl CallMetrics {
         let route_label = route.to_owned();
         CallMetrics {
             seconds: histogram!("ballast_request_duration_seconds", "route" => route_label.clone()),
-            overhead: histogram!("ballast_overhead_seconds", "route" => route_label),
+            overhead: histogram!("ballast_overhead_seconds", "route" => route_label.clone()),
+            fallbacks: counter!("ballast_fallbacks_total", "route" => route_label),
             targets: targets
                 .iter()
                 .map(|target| TargetMetrics::new(route, target))
@@ -134,6 +137,9 @@ impl CallMetrics {
         };
         if let Some(target) = self.target(&answering.target).or(self.targets.first()) {
             target.outcomes[outcome].increment(1);
+        }
+        if outcome == 1 {
+            self.fallbacks.increment(1);
         }
         self.seconds.record(report.total.as_secs_f64());
         self.overhead

@@ -100,8 +100,9 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
     }
 }
 
-/// The gateway's answer to a call that ended with `error` and nothing acted upstream.
-fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError {
+/// The gateway's answer to a call that ended with `error` and nothing acted upstream (the model routes write it
+/// OpenAI-style).
+pub(crate) fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError {
     let message = format!("{tool}: {error}");
     let (status, retry_after, should_retry, shed) = match error {
         Error::Overloaded { reason, retry_after } => {

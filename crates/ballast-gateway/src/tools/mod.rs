@@ -44,6 +44,8 @@ use crate::inbound::Inbound;
 
 mod answer;
 
+pub(crate) use answer::call_error;
+
 /// A tool request that passed `prepare`: what the handler needs.
 #[derive(Debug)]
 struct Prepared {
@@ -224,7 +226,7 @@ async fn check(
 }
 
 /// The whole body, or 413 over `limit`.
-async fn read_body(body: Body, limit: u64) -> Result<bytes::Bytes, AppError> {
+pub(crate) async fn read_body(body: Body, limit: u64) -> Result<bytes::Bytes, AppError> {
     let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
     match http_body_util::Limited::new(body, limit_usize).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),

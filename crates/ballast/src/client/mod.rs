@@ -164,6 +164,13 @@ impl Core {
         }
     }
 
+    /// `deadline` with the server's reserve and least attempt, as every deadline of a call carries them.
+    pub(crate) fn settle(&self, deadline: Deadline) -> Deadline {
+        deadline
+            .with_reserve(self.server.reserve)
+            .with_min_attempt(self.server.min_attempt)
+    }
+
     /// `value` as the JSON body of a request; refused ([`Error::BodyTooLarge`]) when over the server's
     /// `body_limit`, before anything is sent.
     pub(crate) fn encode(&self, value: &impl Serialize) -> Result<Bytes, Error> {

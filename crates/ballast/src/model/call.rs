@@ -20,6 +20,10 @@ pub struct ModelCall<R> {
     pub(crate) request: R,
     pub(crate) options: CallOptions,
     pub(crate) priority: Option<Priority>,
+    /// A streamed call's bound on the time to its commit point (an SDK's timeout), never the stream's.
+    pub(crate) commit_by: Option<Deadline>,
+    /// A streamed call's longest gap between events, when shorter than the route's `stream_idle_timeout`.
+    pub(crate) idle: Option<std::time::Duration>,
 }
 
 /// A Chat Completions call.
@@ -45,6 +49,8 @@ impl<R> ModelCall<R> {
             request,
             options: CallOptions::default(),
             priority: None,
+            commit_by: None,
+            idle: None,
         }
     }
 
@@ -71,6 +77,22 @@ impl<R> ModelCall<R> {
     /// `x-stainless-timeout`). The call's deadline is the earliest of this and the others.
     pub fn call_deadline(mut self, deadline: Deadline) -> Self {
         self.options.call_bound = Some(deadline);
+        self
+    }
+
+    /// For a streamed call: the time by which its stream must reach its commit point (its first content event),
+    /// or the attempt in flight is cut and the call fails or falls back as at any deadline; once committed, the
+    /// stream runs to the call's own deadline. What an SDK's timeout means for a stream: its HTTP client waits
+    /// that long for the status line, which the gateway sends at the commit point. Ignored when not streamed.
+    pub fn commit_by(mut self, deadline: Deadline) -> Self {
+        self.commit_by = Some(deadline);
+        self
+    }
+
+    /// For a streamed call: the longest gap between two events once committed, when shorter than the route's
+    /// `stream_idle_timeout` (what the Python SDK's read timeout bounds). Ignored when not streamed.
+    pub fn stream_idle_timeout(mut self, gap: std::time::Duration) -> Self {
+        self.idle = Some(gap);
         self
     }
 

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ballast_config::{Api, ModelRoute};
 use ballast_core::{CallKind, ErrorCode};
@@ -130,6 +131,19 @@ impl ModelClient {
             .and_then(|d| d.upstream.throttle())
     }
 
+    /// The admission of deployment `index`: its concurrency limit and priority queue, for `/status`.
+    pub fn admission(&self, index: usize) -> Option<&crate::layer::AdmissionLayer> {
+        self.inner
+            .deployments
+            .get(index)
+            .and_then(|d| d.upstream.admission())
+    }
+
+    /// The name of deployment `index` (`route[index] model`), as reports and metrics give it.
+    pub fn deployment(&self, index: usize) -> Option<&str> {
+        self.inner.deployments.get(index).map(|d| d.name.as_str())
+    }
+
     /// The retry budget of deployment `index`.
     pub fn budget(&self, index: usize) -> Option<&Arc<dyn ballast_core::RetryBudget>> {
         self.inner.deployments.get(index).map(|d| d.upstream.budget())
@@ -154,13 +168,26 @@ impl ModelClient {
     /// (its first chunk with content), a failure is retried and falls back like any other; after it, nothing is
     /// retried: the returned [`ChatStream`] yields the chunks, and a failure after the commit (a cut, a stall
     /// longer than `stream_idle_timeout`, the deadline) is its last item, an error — never a clean end.
+    ///
+    /// Token usage is counted whatever the caller asked: the request asks the provider for it
+    /// (`stream_options.include_usage`), and when the caller did not, the extra chunk that carries it (no
+    /// choices, only `usage`) is dropped from the stream after it is counted.
     pub fn stream(&self, call: ChatCall) -> impl Future<Output = Result<ChatStream, CallError>> + Send + '_ {
         let mut call = call;
         Chat::set_stream(&mut call.request, true);
+        let asked = ask_for_usage(&mut call.request.extra);
         // The span covers the call up to its commit point; the stream's own end is its reader's.
-        self.in_span(self.span_of(&call), |span| {
+        let stream = self.in_span(self.span_of(&call), |span| {
             self.streamed::<Chat>(call, Targets::Speaking(Api::Chat), span)
-        })
+        });
+        async move {
+            let stream = stream.await?;
+            Ok(if asked {
+                stream
+            } else {
+                stream.without_usage_chunk()
+            })
+        }
     }
 
     /// Asks the route for a response (the Responses API, not streamed: `stream` is dropped; use
@@ -318,9 +345,10 @@ impl ModelClient {
         targets: Targets,
         span: tracing::Span,
     ) -> Result<ModelStream<P::Event>, CallError> {
+        let idle = call.idle;
         let (committed, tried, ctx) = self.to_commit::<P>(call, &targets, &span).await?;
         Ok(ModelStream::start(
-            self.source::<P>(&committed),
+            self.source::<P>(&committed, idle),
             committed,
             tried,
             &ctx,
@@ -335,9 +363,10 @@ impl ModelClient {
         targets: Targets,
         span: tracing::Span,
     ) -> Result<(ResponseStream, Option<String>), CallError> {
+        let idle = call.idle;
         let (committed, tried, ctx) = self.to_commit::<Responses>(call, &targets, &span).await?;
         let id = response_id_in(committed.response.body().head());
-        let source = self.source::<Responses>(&committed);
+        let source = self.source::<Responses>(&committed, idle);
         Ok((ModelStream::start(source, committed, tried, &ctx), id))
     }
 
@@ -353,9 +382,13 @@ impl ModelClient {
         record_request_id(span, &ctx);
         ctx.stream = Some(P::COMMIT);
         let mut tried = Tried::default();
-        let sent = self
-            .through_route::<P>(call.request, &ctx, &mut tried, targets)
-            .await;
+        let sent = self.through_route::<P>(call.request, &ctx, &mut tried, targets);
+        // The bound on the time to the commit point is a scope of the trip, not the call's deadline: once
+        // committed, the stream runs to the call's own.
+        let sent = match call.commit_by {
+            Some(by) => crate::scope(self.inner.core.settle(by), sent).await,
+            None => sent.await,
+        };
         match sent {
             Ok(committed) => {
                 // Counted at its commit point: what follows is the stream's.
@@ -374,11 +407,12 @@ impl ModelClient {
     }
 
     /// How the stream of `committed` is read.
-    fn source<P: Streamed>(&self, committed: &Committed) -> Source<P::Event> {
+    fn source<P: Streamed>(&self, committed: &Committed, idle: Option<Duration>) -> Source<P::Event> {
+        let route_idle = self.inner.route.stream_idle_timeout;
         Source {
             route: self.name().to_owned(),
             deployment: self.inner.deployments[committed.index].name.clone(),
-            idle: self.inner.route.stream_idle_timeout,
+            idle: idle.map_or(route_idle, |idle| idle.min(route_idle)),
             read: P::READ,
         }
     }
@@ -589,6 +623,22 @@ impl ModelClient {
             },
         }
     }
+}
+
+/// Asks a chat stream's provider for its token usage (`stream_options.include_usage`); whether the caller had.
+fn ask_for_usage(extra: &mut serde_json::Map<String, Value>) -> bool {
+    let options = extra
+        .entry("stream_options")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if !options.is_object() {
+        *options = Value::Object(serde_json::Map::new());
+    }
+    let Some(options) = options.as_object_mut() else {
+        unreachable!("an object was just put there")
+    };
+    let asked = options.get("include_usage") == Some(&Value::Bool(true));
+    options.insert("include_usage".into(), Value::Bool(true));
+    asked
 }
 
 /// Whose call it is, for its records.

@@ -153,7 +153,7 @@ impl DeploymentClient {
             admission: Some(admission),
             per_try: config.per_try_timeout,
         };
-        let name = format!("{}[{index}] {}", route.name, config.model);
+        let name = deployment_name(route, index);
         Ok(DeploymentClient {
             target: Arc::from(name.as_str()),
             name,
@@ -244,6 +244,11 @@ impl DeploymentClient {
             .trip(request, ctx, Polling { attempts_before })
             .await
     }
+}
+
+/// Deployment `index` of `route` as reports, metrics and `/status` name it: `route[index] model`.
+pub fn deployment_name(route: &ModelRoute, index: usize) -> String {
+    format!("{}[{index}] {}", route.name, route.deployments[index].model)
 }
 
 /// The path of `api`'s calls after a base URL.

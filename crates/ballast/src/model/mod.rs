@@ -63,7 +63,7 @@ pub use client::ModelClient;
 // The settings of a model route, as its client holds them, and the environment its secrets are read from.
 pub use ballast_config::{Api, ApiSet, ContextConfig, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv};
 pub use clients::ModelClients;
-pub use deployment::InvalidModelRoute;
+pub use deployment::{InvalidModelRoute, deployment_name};
 pub use embeddings::{EmbeddingsRequest, EmbeddingsResponse};
 #[cfg(feature = "idempotency")]
 pub use responses::StoreStateRecords;

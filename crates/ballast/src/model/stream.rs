@@ -295,6 +295,16 @@ impl<E> ModelStream<E> {
 }
 
 impl ModelStream<ChatChunk> {
+    /// The same stream without the chunk that carries only the token usage (no choices), which the caller did not
+    /// ask for: it was asked for to count the tokens, and it is counted before it is dropped.
+    pub(super) fn without_usage_chunk(mut self) -> Self {
+        self.items = Box::pin(self.items.filter(|item| {
+            let usage_only = matches!(item, Ok(chunk) if chunk.choices.is_empty() && chunk.usage.is_some());
+            std::future::ready(!usage_only)
+        }));
+        self
+    }
+
     /// The caller's side of the stream as server-sent events: each chunk as `data: <json>\n\n`, then
     /// `data: [DONE]\n\n` — or, after a failure, OpenAI's error envelope as the last event and no `[DONE]`.
     pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {

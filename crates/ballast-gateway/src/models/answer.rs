@@ -1,0 +1,247 @@
+//! A model call's result as the caller's answer.
+//!
+//! - **An answer**: the provider's body byte for byte, its status, and what Ballast did: `ballast-attempts`
+//!   (attempts handed to a provider, over every deployment tried), `ballast-remaining-ms`, `ballast-fallback`
+//!   (the deployment that answered, when it was not the first tried), `ballast-truncated` (messages dropped to
+//!   fit the context).
+//! - **A stream**: `200` and `text/event-stream` at its commit point, with the same headers; then the API's
+//!   events, and after a failure the API's own error event and nothing after it (`ModelStream::into_sse`).
+//! - **An error**, OpenAI-style with a stable code in `error.code` and an explicit `x-should-retry`:
+//!   - the provider's own answer to a request it refused as such (a 4xx but 408, 409 and 429:
+//!     `context_length_exceeded`, an invalid request) passes through as it came — its code is what the caller
+//!     needs (LangChain matches `context_length_exceeded`); `x-should-retry: false`;
+//!   - a provider's 5xx, 408 or 429 after the gateway's retries keeps its message, `type` and `param`, with the
+//!     stable code in `code` (`upstream_error`, `retry_budget_exhausted`, `run_allowance_exhausted`) and the
+//!     provider's own in `upstream_code`; `x-should-retry: false`: the retries were spent here, and an SDK that
+//!     retried would multiply them;
+//!   - no answer to pass on: as the tool routes map it (`tools/answer.rs`) — `overloaded` 503 inviting a retry
+//!     after `Retry-After` when shed for room or throttled, `circuit_open` 503, `deadline_exceeded` 504,
+//!     `upstream_error` 502 — in OpenAI's envelope;
+//!   - refused before sending: `invalid_request` 400 (404 for a response this caller did not make here),
+//!     `store_unavailable` 503.
+
+use std::convert::Infallible;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use ballast::model::{ModelAnswer, ModelStream, Truncation};
+use ballast::{CallError, OutcomeReport, Refusal, clock};
+use ballast_core::ErrorCode;
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use http::{HeaderValue, StatusCode, header};
+use serde_json::Value;
+
+use super::request::Settled;
+use crate::error::{AppError, OpenAiError, bool_text, json_response, openai_body, openai_error};
+use crate::headers::{
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_REMAINING_MS, BALLAST_TRUNCATED, X_SHOULD_RETRY,
+};
+
+/// A 2xx answer: the provider's body as it came.
+pub(super) fn answered<T>(answer: ModelAnswer<T>, settled: &Settled) -> Response {
+    let mut response = Response::new(Body::from(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::OK);
+    let content_type = (answer.headers.get(header::CONTENT_TYPE).cloned())
+        .unwrap_or(HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    what_ballast_did(&mut response, &answer.report, answer.truncated, settled);
+    response
+}
+
+/// What a stream said about itself at its commit point.
+pub(super) struct StreamHead {
+    report: OutcomeReport,
+    truncated: Option<Truncation>,
+}
+
+impl StreamHead {
+    /// The head of `stream`, read before it is consumed.
+    pub(super) fn of<E>(stream: &ModelStream<E>) -> Self {
+        StreamHead {
+            report: stream.report(),
+            truncated: stream.truncated(),
+        }
+    }
+}
+
+/// A committed stream: `200`, `text/event-stream`, the events as they come.
+pub(super) fn streamed(
+    head: StreamHead,
+    events: impl Stream<Item = Bytes> + Send + 'static,
+    settled: &Settled,
+) -> Response {
+    let mut response = Response::new(Body::from_stream(events.map(Ok::<_, Infallible>)));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies that buffer (nginx) would hold the events back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    what_ballast_did(&mut response, &head.report, head.truncated, settled);
+    response
+}
+
+/// A call that did not succeed (module docs).
+pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
+    let code = error.code();
+    let attempts = attempts_made(error.report());
+    let mut response = match error {
+        CallError::Upstream {
+            status, body, bytes, ..
+        } => upstream_error(status, &body, bytes, code),
+        CallError::Failed { target, error, .. } => {
+            OpenAiError(crate::tools::call_error(&target, code, &error)).into_response()
+        }
+        CallError::Refused { target, refusal, .. } => refused(&target, &refusal, settled),
+        CallError::Malformed { target, reason, .. } => OpenAiError(AppError::Call {
+            code: ErrorCode::UpstreamError,
+            status: StatusCode::BAD_GATEWAY,
+            message: format!("{target}: the upstream's answer is {reason}"),
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        })
+        .into_response(),
+        other => OpenAiError(AppError::Call {
+            code,
+            status: StatusCode::BAD_GATEWAY,
+            message: other.to_string(),
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        })
+        .into_response(),
+    };
+    let headers = response.headers_mut();
+    headers.insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
+    remaining(headers, settled);
+    response
+}
+
+/// A response id no route knows for this caller.
+pub(super) fn unknown_response(id: &str) -> Response {
+    let message = format!(
+        "no response {id:?} was made through this gateway by this caller (or its record has expired); a response is \
+         retrieved, deleted or cancelled at the deployment that made it"
+    );
+    let mut response = openai_error(
+        StatusCode::NOT_FOUND,
+        ErrorCode::InvalidRequest.as_str(),
+        &message,
+    );
+    not_retryable(&mut response, ErrorCode::InvalidRequest);
+    response
+}
+
+/// The provider's own error answer (module docs).
+fn upstream_error(status: u16, body: &Value, bytes: Bytes, code: ErrorCode) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    let refused_as_such = status.is_client_error()
+        && !matches!(status.as_u16(), 408 | 409 | 429)
+        && body.get("error").is_some();
+    let mut response = if refused_as_such {
+        let mut response = Response::new(Body::from(bytes));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    } else {
+        let provider = body.get("error");
+        let text = |key: &str| provider.and_then(|e| e.get(key)).and_then(Value::as_str);
+        let message = text("message").map_or_else(
+            || {
+                format!(
+                    "the upstream answered {} and the gateway's retries are spent",
+                    status.as_u16()
+                )
+            },
+            |m| {
+                format!(
+                    "{m} (the upstream answered {}; the gateway's retries are spent)",
+                    status.as_u16()
+                )
+            },
+        );
+        let mut body = openai_body(status, code.as_str(), &message);
+        if let (Some(provider), Some(error)) =
+            (provider, body.get_mut("error").and_then(Value::as_object_mut))
+        {
+            for key in ["type", "param"] {
+                if let Some(value) = provider.get(key).filter(|v| !v.is_null()) {
+                    error.insert(key.to_owned(), value.clone());
+                }
+            }
+            if let Some(code) = provider.get("code").filter(|v| !v.is_null()) {
+                error.insert("upstream_code".to_owned(), code.clone());
+            }
+        }
+        json_response(status, &body)
+    };
+    not_retryable(&mut response, code);
+    response
+}
+
+/// A call refused before anything was sent.
+fn refused(target: &str, refusal: &Refusal, settled: &Settled) -> Response {
+    let code = refusal.code();
+    let status = match (refusal, code) {
+        (_, ErrorCode::StoreUnavailable) => StatusCode::SERVICE_UNAVAILABLE,
+        (Refusal::UnknownState(_), _) if settled.about_a_response => StatusCode::NOT_FOUND,
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let message = format!("{target}: {refusal}; nothing was sent");
+    let mut response = openai_error(status, code.as_str(), &message);
+    not_retryable(&mut response, code);
+    response
+}
+
+/// `ballast-code` and `x-should-retry: false`.
+fn not_retryable(response: &mut Response, code: ErrorCode) {
+    let headers = response.headers_mut();
+    headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
+    headers.insert(X_SHOULD_RETRY, HeaderValue::from_static(bool_text(false)));
+}
+
+/// The headers that say what Ballast did for an answer.
+fn what_ballast_did(
+    response: &mut Response,
+    report: &OutcomeReport,
+    truncated: Option<Truncation>,
+    settled: &Settled,
+) {
+    let headers = response.headers_mut();
+    headers.insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts_made(report)));
+    remaining(headers, settled);
+    if report.answered_by_fallback()
+        && let Ok(name) = HeaderValue::from_str(&report.answering().target)
+    {
+        headers.insert(BALLAST_FALLBACK, name);
+    }
+    if let Some(truncated) = truncated {
+        headers.insert(BALLAST_TRUNCATED, HeaderValue::from(truncated.dropped_messages));
+    }
+}
+
+/// `ballast-remaining-ms`: what is left of the call's deadline.
+fn remaining(headers: &mut http::HeaderMap, settled: &Settled) {
+    let left = settled.deadline.remaining(clock::now());
+    headers.insert(
+        BALLAST_REMAINING_MS,
+        HeaderValue::from(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+    );
+}
+
+/// The attempts handed to providers, over every deployment tried.
+fn attempts_made(report: &OutcomeReport) -> usize {
+    let mut count = 0;
+    let mut current = Some(report);
+    while let Some(report) = current {
+        count += report.attempts_made();
+        current = report.fallback_report.as_deref();
+    }
+    count
+}

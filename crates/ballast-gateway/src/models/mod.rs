@@ -1,0 +1,239 @@
+//! The model routes: what an OpenAI SDK or agent framework calls when its `base_url` is the gateway's.
+//!
+//! ```text
+//! POST   /v1/responses                 a response (streamed or not), through the route's Responses deployments
+//! GET    /v1/responses/{id}            a kept response, from the deployment that made it
+//! DELETE /v1/responses/{id}            ... deleted there
+//! POST   /v1/responses/{id}/cancel     ... a background one cancelled there
+//! POST   /v1/chat/completions          a chat completion (streamed or not)
+//! POST   /v1/embeddings                embeddings
+//! GET    /v1/models                    the configured model routes
+//! ```
+//!
+//! Each is thin over the library's [`ModelClient`](ballast::ModelClient) (the route is chosen by `model`): the
+//! request is read and checked (`request.rs` — its deadline from the caller's headers, its run, priority, hops,
+//! trace, owner), the client calls the route's deployments under one deadline, and the result is written back
+//! (`answer.rs`): the provider's answer byte for byte, a stream from its commit point with the API's own error
+//! event if it fails later, or an OpenAI-style error with a stable code and an explicit `x-should-retry`.
+//! Unknown fields pass through both ways: the gateway reads only what routing, deadlines, truncation and state
+//! need.
+
+mod answer;
+mod request;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Extension, Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use ballast::idempotency::Principal;
+use ballast::model::{Api, ChatRequest, EmbeddingsRequest, ModelCall, ResponseIdCall, ResponsesRequest};
+use http::HeaderMap;
+use serde_json::json;
+
+use crate::Gateway;
+use crate::error::{AppError, OpenAiError};
+
+/// The model routes, each answering OpenAI-style errors (a wrong method included).
+pub(crate) fn routes() -> Router<Gateway> {
+    let wrong_method = |allowed: &'static str| {
+        move || async move { OpenAiError(AppError::MethodNotAllowed { allowed }).into_response() }
+    };
+    let only = |route: MethodRouter<Gateway>, allowed: &'static str| route.fallback(wrong_method(allowed));
+    Router::new()
+        .route("/v1/responses", only(post(create_response), "POST"))
+        .route(
+            "/v1/responses/{id}",
+            only(get(retrieve_response).delete(delete_response), "GET, DELETE"),
+        )
+        .route("/v1/responses/{id}/cancel", only(post(cancel_response), "POST"))
+        .route("/v1/chat/completions", only(post(chat_completion), "POST"))
+        .route("/v1/embeddings", only(post(embeddings), "POST"))
+        .route("/v1/models", only(get(list_models), "GET"))
+}
+
+/// `POST /v1/responses`.
+async fn create_response(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let prepared =
+        match request::prepare::<ResponsesRequest>(&gateway, &caller, &headers, body, Api::Responses).await {
+            Ok(prepared) => prepared,
+            Err(error) => return OpenAiError(error).into_response(),
+        };
+    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
+    if settled.stream {
+        match client.respond_stream(call).await {
+            Ok(stream) => {
+                let head = answer::StreamHead::of(&stream);
+                answer::streamed(head, stream.into_sse(), &settled)
+            }
+            Err(error) => answer::failed(error, &settled),
+        }
+    } else {
+        match client.respond(call).await {
+            Ok(answer) => answer::answered(answer, &settled),
+            Err(error) => answer::failed(error, &settled),
+        }
+    }
+}
+
+/// `POST /v1/chat/completions`.
+async fn chat_completion(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let prepared = match request::prepare::<ChatRequest>(&gateway, &caller, &headers, body, Api::Chat).await {
+        Ok(prepared) => prepared,
+        Err(error) => return OpenAiError(error).into_response(),
+    };
+    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
+    if settled.stream {
+        match client.stream(call).await {
+            Ok(stream) => {
+                let head = answer::StreamHead::of(&stream);
+                answer::streamed(head, stream.into_sse(), &settled)
+            }
+            Err(error) => answer::failed(error, &settled),
+        }
+    } else {
+        match client.complete(call).await {
+            Ok(answer) => answer::answered(answer, &settled),
+            Err(error) => answer::failed(error, &settled),
+        }
+    }
+}
+
+/// `POST /v1/embeddings`.
+async fn embeddings(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let prepared =
+        match request::prepare::<EmbeddingsRequest>(&gateway, &caller, &headers, body, Api::Embeddings).await
+        {
+            Ok(prepared) => prepared,
+            Err(error) => return OpenAiError(error).into_response(),
+        };
+    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
+    match client.embed(call).await {
+        Ok(answer) => answer::answered(answer, &settled),
+        Err(error) => answer::failed(error, &settled),
+    }
+}
+
+/// `GET /v1/responses/{id}`.
+async fn retrieve_response(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    on_response(&gateway, &caller, &headers, id, Operation::Retrieve).await
+}
+
+/// `DELETE /v1/responses/{id}`.
+async fn delete_response(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    on_response(&gateway, &caller, &headers, id, Operation::Delete).await
+}
+
+/// `POST /v1/responses/{id}/cancel`.
+async fn cancel_response(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    on_response(&gateway, &caller, &headers, id, Operation::Cancel).await
+}
+
+/// What is done with a kept response.
+#[derive(Clone, Copy)]
+enum Operation {
+    Retrieve,
+    Delete,
+    Cancel,
+}
+
+/// A retrieve, delete or cancel of response `id`: sent to the deployment that made it, whichever route that is
+/// (the caller names no model): the first route whose records know it for this caller.
+async fn on_response(
+    gateway: &Gateway,
+    caller: &Principal,
+    headers: &HeaderMap,
+    id: String,
+    operation: Operation,
+) -> Response {
+    let settled = match request::settle_state_call(gateway, caller, headers) {
+        Ok(settled) => settled,
+        Err(error) => return OpenAiError(error).into_response(),
+    };
+    let mut routes: Vec<_> = (gateway.inner.models.iter())
+        .filter(|client| client.speaks(Api::Responses))
+        .collect();
+    routes.sort_by(|a, b| a.name().cmp(b.name()));
+    let mut last = None;
+    for client in routes {
+        let call: ResponseIdCall =
+            request::with_options(ModelCall::for_response(id.clone()), gateway, caller, &settled);
+        let result = match operation {
+            Operation::Retrieve => client
+                .retrieve_response(call)
+                .await
+                .map(|a| answer::answered(a, &settled)),
+            Operation::Delete => client
+                .delete_response(call)
+                .await
+                .map(|a| answer::answered(a, &settled)),
+            Operation::Cancel => client
+                .cancel_response(call)
+                .await
+                .map(|a| answer::answered(a, &settled)),
+        };
+        match result {
+            Ok(response) => return response,
+            // Not this route's: the next one may know it.
+            Err(ballast::CallError::Refused {
+                refusal: ballast::Refusal::UnknownState(_),
+                ..
+            }) => continue,
+            Err(error) => {
+                last = Some(error);
+                break;
+            }
+        }
+    }
+    match last {
+        Some(error) => answer::failed(error, &settled),
+        None => answer::unknown_response(&id),
+    }
+}
+
+/// `GET /v1/models`: the configured model routes, as OpenAI lists models.
+async fn list_models(State(gateway): State<Gateway>) -> Response {
+    let mut names: Vec<&str> = gateway
+        .inner
+        .config
+        .models
+        .iter()
+        .map(|m| m.name.as_str())
+        .collect();
+    names.sort_unstable();
+    let data: Vec<_> = names
+        .iter()
+        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "ballast"}))
+        .collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}

@@ -1,0 +1,246 @@
+//! A model request read and checked: its body as its API's, its route (by `model`), and its deadline from the
+//! caller's headers (DESIGN.md, "Deadline").
+//!
+//! - **Not streamed**: the smallest deadline header of any kind (an SDK's timeout is the time to the whole
+//!   answer), else the run's, else `server.default_timeout`.
+//! - **Streamed**: the stream's total is bounded by the explicit headers (`ballast-timeout-ms`, `grpc-timeout`),
+//!   Envoy's, or the run's — else `server.max_timeout`; an SDK's timeout bounds only the time to the commit point
+//!   (the status line, which the SDK's HTTP client waits for) and, the Python SDK's read timeout, the longest gap.
+//!
+//! A deadline (or a commit bound) that cannot hold an attempt is answered at once, 504 `deadline_exceeded`, and
+//! nothing is sent. An explicit header is offered to the caller's run (`ballast-run-id`), whose deadline then
+//! holds across its later calls; an SDK's timeout never is.
+
+use axum::body::Body;
+use ballast::idempotency::Principal;
+use ballast::model::{Api, ChatRequest, EmbeddingsRequest, ModelCall, ModelClient, ResponsesRequest};
+use ballast::{Deadline, clock};
+use ballast_core::{ErrorCode, Instant};
+use http::{HeaderMap, StatusCode};
+use serde::de::DeserializeOwned;
+
+use crate::Gateway;
+use crate::error::AppError;
+use crate::inbound::Inbound;
+
+/// A model request of an API: what routing and the deadline read of it.
+pub(super) trait ModelRequest: DeserializeOwned {
+    /// The route it names.
+    fn model(&self) -> &str;
+    /// Whether it asks for a stream.
+    fn streamed(&self) -> bool;
+}
+
+impl ModelRequest for ResponsesRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn streamed(&self) -> bool {
+        self.stream == Some(true)
+    }
+}
+
+impl ModelRequest for ChatRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn streamed(&self) -> bool {
+        self.stream == Some(true)
+    }
+}
+
+impl ModelRequest for EmbeddingsRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn streamed(&self) -> bool {
+        false
+    }
+}
+
+/// What the gateway settled about a call before sending it.
+#[derive(Clone, Debug)]
+pub(super) struct Settled {
+    /// Whether the answer is streamed.
+    pub(super) stream: bool,
+    /// The call's deadline as the gateway told it (its run's folded in): what `ballast-remaining-ms` counts down.
+    pub(super) deadline: Deadline,
+    /// A retrieve, delete or cancel (a 404 for a response it does not know, not a 400).
+    pub(super) about_a_response: bool,
+    inbound: Inbound,
+    /// The explicit deadline the caller sent, offered to its run.
+    explicit: Option<Deadline>,
+    /// For a stream: the bound on the time to its commit point (an SDK's timeout).
+    commit_by: Option<Deadline>,
+}
+
+/// A request ready to call: the route's client, the call and what was settled.
+pub(super) struct Prepared<R> {
+    pub(super) client: ModelClient,
+    pub(super) call: ModelCall<R>,
+    pub(super) settled: Settled,
+}
+
+/// Reads and checks a request of `api` (module docs).
+pub(super) async fn prepare<R: ModelRequest>(
+    gateway: &Gateway,
+    caller: &Principal,
+    headers: &HeaderMap,
+    body: Body,
+    api: Api,
+) -> Result<Prepared<R>, AppError> {
+    let now = clock::now();
+    let server = &gateway.inner.config.server;
+    let inbound = Inbound::read(headers, server)?;
+    let bytes = crate::tools::read_body(body, server.body_limit).await?;
+    let request: R = serde_json::from_slice(&bytes).map_err(|e| AppError::InvalidRequest {
+        message: format!("the body is not a {} request: {e}", api.title()),
+    })?;
+    let client = gateway.inner.models.get(request.model()).ok_or_else(|| {
+        let mut models: Vec<String> = gateway
+            .inner
+            .config
+            .models
+            .iter()
+            .map(|m| m.name.clone())
+            .collect();
+        models.sort();
+        AppError::UnknownModel {
+            name: request.model().to_owned(),
+            models,
+        }
+    })?;
+    if !client.speaks(api) {
+        return Err(AppError::InvalidRequest {
+            message: format!(
+                "no deployment of model route {:?} speaks the {} API (each deployment's `api` in the config says \
+                 which it speaks)",
+                client.name(),
+                api.title()
+            ),
+        });
+    }
+    crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
+    let settled = settle(gateway, caller, inbound, request.streamed(), now)?;
+    let call = with_options(ModelCall::new(request), gateway, caller, &settled);
+    Ok(Prepared {
+        client: client.clone(),
+        call,
+        settled,
+    })
+}
+
+/// The deadline of a retrieve, delete or cancel (not streamed).
+pub(super) fn settle_state_call(
+    gateway: &Gateway,
+    caller: &Principal,
+    headers: &HeaderMap,
+) -> Result<Settled, AppError> {
+    let inbound = Inbound::read(headers, &gateway.inner.config.server)?;
+    let mut settled = settle(gateway, caller, inbound, false, clock::now())?;
+    settled.about_a_response = true;
+    Ok(settled)
+}
+
+/// The call's deadlines (module docs); a deadline that cannot hold an attempt is answered at once.
+fn settle(
+    gateway: &Gateway,
+    caller: &Principal,
+    inbound: Inbound,
+    stream: bool,
+    now: Instant,
+) -> Result<Settled, AppError> {
+    let server = &gateway.inner.config.server;
+    let run_deadline = (inbound.run_id.as_ref()).and_then(|id| {
+        gateway
+            .inner
+            .runs
+            .get_owned(Some(caller.name()), id, now)
+            .deadline()
+    });
+    let (bound, fallback) = if stream {
+        (inbound.whole_call_timeout, server.max_timeout)
+    } else {
+        (inbound.timeout, server.default_timeout)
+    };
+    let mut deadline = bound
+        .map(|t| Deadline::after(now, t))
+        .or(run_deadline)
+        .unwrap_or_else(|| Deadline::after(now, fallback));
+    if let Some(run) = run_deadline {
+        deadline = deadline.earliest(&run);
+    }
+    let settle = |d: Deadline| {
+        d.with_reserve(server.reserve)
+            .with_min_attempt(server.min_attempt)
+    };
+    let deadline = settle(deadline);
+    let commit_by = (inbound.sdk_timeout)
+        .filter(|_| stream)
+        .map(|t| settle(Deadline::after(now, t)).earliest(&deadline));
+    for bound in std::iter::once(deadline).chain(commit_by) {
+        if let Err(exceeded) = bound.attempt_timeout(std::time::Duration::MAX, now) {
+            let mut message = format!("{exceeded}; nothing was sent");
+            if let Some(run) = &inbound.run_id {
+                message.push_str(&format!(
+                    ". Run {run:?} is past its deadline: a run id names one agent request (a session id reused as \
+                     a run id is the usual cause); start a new run id for a new request"
+                ));
+            }
+            return Err(AppError::Call {
+                code: ErrorCode::DeadlineExceeded,
+                status: StatusCode::GATEWAY_TIMEOUT,
+                message,
+                retry_after: None,
+                should_retry: false,
+                shed: None,
+            });
+        }
+    }
+    let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
+    Ok(Settled {
+        stream,
+        deadline,
+        about_a_response: false,
+        inbound,
+        explicit,
+        commit_by,
+    })
+}
+
+/// `call` with what the caller's headers and the gateway say about it: its deadlines, owner, run, priority,
+/// hops, trace, and the gateway's shutdown.
+pub(super) fn with_options<R>(
+    call: ModelCall<R>,
+    gateway: &Gateway,
+    caller: &Principal,
+    settled: &Settled,
+) -> ModelCall<R> {
+    let inbound = &settled.inbound;
+    let mut call = call
+        .call_deadline(settled.deadline)
+        .owner(caller.name())
+        .cancel_token(gateway.inner.closing.child_token());
+    if let Some(explicit) = settled.explicit {
+        call = call.deadline(explicit);
+    }
+    if let Some(by) = settled.commit_by {
+        call = call.commit_by(by);
+    }
+    if let Some(gap) = inbound.read_timeout.filter(|_| settled.stream) {
+        call = call.stream_idle_timeout(gap);
+    }
+    if let Some(run) = &inbound.run_id {
+        call = call.run(run.as_str());
+    }
+    if let Some(priority) = inbound.priority {
+        call = call.priority(priority);
+    }
+    if let Some(hops) = inbound.hops {
+        call = call.hops(hops);
+    }
+    if let Some(trace) = inbound.trace {
+        call = call.trace(trace);
+    }
+    call
+}
