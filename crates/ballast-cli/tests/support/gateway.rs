@@ -41,10 +41,21 @@ impl Gateway {
     /// `ballast serve` with `config` (`{chaos}` replaced by the upstream's base URL, `{dir}` by the gateway's
     /// directory) and the environment variables `env`.
     pub(crate) fn start(config: &str, upstream: &ChaosServer, env: &[(&str, &str)]) -> Gateway {
+        Gateway::start_with(config, &[("chaos", upstream)], env)
+    }
+
+    /// `ballast serve` with `config`, each `{name}` of `upstreams` replaced by that upstream's base URL (`{dir}` by
+    /// the gateway's directory), and the environment variables `env`.
+    pub(crate) fn start_with(
+        config: &str,
+        upstreams: &[(&str, &ChaosServer)],
+        env: &[(&str, &str)],
+    ) -> Gateway {
         let dir = Arc::new(tempfile::tempdir().expect("a temporary directory"));
-        let text = config
-            .replace("{chaos}", upstream.url("").trim_end_matches('/'))
-            .replace("{dir}", &dir.path().display().to_string());
+        let mut text = config.replace("{dir}", &dir.path().display().to_string());
+        for (name, upstream) in upstreams {
+            text = text.replace(&format!("{{{name}}}"), upstream.url("").trim_end_matches('/'));
+        }
         let path = dir.path().join("ballast.toml");
         std::fs::write(&path, text).expect("the config is written");
         let env = env
@@ -216,6 +227,50 @@ pub(crate) async fn call(
         request = request.header(*name, *value);
     }
     request.send().await.expect("the gateway answers")
+}
+
+/// `POST path` with a JSON `body` and `headers`.
+pub(crate) async fn post(
+    client: &reqwest::Client,
+    gateway: &Gateway,
+    path: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = client.post(gateway.url(path)).json(body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("the gateway answers")
+}
+
+/// The server-sent events of a streamed answer, read to its end (or its failure): each event's name (`message`
+/// when it has none) and its data as JSON (a JSON string when it is not JSON, as `[DONE]`).
+pub(crate) async fn events(response: reqwest::Response) -> (Vec<(String, Value)>, bool) {
+    let text = match response.text().await {
+        Ok(text) => (text, true),
+        Err(_) => (String::new(), false),
+    };
+    let (text, whole) = text;
+    let mut events = Vec::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut name = "message".to_owned();
+        let mut data = Vec::new();
+        for line in block.lines() {
+            if let Some(value) = line.strip_prefix("event:") {
+                name = value.trim().to_owned();
+            } else if let Some(value) = line.strip_prefix("data:") {
+                data.push(value.trim_start().to_owned());
+            }
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let data = data.join("\n");
+        let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
+        events.push((name, value));
+    }
+    (events, whole)
 }
 
 /// An answer's status, headers and JSON body.

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod gateway;
+pub(crate) mod models;
 
 use std::process::{Command, Output};
 

@@ -1,0 +1,502 @@
+//! `ballast serve`'s model routes, black box (the real binary, chaos providers in this process, real time with
+//! short bounds): answers passed through with what Ballast did, OpenAI-style errors with stable codes and an
+//! explicit `x-should-retry`, deadlines from the SDKs' headers, streams committed at their first content event
+//! and ended by their API's error event, state kept with its deployment, `/v1/models`, `/status`, `/metrics`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::gateway::{client, events as read_events, get_json, header, post, read};
+use support::models::Providers;
+
+fn responses(model: &str, op: &str) -> Value {
+    json!({"model": model, "input": [{"role": "user", "content": format!("Refund order 1234, op={op}")}]})
+}
+
+fn chat(model: &str, op: &str) -> Value {
+    json!({"model": model, "messages": [{"role": "user", "content": format!("Refund order 1234, op={op}")}]})
+}
+
+fn streamed(mut body: Value) -> Value {
+    body["stream"] = json!(true);
+    body
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_pass_through_with_what_ballast_did() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+
+    let (status, headers, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &responses("agent", "op-1"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["object"], "response");
+    assert_eq!(answer["output"][0]["name"], "lookup_order");
+    assert_eq!(answer["model"], "mock", "the provider's answer, as it sent it");
+    assert_eq!(header(&headers, "ballast-attempts"), "1");
+    assert!(header(&headers, "ballast-remaining-ms").parse::<u64>().unwrap() > 9_000);
+    assert!(!header(&headers, "x-request-id").is_empty());
+
+    let (status, _, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/chat/completions",
+            &chat("agent", "op-1"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "lookup_order"
+    );
+
+    let body = json!({"model": "embed", "input": ["a", "b"]});
+    let (status, _, answer) = read(post(&client, &gateway, "/v1/embeddings", &body, &[]).await).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["data"].as_array().unwrap().len(), 2);
+
+    let models = get_json(&gateway.url("/v1/models")).await;
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"agent") && ids.contains(&"small-fallback"),
+        "{ids:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn errors_are_openai_style_with_a_stable_code_and_say_whether_to_retry() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+
+    // The provider fails every attempt: the gateway's own three, then an answer that invites no more.
+    let (status, headers, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &responses("failing", "op-2"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 500, "{answer}");
+    assert_eq!(answer["error"]["code"], "upstream_error");
+    assert_eq!(answer["error"]["type"], "server_error");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("retries are spent"),
+        "{answer}"
+    );
+    assert_eq!(header(&headers, "x-should-retry"), "false");
+    assert_eq!(header(&headers, "ballast-attempts"), "3");
+    let stats = get_json(&providers.failing.url("/stats")).await;
+    assert_eq!(stats["endpoints"]["model"]["requests"], 3, "{stats}");
+
+    // Another Ballast in front (`ballast-hop`): one attempt here, retries happen at one layer.
+    let (status, headers, _) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/chat/completions",
+            &chat("failing", "op-3"),
+            &[("ballast-hop", "1")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!((status, header(&headers, "ballast-attempts")), (500, "1"));
+
+    let cases = [
+        (
+            json!({"model": "nope", "input": "hi"}),
+            "/v1/responses",
+            404,
+            "model_not_found",
+        ),
+        (json!({"input": "hi"}), "/v1/responses", 400, "invalid_request"),
+        (
+            json!({"model": "chat-only", "input": "hi"}),
+            "/v1/responses",
+            400,
+            "invalid_request",
+        ),
+        (
+            json!({"model": "agent", "messages": "not a list"}),
+            "/v1/chat/completions",
+            400,
+            "invalid_request",
+        ),
+    ];
+    for (body, path, want_status, code) in cases {
+        let (status, headers, answer) = read(post(&client, &gateway, path, &body, &[]).await).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (want_status, Some(code)),
+            "{body}: {answer}"
+        );
+        assert_eq!(header(&headers, "x-should-retry"), "false");
+        assert!(
+            answer["error"]["message"].as_str().is_some_and(|m| m.len() > 20),
+            "{answer}"
+        );
+    }
+    let (status, headers, _) = read(
+        client
+            .get(gateway.url("/v1/chat/completions"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, header(&headers, "allow")), (405, "POST"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_401_of_a_model_route_is_openai_style() {
+    let providers = Providers::start().await;
+    let config = support::models::CONFIG.replace(
+        "[server]",
+        "[[principals]]\nname = \"agents\"\nkey_env = \"AGENTS_KEY\"\n[server]",
+    );
+    let gateway = providers.gateway_of(&config, &[("AGENTS_KEY", "sk-agents-0123456789")]);
+    let client = client();
+    let (status, headers, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &responses("agent", "op-4"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(answer["error"]["code"], "unauthorized", "{answer}");
+    assert_eq!(header(&headers, "www-authenticate"), "Bearer");
+    let key = [("authorization", "Bearer sk-agents-0123456789")];
+    let (status, _, _) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &responses("agent", "op-4"),
+            &key,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200);
+}
+
+/// DESIGN.md, "Deadline": an SDK's timeout on a request that is not streamed is the time to the whole answer:
+/// the gateway answers `deadline_exceeded` before the SDK's own timeout fires.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sdk_timeout_is_the_deadline_of_an_answer() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    // The reserve (300 ms here) is what keeps the answer ahead of the SDK's timeout on a loaded machine.
+    for (name, value) in [("x-stainless-timeout", "2"), ("x-stainless-read-timeout", "2.0")] {
+        let started = Instant::now();
+        let (status, headers, answer) = read(
+            post(
+                &client,
+                &gateway,
+                "/v1/responses",
+                &responses("slow", "op-5"),
+                &[(name, value)],
+            )
+            .await,
+        )
+        .await;
+        let took = started.elapsed();
+        assert_eq!(status, 504, "{name}: {answer}");
+        assert_eq!(answer["error"]["code"], "deadline_exceeded");
+        assert_eq!(header(&headers, "x-should-retry"), "false");
+        assert!(
+            took < Duration::from_secs(2),
+            "{name}: answered after {took:?}, past the SDK's own timeout"
+        );
+        assert!(
+            took > Duration::from_secs(1),
+            "{name}: the provider was given the time: {took:?}"
+        );
+    }
+}
+
+/// A streamed answer longer than the SDK's timeout is not cut while its events keep coming: the SDK's timeout
+/// bounds the time to the commit point (the status line) and, the Python SDK's, the gaps.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_longer_than_the_sdk_timeout_is_not_cut() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let started = Instant::now();
+    let response = post(
+        &client,
+        &gateway,
+        "/v1/responses",
+        &streamed(responses("slow-stream", "op-6")),
+        &[("x-stainless-timeout", "1"), ("x-stainless-read-timeout", "1.0")],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let (events, whole) = read_events(response).await;
+    assert!(whole, "the stream ended cleanly");
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "longer than the SDK's timeout"
+    );
+    assert_eq!(
+        events.last().map(|(name, _)| name.as_str()),
+        Some("response.completed")
+    );
+}
+
+/// DESIGN.md, "Streaming": an error the provider sends after `response.created` (insufficient quota) falls back
+/// before the status line: the caller sees the fallback's stream only, and the failed deployment is skipped.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quota_error_after_response_created_falls_back_unseen() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    for (path, body) in [
+        ("/v1/responses", streamed(responses("quota", "op-7"))),
+        ("/v1/chat/completions", streamed(chat("quota", "op-8"))),
+    ] {
+        let response = post(&client, &gateway, path, &body, &[]).await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(
+            header(response.headers(), "ballast-fallback"),
+            "quota[1] fallback-model"
+        );
+        let (events, whole) = read_events(response).await;
+        assert!(whole);
+        assert!(
+            events
+                .iter()
+                .all(|(name, data)| name != "error" && data.get("error").is_none_or(Value::is_null)),
+            "{path}: {events:?}"
+        );
+    }
+    let stats = get_json(&providers.quota.url("/stats")).await;
+    assert_eq!(
+        stats["endpoints"]["model"]["requests"], 1,
+        "skipped after its quota was spent: {stats}"
+    );
+}
+
+/// A stream cut after its commit point ends with the API's error event, never a clean end.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_stream_ends_with_the_apis_error_event() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let response = post(
+        &client,
+        &gateway,
+        "/v1/responses",
+        &streamed(responses("cut", "op-9")),
+        &[],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let (events, _) = read_events(response).await;
+    let (last_name, last) = events.last().expect("events");
+    assert_eq!(last_name, "error", "{events:?}");
+    assert_eq!(last["type"], "error");
+    assert_eq!(
+        last["error"]["code"], "upstream_error",
+        "an error object the Python SDK raises on: {last}"
+    );
+    let before = events[events.len() - 2].1["sequence_number"].as_u64().unwrap();
+    assert_eq!(last["sequence_number"], before + 1);
+    assert!(!events.iter().any(|(name, _)| name == "response.completed"));
+
+    let response = post(
+        &client,
+        &gateway,
+        "/v1/chat/completions",
+        &streamed(chat("cut", "op-10")),
+        &[],
+    )
+    .await;
+    let (events, _) = read_events(response).await;
+    let (_, last) = events.last().expect("events");
+    assert_eq!(last["error"]["code"], "upstream_error", "{events:?}");
+    assert!(!events.iter().any(|(_, data)| data == "[DONE]"));
+}
+
+/// Issue 18: chat token usage is counted, and the extra chunk dropped when the caller did not ask for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_streams_count_their_tokens_and_hand_usage_only_to_who_asked() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let mut asked = streamed(chat("agent", "op-11"));
+    asked["stream_options"] = json!({"include_usage": true});
+    for (body, wants_usage) in [(streamed(chat("agent", "op-11")), false), (asked, true)] {
+        let (events, _) =
+            read_events(post(&client, &gateway, "/v1/chat/completions", &body, &[]).await).await;
+        let usage_chunks = events
+            .iter()
+            .filter(|(_, d)| d.get("usage").is_some_and(|u| !u.is_null()))
+            .count();
+        assert_eq!(usage_chunks, usize::from(wants_usage), "{events:?}");
+        assert_eq!(events.last().unwrap().1, "[DONE]");
+    }
+    let metrics = client
+        .get(gateway.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let answered = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with("ballast_tokens_total") && l.contains("agent[0] mock") && l.contains("answered")
+        })
+        .unwrap_or_else(|| panic!("no token count:\n{metrics}"));
+    assert!(
+        answered.rsplit(' ').next().unwrap().parse::<f64>().unwrap() > 0.0,
+        "{answered}"
+    );
+}
+
+/// DESIGN.md, "Fallback and context": a response is continued by the deployment that made it, retrieved and
+/// deleted there, and another principal's is not found.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_response_is_continued_retrieved_and_deleted_where_it_was_made() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let (status, headers, first) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &responses("stateful", "op-state"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["model"], "fallback-model");
+    assert_eq!(header(&headers, "ballast-fallback"), "stateful[1] fallback-model");
+    let id = first["id"].as_str().unwrap();
+    let call_id = first["output"][0]["call_id"].as_str().unwrap();
+    let next = json!({"model": "stateful", "previous_response_id": id,
+                      "input": [{"type": "function_call_output", "call_id": call_id, "output": "{\"amount\": 3}"}]});
+    let (status, headers, second) = read(post(&client, &gateway, "/v1/responses", &next, &[]).await).await;
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(
+        second["model"], "fallback-model",
+        "the primary is healthy for this turn, and not asked"
+    );
+    assert_eq!(header(&headers, "ballast-fallback"), "");
+    assert_eq!(second["output"][0]["name"], "create_refund");
+
+    let got = client
+        .get(gateway.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    let (status, _, got) = read(got).await;
+    assert_eq!((status, got["id"].as_str()), (200, Some(id)));
+    let gone = client
+        .delete(gateway.url(&format!("/v1/responses/{id}")))
+        .send()
+        .await
+        .unwrap();
+    let (status, _, gone) = read(gone).await;
+    assert_eq!((status, &gone["deleted"]), (200, &json!(true)), "{gone}");
+    let (status, _, unknown) = read(
+        client
+            .get(gateway.url("/v1/responses/resp_unknown"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, unknown["error"]["code"].as_str()),
+        (404, Some("invalid_request")),
+        "{unknown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shed_invites_a_retry_and_a_context_overflow_is_handled_per_route() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let body = responses("shed", "op-12");
+    let (a, b) = tokio::join!(
+        post(&client, &gateway, "/v1/responses", &body, &[]),
+        post(&client, &gateway, "/v1/responses", &body, &[]),
+    );
+    let mut statuses = vec![a.status().as_u16(), b.status().as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 503], "one slot, no queue");
+    let shed = if a.status() == 503 { a } else { b };
+    assert_eq!(header(shed.headers(), "x-should-retry"), "true");
+    assert_eq!(header(shed.headers(), "ballast-shed"), "queue_full");
+    let wait: u64 = header(shed.headers(), "retry-after").parse().unwrap();
+    assert!((1..=60).contains(&wait));
+    let (_, _, answer) = read(shed).await;
+    assert_eq!(answer["error"]["code"], "overloaded");
+
+    let long = "x".repeat(500);
+    let history = json!([
+        {"role": "user", "content": format!("earlier question {long}")},
+        {"role": "assistant", "content": "earlier answer"},
+        {"role": "user", "content": "Refund order 1234, op=op-13"},
+    ]);
+    let body = json!({"model": "small", "input": history});
+    let (status, headers, answer) = read(post(&client, &gateway, "/v1/responses", &body, &[]).await).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(header(&headers, "ballast-truncated"), "2");
+    let body = json!({"model": "small-fallback", "messages": history});
+    let (status, headers, answer) =
+        read(post(&client, &gateway, "/v1/chat/completions", &body, &[]).await).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["model"], "large-model");
+    assert_eq!(
+        header(&headers, "ballast-fallback"),
+        "small-fallback[1] large-model"
+    );
+
+    let status = get_json(&gateway.url("/status")).await;
+    let deployments = status["models"]["quota"]["deployments"].as_array().unwrap();
+    assert_eq!(deployments[1]["name"], "quota[1] fallback-model");
+    assert_eq!(deployments[0]["breaker"]["state"], "closed");
+}
