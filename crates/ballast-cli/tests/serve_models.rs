@@ -5,7 +5,9 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::{Value, json};
 use support::gateway::{client, events as read_events, get_json, header, post, read};
