@@ -130,6 +130,9 @@ function makeClient(ctx, { timeout, maxRetries, http }) {
   return { sdk, options: { timeout, maxRetries } };
 }
 
+/** The HTTP requests one SDK call sent: each SDK retry is one more. */
+const sdkAttempts = (http) => ({ http, sdk_requests: http.length, sdk_retried: http.length > 1 });
+
 const resource = (client, api) => (api === 'responses' ? client.sdk.responses : client.sdk.chat.completions);
 
 /** The first turn of the refund conversation for `op`, in `api`'s shape, tools declared. */
@@ -139,13 +142,44 @@ function request(api, model, op) {
     : { model, messages: [{ role: 'user', content: userTurn(op) }], tools: CHAT_TOOLS };
 }
 
+/**
+ * The last turn of the refund conversation for `op`, the whole history sent (no `previous_response_id`):
+ * answered in text. A streamed chat answer in text starts with a bare role chunk (nothing to commit), where a
+ * call's first chunk already names the function.
+ */
+function finalRequest(api, model, op) {
+  const calls = [
+    [`call_lookup_${op}`, 'lookup_order', JSON.stringify({ op, order_id: '1234' })],
+    [`call_refund_${op}`, 'create_refund', JSON.stringify({ amount: 12.5, op, order_id: '1234' })],
+  ];
+  const first = { role: 'user', content: userTurn(op) };
+  if (api === 'responses') {
+    const input = [first];
+    for (const [call_id, name, args] of calls) {
+      input.push({ type: 'function_call', call_id, name, arguments: args });
+      input.push({ type: 'function_call_output', call_id, output: toolOutput(name) });
+    }
+    return { model, input, tools: RESPONSES_TOOLS };
+  }
+  const messages = [first];
+  for (const [id, name, args] of calls) {
+    messages.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [{ id, type: 'function', function: { name, arguments: args } }],
+    });
+    messages.push({ role: 'tool', tool_call_id: id, content: toolOutput(name) });
+  }
+  return { model, messages, tools: CHAT_TOOLS };
+}
+
 /** A non-streamed answer: its id, `model`, text and function calls (name, id, arguments string). */
 function summary(api, answer) {
   if (api === 'responses') {
     const calls = (answer.output ?? [])
       .filter((item) => item.type === 'function_call')
       .map((item) => ({ name: item.name, call_id: item.call_id, arguments: item.arguments }));
-    return { id: answer.id, model: answer.model, status: answer.status, text: answer.output_text ?? '', calls };
+    return { id: answer.id, model: answer.model, response_status: answer.status, text: answer.output_text ?? '', calls };
   }
   const choice = answer.choices[0];
   const calls = (choice.message.tool_calls ?? []).map((call) => ({
@@ -325,12 +359,26 @@ async function toolCall(ctx, api) {
   ctx.out.final_text = last?.ok ? last.text : null;
 }
 
-/** The first turn streamed and reassembled, then the same request not streamed. */
-async function stream(ctx, api, model = 'agent') {
+/** The first turn (a call) and the last turn (text), each streamed and reassembled, then not streamed. */
+async function stream(ctx, api) {
   const http = [];
   const client = makeClient(ctx, { timeout: HAPPY_TIMEOUT, maxRetries: 0, http });
-  const params = request(api, model, ctx.op());
   ctx.out.op = ctx.op();
+  let params = request(api, 'agent', ctx.op());
+  ctx.out.stream = await streamed(client, api, params);
+  [ctx.out.json] = await answered(client, api, params);
+  params = finalRequest(api, 'agent', ctx.op());
+  ctx.out.final_stream = await streamed(client, api, params);
+  [ctx.out.final_json] = await answered(client, api, params);
+  ctx.out.http = http;
+}
+
+/** Model `quota`: the last turn (text) streamed, then not streamed; both answered by the fallback. */
+async function quotaFallback(ctx, api) {
+  const http = [];
+  const client = makeClient(ctx, { timeout: HAPPY_TIMEOUT, maxRetries: 0, http });
+  ctx.out.op = ctx.op();
+  const params = finalRequest(api, 'quota', ctx.op());
   ctx.out.stream = await streamed(client, api, params);
   [ctx.out.json] = await answered(client, api, params);
   ctx.out.http = http;
@@ -344,7 +392,7 @@ async function single(ctx, api, { model, timeout, maxRetries, streaming = false,
   ctx.out.op = ctx.op();
   const call = streaming ? await streamed(client, api, params) : (await answered(client, api, params))[0];
   delete call.ok;
-  Object.assign(ctx.out, call, { http, sdk_requests: http.length });
+  Object.assign(ctx.out, call, sdkAttempts(http));
 }
 
 /** Two calls at once on model `shed` (one slot, no queue), default maxRetries: both outcomes. */
@@ -353,7 +401,7 @@ async function shed(ctx, api) {
     const http = [];
     const client = makeClient(ctx, { timeout: SHED_TIMEOUT, maxRetries: DEFAULT_MAX_RETRIES, http });
     const [call] = await answered(client, api, request(api, 'shed', ctx.op(`-${index + 1}`)));
-    return { ...call, http, sdk_requests: http.length };
+    return { ...call, ...sdkAttempts(http) };
   };
   ctx.out.outcomes = await Promise.all([one(0), one(1)]);
 }
@@ -429,7 +477,7 @@ function scenarios() {
     table.set(`${api}.long_stream`, (ctx) =>
       single(ctx, api, { model: 'slow-stream', timeout: SHORT_TIMEOUT, maxRetries: 0, streaming: true }),
     );
-    table.set(`${api}.quota_fallback`, (ctx) => stream(ctx, api, 'quota'));
+    table.set(`${api}.quota_fallback`, (ctx) => quotaFallback(ctx, api));
     if (api === 'responses') table.set('responses.previous_response', previousResponse);
     table.set(`${api}.cut`, (ctx) =>
       single(ctx, api, { model: 'cut', timeout: HAPPY_TIMEOUT, maxRetries: 0, streaming: true }),

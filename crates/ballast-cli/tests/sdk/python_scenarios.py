@@ -63,8 +63,13 @@ def long_history(op: str) -> List[Dict[str, str]]:
     return messages
 
 
+def compact(value: Any) -> str:
+    """JSON text as the model and openai-node write it: no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
 def tool_output(name: str) -> str:
-    return json.dumps(TOOL_OUTPUTS.get(name, {"error": f"no such tool: {name}"}))
+    return compact(TOOL_OUTPUTS.get(name, {"error": f"no such tool: {name}"}))
 
 
 # --- the client -------------------------------------------------------------------------------------------------
@@ -103,15 +108,45 @@ def make_client(ctx: Context, *, timeout: float, max_retries: int, http: List[Di
     )
 
 
+def sdk_attempts(http: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """The HTTP requests one SDK call sent: each SDK retry is one more."""
+    return {"http": http, "sdk_requests": len(http), "sdk_retried": len(http) > 1}
+
+
 def resource(client: openai.OpenAI, api: str) -> Any:
     return client.responses if api == "responses" else client.chat.completions
 
 
-def request(api: str, model: str, op: str, **extra: Any) -> Dict[str, Any]:
-    """The first turn of the refund conversation for `op`, in `api`'s shape, tools declared."""
+def request(api: str, model: str, op: str) -> Dict[str, Any]:
+    """The first turn of the refund conversation for `op`, in `api`'s shape, tools declared: answered with a
+    `lookup_order` call."""
     if api == "responses":
-        return {"model": model, "input": user_turn(op), "tools": RESPONSES_TOOLS, **extra}
-    return {"model": model, "messages": [{"role": "user", "content": user_turn(op)}], "tools": CHAT_TOOLS, **extra}
+        return {"model": model, "input": user_turn(op), "tools": RESPONSES_TOOLS}
+    return {"model": model, "messages": [{"role": "user", "content": user_turn(op)}], "tools": CHAT_TOOLS}
+
+
+def final_request(api: str, model: str, op: str) -> Dict[str, Any]:
+    """The last turn of the refund conversation for `op`, the whole history sent (no `previous_response_id`):
+    answered in text. A streamed chat answer in text starts with a bare role chunk (nothing to commit), where
+    a call's first chunk already names the function."""
+    calls = [
+        (f"call_lookup_{op}", "lookup_order", compact({"op": op, "order_id": "1234"})),
+        (f"call_refund_{op}", "create_refund", compact({"amount": 12.5, "op": op, "order_id": "1234"})),
+    ]
+    if api == "responses":
+        items: List[Dict[str, Any]] = [{"role": "user", "content": user_turn(op)}]
+        for call_id, name, arguments in calls:
+            items.append({"type": "function_call", "call_id": call_id, "name": name, "arguments": arguments})
+            items.append({"type": "function_call_output", "call_id": call_id, "output": tool_output(name)})
+        return {"model": model, "input": items, "tools": RESPONSES_TOOLS}
+    messages: List[Dict[str, Any]] = [{"role": "user", "content": user_turn(op)}]
+    for call_id, name, arguments in calls:
+        messages.append(
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+        )
+        messages.append({"role": "tool", "tool_call_id": call_id, "content": tool_output(name)})
+    return {"model": model, "messages": messages, "tools": CHAT_TOOLS}
 
 
 # --- answers as a result reports them ----------------------------------------------------------------------------
@@ -125,7 +160,7 @@ def summary(api: str, answer: Any) -> Dict[str, Any]:
             for item in answer.output
             if item.type == "function_call"
         ]
-        return {"id": answer.id, "model": answer.model, "status": answer.status, "text": answer.output_text,
+        return {"id": answer.id, "model": answer.model, "response_status": answer.status, "text": answer.output_text,
                 "calls": calls}
     choice = answer.choices[0]
     calls = [
@@ -165,6 +200,7 @@ class Reassembly:
         self.model: Optional[str] = None
         self.terminal: Optional[str] = None
         self.final: Optional[Dict[str, Any]] = None
+        self.error_event: Optional[Dict[str, Any]] = None
         self.first_event_ms: Optional[int] = None
         self.max_gap_ms = 0
 
@@ -193,6 +229,10 @@ class Reassembly:
             self.calls[event.output_index]["arguments"] += event.delta
         elif kind == "response.output_text.delta":
             self.text += event.delta
+        elif kind == "error":
+            # Only when the event has no `error` object: openai-python raises on one (_streaming.py).
+            self.terminal = kind
+            self.error_event = {"code": event.code, "message": event.message}
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             self.terminal = kind
             self.model = event.response.model
@@ -230,6 +270,8 @@ class Reassembly:
         }
         if self.final is not None:
             fields["final"] = self.final
+        if self.error_event is not None:
+            fields["error_event"] = self.error_event
         return fields
 
 
@@ -299,12 +341,26 @@ def tool_call(ctx: Context, api: str) -> None:
     ctx.out["final_text"] = turns[-1].get("text") if turns and turns[-1]["ok"] else None
 
 
-def stream(ctx: Context, api: str, model: str = "agent") -> None:
-    """The first turn streamed and reassembled, then the same request not streamed (`quota_fallback` too)."""
+def stream(ctx: Context, api: str) -> None:
+    """The first turn (a call) and the last turn (text), each streamed and reassembled, then not streamed."""
     http: List[Dict[str, Any]] = []
     client = make_client(ctx, timeout=HAPPY_TIMEOUT, max_retries=0, http=http)
-    params = request(api, model, ctx.op())
     ctx.out["op"] = ctx.op()
+    params = request(api, "agent", ctx.op())
+    ctx.out["stream"] = streamed(client, api, params)
+    ctx.out["json"], _ = answered(client, api, params)
+    params = final_request(api, "agent", ctx.op())
+    ctx.out["final_stream"] = streamed(client, api, params)
+    ctx.out["final_json"], _ = answered(client, api, params)
+    ctx.out["http"] = http
+
+
+def quota_fallback(ctx: Context, api: str) -> None:
+    """Model `quota`: the last turn (text) streamed, then not streamed; both answered by the fallback."""
+    http: List[Dict[str, Any]] = []
+    client = make_client(ctx, timeout=HAPPY_TIMEOUT, max_retries=0, http=http)
+    ctx.out["op"] = ctx.op()
+    params = final_request(api, "quota", ctx.op())
     ctx.out["stream"] = streamed(client, api, params)
     ctx.out["json"], _ = answered(client, api, params)
     ctx.out["http"] = http
@@ -320,8 +376,7 @@ def single(ctx: Context, api: str, *, model: str, timeout: float, max_retries: i
     call = streamed(client, api, params) if stream else answered(client, api, params)[0]
     call.pop("ok")
     ctx.out.update(call)
-    ctx.out["http"] = http
-    ctx.out["sdk_requests"] = len(http)
+    ctx.out.update(sdk_attempts(http))
 
 
 def shed(ctx: Context, api: str) -> None:
@@ -334,8 +389,7 @@ def shed(ctx: Context, api: str) -> None:
         client = make_client(ctx, timeout=SHED_TIMEOUT, max_retries=openai.DEFAULT_MAX_RETRIES, http=http)
         barrier.wait()
         call, _ = answered(client, api, request(api, "shed", ctx.op(f"-{index + 1}")))
-        call["http"] = http
-        call["sdk_requests"] = len(http)
+        call.update(sdk_attempts(http))
         outcomes[index] = call
 
     threads = [threading.Thread(target=one, args=(index,), daemon=True) for index in range(2)]
@@ -421,7 +475,7 @@ def scenarios() -> Dict[str, Callable[[Context], None]]:
         table[f"{api}.long_stream"] = functools.partial(
             single, api=api, model="slow-stream", timeout=SHORT_TIMEOUT, max_retries=0, stream=True
         )
-        table[f"{api}.quota_fallback"] = functools.partial(stream, api=api, model="quota")
+        table[f"{api}.quota_fallback"] = functools.partial(quota_fallback, api=api)
         if api == "responses":
             table["responses.previous_response"] = previous_response
         table[f"{api}.cut"] = functools.partial(

@@ -66,7 +66,9 @@ def error_report(exc: BaseException) -> Dict[str, Any]:
         "headers": select_headers(getattr(getattr(exc, "response", None), "headers", None)),
     }
     cause = exc.__cause__ or exc.__context__
-    if cause is not None:
+    if cause is not None and report["status"] is None:
+        # What the transport said (a reset, a cut body, a read timeout); a status error's cause is only httpx's
+        # restatement of the status.
         report["cause"] = f"{type(cause).__name__}: {cause}"
     if not report["module"].startswith(("openai", "agents")):
         # Not an SDK error: a bug in the program or an unexpected answer shape; keep where it happened.
