@@ -7,6 +7,7 @@
 // Every call sets its SDK timeout and `maxRetries` explicitly, so a wrong gateway can never hang the run; a
 // watchdog ends the process if the whole run takes longer than `--watchdog` seconds (exit code 3).
 
+import { Console } from 'node:console';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -104,6 +105,7 @@ function errorReport(err) {
   return report;
 }
 
+const stderrLogger = new Console({ stdout: process.stderr, stderr: process.stderr });
 const emit = (result) => process.stdout.write(JSON.stringify(result) + '\n');
 
 /**
@@ -126,7 +128,14 @@ function makeClient(ctx, { timeout, maxRetries, http }) {
     record.headers = selectHeaders(response.headers);
     return response;
   };
-  const sdk = new OpenAI({ baseURL: ctx.baseURL, apiKey: ctx.apiKey, timeout, maxRetries, fetch: recordingFetch });
+  const sdk = new OpenAI({
+    baseURL: ctx.baseURL,
+    apiKey: ctx.apiKey,
+    timeout,
+    maxRetries,
+    fetch: recordingFetch,
+    logger: stderrLogger, // stdout carries only the result lines, whatever OPENAI_LOG says
+  });
   return { sdk, options: { timeout, maxRetries } };
 }
 
