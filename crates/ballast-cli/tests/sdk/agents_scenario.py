@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from typing import Any, Dict, List
 
 # Before the Agents SDK is imported: its trace provider reads this once.
@@ -22,6 +23,7 @@ os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
 import agents  # noqa: E402
 import openai  # noqa: E402
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources when sdk_common is imported
 from sdk_common import SENT_HEADERS, Context, parse_args, run, select_headers  # noqa: E402
 
 TIMEOUT = 15.0  # seconds, each model call

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import openai
 
-from sdk_common import SENT_HEADERS, Context, error_report, now_ms, outcome, parse_args, run, select_headers
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources when sdk_common is imported
+from sdk_common import SENT_HEADERS, Context, error_report, now_ms, outcome, parse_args, run, select_headers  # noqa: E402
 
 HAPPY_TIMEOUT = 15.0  # seconds; the calls that should simply succeed
 SHORT_TIMEOUT = 2.0  # the `timeout` and `long_stream` scenarios
