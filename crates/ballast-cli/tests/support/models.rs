@@ -10,7 +10,7 @@ use super::gateway::{Gateway, chaos};
 /// - `failing`: its provider answers 500 to everything (3 attempts);
 /// - `quota`: its primary's quota is spent (a stream hears it after `response.created`), the fallback is healthy;
 /// - `stateful`: a primary whose first turn of op `op-state` fails, and a healthy fallback;
-/// - `slow`: its provider hangs; `slow-stream`: its streams take seconds, an event every 300 ms;
+/// - `slow`: its provider hangs; `slow-stream`: its streams take seconds, an event every 500 ms;
 /// - `cut`: its streams are cut after their fourth event; `shed`: one call at a time and no queue, before a
 ///   provider that takes 600 ms;
 /// - `small`: a provider whose context is 400 characters, truncating; `small-fallback`: the same moving to a
@@ -93,7 +93,7 @@ impl Providers {
             )
             .await,
             slow: chaos("[endpoints.model]\nhang = 1.0").await,
-            slow_stream: chaos("[model]\nchunk_interval = \"300ms\"").await,
+            slow_stream: chaos("[model]\nchunk_interval = \"500ms\"").await,
             cut: chaos("[endpoints.model]\nstream = { cut = 1.0, cut_after_chunks = 4 }").await,
             shed: chaos("[endpoints.model]\nlatency = { p50 = \"600ms\", p99 = \"601ms\" }").await,
             small: chaos("[model]\ncontext_limit_chars = 400").await,

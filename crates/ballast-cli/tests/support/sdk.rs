@@ -1,0 +1,109 @@
+//! The official OpenAI SDKs as clients of the real gateway: installed by `scripts/sdk-clients` (pinned, into
+//! `target/sdk`), run as the programs of `tests/sdk/` (one JSON line per scenario), read back here.
+//!
+//! Where the SDKs cannot be installed (no network on a laptop), the tests skip with a printed reason — unless
+//! `BALLAST_REQUIRE_SERVICES=1` (CI), where that fails them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::gateway::Gateway;
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Installs the SDKs (at once when they are installed already); `false` with the reason printed when they cannot
+/// be and the run does not require them.
+pub(crate) fn installed() -> bool {
+    let output = Command::new("bash")
+        .arg(root().join("scripts/sdk-clients"))
+        .current_dir(root())
+        .output()
+        .expect("bash runs");
+    if output.status.success() {
+        return true;
+    }
+    let why = String::from_utf8_lossy(&output.stderr).into_owned();
+    let required = std::env::var("BALLAST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "the OpenAI SDKs are required (BALLAST_REQUIRE_SERVICES=1) but could not be installed:\n{why}"
+    );
+    eprintln!("skipped: the OpenAI SDKs could not be installed (scripts/sdk-clients):\n{why}");
+    false
+}
+
+/// Which client program.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Program {
+    /// openai-python (`python_scenarios.py`).
+    Python,
+    /// openai-node (`node_scenarios.mjs`).
+    Node,
+    /// The OpenAI Agents SDK (`agents_scenario.py`).
+    Agents,
+}
+
+/// Runs `program` against `gateway` with `scenarios` and `key`; its result lines by scenario. The program's own
+/// watchdog bounds the run; its exit and stderr are reported when a line is missing.
+pub(crate) fn run(
+    program: Program,
+    gateway: &Gateway,
+    key: &str,
+    scenarios: &[&str],
+) -> HashMap<String, Value> {
+    let python = root().join("target/sdk/venv/bin/python");
+    let dir = root().join("crates/ballast-cli/tests/sdk");
+    let mut command = match program {
+        Program::Python => {
+            let mut c = Command::new(&python);
+            c.arg(dir.join("python_scenarios.py"));
+            c
+        }
+        Program::Agents => {
+            let mut c = Command::new(&python);
+            c.arg(dir.join("agents_scenario.py"));
+            c
+        }
+        Program::Node => {
+            let mut c = Command::new("node");
+            c.arg(dir.join("node_scenarios.mjs"));
+            c
+        }
+    };
+    let base = format!("{}/v1", gateway.url(""));
+    let watchdog = Duration::from_secs(240);
+    let output = command
+        .args([
+            "--base-url",
+            &base,
+            "--api-key",
+            key,
+            "--watchdog",
+            &watchdog.as_secs().to_string(),
+        ])
+        .args(scenarios)
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the client program runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: HashMap<String, Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|v| Some((v["scenario"].as_str()?.to_owned(), v)))
+        .collect();
+    assert!(
+        output.status.success(),
+        "{program:?} exited with {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
