@@ -257,3 +257,69 @@ async fn openai_agents() {
         "{agent}"
     );
 }
+
+/// README's quick starts work as printed: the Python agent loop through the Responses API and the TypeScript one
+/// through Chat Completions, against the gateway of examples/quickstart.toml (only the addresses changed).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_quick_starts_work_as_printed() {
+    if !installed() {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let config =
+        std::fs::read_to_string(root.join("examples/quickstart.toml")).expect("examples/quickstart.toml");
+    let upstream = support::gateway::chaos("").await;
+    let gateway = support::gateway::Gateway::start(
+        &config.replace("http://127.0.0.1:9000", "{chaos}"),
+        &upstream,
+        &[("BALLAST_KEY_DEV", "dev-key-1")],
+    );
+    let block = |language: &str| -> String {
+        let fence = format!("```{language}\n");
+        let start = readme
+            .find(&fence)
+            .unwrap_or_else(|| panic!("README has a {language} block"))
+            + fence.len();
+        let end = start + readme[start..].find("```").expect("the block ends");
+        readme[start..end].replace("http://127.0.0.1:8080", &gateway.url(""))
+    };
+    let sdk = root.join("target/sdk");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let python = dir.path().join("agent.py");
+    std::fs::write(&python, block("python")).unwrap();
+    // Inside the Node project, so that `openai` resolves.
+    let typescript = sdk.join(format!("node/readme-agent-{}.ts", std::process::id()));
+    std::fs::write(&typescript, block("typescript")).unwrap();
+    let runs = [
+        (sdk.join("venv/bin/python"), python, "op-77"),
+        (
+            sdk.join("node/node_modules/.bin/tsx"),
+            typescript.clone(),
+            "op-78",
+        ),
+    ];
+    for (program, script, op) in runs {
+        let output = tokio::task::block_in_place(|| {
+            std::process::Command::new(&program)
+                .arg(&script)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("the quick start runs")
+        });
+        let printed = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success()
+                && printed.contains(&format!("Done: the refund of order 1234 went through (op {op})")),
+            "{}: {printed}\n{}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let _ = std::fs::remove_file(typescript);
+    assert_eq!(
+        support::gateway::executions(&upstream, "op-77").await,
+        1,
+        "one refund, through the gateway"
+    );
+}
