@@ -215,6 +215,32 @@ impl AppError {
     }
 }
 
+impl AppError {
+    /// A request whose deadline (`exceeded`: the call's or its run's) cannot hold an attempt when it arrives:
+    /// 504 `deadline_exceeded`, nothing sent; when it belongs to `run`, what a run id names.
+    pub(crate) fn too_late(
+        what: &str,
+        exceeded: &ballast_core::DeadlineExceeded,
+        run: Option<&str>,
+    ) -> AppError {
+        let mut message = format!("{what}: {exceeded}; nothing was sent");
+        if let Some(run) = run {
+            message.push_str(&format!(
+                ". Run {run:?} is past its deadline: a run id names one agent request (a session id reused as a \
+                 run id is the usual cause); start a new run id for a new request"
+            ));
+        }
+        AppError::Call {
+            code: ErrorCode::DeadlineExceeded,
+            status: StatusCode::GATEWAY_TIMEOUT,
+            message,
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        }
+    }
+}
+
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         self.respond(Flavor::Problem)

@@ -38,6 +38,32 @@ use crate::headers::{
     BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_REMAINING_MS, BALLAST_TRUNCATED, X_SHOULD_RETRY,
 };
 
+/// A call's answer or its error.
+pub(super) fn from_answer<T>(result: Result<ModelAnswer<T>, CallError>, settled: &Settled) -> Response {
+    match result {
+        Ok(answer) => answered(answer, settled),
+        Err(error) => failed(error, settled),
+    }
+}
+
+/// A streamed call's stream (written by `into_sse`, its API's writer) or its error.
+pub(super) fn from_stream<E, S>(
+    result: Result<ModelStream<E>, CallError>,
+    into_sse: impl FnOnce(ModelStream<E>) -> S,
+    settled: &Settled,
+) -> Response
+where
+    S: Stream<Item = Bytes> + Send + 'static,
+{
+    match result {
+        Ok(stream) => {
+            let head = StreamHead::of(&stream);
+            streamed(head, into_sse(stream), settled)
+        }
+        Err(error) => failed(error, settled),
+    }
+}
+
 /// A 2xx answer: the provider's body as it came.
 pub(super) fn answered<T>(answer: ModelAnswer<T>, settled: &Settled) -> Response {
     let mut response = Response::new(Body::from(answer.body));
@@ -50,14 +76,14 @@ pub(super) fn answered<T>(answer: ModelAnswer<T>, settled: &Settled) -> Response
 }
 
 /// What a stream said about itself at its commit point.
-pub(super) struct StreamHead {
+struct StreamHead {
     report: OutcomeReport,
     truncated: Option<Truncation>,
 }
 
 impl StreamHead {
     /// The head of `stream`, read before it is consumed.
-    pub(super) fn of<E>(stream: &ModelStream<E>) -> Self {
+    fn of<E>(stream: &ModelStream<E>) -> Self {
         StreamHead {
             report: stream.report(),
             truncated: stream.truncated(),
@@ -66,7 +92,7 @@ impl StreamHead {
 }
 
 /// A committed stream: `200`, `text/event-stream`, the events as they come.
-pub(super) fn streamed(
+fn streamed(
     head: StreamHead,
     events: impl Stream<Item = Bytes> + Send + 'static,
     settled: &Settled,

@@ -27,7 +27,10 @@ use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use ballast::idempotency::Principal;
-use ballast::model::{Api, ChatRequest, EmbeddingsRequest, ModelCall, ResponseIdCall, ResponsesRequest};
+use ballast::model::{
+    Api, ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ResponseIdCall, ResponseStream,
+    ResponsesRequest,
+};
 use http::HeaderMap;
 use serde_json::json;
 
@@ -66,18 +69,13 @@ async fn create_response(
         };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
     if settled.stream {
-        match client.respond_stream(call).await {
-            Ok(stream) => {
-                let head = answer::StreamHead::of(&stream);
-                answer::streamed(head, stream.into_sse(), &settled)
-            }
-            Err(error) => answer::failed(error, &settled),
-        }
+        answer::from_stream(
+            client.respond_stream(call).await,
+            ResponseStream::into_sse,
+            &settled,
+        )
     } else {
-        match client.respond(call).await {
-            Ok(answer) => answer::answered(answer, &settled),
-            Err(error) => answer::failed(error, &settled),
-        }
+        answer::from_answer(client.respond(call).await, &settled)
     }
 }
 
@@ -94,18 +92,9 @@ async fn chat_completion(
     };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
     if settled.stream {
-        match client.stream(call).await {
-            Ok(stream) => {
-                let head = answer::StreamHead::of(&stream);
-                answer::streamed(head, stream.into_sse(), &settled)
-            }
-            Err(error) => answer::failed(error, &settled),
-        }
+        answer::from_stream(client.stream(call).await, ChatStream::into_sse, &settled)
     } else {
-        match client.complete(call).await {
-            Ok(answer) => answer::answered(answer, &settled),
-            Err(error) => answer::failed(error, &settled),
-        }
+        answer::from_answer(client.complete(call).await, &settled)
     }
 }
 
@@ -123,10 +112,7 @@ async fn embeddings(
             Err(error) => return OpenAiError(error).into_response(),
         };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
-    match client.embed(call).await {
-        Ok(answer) => answer::answered(answer, &settled),
-        Err(error) => answer::failed(error, &settled),
-    }
+    answer::from_answer(client.embed(call).await, &settled)
 }
 
 /// `GET /v1/responses/{id}`.

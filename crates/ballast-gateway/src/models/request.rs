@@ -15,8 +15,8 @@ use axum::body::Body;
 use ballast::idempotency::Principal;
 use ballast::model::{Api, ChatRequest, EmbeddingsRequest, ModelCall, ModelClient, ResponsesRequest};
 use ballast::{Deadline, clock};
-use ballast_core::{ErrorCode, Instant};
-use http::{HeaderMap, StatusCode};
+use ballast_core::Instant;
+use http::HeaderMap;
 use serde::de::DeserializeOwned;
 
 use crate::Gateway;
@@ -121,7 +121,7 @@ pub(super) async fn prepare<R: ModelRequest>(
         });
     }
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
-    let settled = settle(gateway, caller, inbound, request.streamed(), now)?;
+    let settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)?;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     Ok(Prepared {
         client: client.clone(),
@@ -137,7 +137,7 @@ pub(super) fn settle_state_call(
     headers: &HeaderMap,
 ) -> Result<Settled, AppError> {
     let inbound = Inbound::read(headers, &gateway.inner.config.server)?;
-    let mut settled = settle(gateway, caller, inbound, false, clock::now())?;
+    let mut settled = settle(gateway, caller, "responses", inbound, false, clock::now())?;
     settled.about_a_response = true;
     Ok(settled)
 }
@@ -146,6 +146,7 @@ pub(super) fn settle_state_call(
 fn settle(
     gateway: &Gateway,
     caller: &Principal,
+    route: &str,
     inbound: Inbound,
     stream: bool,
     now: Instant,
@@ -180,21 +181,7 @@ fn settle(
         .map(|t| settle(Deadline::after(now, t)).earliest(&deadline));
     for bound in std::iter::once(deadline).chain(commit_by) {
         if let Err(exceeded) = bound.attempt_timeout(std::time::Duration::MAX, now) {
-            let mut message = format!("{exceeded}; nothing was sent");
-            if let Some(run) = &inbound.run_id {
-                message.push_str(&format!(
-                    ". Run {run:?} is past its deadline: a run id names one agent request (a session id reused as \
-                     a run id is the usual cause); start a new run id for a new request"
-                ));
-            }
-            return Err(AppError::Call {
-                code: ErrorCode::DeadlineExceeded,
-                status: StatusCode::GATEWAY_TIMEOUT,
-                message,
-                retry_after: None,
-                should_retry: false,
-                shed: None,
-            });
+            return Err(AppError::too_late(route, &exceeded, inbound.run_id.as_deref()));
         }
     }
     let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));

@@ -30,8 +30,8 @@ use ballast::context::CallContext;
 use ballast::idempotency::store::ExpiredDispatch;
 use ballast::idempotency::{IdempotencyLayer, Principal};
 use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
-use ballast_core::{CallKind, ErrorCode};
-use http::{HeaderValue, Method, StatusCode};
+use ballast_core::CallKind;
+use http::{HeaderValue, Method};
 use http_body_util::BodyExt as _;
 
 use crate::Gateway;
@@ -198,21 +198,11 @@ async fn check(
         .with_reserve(server.reserve)
         .with_min_attempt(server.min_attempt);
     if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {
-        let mut message = format!("{}: {exceeded}; nothing was sent", tool.name);
-        if let Some(run) = &inbound.run_id {
-            message.push_str(&format!(
-                ". Run {run:?} is past its deadline: a run id names one agent request (a session id reused as a \
-                 run id is the usual cause); start a new run id for a new request"
-            ));
-        }
-        return Err(AppError::Call {
-            code: ErrorCode::DeadlineExceeded,
-            status: StatusCode::GATEWAY_TIMEOUT,
-            message,
-            retry_after: None,
-            should_retry: false,
-            shed: None,
-        });
+        return Err(AppError::too_late(
+            &tool.name,
+            &exceeded,
+            inbound.run_id.as_deref(),
+        ));
     }
     let prepared = Prepared {
         arguments,
