@@ -72,7 +72,15 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     let targets = report["targets"].as_array().expect("targets");
     let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names, ["direct", "floor", "gateway", "gateway, idempotent"]);
+    assert_eq!(names[..4], ["direct", "floor", "gateway", "gateway, idempotent"]);
+    for group in ["chat", "chat streamed", "responses", "responses streamed"] {
+        for who in ["direct", "floor", "gateway"] {
+            assert!(
+                names.contains(&format!("{who}, {group}").as_str()),
+                "{who}, {group}: {names:?}"
+            );
+        }
+    }
     for target in targets {
         assert_eq!(target["errors"], 0, "{target}");
         assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");

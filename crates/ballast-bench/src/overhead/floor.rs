@@ -114,6 +114,7 @@ mod tests {
             authorization: None,
             keyed: false,
             body: Bytes::from_static(br#"{"order_id": "1234"}"#),
+            until: load::Until::Whole,
         };
         let measured = load::run(&target, 2, Duration::ZERO, Duration::from_millis(100)).await;
         assert!(measured.requests > 0 && measured.errors == 0, "{measured:?}");

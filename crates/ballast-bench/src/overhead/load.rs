@@ -27,6 +27,18 @@ pub(crate) struct Target {
     pub(crate) keyed: bool,
     /// The JSON body.
     pub(crate) body: Bytes,
+    /// What a request's latency is timed to.
+    pub(crate) until: Until,
+}
+
+/// What a request's latency is timed to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// The whole answer.
+    Whole,
+    /// A streamed answer's first content event: the first time its body so far holds this text (the rest is
+    /// read too, and counted for throughput, but not timed).
+    FirstContent(&'static str),
 }
 
 /// What one load measured.
@@ -112,14 +124,14 @@ async fn closed_loop(
             return measured;
         }
         let request = request(&target, counter.fetch_add(1, Ordering::Relaxed));
-        let ok = match sender.send_request(request).await {
+        let (ok, ended) = match sender.send_request(request).await {
+            Ok(response) if response.status().is_success() => read(response.into_body(), target.until).await,
             Ok(response) => {
-                let success = response.status().is_success();
-                success && response.into_body().collect().await.is_ok()
+                let _ = response.into_body().collect().await;
+                (false, clock::now())
             }
-            Err(_) => false,
+            Err(_) => (false, clock::now()),
         };
-        let ended = clock::now();
         if began >= measure_from && ended <= until {
             if ok {
                 measured.requests += 1;
@@ -138,6 +150,28 @@ async fn closed_loop(
             match connect(target.addr).await {
                 Ok(fresh) => sender = fresh,
                 Err(_) => return measured,
+            }
+        }
+    }
+}
+
+/// Reads `body` to its end: whether it all came, and when the latency stops (the end, or the first content event).
+async fn read(mut body: hyper::body::Incoming, until: Until) -> (bool, ballast_core::Instant) {
+    let mut seen = Vec::new();
+    let mut first_content = None;
+    loop {
+        match body.frame().await {
+            None => return (true, first_content.unwrap_or_else(clock::now)),
+            Some(Err(_)) => return (false, clock::now()),
+            Some(Ok(frame)) => {
+                if let (Until::FirstContent(marker), None, Ok(data)) =
+                    (until, first_content, frame.into_data())
+                {
+                    seen.extend_from_slice(&data);
+                    if seen.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+                        first_content = Some(clock::now());
+                    }
+                }
             }
         }
     }

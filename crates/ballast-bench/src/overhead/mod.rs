@@ -23,7 +23,7 @@ use bytes::Bytes;
 pub use floor::serve_floor;
 pub use report::{OverheadReport, TargetFigures};
 
-use load::Target;
+use load::{Target, Until};
 use process::Running;
 
 /// How the bench runs.
@@ -53,6 +53,77 @@ impl Default for OverheadOptions {
     }
 }
 
+/// One kind of request, measured direct, through the floor and through the gateway.
+struct Group {
+    /// What the rows say after `direct`, `floor`, `gateway` (`""` for the tool call, the first group).
+    name: &'static str,
+    /// The request's path at the upstream (and the floor, which forwards it untouched).
+    upstream_path: &'static str,
+    /// The same request's path at the gateway.
+    gateway_path: &'static str,
+    /// A side-effecting path at the gateway, measured too (the idempotent path), for the tool group.
+    keyed_path: Option<&'static str>,
+    /// The JSON body.
+    body: &'static str,
+    /// What its latency is timed to: the whole answer, or a stream's first content event.
+    until: Until,
+}
+
+/// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
+/// first content event: for a stream that is when the caller can start acting, and the gateway's commit point).
+const GROUPS: [Group; 5] = [
+    Group {
+        name: "",
+        upstream_path: "/tools/lookup_order",
+        gateway_path: "/v1/tools/lookup_order",
+        keyed_path: Some("/v1/tools/create_refund"),
+        body: r#"{"order_id": "1234"}"#,
+        until: Until::Whole,
+    },
+    Group {
+        name: "chat",
+        upstream_path: "/v1/chat/completions",
+        gateway_path: "/v1/chat/completions",
+        keyed_path: None,
+        body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
+        until: Until::Whole,
+    },
+    Group {
+        name: "chat streamed",
+        upstream_path: "/v1/chat/completions",
+        gateway_path: "/v1/chat/completions",
+        keyed_path: None,
+        body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
+        until: Until::FirstContent("tool_calls"),
+    },
+    Group {
+        name: "responses",
+        upstream_path: "/v1/responses",
+        gateway_path: "/v1/responses",
+        keyed_path: None,
+        body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
+        until: Until::Whole,
+    },
+    Group {
+        name: "responses streamed",
+        upstream_path: "/v1/responses",
+        gateway_path: "/v1/responses",
+        keyed_path: None,
+        body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
+        until: Until::FirstContent("response.output_item.added"),
+    },
+];
+
+/// A target as run: its row's name, the request, the server whose CPU and memory are its, and where its group's
+/// direct and floor rows are.
+struct Measured<'a> {
+    name: String,
+    target: Target,
+    server: Option<&'a Running>,
+    direct: usize,
+    floor: usize,
+}
+
 /// The principal key the bench's gateway is called with.
 const KEY: &str = "bench-key-0123456789";
 
@@ -64,6 +135,9 @@ url = "sqlite://{dir}/ballast.db"
 [[principals]]
 name = "bench"
 key_env = "BALLAST_BENCH_KEY"
+[[models]]
+name = "agent"
+deployments = [ { base_url = "http://{chaos}/v1", model = "mock" } ]
 [[tools]]
 name = "lookup_order"
 upstream = { method = "POST", url = "http://{chaos}/tools/lookup_order" }
@@ -124,58 +198,58 @@ pub async fn run(
         &[("BALLAST_BENCH_KEY", KEY)],
         dir.path(),
     )?;
-    let lookup = Bytes::from_static(br#"{"order_id": "1234"}"#);
-    let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
     let bearer = Some(format!("Bearer {KEY}"));
-    let targets: [(&str, Target, Option<&Running>); 4] = [
-        (
-            "direct",
-            Target {
-                addr: chaos.addr,
-                path: "/tools/lookup_order".into(),
-                authorization: None,
-                keyed: false,
-                body: lookup.clone(),
-            },
+    let at = |addr, path: &str, authorization: &Option<String>, body: &Bytes, until| Target {
+        addr,
+        path: path.to_owned(),
+        authorization: authorization.clone(),
+        keyed: false,
+        body: body.clone(),
+        until,
+    };
+    // Each group: direct to the upstream, through the floor, through the gateway (same request, same answer);
+    // what the gateway adds is counted against the group's own direct and floor.
+    let mut targets: Vec<Measured<'_>> = Vec::new();
+    for group in GROUPS {
+        let body = Bytes::from_static(group.body.as_bytes());
+        let direct = targets.len();
+        let plain = |name: String, target, server| Measured {
+            name,
+            target,
+            server,
+            direct,
+            floor: direct + 1,
+        };
+        let suffix = |who: &str| match group.name {
+            "" => who.to_owned(),
+            name => format!("{who}, {name}"),
+        };
+        targets.push(plain(
+            suffix("direct"),
+            at(chaos.addr, group.upstream_path, &None, &body, group.until),
             None,
-        ),
-        (
-            "floor",
-            Target {
-                addr: floor.addr,
-                path: "/tools/lookup_order".into(),
-                authorization: None,
-                keyed: false,
-                body: lookup.clone(),
-            },
+        ));
+        targets.push(plain(
+            suffix("floor"),
+            at(floor.addr, group.upstream_path, &None, &body, group.until),
             Some(&floor),
-        ),
-        (
-            "gateway",
-            Target {
-                addr: gateway.addr,
-                path: "/v1/tools/lookup_order".into(),
-                authorization: bearer.clone(),
-                keyed: false,
-                body: lookup,
-            },
+        ));
+        targets.push(plain(
+            suffix("gateway"),
+            at(gateway.addr, group.gateway_path, &bearer, &body, group.until),
             Some(&gateway),
-        ),
-        (
-            "gateway, idempotent",
-            Target {
-                addr: gateway.addr,
-                path: "/v1/tools/create_refund".into(),
-                authorization: bearer,
-                keyed: true,
-                body: refund,
-            },
-            Some(&gateway),
-        ),
-    ];
+        ));
+        if let Some(keyed_path) = group.keyed_path {
+            let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
+            let mut target = at(gateway.addr, keyed_path, &bearer, &refund, group.until);
+            target.keyed = true;
+            targets.push(plain(suffix("gateway, idempotent"), target, Some(&gateway)));
+        }
+    }
     let mut rounds: Vec<Vec<report::Round>> = targets.iter().map(|_| Vec::new()).collect();
     for round in 1..=options.rounds {
-        for (index, (name, target, server)) in targets.iter().enumerate() {
+        for (index, measured) in targets.iter().enumerate() {
+            let (name, target, server) = (&measured.name, &measured.target, measured.server);
             progress(&format!("round {round}/{}: {name}", options.rounds));
             let single = load::run(target, 1, options.warmup, options.duration).await;
             let cpu_before = server.and_then(|s| s.cpu_time());
@@ -202,7 +276,13 @@ pub async fn run(
     let measured = targets
         .iter()
         .zip(rounds)
-        .map(|((name, _, server), rounds)| ((*name).to_owned(), rounds, server.and_then(|s| s.peak_rss())))
+        .map(|(target, rounds)| report::Measured {
+            name: target.name.clone(),
+            rounds,
+            peak_rss: target.server.and_then(|s| s.peak_rss()),
+            direct: target.direct,
+            floor: target.floor,
+        })
         .collect();
     Ok(OverheadReport::new(measured, options, pinned))
 }

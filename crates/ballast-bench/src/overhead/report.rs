@@ -18,22 +18,35 @@ pub(crate) struct Round {
     pub(crate) errors: u64,
 }
 
+/// One target as measured: its rounds, its server's peak memory, and where its group's direct and floor rows are.
+#[derive(Clone, Debug)]
+pub(crate) struct Measured {
+    pub(crate) name: String,
+    pub(crate) rounds: Vec<Round>,
+    pub(crate) peak_rss: Option<u64>,
+    /// The index of the row its latency is compared with (the same request, direct to the upstream).
+    pub(crate) direct: usize,
+    /// The index of the row its throughput is compared with (the same request, through the floor).
+    pub(crate) floor: usize,
+}
+
 /// One target's figures: medians over the rounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct TargetFigures {
-    /// `direct`, `floor`, `gateway`, `gateway, idempotent`.
+    /// `direct`, `floor`, `gateway`, `gateway, idempotent`; for the model routes `direct, chat`, `gateway,
+    /// responses streamed`, ...
     pub name: String,
     /// Latency p50 at 1 connection, µs.
     pub p50_us: f64,
     /// Latency p99 at 1 connection, µs.
     pub p99_us: f64,
-    /// p50 minus direct's in the same round, µs.
+    /// p50 minus its group's direct's in the same round, µs (a stream's latency is its first content event's).
     pub added_p50_us: f64,
     /// p99 minus direct's in the same round, µs.
     pub added_p99_us: f64,
     /// Requests per second at the throughput load's connections.
     pub requests_per_second: f64,
-    /// Requests per second over the floor's, in the same round.
+    /// Requests per second over its group's floor's, in the same round.
     pub vs_floor: f64,
     /// The server's CPU time per request at the throughput load, µs (`None` for direct: the upstream's own).
     pub cpu_per_request_us: Option<f64>,
@@ -76,26 +89,19 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 impl OverheadReport {
-    /// The report of `measured` (name, rounds, peak RSS), the first target being direct and the second the floor.
-    pub(crate) fn new(
-        measured: Vec<(String, Vec<Round>, Option<u64>)>,
-        options: &OverheadOptions,
-        pinned: bool,
-    ) -> Self {
-        let direct = measured
-            .first()
-            .map(|(_, rounds, _)| rounds.clone())
-            .unwrap_or_default();
-        let floor = measured
-            .get(1)
-            .map(|(_, rounds, _)| rounds.clone())
-            .unwrap_or_default();
+    /// The report of `measured`, each target compared with its group's direct and floor rows.
+    pub(crate) fn new(measured: Vec<Measured>, options: &OverheadOptions, pinned: bool) -> Self {
+        let rounds_of = |index: usize| measured.get(index).map(|m| m.rounds.clone()).unwrap_or_default();
         let targets = measured
-            .into_iter()
-            .map(|(name, rounds, rss)| {
+            .iter()
+            .enumerate()
+            .map(|(index, m)| {
+                let (direct, floor) = (rounds_of(m.direct), rounds_of(m.floor));
+                let rounds = &m.rounds;
                 let paired = |of: &dyn Fn(&Round, &Round) -> f64, base: &[Round]| {
                     median(rounds.iter().zip(base).map(|(r, b)| of(r, b)).collect())
                 };
+                let is_direct = index == m.direct;
                 TargetFigures {
                     p50_us: median(rounds.iter().map(|r| micros(r.p50)).collect()),
                     p99_us: median(rounds.iter().map(|r| micros(r.p99)).collect()),
@@ -103,7 +109,7 @@ impl OverheadReport {
                     added_p99_us: paired(&|r, d| micros(r.p99) - micros(d.p99), &direct),
                     requests_per_second: median(rounds.iter().map(|r| r.rate).collect()),
                     vs_floor: paired(&|r, f| r.rate / f.rate.max(f64::EPSILON), &floor),
-                    cpu_per_request_us: (name != "direct")
+                    cpu_per_request_us: (!is_direct)
                         .then(|| {
                             rounds
                                 .iter()
@@ -113,11 +119,12 @@ impl OverheadReport {
                         })
                         .filter(|v| !v.is_empty())
                         .map(median),
-                    peak_rss_mib: rss
-                        .filter(|_| name != "direct")
+                    peak_rss_mib: m
+                        .peak_rss
+                        .filter(|_| !is_direct)
                         .map(|b| b as f64 / (1024.0 * 1024.0)),
                     errors: rounds.iter().map(|r| r.errors).sum(),
-                    name,
+                    name: m.name.clone(),
                 }
             })
             .collect();
@@ -175,8 +182,13 @@ impl fmt::Display for OverheadReport {
         writeln!(f)?;
         writeln!(
             f,
-            "targets: gateway added p50 <= 100 µs; gateway >= 0.80 x floor req/s; <= 40 µs CPU/req; <= 30 MiB peak RSS; \
-             idempotent p50 <= 1.5 x gateway p50"
+            "targets, every gateway row: added p50 <= 100 µs; >= 0.80 x its floor's req/s; <= 40 µs CPU/req; <= 30 MiB \
+             peak RSS; idempotent p50 <= 1.5 x gateway p50"
+        )?;
+        writeln!(
+            f,
+            "a streamed row's latency is its first content event's (chat: the first tool-call chunk; responses: \
+             response.output_item.added), the gateway's commit point"
         )?;
         writeln!(
             f,
@@ -202,19 +214,26 @@ mod tests {
 
     #[test]
     fn added_latency_and_the_floor_ratio_are_paired_within_each_round() {
+        let row = |name: &str, rounds, rss| Measured {
+            name: name.to_owned(),
+            rounds,
+            peak_rss: rss,
+            direct: 0,
+            floor: 1,
+        };
         let measured = vec![
-            (
-                "direct".to_owned(),
+            row(
+                "direct",
                 vec![round(100, 1000.0), round(300, 1000.0), round(200, 1000.0)],
                 None,
             ),
-            (
-                "floor".to_owned(),
+            row(
+                "floor",
                 vec![round(150, 500.0), round(340, 400.0), round(260, 500.0)],
                 Some(8 << 20),
             ),
-            (
-                "gateway".to_owned(),
+            row(
+                "gateway",
                 vec![round(200, 400.0), round(390, 100.0), round(300, 250.0)],
                 Some(20 << 20),
             ),
@@ -235,5 +254,31 @@ mod tests {
         assert_eq!(gateway.vs_floor, 0.5);
         assert_eq!(gateway.peak_rss_mib, Some(20.0));
         assert!(report.to_string().contains("| gateway | 300 µs |"), "{report}");
+    }
+
+    #[test]
+    fn each_group_is_compared_with_its_own_direct_and_floor() {
+        let row = |name: &str, p50, rate, direct, floor| Measured {
+            name: name.to_owned(),
+            rounds: vec![round(p50, rate)],
+            peak_rss: None,
+            direct,
+            floor,
+        };
+        let measured = vec![
+            row("direct", 100, 1000.0, 0, 1),
+            row("floor", 150, 500.0, 0, 1),
+            row("direct, chat", 300, 800.0, 2, 3),
+            row("floor, chat", 340, 400.0, 2, 3),
+            row("gateway, chat", 420, 200.0, 2, 3),
+        ];
+        let report = OverheadReport::new(measured, &OverheadOptions::default(), true);
+        let gateway = &report.targets[4];
+        assert_eq!(gateway.added_p50_us, 120.0, "against direct, chat");
+        assert_eq!(gateway.vs_floor, 0.5, "against floor, chat");
+        assert_eq!(
+            report.targets[2].cpu_per_request_us, None,
+            "a direct row of any group"
+        );
     }
 }
