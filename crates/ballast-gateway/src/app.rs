@@ -158,11 +158,18 @@ fn request_id(request: &Request) -> HeaderValue {
         .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| ballast_core::TraceContext::parse(v).ok())
-        .map_or_else(
-            || uuid::Uuid::new_v4().simple().to_string(),
-            |trace| trace.trace_id_hex().to_string(),
-        );
+        .map_or_else(new_request_id, |trace| trace.trace_id_hex().to_string());
     HeaderValue::from_str(&id).expect("hex is a valid header value")
+}
+
+/// A new request id: a UUIDv4 (32 hex digits) from the thread's generator (rand's `ThreadRng`, seeded by the
+/// system), as the library draws trace ids — not `Uuid::new_v4`, which asks the kernel for every id (a
+/// `getrandom` system call on each request that brings no id of its own).
+fn new_request_id() -> String {
+    uuid::Builder::from_random_bytes(rand::rng().random())
+        .into_uuid()
+        .simple()
+        .to_string()
 }
 
 /// The wait an answer asks for: `retry-after-ms`, else `Retry-After` in seconds.
@@ -179,6 +186,16 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_request_id_is_a_uuid_v4_in_32_hex_digits() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
 
     #[test]
     fn a_retry_after_is_never_earlier_than_asked_spread_over_a_second_and_at_most_60_s() {
