@@ -16,6 +16,9 @@
 //! retry; anything after the request may have reached the upstream is `{ sent: true }` or a timeout.
 //!
 //! - [`HttpTransport`] — over the network with reqwest.
+//! - [`HyperTransport`] — `http://` over the network with hyper-util's pooled client (what reqwest is built on,
+//!   without its per-request URL parsing and redirect layer), anything else through an [`HttpTransport`]: the
+//!   gateway's transport.
 //! - [`ServiceTransport`] — over any tower service in process (an axum `Router`: the chaos upstream in tests).
 //!
 //! Both are built alike: `new` reads answers up to the configuration's default `server.body_limit`
@@ -47,6 +50,8 @@
 
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
+mod hyper_http;
 mod read;
 mod service;
 #[cfg(feature = "http")]
@@ -54,6 +59,8 @@ mod urls;
 
 #[cfg(feature = "http")]
 pub use self::http::HttpTransport;
+#[cfg(feature = "http")]
+pub use self::hyper_http::HyperTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
 
