@@ -10,8 +10,8 @@ use axum::routing::get;
 use ballast::idempotency::operations_route;
 use http::{HeaderValue, header};
 use rand::RngExt as _;
-use tracing::Instrument as _;
 
+use crate::edge::{AuthenticateLayer, FinishLayer};
 use crate::error::{AppError, set_retry_after};
 use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
 use crate::{Gateway, StartError, admin, tools};
@@ -51,7 +51,7 @@ pub fn admin_app(gateway: Gateway) -> Router {
         .route("/readyz", get(admin::readyz))
         .fallback(not_found)
         .with_state(gateway)
-        .layer(middleware::from_fn(finish))
+        .layer(FinishLayer)
 }
 
 pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router, StartError> {
@@ -73,32 +73,22 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
             .route_layer(middleware::from_fn_with_state(gateway.clone(), require_admin));
         authed = authed.merge(admin_only);
     }
-    let authed = authed.route_layer(middleware::from_fn_with_state(gateway.clone(), authenticate));
+    let authed = authed.route_layer(AuthenticateLayer {
+        gateway: gateway.clone(),
+    });
     Ok(Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .merge(authed)
         .fallback(not_found)
         .with_state(gateway)
-        .layer(middleware::from_fn(finish)))
+        .layer(FinishLayer))
 }
 
 /// 404 for any other path.
 async fn not_found(request: Request) -> AppError {
     AppError::NotFound {
         path: request.uri().path().to_owned(),
-    }
-}
-
-/// Names the caller ([`Principal`](ballast::idempotency::Principal)) or answers 401.
-async fn authenticate(State(gateway): State<Gateway>, mut request: Request, next: Next) -> Response {
-    match gateway.inner.principals.authenticate(request.headers()) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller.principal.clone());
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(_) => AppError::Unauthorized.into_response(),
     }
 }
 
@@ -114,11 +104,10 @@ async fn require_admin(State(gateway): State<Gateway>, request: Request, next: N
     next.run(request).await
 }
 
-/// What every answer carries: `x-request-id` (the caller's, else the trace id of its `traceparent`, else a new
-/// one; also on every log line of the request, through its span), an explicit `x-should-retry` on every error,
-/// and every `Retry-After` jittered and capped at 60 s.
-async fn finish(request: Request, next: Next) -> Response {
-    let request_id = request_id(&request);
+/// The request's id — its `x-request-id`, else the trace id of its `traceparent`, else a new one — and its span,
+/// in which every log line of the request carries that id ([`FinishLayer`] runs the request in it).
+pub(crate) fn request_span(request: &Request) -> (HeaderValue, tracing::Span) {
+    let request_id = request_id(request);
     let span = tracing::info_span!(
         "ballast.request",
         request_id = %request_id.to_str().unwrap_or_default(),
@@ -126,7 +115,12 @@ async fn finish(request: Request, next: Next) -> Response {
         path = %request.uri().path(),
         status = tracing::field::Empty,
     );
-    let mut response = next.run(request).instrument(span.clone()).await;
+    (request_id, span)
+}
+
+/// What every answer carries: `x-request-id` (see [`request_span`]), an explicit `x-should-retry` on every error,
+/// and every `Retry-After` jittered and capped at 60 s; its status is recorded on the request's span.
+pub(crate) fn finish(mut response: Response, request_id: HeaderValue, span: &tracing::Span) -> Response {
     span.record("status", response.status().as_u16());
     let status = response.status();
     let headers = response.headers_mut();
