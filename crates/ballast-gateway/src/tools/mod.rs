@@ -86,9 +86,12 @@ pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartE
             .build()
             .map_err(|e| crate::StartError::Tool(format!("tools.{}: {e}", tool.name)))?;
         let handler_client = ToolClient::clone(client);
+        // The handler's future boxed: the idempotency layer runs a claimed call in a task of its own, whose future
+        // would otherwise hold the whole call inline (kilobytes, copied at every move of the task).
         let handler = tower::service_fn(move |request: Request| {
             let client = ToolClient::clone(&handler_client);
-            async move { Ok::<_, Infallible>(call_tool(client, request).await) }
+            let call: route::Answer = Box::pin(async move { Ok(call_tool(client, request).await) });
+            call
         });
         let route = route::ToolRoute {
             gateway: gateway.clone(),

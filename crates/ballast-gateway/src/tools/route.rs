@@ -18,6 +18,9 @@ use tower::Service;
 
 use crate::Gateway;
 
+/// A boxed answer of a route's service.
+pub(super) type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
 /// The service of one tool's route: `prepare`, then `inner` (the idempotency layer over the handler).
 #[derive(Clone)]
 pub(super) struct ToolRoute<S> {
@@ -33,7 +36,7 @@ where
 {
     type Response = Response;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+    type Future = Answer;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         // `prepare` drives its clone of `inner` to readiness, under the request.
