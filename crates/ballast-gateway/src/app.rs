@@ -10,9 +10,9 @@ use axum::routing::get;
 use ballast::idempotency::operations_route;
 use http::{HeaderValue, header};
 use rand::RngExt as _;
-use tracing::Instrument as _;
 
-use crate::error::{AppError, OpenAiError, set_retry_after};
+use crate::edge::{AuthenticateLayer, FinishLayer};
+use crate::error::{AppError, set_retry_after};
 use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
 use crate::{Gateway, StartError, admin, models, tools};
 
@@ -51,7 +51,7 @@ pub fn admin_app(gateway: Gateway) -> Router {
         .route("/readyz", get(admin::readyz))
         .fallback(not_found)
         .with_state(gateway)
-        .layer(middleware::from_fn(finish))
+        .layer(FinishLayer)
 }
 
 pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router, StartError> {
@@ -73,12 +73,15 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
             .route_layer(middleware::from_fn_with_state(gateway.clone(), require_admin));
         authed = authed.merge(admin_only);
     }
-    let authed = authed.route_layer(middleware::from_fn_with_state(gateway.clone(), authenticate));
+    let authed = authed.route_layer(AuthenticateLayer {
+        gateway: gateway.clone(),
+        openai: false,
+    });
     // The model routes answer every error OpenAI-style, their 401 included, so an SDK raises its own exception.
-    let models = models::routes().route_layer(middleware::from_fn_with_state(
-        gateway.clone(),
-        authenticate_openai,
-    ));
+    let models = models::routes().route_layer(AuthenticateLayer {
+        gateway: gateway.clone(),
+        openai: true,
+    });
     Ok(Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
@@ -86,37 +89,13 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         .merge(models)
         .fallback(not_found)
         .with_state(gateway)
-        .layer(middleware::from_fn(finish)))
+        .layer(FinishLayer))
 }
 
 /// 404 for any other path.
 async fn not_found(request: Request) -> AppError {
     AppError::NotFound {
         path: request.uri().path().to_owned(),
-    }
-}
-
-/// Names the caller ([`Principal`](ballast::idempotency::Principal)) or answers 401.
-async fn authenticate(State(gateway): State<Gateway>, mut request: Request, next: Next) -> Response {
-    match gateway.inner.principals.authenticate(request.headers()) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller.principal.clone());
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(_) => AppError::Unauthorized.into_response(),
-    }
-}
-
-/// [`authenticate`] for the model routes: the 401 is OpenAI-style.
-async fn authenticate_openai(State(gateway): State<Gateway>, mut request: Request, next: Next) -> Response {
-    match gateway.inner.principals.authenticate(request.headers()) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller.principal.clone());
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(_) => OpenAiError(AppError::Unauthorized).into_response(),
     }
 }
 
@@ -132,11 +111,10 @@ async fn require_admin(State(gateway): State<Gateway>, request: Request, next: N
     next.run(request).await
 }
 
-/// What every answer carries: `x-request-id` (the caller's, else the trace id of its `traceparent`, else a new
-/// one; also on every log line of the request, through its span), an explicit `x-should-retry` on every error,
-/// and every `Retry-After` jittered and capped at 60 s.
-async fn finish(request: Request, next: Next) -> Response {
-    let request_id = request_id(&request);
+/// The request's id — its `x-request-id`, else the trace id of its `traceparent`, else a new one — and its span,
+/// in which every log line of the request carries that id ([`FinishLayer`] runs the request in it).
+pub(crate) fn request_span(request: &Request) -> (HeaderValue, tracing::Span) {
+    let request_id = request_id(request);
     let span = tracing::info_span!(
         "ballast.request",
         request_id = %request_id.to_str().unwrap_or_default(),
@@ -144,7 +122,12 @@ async fn finish(request: Request, next: Next) -> Response {
         path = %request.uri().path(),
         status = tracing::field::Empty,
     );
-    let mut response = next.run(request).instrument(span.clone()).await;
+    (request_id, span)
+}
+
+/// What every answer carries: `x-request-id` (see [`request_span`]), an explicit `x-should-retry` on every error,
+/// and every `Retry-After` jittered and capped at 60 s; its status is recorded on the request's span.
+pub(crate) fn finish(mut response: Response, request_id: HeaderValue, span: &tracing::Span) -> Response {
     span.record("status", response.status().as_u16());
     let status = response.status();
     let headers = response.headers_mut();
@@ -176,11 +159,18 @@ fn request_id(request: &Request) -> HeaderValue {
         .get(TRACEPARENT)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| ballast_core::TraceContext::parse(v).ok())
-        .map_or_else(
-            || uuid::Uuid::new_v4().simple().to_string(),
-            |trace| trace.trace_id_hex().to_string(),
-        );
+        .map_or_else(new_request_id, |trace| trace.trace_id_hex().to_string());
     HeaderValue::from_str(&id).expect("hex is a valid header value")
+}
+
+/// A new request id: a UUIDv4 (32 hex digits) from the thread's generator (rand's `ThreadRng`, seeded by the
+/// system), as the library draws trace ids — not `Uuid::new_v4`, which asks the kernel for every id (a
+/// `getrandom` system call on each request that brings no id of its own).
+fn new_request_id() -> String {
+    uuid::Builder::from_random_bytes(rand::rng().random())
+        .into_uuid()
+        .simple()
+        .to_string()
 }
 
 /// The wait an answer asks for: `retry-after-ms`, else `Retry-After` in seconds.
@@ -197,6 +187,16 @@ fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_request_id_is_a_uuid_v4_in_32_hex_digits() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
 
     #[test]
     fn a_retry_after_is_never_earlier_than_asked_spread_over_a_second_and_at_most_60_s() {

@@ -15,7 +15,8 @@
 //! Layout:
 //! - `state` — [`Gateway`]: the config, a `ToolClient` per tool, the store, the runs, the principals;
 //! - `app` — the router ([`app`], [`admin_app`]), auth in front of `/v1/*`, and what every answer carries
-//!   (`x-request-id`, an explicit `x-should-retry`, jittered `Retry-After`);
+//!   (`x-request-id`, an explicit `x-should-retry`, jittered `Retry-After`); `edge` — the services that run
+//!   those two on every request;
 //! - `auth` — principals and the constant-time key check; `inbound` — the headers a tool call reads;
 //! - `tools` — the tool routes; `error` — every answer of the gateway's own, in one place;
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
@@ -24,6 +25,7 @@
 mod admin;
 mod app;
 mod auth;
+mod edge;
 mod error;
 mod headers;
 mod inbound;

@@ -42,13 +42,17 @@ pub(crate) struct Inner {
 impl Gateway {
     /// The gateway of `config`: its principals' keys, the tools' upstream secrets and the model deployments' API
     /// keys read from `env`, the store it names opened (and, for SQLite, held by this process), tool and model
-    /// calls sent over HTTP.
+    /// calls sent over HTTP: `http://` upstreams with hyper-util's pooled client, `https://` ones with reqwest.
+    /// Neither follows redirects: an upstream's URL comes only from the configuration, and its 3xx is its answer.
     pub async fn open(config: Config, env: &dyn Env) -> Result<Gateway, StartError> {
         let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| StartError::Http(e.to_string()))?;
-        let transport =
-            ballast::transport::HttpTransport::new(client).with_body_limit(config.server.body_limit);
+        let https = ballast::transport::HttpTransport::new(client).with_body_limit(config.server.body_limit);
+        // `http://` upstreams through hyper-util's client directly: reqwest's own layers cost a tool call more
+        // than the rest of the gateway's stack (BENCHMARKS.md, "What the gateway costs").
+        let transport = ballast::transport::HyperTransport::new(https);
         Gateway::open_with_transport(config, env, transport).await
     }
 

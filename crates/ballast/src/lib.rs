@@ -6,8 +6,9 @@
 //! are re-exported here.
 //!
 //! # Cargo features
-//! - `http` (default) — [`transport::HttpTransport`], attempts over the network with reqwest (rustls). Without
-//!   it, [`transport::ServiceTransport`] sends through any tower service you give it.
+//! - `http` (default) — [`transport::HttpTransport`], attempts over the network with reqwest (rustls), and
+//!   [`transport::HyperTransport`], `http://` attempts with hyper-util's client (the one reqwest is built on).
+//!   Without it, [`transport::ServiceTransport`] sends through any tower service you give it.
 //! - `idempotency` — [`idempotency`], the server side for your own axum service; `sqlite` (default),
 //!   `postgres` and `redis` each add a store backend (and `idempotency`).
 //!
@@ -27,8 +28,9 @@
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
 //! - [`layer`] — the stack as tower layers, for a stack of your own: deadline, admission, retry, breaker, attempt.
-//! - [`transport`] — where an attempt leaves the stack: reqwest ([`transport::HttpTransport`]) or any tower
-//!   service in process ([`transport::ServiceTransport`]); both read answers into a [`Body`].
+//! - [`transport`] — where an attempt leaves the stack: reqwest ([`transport::HttpTransport`]), hyper-util's
+//!   client for plain HTTP ([`transport::HyperTransport`]) or any tower service in process
+//!   ([`transport::ServiceTransport`]); all read answers into a [`Body`].
 //! - [`context`] — what every layer knows about a call, its cancellation, the task-local deadline scope.
 //! - [`report`] — what happened to a call, attempt by attempt ([`Report`], [`OutcomeReport`]).
 //! - [`background`] — the work that outlives its caller (a sent side effect, a claimed idempotent request), and
@@ -46,7 +48,7 @@
 //!   retry      ── Trip ───────────  attempts as the core's decision allows; returns what they did
 //!   BreakerService                  http::Request<Bytes> -> http::Response<Body> | Error, per attempt
 //!   AttemptService                  each attempt's timeout, headers, report line, background side effect
-//!   transport                       HttpTransport | ServiceTransport: reads the answer into a Body
+//!   transport                       HttpTransport | HyperTransport | ServiceTransport: reads the answer into a Body
 //! ```
 //! Every layer answers with values: an attempt with its [`Body`] (whole bytes, or a stream committed at its
 //! first event, carrying its breaker permit) or a typed [`Error`] that says whether it may have reached the

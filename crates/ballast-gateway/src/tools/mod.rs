@@ -18,14 +18,14 @@
 //!   (stored for replays), or the gateway's problem+json (`error.rs`), marked not-stored when nothing reached
 //!   the upstream, or outcome-unknown when something may have.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, post};
+use axum::routing::any;
 use ballast::context::CallContext;
 use ballast::idempotency::store::ExpiredDispatch;
 use ballast::idempotency::{IdempotencyLayer, Principal};
@@ -33,6 +33,7 @@ use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::CallKind;
 use http::{HeaderValue, Method};
 use http_body_util::BodyExt as _;
+use tower::{Layer as _, Service};
 
 use crate::Gateway;
 use crate::error::AppError;
@@ -43,6 +44,7 @@ use crate::headers::{
 use crate::inbound::Inbound;
 
 mod answer;
+mod route;
 
 pub(crate) use answer::call_error;
 
@@ -86,13 +88,19 @@ pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartE
             .build()
             .map_err(|e| crate::StartError::Tool(format!("tools.{}: {e}", tool.name)))?;
         let handler_client = ToolClient::clone(client);
-        let route = post(move |request: Request| call_tool(ToolClient::clone(&handler_client), request))
-            .layer(idempotency)
-            .layer(middleware::from_fn_with_state(
-                (gateway.clone(), ToolClient::clone(client)),
-                prepare,
-            ));
-        router = router.route(&format!("/v1/tools/{}", tool.name), route);
+        // The handler's future boxed: the idempotency layer runs a claimed call in a task of its own, whose future
+        // would otherwise hold the whole call inline (kilobytes, copied at every move of the task).
+        let handler = tower::service_fn(move |request: Request| {
+            let client = ToolClient::clone(&handler_client);
+            let call: route::Answer = Box::pin(async move { Ok(call_tool(client, request).await) });
+            call
+        });
+        let route = route::ToolRoute {
+            gateway: gateway.clone(),
+            client: ToolClient::clone(client),
+            inner: idempotency.layer(handler),
+        };
+        router = router.route_service(&format!("/v1/tools/{}", tool.name), route);
     }
     Ok(router.route("/v1/tools/{name}", any(unknown_tool)))
 }
@@ -113,12 +121,12 @@ async fn unknown_tool(
     AppError::UnknownTool { name, tools }
 }
 
-/// Refuses what cannot run, settles the deadline and the key, and finishes every answer of the route.
-async fn prepare(
-    State((gateway, client)): State<(Gateway, ToolClient)>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Refuses what cannot run, settles the deadline and the key, hands the request to `inner` (the idempotency layer
+/// over the handler), and finishes every answer of the route.
+async fn prepare<S>(gateway: Gateway, client: ToolClient, mut inner: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let started = ballast::clock::now();
     let (prepared, request) = match check(&gateway, &client, request, started).await {
         Ok(checked) => checked,
@@ -136,7 +144,13 @@ async fn prepare(
     let kind = CallKind::tool(client.config().side_effects, client.config().upstream_idempotency);
     parts.extensions.insert(CallContext::new(kind, deadline));
     parts.extensions.insert(Arc::new(prepared));
-    let mut response = next.run(Request::from_parts(parts, body)).await;
+    // Ready at once: the idempotency service drives its own clone of the handler to readiness.
+    let ready = std::future::poll_fn(|cx| inner.poll_ready(cx)).await;
+    let mut response = match ready {
+        Ok(()) => inner.call(Request::from_parts(parts, body)).await,
+        Err(never) => Err(never),
+    }
+    .unwrap_or_else(|never| match never {});
     let headers = response.headers_mut();
     let remaining = deadline.remaining(ballast::clock::now());
     headers.insert(

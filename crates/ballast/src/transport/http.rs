@@ -54,6 +54,11 @@ impl HttpTransport {
         self.body_limit = super::answer_limit(limit);
         self
     }
+
+    /// The most bytes of an answer it reads.
+    pub(super) fn body_limit(&self) -> usize {
+        self.body_limit
+    }
 }
 
 impl Service<Request<Bytes>> for HttpTransport {

@@ -11,16 +11,20 @@
 //!   client), up to the event that commits it: the answer is then a [`Body`] stream, the rest unread. Until that
 //!   event the stream is an attempt like any other, so the attempt's timeout bounds the time to it.
 //!
-//! Both transports sort failures the same way, because the retry decision depends on it: an error that proves
+//! Every transport sorts failures the same way, because the retry decision depends on it: an error that proves
 //! the request never left ([`Error::Transport`](crate::Error::Transport) `{ sent: false }`) is always safe to
 //! retry; anything after the request may have reached the upstream is `{ sent: true }` or a timeout.
 //!
 //! - [`HttpTransport`] — over the network with reqwest.
+//! - [`HyperTransport`] — `http://` over the network with hyper-util's pooled client (what reqwest is built on,
+//!   without its per-request URL parsing and redirect layer), anything else through an [`HttpTransport`]: the
+//!   gateway's transport.
 //! - [`ServiceTransport`] — over any tower service in process (an axum `Router`: the chaos upstream in tests).
 //!
-//! Both are built alike: `new` reads answers up to the configuration's default `server.body_limit`
-//! ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB), and `.with_body_limit(config.server.body_limit)`
-//! sets another.
+//! `HttpTransport` and `ServiceTransport` are built alike: `new` reads answers up to the configuration's default
+//! `server.body_limit` ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB), and
+//! `.with_body_limit(config.server.body_limit)` sets another; a `HyperTransport` reads up to the limit of the
+//! `HttpTransport` it wraps.
 //!
 //! ```
 //! use ballast::{Error, transport::HttpTransport};
@@ -47,6 +51,8 @@
 
 #[cfg(feature = "http")]
 mod http;
+#[cfg(feature = "http")]
+mod hyper_http;
 mod read;
 mod service;
 #[cfg(feature = "http")]
@@ -54,6 +60,8 @@ mod urls;
 
 #[cfg(feature = "http")]
 pub use self::http::HttpTransport;
+#[cfg(feature = "http")]
+pub use self::hyper_http::HyperTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
 
