@@ -20,6 +20,10 @@ pub(crate) struct Overhead {
     /// Connections of the throughput load.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     connections: u32,
+    /// Measure only these groups, comma-separated: tools, chat, "chat streamed", responses, "responses streamed"
+    /// (default: all).
+    #[arg(long, value_delimiter = ',')]
+    groups: Vec<String>,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -41,11 +45,16 @@ pub(crate) fn overhead(args: &Overhead) -> anyhow::Result<()> {
         args.seconds.is_finite() && args.seconds > 0.0,
         "--seconds must be more than zero"
     );
+    let known = ballast_bench::overhead::group_labels();
+    if let Some(unknown) = args.groups.iter().find(|g| !known.contains(&g.as_str())) {
+        anyhow::bail!("--groups: {unknown:?} is not one of {}", known.join(", "));
+    }
     let options = OverheadOptions {
         binary: std::env::current_exe().context("cannot find the ballast binary")?,
         rounds: args.rounds as usize,
         duration: Duration::from_secs_f64(args.seconds),
         connections: args.connections as usize,
+        groups: args.groups.clone(),
         ..OverheadOptions::default()
     };
     // One thread: the load generator is pinned to one CPU, and a current-thread runtime keeps it there.

@@ -39,6 +39,8 @@ pub struct OverheadOptions {
     pub warmup: Duration,
     /// The connections of the throughput load.
     pub connections: usize,
+    /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`); empty: all.
+    pub groups: Vec<String>,
 }
 
 impl Default for OverheadOptions {
@@ -49,6 +51,7 @@ impl Default for OverheadOptions {
             duration: Duration::from_secs(3),
             warmup: Duration::from_millis(500),
             connections: 32,
+            groups: Vec::new(),
         }
     }
 }
@@ -67,6 +70,18 @@ struct Group {
     body: &'static str,
     /// What its latency is timed to: the whole answer, or a stream's first content event.
     until: Until,
+}
+
+impl Group {
+    /// Its name in `--groups`: `tools`, or the name its rows carry.
+    fn label(&self) -> &'static str {
+        if self.name.is_empty() { "tools" } else { self.name }
+    }
+}
+
+/// Every group's label, for `--groups`.
+pub fn group_labels() -> Vec<&'static str> {
+    GROUPS.iter().map(Group::label).collect()
 }
 
 /// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
@@ -210,7 +225,9 @@ pub async fn run(
     // Each group: direct to the upstream, through the floor, through the gateway (same request, same answer);
     // what the gateway adds is counted against the group's own direct and floor.
     let mut targets: Vec<Measured<'_>> = Vec::new();
-    for group in GROUPS {
+    let chosen =
+        |group: &Group| options.groups.is_empty() || options.groups.iter().any(|g| g == group.label());
+    for group in GROUPS.iter().filter(|g| chosen(g)) {
         let body = Bytes::from_static(group.body.as_bytes());
         let direct = targets.len();
         let plain = |name: String, target, server| Measured {
