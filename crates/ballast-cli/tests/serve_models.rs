@@ -250,6 +250,60 @@ async fn an_sdk_timeout_is_the_deadline_of_an_answer() {
             "{name}: the provider was given the time: {took:?}"
         );
     }
+    // Streamed, the SDK's timeout bounds the time to the first byte: nothing came, so 504 before it.
+    let started = clock::now();
+    let (status, _, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/responses",
+            &streamed(responses("slow", "op-5s")),
+            &[("x-stainless-timeout", "2")],
+        )
+        .await,
+    )
+    .await;
+    let took = clock::now().saturating_duration_since(started);
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (504, Some("deadline_exceeded")),
+        "{answer}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "answered after {took:?}, past the SDK's own timeout"
+    );
+}
+
+/// The Python SDK's read timeout bounds a stream's gaps: a provider gone silent ends the stream with the API's
+/// error event before the SDK's own timeout would cut it without one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_gap_ends_the_stream_with_its_error_event_before_the_sdk_gives_up() {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway(&[]);
+    let client = client();
+    let response = post(
+        &client,
+        &gateway,
+        "/v1/responses",
+        &streamed(responses("stall", "op-gap")),
+        &[("x-stainless-read-timeout", "2.0")],
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let started = clock::now();
+    let (events, _) = read_events(response).await;
+    let took = clock::now().saturating_duration_since(started);
+    let (name, last) = events.last().expect("events");
+    assert_eq!(name, "error", "{events:?}");
+    assert!(
+        last["message"].as_str().unwrap().contains("stream_idle_timeout"),
+        "{last}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "ended after {took:?}: the SDK's read timeout would have fired first"
+    );
 }
 
 /// A streamed answer longer than the SDK's timeout is not cut while its events keep coming: the SDK's timeout

@@ -216,6 +216,30 @@ impl AppError {
 }
 
 impl AppError {
+    /// The same answer without inviting a retry when a sent attempt exists (`attempts` > 0): a shed or a
+    /// throttle at a fallback after the primary's attempts reached a provider is no "nothing reached the
+    /// upstream" — an SDK retrying it would run the primary's attempts again.
+    pub(crate) fn inviting_only_if_unsent(self, attempts: usize) -> AppError {
+        match self {
+            AppError::Call {
+                code,
+                status,
+                message,
+                should_retry: true,
+                shed,
+                ..
+            } if attempts > 0 => AppError::Call {
+                code,
+                status,
+                message: format!("{message}; earlier attempts reached a provider, so a retry is not invited"),
+                retry_after: None,
+                should_retry: false,
+                shed,
+            },
+            other => other,
+        }
+    }
+
     /// A request whose deadline (`exceeded`: the call's or its run's) cannot hold an attempt when it arrives:
     /// 504 `deadline_exceeded`, nothing sent; when it belongs to `run`, what a run id names.
     pub(crate) fn too_late(
@@ -404,5 +428,32 @@ fn code_title(code: ErrorCode) -> &'static str {
         ErrorCode::InvalidRequest => "Invalid request",
         ErrorCode::StoreUnavailable => "Store unavailable",
         _ => "Upstream error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shed or a throttle at a fallback after the primary's attempts were sent invites no retry: the SDK's
+    /// retry would send the primary's attempts again.
+    #[test]
+    fn a_retry_is_invited_only_when_nothing_was_sent() {
+        let shed = || AppError::Call {
+            code: ErrorCode::Overloaded,
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "agent: shed".into(),
+            retry_after: Some(Duration::from_secs(1)),
+            should_retry: true,
+            shed: Some("queue_full"),
+        };
+        let unsent = shed().inviting_only_if_unsent(0).into_response();
+        assert_eq!(unsent.headers()[X_SHOULD_RETRY], "true");
+        assert!(unsent.headers().contains_key(header::RETRY_AFTER));
+        let sent = shed().inviting_only_if_unsent(3).into_response();
+        assert_eq!(sent.headers()[X_SHOULD_RETRY], "false");
+        assert!(!sent.headers().contains_key(header::RETRY_AFTER));
+        assert_eq!(sent.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(sent.headers()[BALLAST_SHED], "queue_full");
     }
 }

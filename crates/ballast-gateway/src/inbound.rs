@@ -1,7 +1,8 @@
-//! What a tool request says about itself in its headers, read once and checked: its deadline (the smallest
-//! deadline header, capped; DESIGN.md, "Deadline"), its run, step and call ordinal, its key (the caller's, or
-//! derived), its priority, the hops it made, its trace. A header that is present and unreadable is a 400 naming
-//! the header and the value: guessing could give a call more time, or another key, than the caller meant.
+//! What a request (a tool call, a model call) says about itself in its headers, read once and checked: its
+//! deadlines (the smallest deadline header of each kind, capped; DESIGN.md, "Deadline"), its run, step and call
+//! ordinal, its key (the caller's, or derived), its priority, the hops it made, its trace. A header that is present
+//! and unreadable is a 400 naming the header and the value: guessing could give a call more time, or another key,
+//! than the caller meant.
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use crate::headers::{
     TRACEPARENT, X_STAINLESS_RETRY_COUNT,
 };
 
-/// The headers of one tool request, read.
+/// The headers of one request, read.
 #[derive(Clone, Debug)]
 pub(crate) struct Inbound {
     /// The smallest deadline header of any kind, capped by `max_timeout`; `None`: none was sent.
@@ -43,7 +44,7 @@ pub(crate) struct Inbound {
 }
 
 impl Inbound {
-    /// Reads and checks the headers of a tool request.
+    /// Reads and checks the headers of a request.
     pub(crate) fn read(headers: &HeaderMap, server: &ServerConfig) -> Result<Inbound, AppError> {
         let timeouts = timeouts(headers, server)?;
         let run_id = text(headers, &BALLAST_RUN_ID, "ballast-run-id")?;

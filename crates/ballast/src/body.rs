@@ -106,7 +106,6 @@ impl Body {
         }
     }
 
-    /// The stream, or the whole bytes it is not.
     /// What a stream read up to its commit point (its first events), or a whole body's bytes.
     pub(crate) fn head(&self) -> &[u8] {
         match &self.0 {
@@ -115,6 +114,7 @@ impl Body {
         }
     }
 
+    /// The stream, or the whole bytes it is not.
     pub(crate) fn into_stream(self) -> Result<Stream, Bytes> {
         match self.0 {
             Kind::Stream(stream) => Ok(*stream),

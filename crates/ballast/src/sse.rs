@@ -29,6 +29,8 @@ pub(crate) struct SseDecoder {
     data: Option<String>,
     /// The most bytes an unfinished event may hold (its data so far and its unfinished line).
     limit: usize,
+    /// Comment lines (keep-alives) read since [`SseDecoder::take_comments`] last asked.
+    comments: usize,
 }
 
 /// An event grew past the decoder's limit without ending.
@@ -46,6 +48,7 @@ impl SseDecoder {
             scanned: 0,
             data: None,
             limit,
+            comments: 0,
         }
     }
 
@@ -72,8 +75,13 @@ impl SseDecoder {
                 Some(colon) => (&line[..colon], &line[colon + 1..]),
                 None => (line, &line[line.len()..]),
             };
+            if field.is_empty() {
+                // A comment: a keep-alive, counted so a reader can pass it on.
+                self.comments += 1;
+                continue;
+            }
             if field != b"data" {
-                // A comment (`: keep-alive`) or a field OpenAI's streams do not use.
+                // A field OpenAI's streams do not use.
                 continue;
             }
             let value = value.strip_prefix(b" ").unwrap_or(value);
@@ -89,6 +97,11 @@ impl SseDecoder {
         }
         self.check_size()?;
         Ok(None)
+    }
+
+    /// How many comment lines (keep-alives) were read since the last call.
+    pub(crate) fn take_comments(&mut self) -> usize {
+        std::mem::take(&mut self.comments)
     }
 
     /// Where the buffer's first line ends, scanning only what was not scanned before.
@@ -124,6 +137,11 @@ pub(crate) fn named_event(name: &str, json: &Value) -> Bytes {
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
         .collect();
     Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+}
+
+/// A keep-alive comment: the stream is alive, nothing to read.
+pub(crate) fn keep_alive() -> Bytes {
+    Bytes::from_static(b": keep-alive\n\n")
 }
 
 /// The event that ends a stream that went well.
@@ -168,6 +186,15 @@ mod tests {
     fn comments_other_fields_and_crlf() {
         let stream = b": keep-alive\r\n\r\nevent: message\r\nid: 7\r\ndata:x\r\ndata: y\r\n\r\n";
         assert_eq!(events(&[stream]), ["x\ny"]);
+        let mut decoder = SseDecoder::new(LIMIT);
+        decoder.push(b": keep-alive\n\n:\n\nevent: ping\n\n");
+        assert_eq!(decoder.next_event(), Ok(None));
+        assert_eq!(
+            decoder.take_comments(),
+            2,
+            "two comments, counted; the field-only event is none"
+        );
+        assert_eq!(decoder.take_comments(), 0);
     }
 
     #[test]

@@ -275,3 +275,217 @@ async fn records_in_a_store_outlive_the_client_that_wrote_them() {
         "the new client knew its home"
     );
 }
+
+/// Records that take 30 s to read or write (a store that hangs).
+#[derive(Debug)]
+struct HangingStore;
+
+impl ballast::model::StateRecords for HangingStore {
+    fn record<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a ballast::model::StateId,
+        _: &'a ballast::model::StateHome,
+    ) -> futures::future::BoxFuture<'a, Result<(), ballast::model::StateRecordError>> {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            Ok(())
+        })
+    }
+
+    fn find<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a ballast::model::StateId,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<ballast::model::StateHome>, ballast::model::StateRecordError>,
+    > {
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            Ok(None)
+        })
+    }
+}
+
+/// DESIGN.md, "Idempotency, server side": every wait on the store is bounded by the call's deadline. A store that
+/// hangs never holds an answer past it: the record is written in the background, and a read fails in time.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_store_never_holds_a_call_past_its_deadline() {
+    use std::time::Duration;
+
+    use ballast::clock;
+
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = support::chat::client_with_records(&config(""), &upstreams, Arc::new(HangingStore));
+    let deadline = |now| ballast::Deadline::after(now, Duration::from_secs(2));
+    let started = clock::now();
+    let answer = route
+        .respond(respond_call(&first_response_turn("op-7")).deadline(deadline(started)))
+        .await
+        .expect("answered, its record written in the background");
+    assert!(clock::now().saturating_duration_since(started) < Duration::from_secs(2));
+    assert_eq!(answer.response.function_calls().count(), 1);
+
+    let started = clock::now();
+    let error = route
+        .respond(continuing(&answer.response).deadline(deadline(started)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CallError::Refused {
+                refusal: Refusal::StateRecords(_),
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(error.code().as_str(), "store_unavailable");
+    assert!(
+        clock::now().saturating_duration_since(started) < Duration::from_secs(2),
+        "refused in time"
+    );
+}
+
+/// Two deployments at one URL with one model, told apart by their keys (two accounts): a response continues at
+/// the account that made it.
+#[tokio::test(start_paused = true)]
+async fn deployments_that_differ_only_in_their_key_keep_their_own_state() {
+    use ballast::model::{MemoryStateRecords, StateHome, StateId, StateRecords as _};
+
+    let upstreams = Upstreams::new(&[("primary", profile(""))]);
+    let config = ballast_config::Config::from_toml_str(&format!(
+        r#"
+version = 1
+[[models]]
+name = "agent"
+deployments = [
+  {{ base_url = "http://primary/v1", model = "mock", api_key_env = "{}" }},
+  {{ base_url = "http://primary/v1", model = "mock", api_key_env = "SECOND_KEY" }},
+]
+"#,
+        PRIMARY_KEY.0
+    ))
+    .unwrap();
+    // The second account made response `resp_second` (as a fallback after the first's quota ran out would).
+    let records = Arc::new(MemoryStateRecords::default());
+    let home = StateHome {
+        base_url: "http://primary/v1".into(),
+        model: "mock".into(),
+        account: Some("env:SECOND_KEY".into()),
+    };
+    records
+        .record("", &StateId::Response("resp_second".into()), &home)
+        .await
+        .unwrap();
+    let env = std::collections::HashMap::from([
+        (PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned()),
+        ("SECOND_KEY".to_owned(), "sk-second".to_owned()),
+    ]);
+    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    let route = ModelClients::from_config_with_records(&config, &env, upstreams.transport(), runs, records)
+        .unwrap()
+        .get("agent")
+        .unwrap()
+        .clone();
+    let next = ResponsesRequest::new(
+        "agent",
+        vec![InputItem::message("user", "Refund order 1, op=op-8")],
+    )
+    .after("resp_second");
+    // The mock never made it, and says so; what matters is where the request went.
+    let _ = route.respond(next.into()).await;
+    let seen = upstreams.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(
+        seen[0].headers["authorization"], "Bearer sk-second",
+        "the account that made it"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_naming_a_response_and_a_conversation_is_refused() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let mut body = first_response_turn("op-9");
+    body["previous_response_id"] = json!("resp_1");
+    body["conversation"] = json!("conv_1");
+    let error = route.respond(respond_call(&body)).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CallError::Refused {
+                refusal: Refusal::BothStates { .. },
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let long = "r".repeat(243);
+    let error = route
+        .retrieve_response(ResponseIdCall::for_response(long))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CallError::Refused {
+                refusal: Refusal::InvalidId(_),
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(upstreams.seen().is_empty(), "nothing was sent");
+}
+
+/// A streamed response is recorded like one answered whole; one the provider does not keep is not, streamed or
+/// not; and retrieving a response does not count its tokens again.
+#[tokio::test(start_paused = true)]
+async fn what_is_recorded_and_what_is_counted() {
+    use futures::StreamExt as _;
+
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let stream = route
+        .respond_stream(respond_call(&first_response_turn("op-10")))
+        .await
+        .unwrap();
+    let events: Vec<_> = stream.map(|e| e.unwrap()).collect().await;
+    let made = events.last().unwrap().response().expect("the completed response");
+    let got = route
+        .retrieve_response(ResponseIdCall::for_response(made.id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(got.response.id, made.id, "a streamed response is recorded");
+    assert!(
+        got.report.tokens.is_none(),
+        "retrieving counts no tokens: {}",
+        got.report
+    );
+
+    let mut unkept = first_response_turn("op-11");
+    unkept["store"] = json!(false);
+    let whole = route.respond(respond_call(&unkept)).await.unwrap();
+    let streamed = route.respond_stream(respond_call(&unkept)).await.unwrap();
+    let events: Vec<_> = streamed.map(|e| e.unwrap()).collect().await;
+    let streamed_id = events.last().unwrap().response().unwrap().id;
+    for id in [whole.response.id, streamed_id] {
+        let error = route
+            .retrieve_response(ResponseIdCall::for_response(id))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                CallError::Refused {
+                    refusal: Refusal::UnknownState(_),
+                    ..
+                }
+            ),
+            "{error}"
+        );
+    }
+}

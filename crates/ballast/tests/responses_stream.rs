@@ -161,3 +161,107 @@ async fn keep_alives_after_the_commit_point_keep_a_thinking_stream_open() {
         }
     }
 }
+
+/// `ModelCall::commit_by` (an SDK's timeout on a stream) bounds the time to the commit point, shared by the
+/// deployments; once committed, the stream runs to the call's own deadline.
+#[tokio::test(start_paused = true)]
+async fn the_commit_bound_bounds_only_the_time_to_the_first_content() {
+    use ballast::{Deadline, clock};
+
+    // The primary's stream stalls after its preamble: no content for 3 s.
+    let stalls = "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 2, stall_for = \"3s\" }";
+    let paced = "[model]\nchunk_interval = \"150ms\"";
+    let upstreams = Upstreams::new(&[("primary", profile(stalls)), ("fallback", profile(paced))]);
+    let route = client(&config(""), &upstreams);
+    let started = clock::now();
+    let call = respond_call(&first_response_turn("op-7"))
+        .commit_by(Deadline::after(started, Duration::from_secs(2)));
+    let stream = route
+        .respond_stream(call)
+        .await
+        .expect("the fallback commits in time");
+    assert_eq!(
+        stream.deployment(),
+        "agent[1] gpt-4.1",
+        "the primary had its share of the bound"
+    );
+    assert!(clock::now().saturating_duration_since(started) < Duration::from_secs(2));
+    let items: Vec<_> = stream.collect().await;
+    assert!(items.iter().all(Result::is_ok), "not cut at the bound: {items:?}");
+    assert!(
+        clock::now().saturating_duration_since(started) > Duration::from_secs(2),
+        "the stream ran past the commit bound"
+    );
+
+    // With one deployment, the bound is the call's end when nothing commits by then.
+    let single = Upstreams::new(&[("primary", profile(stalls))]);
+    let route = client(
+        &ballast_config::Config::from_toml_str(
+            r#"
+version = 1
+[[models]]
+name = "agent"
+deployments = [ { base_url = "http://primary/v1", model = "mock" } ]
+"#,
+        )
+        .unwrap(),
+        &single,
+    );
+    let started = clock::now();
+    let call = respond_call(&first_response_turn("op-8"))
+        .commit_by(Deadline::after(started, Duration::from_secs(1)));
+    let error = route
+        .respond_stream(call)
+        .await
+        .expect_err("nothing committed within the bound");
+    assert_eq!(error.code().as_str(), "deadline_exceeded", "{error}");
+    assert!(clock::now().saturating_duration_since(started) <= Duration::from_secs(1));
+}
+
+/// An error the provider sends after `response.created` that is the caller's own (an `invalid_request_error`,
+/// a prompt the provider refuses) is a 400: not retried, not a fallback's, not a breaker's failure.
+#[tokio::test(start_paused = true)]
+async fn a_refusal_sent_as_an_event_is_the_callers_error() {
+    let refuses = "[endpoints.model]\nerrors = { 400 = 1.0 }\nstream = { error_delivery = \"events\" }";
+    let upstreams = Upstreams::new(&[("primary", profile(refuses)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let error = route
+        .respond_stream(respond_call(&first_response_turn("op-9")))
+        .await
+        .expect_err("refused");
+    let CallError::Upstream { status, report, .. } = &error else {
+        panic!("{error}")
+    };
+    assert_eq!(*status, 400);
+    assert_eq!(report.attempts.len(), 1, "not retried: {report}");
+    assert!(report.fallback.is_none(), "no fallback: {report}");
+    assert_eq!(upstreams.count("fallback"), 0);
+    assert_eq!(
+        route
+            .breaker(0)
+            .unwrap()
+            .snapshot(ballast::clock::now())
+            .window_failures,
+        0
+    );
+}
+
+/// The upstream's keep-alives reach the caller's side of the stream (a caller whose read timeout bounds the
+/// gaps hears the model thinking).
+#[tokio::test(start_paused = true)]
+async fn keep_alives_are_passed_on_to_the_caller() {
+    let thinking = "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 4, stall_for = \"1s\", keep_alive = \"100ms\" }";
+    let upstreams = Upstreams::new(&[("primary", profile(thinking)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let stream = route
+        .respond_stream(respond_call(&first_response_turn("op-10")))
+        .await
+        .unwrap();
+    let sse: Vec<bytes::Bytes> = stream.into_sse().collect().await;
+    let text: String = sse
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    assert!(text.contains(": keep-alive\n\n"), "{text}");
+    assert!(text.contains("event: response.completed"), "{text}");
+}

@@ -11,6 +11,7 @@ use super::gateway::{Gateway, chaos};
 /// - `quota`: its primary's quota is spent (a stream hears it after `response.created`), the fallback is healthy;
 /// - `stateful`: a primary whose first turn of op `op-state` fails, and a healthy fallback;
 /// - `slow`: its provider hangs; `slow-stream`: its streams take seconds, an event every 500 ms;
+/// - `stall`: its streams go silent for 5 s after their fourth event;
 /// - `cut`: its streams are cut after their fourth event; `shed`: one call at a time and no queue, before a
 ///   provider that takes 600 ms;
 /// - `small`: a provider whose context is 400 characters, truncating; `small-fallback`: the same moving to a
@@ -49,6 +50,10 @@ deployments = [ { base_url = "{slow}/v1", model = "mock" } ]
 name = "slow-stream"
 deployments = [ { base_url = "{slowstream}/v1", model = "mock" } ]
 [[models]]
+name = "stall"
+deployments = [ { base_url = "{stall}/v1", model = "mock" } ]
+retry = { max_attempts = 1 }
+[[models]]
 name = "cut"
 deployments = [ { base_url = "{cut}/v1", model = "mock" } ]
 retry = { max_attempts = 1 }
@@ -76,6 +81,7 @@ pub(crate) struct Providers {
     pub(crate) slow: ChaosServer,
     pub(crate) slow_stream: ChaosServer,
     pub(crate) cut: ChaosServer,
+    pub(crate) stall: ChaosServer,
     pub(crate) shed: ChaosServer,
     pub(crate) small: ChaosServer,
 }
@@ -95,6 +101,7 @@ impl Providers {
             slow: chaos("[endpoints.model]\nhang = 1.0").await,
             slow_stream: chaos("[model]\nchunk_interval = \"500ms\"").await,
             cut: chaos("[endpoints.model]\nstream = { cut = 1.0, cut_after_chunks = 4 }").await,
+            stall: chaos("[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 4, stall_for = \"5s\" }").await,
             shed: chaos("[endpoints.model]\nlatency = { p50 = \"600ms\", p99 = \"601ms\" }").await,
             small: chaos("[model]\ncontext_limit_chars = 400").await,
         }
@@ -117,6 +124,7 @@ impl Providers {
                 ("slowstream", &self.slow_stream),
                 ("slow", &self.slow),
                 ("cut", &self.cut),
+                ("stall", &self.stall),
                 ("shed", &self.shed),
                 ("small", &self.small),
             ],

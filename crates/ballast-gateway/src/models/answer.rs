@@ -119,7 +119,7 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
             status, body, bytes, ..
         } => upstream_error(status, &body, bytes, code),
         CallError::Failed { target, error, .. } => {
-            OpenAiError(crate::tools::call_error(&target, code, &error)).into_response()
+            OpenAiError(without_an_answer(&target, code, &error, attempts, settled)).into_response()
         }
         CallError::Refused { target, refusal, .. } => refused(&target, &refusal, settled),
         CallError::Malformed { target, reason, .. } => OpenAiError(AppError::Call {
@@ -145,6 +145,31 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
     headers.insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));
     remaining(headers, settled);
     response
+}
+
+/// A call that ended without an answer to pass on, as the tool routes map it — but inviting a retry only when
+/// nothing reached a provider, and a call cut by the gateway's shutdown before anything was sent as a shed: the
+/// SDK retries it against another instance.
+fn without_an_answer(
+    target: &str,
+    code: ErrorCode,
+    error: &ballast::Error,
+    attempts: usize,
+    settled: &Settled,
+) -> AppError {
+    if matches!(error, ballast::Error::Cancelled) && settled.closing.is_cancelled() && attempts == 0 {
+        return AppError::Call {
+            code: ErrorCode::Overloaded,
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: format!(
+                "{target}: this gateway is shutting down and sent nothing; retry (another instance)"
+            ),
+            retry_after: Some(std::time::Duration::from_secs(1)),
+            should_retry: true,
+            shed: Some("draining"),
+        };
+    }
+    crate::tools::call_error(target, code, error).inviting_only_if_unsent(attempts)
 }
 
 /// A response id no route knows for this caller.

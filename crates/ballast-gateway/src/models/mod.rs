@@ -23,7 +23,7 @@ mod request;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use ballast::idempotency::Principal;
@@ -120,9 +120,10 @@ async fn retrieve_response(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    on_response(&gateway, &caller, &headers, id, Operation::Retrieve).await
+    on_response(&gateway, &caller, &headers, id, query, Operation::Retrieve).await
 }
 
 /// `DELETE /v1/responses/{id}`.
@@ -130,9 +131,10 @@ async fn delete_response(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    on_response(&gateway, &caller, &headers, id, Operation::Delete).await
+    on_response(&gateway, &caller, &headers, id, query, Operation::Delete).await
 }
 
 /// `POST /v1/responses/{id}/cancel`.
@@ -140,9 +142,10 @@ async fn cancel_response(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> Response {
-    on_response(&gateway, &caller, &headers, id, Operation::Cancel).await
+    on_response(&gateway, &caller, &headers, id, query, Operation::Cancel).await
 }
 
 /// What is done with a kept response.
@@ -153,27 +156,43 @@ enum Operation {
     Cancel,
 }
 
-/// A retrieve, delete or cancel of response `id`: sent to the deployment that made it, whichever route that is
-/// (the caller names no model): the first route whose records know it for this caller.
+/// A retrieve, delete or cancel of response `id` (with the caller's `query`, passed on): sent to the deployment
+/// that made it, whichever route that is (the caller names no model): the first route whose records know it for
+/// this caller. Streaming a retrieved response (`stream=true`) is not served: answered 400.
 async fn on_response(
     gateway: &Gateway,
     caller: &Principal,
     headers: &HeaderMap,
     id: String,
+    query: Option<String>,
     operation: Operation,
 ) -> Response {
     let settled = match request::settle_state_call(gateway, caller, headers) {
         Ok(settled) => settled,
         Err(error) => return OpenAiError(error).into_response(),
     };
+    if query
+        .as_deref()
+        .is_some_and(|q| q.split('&').any(|pair| pair.eq_ignore_ascii_case("stream=true")))
+    {
+        let message =
+            "streaming a retrieved response (stream=true) is not served by the gateway; retrieve it whole";
+        return OpenAiError(AppError::InvalidRequest {
+            message: message.to_owned(),
+        })
+        .into_response();
+    }
     let mut routes: Vec<_> = (gateway.inner.models.iter())
         .filter(|client| client.speaks(Api::Responses))
         .collect();
     routes.sort_by(|a, b| a.name().cmp(b.name()));
     let mut last = None;
     for client in routes {
-        let call: ResponseIdCall =
-            request::with_options(ModelCall::for_response(id.clone()), gateway, caller, &settled);
+        let mut call: ResponseIdCall = ModelCall::for_response(id.clone());
+        if let Some(query) = &query {
+            call = call.query(query.clone());
+        }
+        let call = request::with_options(call, gateway, caller, &settled);
         let result = match operation {
             Operation::Retrieve => client
                 .retrieve_response(call)

@@ -67,6 +67,8 @@ pub(super) struct Settled {
     pub(super) deadline: Deadline,
     /// A retrieve, delete or cancel (a 404 for a response it does not know, not a 400).
     pub(super) about_a_response: bool,
+    /// The gateway's shutdown: a call it cut before sending anything is a shed, not a failure.
+    pub(super) closing: tokio_util::sync::CancellationToken,
     inbound: Inbound,
     /// The explicit deadline the caller sent, offered to its run.
     explicit: Option<Deadline>,
@@ -189,6 +191,7 @@ fn settle(
         stream,
         deadline,
         about_a_response: false,
+        closing: gateway.inner.closing.clone(),
         inbound,
         explicit,
         commit_by,
@@ -207,7 +210,7 @@ pub(super) fn with_options<R>(
     let mut call = call
         .call_deadline(settled.deadline)
         .owner(caller.name())
-        .cancel_token(gateway.inner.closing.child_token());
+        .cancel_token(settled.closing.child_token());
     if let Some(explicit) = settled.explicit {
         call = call.deadline(explicit);
     }
@@ -215,7 +218,9 @@ pub(super) fn with_options<R>(
         call = call.commit_by(by);
     }
     if let Some(gap) = inbound.read_timeout.filter(|_| settled.stream) {
-        call = call.stream_idle_timeout(gap);
+        // Less the reserve: the stream's error event reaches the caller before its own read timeout fires.
+        let reserve = gateway.inner.config.server.reserve;
+        call = call.stream_idle_timeout(gap.saturating_sub(reserve).max(reserve));
     }
     if let Some(run) = &inbound.run_id {
         call = call.run(run.as_str());

@@ -54,6 +54,7 @@ pub(super) fn answer(
 
 /// The answer to a call that did not succeed.
 fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Response {
+    let attempts = error.report().attempts_made();
     if error.outcome_unknown() {
         return AppError::OutcomeUnknown {
             tool: tool.to_owned(),
@@ -77,7 +78,9 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
             }
             response
         }
-        CallError::Failed { error, .. } => call_error(tool, code, &error).into_response(),
+        CallError::Failed { error, .. } => call_error(tool, code, &error)
+            .inviting_only_if_unsent(attempts)
+            .into_response(),
         CallError::Malformed { reason, .. } => AppError::Call {
             code: ErrorCode::UpstreamError,
             status: StatusCode::BAD_GATEWAY,

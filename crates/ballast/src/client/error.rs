@@ -120,8 +120,19 @@ pub enum Refusal {
          a response goes only to the deployment that made it, and Ballast knows none for this one"
     )]
     UnknownState(String),
+    /// A call that names both a previous response and a conversation: the API takes one or the other.
+    #[error(
+        "the request names both previous_response_id {previous_response_id:?} and conversation {conversation:?}; \
+         send one or the other"
+    )]
+    BothStates {
+        /// The previous response named.
+        previous_response_id: String,
+        /// The conversation named.
+        conversation: String,
+    },
     /// An id that cannot name a response or conversation.
-    #[error("{0:?} is not a response or conversation id (1 to 256 of A-Z, a-z, 0-9, _ and -)")]
+    #[error("{0:?} is not a response or conversation id (1 to 242 of A-Z, a-z, 0-9, _ and -)")]
     InvalidId(String),
     /// The records of where state lives could not be read: where the call must go is unknown.
     #[error(transparent)]

@@ -73,11 +73,7 @@ impl Streamed for Chat {
     const READ: fn(&str) -> Read<ChatChunk> = read_chat_event;
 
     fn set_stream(request: &mut ChatRequest, stream: bool) {
-        request.stream = stream.then_some(true);
-        if !stream {
-            // Options of a stream (`include_usage`) on a request that is not one: OpenAI refuses them with a 400.
-            request.extra.remove("stream_options");
-        }
+        set_stream(&mut request.stream, &mut request.extra, stream);
     }
 }
 
@@ -128,10 +124,16 @@ impl Streamed for Responses {
     const READ: fn(&str) -> Read<ResponseEvent> = responses::read_event;
 
     fn set_stream(request: &mut ResponsesRequest, stream: bool) {
-        request.stream = stream.then_some(true);
-        if !stream {
-            request.extra.remove("stream_options");
-        }
+        set_stream(&mut request.stream, &mut request.extra, stream);
+    }
+}
+
+/// A request's `stream` flag set (`true`, or absent), and without a stream its `stream_options` dropped: options
+/// of a stream on a request that is not one are refused by OpenAI with a 400.
+fn set_stream(flag: &mut Option<bool>, extra: &mut serde_json::Map<String, Value>, stream: bool) {
+    *flag = stream.then_some(true);
+    if !stream {
+        extra.remove("stream_options");
     }
 }
 

@@ -38,9 +38,14 @@ pub type EmbeddingsCall = ModelCall<EmbeddingsRequest>;
 /// A call about a response a provider keeps: retrieve, delete or cancel it.
 pub type ResponseIdCall = ModelCall<ResponseId>;
 
-/// The id of a response a provider keeps (`resp_...`).
+/// A response a provider keeps (`resp_...`), and the query of the call about it (`include[]=...`), passed on.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ResponseId(pub String);
+pub struct ResponseId {
+    /// The response's id.
+    pub id: String,
+    /// The query string sent with the call (without its `?`), as the caller wrote it.
+    pub query: Option<String>,
+}
 
 impl<R> ModelCall<R> {
     /// A call sending `request`.
@@ -144,7 +149,16 @@ impl<R> From<R> for ModelCall<R> {
 impl ModelCall<ResponseId> {
     /// A call about response `id`.
     pub fn for_response(id: impl Into<String>) -> Self {
-        Self::new(ResponseId(id.into()))
+        Self::new(ResponseId {
+            id: id.into(),
+            query: None,
+        })
+    }
+
+    /// The query sent with the call (`include[]=message.output_text.logprobs`), without its `?`.
+    pub fn query(mut self, query: impl Into<String>) -> Self {
+        self.request.query = Some(query.into());
+        self
     }
 }
 
@@ -177,7 +191,8 @@ pub type ResponsesAnswer = ModelAnswer<ResponseObject>;
 /// Embeddings.
 pub type EmbeddingsAnswer = ModelAnswer<EmbeddingsResponse>;
 
-/// A model call that did not succeed, with the report of every deployment tried (see [`CallError`]).
+/// A model call of any API that did not succeed, with the report of every deployment tried (see [`CallError`]);
+/// the name chat callers knew first.
 pub type ChatError = CallError;
 
 /// No model route of this name is configured (what the gateway answers with 404).

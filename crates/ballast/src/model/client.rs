@@ -1,6 +1,7 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
 //! answer, the stream, or the error — each with the report of everything tried. Every API goes the same way
-//! (`api.rs` says what differs); the Responses API's state is looked up and recorded here (`state.rs`).
+//! (`api.rs` says what differs); where a Responses call may go, and what it records, is
+//! `responses/routing.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::call::{
     ResponsesAnswer, ResponsesCall,
 };
 use super::deployment::DeploymentClient;
-use super::responses::{StateHome, StateId, StateRecords, is_state_id};
+use super::responses::{StateId, StateRecords};
 use super::route::{Committed, Targets, Tried};
 use super::stream::{ChatStream, ModelStream, ResponseStream, Source};
 use super::usage::{record_tokens, usage_of_body};
@@ -28,8 +29,6 @@ use crate::{CallContext, Report, clock};
 
 /// The owner of records no caller named (a library user's calls).
 const NO_OWNER: &str = "";
-/// The owner every conversation is also recorded under, so a second caller cannot take over another's.
-const EVERY_OWNER: &str = "*";
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline, for every
 /// API the deployments speak — Chat Completions ([`complete`](ModelClient::complete),
@@ -160,7 +159,8 @@ impl ModelClient {
         let mut call = call;
         Chat::set_stream(&mut call.request, false);
         self.in_span(self.span_of(&call), |span| {
-            self.unary::<Chat>(call, Targets::Speaking(Api::Chat), span)
+            let ctx = self.context(&call);
+            self.unary::<Chat>(call.request, ctx, Targets::Speaking(Api::Chat), span, true)
         })
     }
 
@@ -178,7 +178,8 @@ impl ModelClient {
         let asked = ask_for_usage(&mut call.request.extra);
         // The span covers the call up to its commit point; the stream's own end is its reader's.
         let stream = self.in_span(self.span_of(&call), |span| {
-            self.streamed::<Chat>(call, Targets::Speaking(Api::Chat), span)
+            let ctx = self.context(&call);
+            self.streamed::<Chat>(call, ctx, Targets::Speaking(Api::Chat), span)
         });
         async move {
             let stream = stream.await?;
@@ -201,25 +202,22 @@ impl ModelClient {
     ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
         let mut call = call;
         Responses::set_stream(&mut call.request, false);
-        let span = self.span_of(&call);
-        let inner = span.clone();
-        async move {
-            let span = inner;
-            let (targets, conversation) = self.responses_targets(&call).await?;
-            let owner = owner_of(&call).to_owned();
-            let keeps = call.request.keeps_state();
-            let answer = self.unary::<Responses>(call, targets, span).await?;
+        self.in_span(self.span_of(&call), |span| async move {
+            let ctx = self.context(&call);
+            let routed = self.route_responses(&call, &ctx).await?;
+            let answer = self
+                .unary::<Responses>(call.request, ctx.clone(), routed.targets.clone(), span, true)
+                .await?;
             let index = self.index_of(&answer.deployment);
-            if keeps {
-                let id = StateId::Response(answer.response.id.clone());
-                self.remember(&owner, &id, index).await;
-            }
-            if let Some(conversation) = conversation {
-                self.remember_conversation(&owner, &conversation, index).await;
-            }
+            self.record_state(
+                &routed,
+                Some(answer.response.id.clone()),
+                index,
+                ctx.effective_deadline(),
+            )
+            .await;
             Ok(answer)
-        }
-        .instrument(span)
+        })
     }
 
     /// Asks the route for a streamed response (`stream: true` is set). The commit point is the first event
@@ -233,24 +231,24 @@ impl ModelClient {
     ) -> impl Future<Output = Result<ResponseStream, CallError>> + Send + '_ {
         let mut call = call;
         Responses::set_stream(&mut call.request, true);
-        let span = self.span_of(&call);
-        let inner = span.clone();
-        async move {
-            let span = inner;
-            let (targets, conversation) = self.responses_targets(&call).await?;
-            let owner = owner_of(&call).to_owned();
-            let keeps = call.request.keeps_state();
-            let (stream, id) = self.streamed_with_id(call, targets, span).await?;
+        self.in_span(self.span_of(&call), |span| async move {
+            let ctx = self.context(&call);
+            let routed = self.route_responses(&call, &ctx).await?;
+            let commit_by = call.commit_by;
+            let (committed, tried, ctx) = self
+                .to_commit::<Responses>(call.request, ctx, &routed.targets, commit_by, &span)
+                .await?;
+            let id = response_id_in(committed.response.body().head());
+            let source = self.source::<Responses>(&committed, call.idle);
+            let stream = ModelStream::start(source, committed, tried, &ctx);
+            // The status line waits for the record, never longer than the caller waits for it.
+            let by = commit_by.map_or(ctx.effective_deadline(), |by| {
+                by.earliest(&ctx.effective_deadline())
+            });
             let index = self.index_of(stream.deployment());
-            if let Some(id) = id.filter(|_| keeps) {
-                self.remember(&owner, &StateId::Response(id), index).await;
-            }
-            if let Some(conversation) = conversation {
-                self.remember_conversation(&owner, &conversation, index).await;
-            }
+            self.record_state(&routed, id, index, by).await;
             Ok(stream)
-        }
-        .instrument(span)
+        })
     }
 
     /// Asks the route for embeddings, through the deployments that speak the embeddings API in order.
@@ -259,7 +257,8 @@ impl ModelClient {
         call: EmbeddingsCall,
     ) -> impl Future<Output = Result<EmbeddingsAnswer, CallError>> + Send + '_ {
         self.in_span(self.span_of(&call), |span| {
-            self.unary::<Embeddings>(call, Targets::Speaking(Api::Embeddings), span)
+            let ctx = self.context(&call);
+            self.unary::<Embeddings>(call.request, ctx, Targets::Speaking(Api::Embeddings), span, true)
         })
     }
 
@@ -311,30 +310,25 @@ impl ModelClient {
         call_span("model", &self.inner.route.name, call.options.run_id.as_deref())
     }
 
-    /// A call of API `P` through `targets`, not streamed: its answer read as `P`'s.
+    /// A call of API `P` through `targets`, not streamed: its answer read as `P`'s (its tokens counted as the
+    /// answer's when `count_tokens`).
     async fn unary<P: Protocol>(
         &self,
-        call: ModelCall<P::Request>,
+        request: P::Request,
+        ctx: CallContext,
         targets: Targets,
         span: tracing::Span,
+        count_tokens: bool,
     ) -> Result<ModelAnswer<P::Answer>, CallError> {
         self.refuse_unspoken(P::API, &targets)?;
-        let ctx = self.context(&call);
         record_request_id(&span, &ctx);
         let mut tried = Tried::default();
-        let sent = self
-            .through_route::<P>(call.request, &ctx, &mut tried, &targets)
-            .await;
+        let sent = self.through_route::<P>(request, &ctx, &mut tried, &targets).await;
         let result = match sent {
-            Ok(committed) => self.answer::<P::Answer>(P::API, committed, &tried),
+            Ok(committed) => self.answer::<P::Answer>(P::API, committed, &tried, count_tokens),
             Err(failure) => Err(self.failed(failure, &tried)),
         };
-        let report = match &result {
-            Ok(answer) => &answer.report,
-            Err(error) => error.report(),
-        };
-        self.metrics.observe(report, true);
-        record_end(&span, report);
+        self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
         result
     }
 
@@ -342,68 +336,58 @@ impl ModelClient {
     async fn streamed<P: Streamed>(
         &self,
         call: ModelCall<P::Request>,
+        ctx: CallContext,
         targets: Targets,
         span: tracing::Span,
     ) -> Result<ModelStream<P::Event>, CallError> {
-        let idle = call.idle;
-        let (committed, tried, ctx) = self.to_commit::<P>(call, &targets, &span).await?;
+        let (committed, tried, ctx) = self
+            .to_commit::<P>(call.request, ctx, &targets, call.commit_by, &span)
+            .await?;
         Ok(ModelStream::start(
-            self.source::<P>(&committed, idle),
+            self.source::<P>(&committed, call.idle),
             committed,
             tried,
             &ctx,
         ))
     }
 
-    /// [`streamed`](Self::streamed) for the Responses API, with the id of the response the stream makes (from its
-    /// `response.created`).
-    async fn streamed_with_id(
-        &self,
-        call: ResponsesCall,
-        targets: Targets,
-        span: tracing::Span,
-    ) -> Result<(ResponseStream, Option<String>), CallError> {
-        let idle = call.idle;
-        let (committed, tried, ctx) = self.to_commit::<Responses>(call, &targets, &span).await?;
-        let id = response_id_in(committed.response.body().head());
-        let source = self.source::<Responses>(&committed, idle);
-        Ok((ModelStream::start(source, committed, tried, &ctx), id))
-    }
-
-    /// A streamed call up to its commit point: the committed answer, what was tried, the call's context.
+    /// A streamed call up to its commit point (bounded by `commit_by`, a scope of the trip only: once committed,
+    /// the stream runs to the call's own deadline): the committed answer, what was tried, the call's context.
     async fn to_commit<P: Streamed>(
         &self,
-        call: ModelCall<P::Request>,
+        request: P::Request,
+        mut ctx: CallContext,
         targets: &Targets,
+        commit_by: Option<ballast_core::Deadline>,
         span: &tracing::Span,
     ) -> Result<(Committed, Tried, CallContext), CallError> {
         self.refuse_unspoken(P::API, targets)?;
-        let mut ctx = self.context(&call);
         record_request_id(span, &ctx);
         ctx.stream = Some(P::COMMIT);
         let mut tried = Tried::default();
-        let sent = self.through_route::<P>(call.request, &ctx, &mut tried, targets);
-        // The bound on the time to the commit point is a scope of the trip, not the call's deadline: once
-        // committed, the stream runs to the call's own.
-        let sent = match call.commit_by {
+        let sent = self.through_route::<P>(request, &ctx, &mut tried, targets);
+        let sent = match commit_by {
             Some(by) => crate::scope(self.inner.core.settle(by), sent).await,
             None => sent.await,
         };
         match sent {
             Ok(committed) => {
                 // Counted at its commit point: what follows is the stream's.
-                let report = tried.report();
-                self.metrics.observe(&report, true);
-                record_end(span, &report);
+                self.observe(span, &tried.report());
                 Ok((committed, tried, ctx))
             }
             Err(failure) => {
                 let error = self.failed(failure, &tried);
-                self.metrics.observe(error.report(), true);
-                record_end(span, error.report());
+                self.observe(span, error.report());
                 Err(error)
             }
         }
+    }
+
+    /// Counts a call that ended (or committed) with `report`, and writes how on its span.
+    fn observe(&self, span: &tracing::Span, report: &crate::OutcomeReport) {
+        self.metrics.observe(report, true);
+        record_end(span, report);
     }
 
     /// How the stream of `committed` is read.
@@ -417,7 +401,8 @@ impl ModelClient {
         }
     }
 
-    /// A call about a kept response, at the deployment that made it: `method` on `/responses/{id}{suffix}`.
+    /// A call about a kept response, at the deployment that made it: `method` on `/responses/{id}{suffix}` (and
+    /// the call's query). Its tokens were counted when the response was made, and are not again.
     async fn on_response<T: DeserializeOwned>(
         &self,
         call: ResponseIdCall,
@@ -425,108 +410,35 @@ impl ModelClient {
         suffix: &str,
         span: tracing::Span,
     ) -> Result<ModelAnswer<T>, CallError> {
-        let id = StateId::Response(call.request.0.clone());
-        let index = self.home(owner_of(&call), &id).await?;
-        let Some(uri) = self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}", id.id()))
+        let ctx = self.context(&call);
+        let id = StateId::Response(call.request.id.clone());
+        let index = self.home(owner_of(&call), &id, &ctx).await?;
+        let query = call
+            .request
+            .query
+            .as_deref()
+            .map_or_else(String::new, |q| format!("?{q}"));
+        let Some(uri) =
+            self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}{query}", id.id()))
         else {
             return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
         };
-        let ctx = self.context(&call);
         record_request_id(&span, &ctx);
         let mut tried = Tried::default();
         let sent = self.state_trip(index, method, uri, &ctx, &mut tried).await;
         let result = match sent {
-            Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried),
+            Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried, false),
             Err(failure) => Err(self.failed(failure, &tried)),
         };
-        let report = match &result {
-            Ok(answer) => &answer.report,
-            Err(error) => error.report(),
-        };
-        self.metrics.observe(report, true);
-        record_end(&span, report);
+        self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
         result
     }
 
-    /// Where a Responses request may go (`model/responses/state.rs`), and the conversation to record when it
-    /// starts one here.
-    async fn responses_targets(&self, call: &ResponsesCall) -> Result<(Targets, Option<StateId>), CallError> {
-        let owner = owner_of(call);
-        let request = &call.request;
-        if let Some(id) = &request.previous_response_id {
-            let index = self.home(owner, &StateId::Response(id.clone())).await?;
-            return Ok((Targets::Pinned(index), None));
-        }
-        if let Some(id) = request.conversation_id() {
-            let conversation = StateId::Conversation(id.to_owned());
-            if !is_state_id(id) {
-                return Err(self.refused(Refusal::InvalidId(id.to_owned())));
-            }
-            if let Some(home) = self.find(owner, &conversation).await? {
-                return Ok((Targets::Pinned(self.index_of_home(&home, &conversation)?), None));
-            }
-            // Its first request here: unless another caller started it, it stays with the first deployment.
-            if self.find(EVERY_OWNER, &conversation).await?.is_some() {
-                return Err(self.refused(Refusal::UnknownState(conversation.to_string())));
-            }
-            let Some(&first) = self.order(&Targets::Speaking(Api::Responses)).first() else {
-                return Err(self.refused(Refusal::ApiNotServed(Api::Responses)));
-            };
-            return Ok((Targets::Pinned(first), Some(conversation)));
-        }
-        Ok((Targets::Speaking(Api::Responses), None))
-    }
-
-    /// The deployment that keeps `id` for `owner`, or the refusal.
-    async fn home(&self, owner: &str, id: &StateId) -> Result<usize, CallError> {
-        if !is_state_id(id.id()) {
-            return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
-        }
-        match self.find(owner, id).await? {
-            Some(home) => self.index_of_home(&home, id),
-            None => Err(self.refused(Refusal::UnknownState(id.to_string()))),
-        }
-    }
-
-    /// The record of `id` for `owner`.
-    async fn find(&self, owner: &str, id: &StateId) -> Result<Option<StateHome>, CallError> {
-        (self.inner.states.find(owner, id).await).map_err(|e| self.refused(Refusal::StateRecords(e)))
-    }
-
-    /// The index of the deployment `home` names, among those that speak the Responses API.
-    fn index_of_home(&self, home: &StateHome, id: &StateId) -> Result<usize, CallError> {
-        (self.inner.deployments.iter())
-            .position(|d| {
-                d.speaks(Api::Responses) && d.config.base_url == home.base_url && d.config.model == home.model
-            })
-            .ok_or_else(|| self.refused(Refusal::UnknownState(id.to_string())))
-    }
-
     /// The index of the deployment named `name` (`route[index] model`).
-    fn index_of(&self, name: &str) -> usize {
+    pub(super) fn index_of(&self, name: &str) -> usize {
         (self.inner.deployments.iter())
             .position(|d| d.name == name)
-            .unwrap_or(0)
-    }
-
-    /// Records that deployment `index` keeps `id` for `owner`. A record that cannot be written is logged, not
-    /// the call's failure: the provider made the response, and an error would make the caller ask again and
-    /// make another; the request that continues it is then refused as unknown, and says so.
-    async fn remember(&self, owner: &str, id: &StateId, index: usize) {
-        let deployment = &self.inner.deployments[index].config;
-        let home = StateHome {
-            base_url: deployment.base_url.clone(),
-            model: deployment.model.clone(),
-        };
-        if let Err(error) = self.inner.states.record(owner, id, &home).await {
-            tracing::warn!(route = %self.name(), %error, "the state's home was not recorded");
-        }
-    }
-
-    /// Records a conversation started here, for its owner and as taken for every other caller.
-    async fn remember_conversation(&self, owner: &str, id: &StateId, index: usize) {
-        self.remember(owner, id, index).await;
-        self.remember(EVERY_OWNER, id, index).await;
+            .expect("an answer names a deployment of its route")
     }
 
     /// Refuses a call of `api` that no deployment of `targets` speaks.
@@ -542,7 +454,7 @@ impl ModelClient {
         }
     }
 
-    fn refused(&self, refusal: Refusal) -> CallError {
+    pub(super) fn refused(&self, refusal: Refusal) -> CallError {
         CallError::Refused {
             target: self.name().to_owned(),
             refusal,
@@ -552,7 +464,7 @@ impl ModelClient {
 
     /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation); each
     /// deployment tried gets a report of its own.
-    fn context<R>(&self, call: &ModelCall<R>) -> CallContext {
+    pub(super) fn context<R>(&self, call: &ModelCall<R>) -> CallContext {
         let kind = CallKind::Model;
         let report = Report::default();
         let configured = self.inner.route.priority;
@@ -562,12 +474,13 @@ impl ModelClient {
             .context(&call.options, kind, priority, None, report, clock::now())
     }
 
-    /// A 2xx answer read as `api`'s, its tokens recorded as the answer's.
+    /// A 2xx answer read as `api`'s, its tokens recorded as the answer's when `count_tokens`.
     fn answer<T: DeserializeOwned>(
         &self,
         api: Api,
         committed: Committed,
         tried: &Tried,
+        count_tokens: bool,
     ) -> Result<ModelAnswer<T>, CallError> {
         let Committed { index, response } = committed;
         let report = tried.report_of(index);
@@ -575,7 +488,9 @@ impl ModelClient {
         let bytes = body.as_bytes().cloned().unwrap_or_default();
         match serde_json::from_slice::<T>(&bytes) {
             Ok(parsed) => {
-                record_tokens(report, usage_of_body(&bytes), true);
+                if count_tokens {
+                    record_tokens(report, usage_of_body(&bytes), true);
+                }
                 Ok(ModelAnswer {
                     response: parsed,
                     body: bytes,
@@ -605,8 +520,8 @@ impl ModelClient {
         match failure {
             Failure::Answer(response) => {
                 let bytes = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
-                if let Some(last) = tried.reports.last() {
-                    record_tokens(last, usage_of_body(bytes), false);
+                if let Some(answered) = tried.failed_at.map(|index| tried.report_of(index)) {
+                    record_tokens(answered, usage_of_body(bytes), false);
                 }
                 CallError::Upstream {
                     target,
@@ -642,7 +557,7 @@ fn ask_for_usage(extra: &mut serde_json::Map<String, Value>) -> bool {
 }
 
 /// Whose call it is, for its records.
-fn owner_of<R>(call: &ModelCall<R>) -> &str {
+pub(super) fn owner_of<R>(call: &ModelCall<R>) -> &str {
     call.options.run_owner.as_deref().unwrap_or(NO_OWNER)
 }
 

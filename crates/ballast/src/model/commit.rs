@@ -155,6 +155,10 @@ mod tests {
             (r#"{"error":{"code":"context_length_exceeded"}}"#, 400),
             (r#"{"error":{"type":"overloaded_error"}}"#, 503),
             (r#"{"error":{"message":"something broke"}}"#, 502),
+            (
+                r#"{"error":{"type":"invalid_request_error","code":"invalid_prompt","message":"flagged"}}"#,
+                400,
+            ),
         ];
         for (event, status) in cases {
             let Commit::Error { status: got, body } = commit(event) else {

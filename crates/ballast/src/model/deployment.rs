@@ -21,6 +21,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, Uri};
 use tower::Service;
 
+use super::responses::StateHome;
 use crate::client::{Upstream, upstream};
 use crate::outcome::Trip;
 use crate::retry::Polling;
@@ -93,6 +94,8 @@ pub(super) struct DeploymentClient {
     /// Where each API's calls go, for the APIs it speaks (by [`api_slot`]).
     uris: [Option<Uri>; 3],
     authorization: Option<HeaderValue>,
+    /// Its account in the records of provider state (`StateHome::account`).
+    account: Option<String>,
     pub(super) upstream: Upstream,
     /// Until when this deployment is skipped: it answered insufficient quota (DESIGN.md, "Fallback").
     quota_spent_until: Mutex<Option<Instant>>,
@@ -154,7 +157,9 @@ impl DeploymentClient {
             per_try: config.per_try_timeout,
         };
         let name = deployment_name(route, index);
+        let account = account(&config, authorization.as_ref());
         Ok(DeploymentClient {
+            account,
             target: Arc::from(name.as_str()),
             name,
             config,
@@ -186,6 +191,15 @@ impl DeploymentClient {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         spent.filter(|until| now < *until)
+    }
+
+    /// What the records of provider state call this deployment.
+    pub(super) fn home(&self) -> StateHome {
+        StateHome {
+            base_url: self.config.base_url.clone(),
+            model: self.config.model.clone(),
+            account: self.account.clone(),
+        }
     }
 
     /// Whether the deployment speaks `api` (its config's `api`).
@@ -244,6 +258,16 @@ impl DeploymentClient {
             .trip(request, ctx, Polling { attempts_before })
             .await
     }
+}
+
+/// The account a deployment's state records name: its key's variable, else a digest of the key it was given.
+fn account(config: &Deployment, authorization: Option<&HeaderValue>) -> Option<String> {
+    if let Some(var) = &config.api_key_env {
+        return Some(format!("env:{var}"));
+    }
+    let key = authorization?;
+    let digest = ballast_core::fingerprint("KEY", "", None, key.as_bytes()).ok()?;
+    Some(format!("key:{}", &digest.to_hex()[..16]))
 }
 
 /// Deployment `index` of `route` as reports, metrics and `/status` name it: `route[index] model`.

@@ -201,14 +201,18 @@ impl std::error::Error for ProviderError {}
 
 /// The status an error sent as a stream event stands for (`body` is the error in OpenAI's envelope): a provider
 /// that errs inside a 200 stream sends no status of its own, so the code or type says it — an insufficient quota
-/// or a rate limit 429, an overload 503, a context length or another bad request 400, a refused key 401 — and
-/// anything else is 502: the upstream failed, as a cut connection says.
+/// or a rate limit 429, an overload 503, a context length or another bad request (an `invalid_request_error` of
+/// any code) 400, a refused key 401 — and anything else is 502: the upstream failed, as a cut connection says.
 pub(crate) fn status_of_error_event(body: &[u8]) -> http::StatusCode {
-    let status = match ProviderError::classify(502, body, None).kind {
+    let error = ProviderError::classify(502, body, None);
+    let status = match error.kind {
         ProviderErrorKind::InsufficientQuota | ProviderErrorKind::RateLimited => 429,
         ProviderErrorKind::Overloaded => 503,
         ProviderErrorKind::ContextLength | ProviderErrorKind::BadRequest => 400,
         ProviderErrorKind::Auth => 401,
+        // A code of its own under the caller's error type (`invalid_prompt`: a request the provider will not
+        // serve): the caller's to fix, not the provider's failure — no retry, no fallback, not a breaker's.
+        _ if error.error_type.as_deref() == Some("invalid_request_error") => 400,
         ProviderErrorKind::ServerError | ProviderErrorKind::Other => 502,
     };
     http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::BAD_GATEWAY)

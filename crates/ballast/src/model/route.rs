@@ -54,6 +54,8 @@ pub(super) struct Committed {
 pub(super) struct Tried {
     pub(super) reports: Vec<Report>,
     pub(super) indexes: Vec<usize>,
+    /// The deployment whose trip gave the call's failure (its answer's tokens are spent there).
+    pub(super) failed_at: Option<usize>,
     pub(super) truncated: Option<Truncation>,
     pub(super) started: Option<Instant>,
 }
@@ -168,6 +170,7 @@ impl ModelClient {
                 }
                 let stop = trip.stop;
                 failure = Failure::of(trip.result);
+                tried.failed_at = Some(index);
                 match self.judge::<P>(deployment, &failure, stop, &mut request, tried) {
                     Then::Resend => {}
                     Then::NextDeployment => break,
@@ -221,6 +224,7 @@ impl ModelClient {
         let started = clock::now();
         let trip = deployment.send_to(method, uri, Bytes::new(), &ctx, 0).await;
         let trip = judged(deployment, &ctx, trip, started);
+        tried.failed_at = Some(index);
         if trip.succeeded() {
             let Ok(response) = trip.result else {
                 unreachable!("a trip that succeeded has an answer")

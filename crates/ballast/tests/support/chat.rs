@@ -170,6 +170,19 @@ pub(crate) fn client(config: &Config, upstreams: &Upstreams) -> ModelClient {
     client_with_runs(config, upstreams, runs)
 }
 
+/// The `agent` route's client over `upstreams`, its records of provider state kept in `records`.
+pub(crate) fn client_with_records(
+    config: &Config,
+    upstreams: &Upstreams,
+    records: Arc<dyn ballast::model::StateRecords>,
+) -> ModelClient {
+    let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
+    let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
+    let clients = ModelClients::from_config_with_records(config, &env, upstreams.transport(), runs, records)
+        .expect("the route builds");
+    clients.get("agent").expect("the agent route").clone()
+}
+
 /// The `agent` route's client over `upstreams`, its runs kept in `runs`.
 pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ModelClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);

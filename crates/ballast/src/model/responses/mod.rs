@@ -8,6 +8,7 @@
 //! — under the same deadline, retries, breakers, throttle, admission, fallbacks and token accounting as chat.
 
 mod events;
+mod routing;
 mod state;
 mod truncate;
 mod types;
@@ -19,14 +20,18 @@ pub use state::{MemoryStateRecords, StateHome, StateId, StateRecordError, StateR
 pub use truncate::truncate_input;
 pub use types::{FunctionCall, Input, InputItem, ResponseEvent, ResponseObject, ResponsesRequest};
 
-/// Whether `id` can name a response or conversation in a URL path and a record: 1 to 256 of `A-Z a-z 0-9 _ -`
-/// (OpenAI's ids are `resp_` and `conv_` and hex). Anything else is refused before it reaches a provider's path.
+/// Whether `id` can name a response or conversation in a URL path and a record: 1 to 242 of `A-Z a-z 0-9 _ -`
+/// (OpenAI's ids are `resp_` and `conv_` and 48 hex digits; 242 keeps `conversation:<id>` within a record key's
+/// 255). Anything else is refused before it reaches a provider's path.
 pub(crate) fn is_state_id(id: &str) -> bool {
-    (1..=256).contains(&id.len())
+    (1..=MAX_STATE_ID).contains(&id.len())
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
+
+/// The longest id of a response or conversation: its record's key, `conversation:<id>`, fits in 255.
+const MAX_STATE_ID: usize = 255 - "conversation:".len();
 
 #[cfg(test)]
 mod tests {

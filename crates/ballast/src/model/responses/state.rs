@@ -62,13 +62,18 @@ impl fmt::Display for StateId {
     }
 }
 
-/// The deployment that keeps some state: its base URL and model, as configured.
+/// The deployment that keeps some state: its base URL, model and account, as configured — what tells two
+/// deployments apart when they differ only in their key (two accounts of one provider, for more quota).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StateHome {
     /// The deployment's `base_url`.
     pub base_url: String,
     /// The deployment's `model`.
     pub model: String,
+    /// Its key: `env:<variable>` for a key named by its variable (a rotated key keeps its state), `key:<digest>`
+    /// for one given as a value (the first 16 hex digits of a SHA-256), none without a key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 /// A record of where state lives could not be written or read.
@@ -313,6 +318,7 @@ mod tests {
         StateHome {
             base_url: "http://a/v1".into(),
             model: model.into(),
+            account: None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use ballast_core::Deadline;
 use bytes::Bytes;
+use futures::StreamExt as _;
 use http_body::Frame;
 use http_body_util::{BodyExt as _, StreamBody};
 

@@ -51,18 +51,17 @@ use std::time::Duration;
 use ballast_core::{CallResult, Deadline, ErrorCode, Instant};
 use bytes::Bytes;
 use futures::Stream;
-use futures::StreamExt as _;
 use http::HeaderMap;
 use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::responses::ResponseEvent;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
 use super::{ChatChunk, Truncation};
 use crate::breaker::StreamPermit;
-use crate::sse::{self, SseDecoder};
+use crate::sse::SseDecoder;
 use crate::{BoxError, CallContext, Cancel, OutcomeReport, Report, TokenUsage, clock};
 
 /// What went wrong after the commit point.
@@ -103,7 +102,14 @@ pub struct StreamError {
 impl StreamError {
     /// The stable error code: `deadline_exceeded` for the deadline, `upstream_error` otherwise.
     pub fn code(&self) -> ErrorCode {
-        match self.kind {
+        self.kind.code()
+    }
+}
+
+impl StreamErrorKind {
+    /// The stable error code of a stream that failed so.
+    fn code(&self) -> ErrorCode {
+        match self {
             StreamErrorKind::Deadline => ErrorCode::DeadlineExceeded,
             _ => ErrorCode::UpstreamError,
         }
@@ -158,7 +164,7 @@ pub(crate) enum Read<E> {
 /// (cancellation, the call's deadline, dropping the stream) — so a half-open probe stream holds its probe slot
 /// until then.
 pub struct ModelStream<E> {
-    items: Pin<Box<dyn Stream<Item = Result<E, StreamError>> + Send>>,
+    items: Pin<Box<dyn Stream<Item = Result<Piece<E>, StreamError>> + Send>>,
     tried: Arc<Tried>,
     deployment: String,
     status: u16,
@@ -178,6 +184,14 @@ impl<E> fmt::Debug for ModelStream<E> {
             .field("deployment", &self.deployment)
             .finish_non_exhaustive()
     }
+}
+
+/// What the reader hands on: an event, or word that the upstream sent a keep-alive (a model thinking), which the
+/// caller's side passes on so that its own read timeout does not fire while the upstream is alive.
+#[derive(Debug)]
+pub(super) enum Piece<E> {
+    Event(E),
+    KeepAlive,
 }
 
 /// What reading the rest of the stream needs.
@@ -294,86 +308,25 @@ impl<E> ModelStream<E> {
     }
 }
 
-impl ModelStream<ChatChunk> {
-    /// The same stream without the chunk that carries only the token usage (no choices), which the caller did not
-    /// ask for: it was asked for to count the tokens, and it is counted before it is dropped.
-    pub(super) fn without_usage_chunk(mut self) -> Self {
-        self.items = Box::pin(self.items.filter(|item| {
-            let usage_only = matches!(item, Ok(chunk) if chunk.choices.is_empty() && chunk.usage.is_some());
-            std::future::ready(!usage_only)
-        }));
-        self
-    }
-
-    /// The caller's side of the stream as server-sent events: each chunk as `data: <json>\n\n`, then
-    /// `data: [DONE]\n\n` — or, after a failure, OpenAI's error envelope as the last event and no `[DONE]`.
-    pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {
-        futures::stream::unfold((self.items, false), |(mut items, ended)| async move {
-            if ended {
-                return None;
-            }
-            match items.next().await {
-                Some(Ok(chunk)) => {
-                    let json = serde_json::to_value(&chunk).unwrap_or(Value::Null);
-                    Some((sse::data_event(&json), (items, false)))
-                }
-                Some(Err(error)) => {
-                    let event = sse::error_event(&error.to_string(), "upstream_error", error.code().as_str());
-                    Some((event, (items, true)))
-                }
-                None => Some((sse::done_event(), (items, true))),
-            }
-        })
-    }
-}
-
-impl ModelStream<ResponseEvent> {
-    /// The caller's side of the stream as server-sent events: each event as `event: <type>` and
-    /// `data: <json>`, as the upstream sent it; after a failure, an `event: error` numbered after the last event,
-    /// whose data carries the error's fields (`code`, `message`, `param`) and an `error` object with them (the
-    /// Python SDK raises on an `error` object, the Node SDK on the `error` event), and nothing after it.
-    pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {
-        futures::stream::unfold((self.items, false, None), |(mut items, ended, last)| async move {
-            if ended {
-                return None;
-            }
-            match items.next().await {
-                Some(Ok(event)) => {
-                    let sequence = event.sequence_number().or(last);
-                    let data = Value::Object(event.0);
-                    let kind = data.get("type").and_then(Value::as_str).unwrap_or("message");
-                    Some((sse::named_event(kind, &data), (items, false, sequence)))
-                }
-                Some(Err(error)) => {
-                    let code = error.code().as_str();
-                    let message = error.to_string();
-                    let data = json!({
-                        "type": "error",
-                        "code": code,
-                        "message": message,
-                        "param": null,
-                        "sequence_number": last.map_or(0, |n: u64| n + 1),
-                        "error": {"type": "upstream_error", "code": code, "message": message, "param": null},
-                    });
-                    Some((sse::named_event("error", &data), (items, true, last)))
-                }
-                None => None,
-            }
-        })
-    }
-}
-
 impl<E> Stream for ModelStream<E> {
     type Item = Result<E, StreamError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.items.as_mut().poll_next(cx)
+        loop {
+            match self.items.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(Piece::KeepAlive))) => {}
+                Poll::Ready(Some(Ok(Piece::Event(event)))) => return Poll::Ready(Some(Ok(event))),
+                Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 
 impl<E> Reader<E> {
-    /// The next event, the end (`None`, only after the API's end), or the failure.
-    async fn next_item(&mut self) -> Option<Result<E, StreamError>> {
+    /// The next event or keep-alive, the end (`None`, only after the API's end), or the failure.
+    async fn next_item(&mut self) -> Option<Result<Piece<E>, StreamError>> {
         loop {
             if let Some(kind) = &self.failed {
                 return Some(Err(StreamError {
@@ -390,6 +343,7 @@ impl<E> Reader<E> {
                     Some(item) => return item,
                     None => continue,
                 },
+                Ok(None) if self.decoder.take_comments() > 0 => return Some(Ok(Piece::KeepAlive)),
                 Ok(None) => {}
                 Err(too_large) => {
                     let kind = StreamErrorKind::EventTooLarge {
@@ -431,20 +385,20 @@ impl<E> Reader<E> {
 
     /// What the stream hands on for `event`: `Some(item)` (an event, the end as `None` inside, a failure), or
     /// `None` to read on.
-    fn on_event(&mut self, event: &str) -> Option<Option<Result<E, StreamError>>> {
+    fn on_event(&mut self, event: &str) -> Option<Option<Result<Piece<E>, StreamError>>> {
         match (self.read)(event) {
             Read::Item(item, usage) => {
                 if usage.is_some() {
                     self.usage = usage;
                 }
-                Some(Some(Ok(item)))
+                Some(Some(Ok(Piece::Event(item))))
             }
             Read::Last(item, usage) => {
                 if usage.is_some() {
                     self.usage = usage;
                 }
                 self.end_well();
-                Some(Some(Ok(item)))
+                Some(Some(Ok(Piece::Event(item))))
             }
             Read::End => {
                 self.end_well();
@@ -470,10 +424,7 @@ impl<E> Reader<E> {
         self.failed = Some(kind.clone());
         record_tokens(&self.report, self.usage.take(), false);
         self.record_breaker(breaker_result(&kind));
-        let code = match kind {
-            StreamErrorKind::Deadline => ErrorCode::DeadlineExceeded,
-            _ => ErrorCode::UpstreamError,
-        };
+        let code = kind.code();
         self.report.update(|r| r.code = Some(code));
         StreamError {
             route: self.route.clone(),
@@ -505,5 +456,6 @@ fn breaker_result(kind: &StreamErrorKind) -> Option<CallResult> {
     }
 }
 
+mod caller;
 #[cfg(test)]
 mod tests;
