@@ -8,22 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_config::{Api, ModelRoute};
-use ballast_core::{CallKind, ErrorCode};
-use serde::de::DeserializeOwned;
+use ballast_core::CallKind;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::api::{Chat, Embeddings, Protocol, Responses, Streamed};
-use super::call::{
-    ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall, ResponseIdCall,
-    ResponsesAnswer, ResponsesCall,
-};
+use super::api::{Chat, Embeddings, Protocol, Streamed};
+use super::call::{ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall};
 use super::deployment::DeploymentClient;
-use super::responses::{StateId, StateRecords};
+use super::responses::StateRecords;
 use super::route::{Committed, Targets, Tried};
-use super::stream::{ChatStream, ModelStream, ResponseStream, Source};
-use super::usage::{record_tokens, usage_of_body};
-use crate::client::{CallError, Core, Failure, Refusal, call_span, json_body, record_end, record_request_id};
+use super::stream::{ChatStream, ModelStream, Source};
+use crate::client::{CallError, Core, Refusal, call_span, record_end, record_request_id};
 use crate::metrics::CallMetrics;
 use crate::{CallContext, Report, clock};
 
@@ -191,66 +186,6 @@ impl ModelClient {
         }
     }
 
-    /// Asks the route for a response (the Responses API, not streamed: `stream` is dropped; use
-    /// [`ModelClient::respond_stream`] to stream). A request that continues a response (`previous_response_id`)
-    /// or a conversation goes only to the deployment that keeps it; any other goes through the deployments that
-    /// speak the Responses API in order, as [`complete`](ModelClient::complete) does. The response's id is
-    /// recorded with the deployment that made it, for the requests that continue it.
-    pub fn respond(
-        &self,
-        call: ResponsesCall,
-    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
-        let mut call = call;
-        Responses::set_stream(&mut call.request, false);
-        self.in_span(self.span_of(&call), |span| async move {
-            let ctx = self.context(&call);
-            let routed = self.route_responses(&call, &ctx).await?;
-            let answer = self
-                .unary::<Responses>(call.request, ctx.clone(), routed.targets.clone(), span, true)
-                .await?;
-            let index = self.index_of(&answer.deployment);
-            self.record_state(
-                &routed,
-                Some(answer.response.id.clone()),
-                index,
-                ctx.effective_deadline(),
-            )
-            .await;
-            Ok(answer)
-        })
-    }
-
-    /// Asks the route for a streamed response (`stream: true` is set). The commit point is the first event
-    /// after the preamble (`response.created`, `response.in_progress` are held back): an error the provider
-    /// sends before it — an insufficient quota after `response.created` — falls back like any other failure and
-    /// the caller never sees the failed deployment. After it, a failure is the stream's last item, an error.
-    /// Routed and recorded as [`respond`](ModelClient::respond) does.
-    pub fn respond_stream(
-        &self,
-        call: ResponsesCall,
-    ) -> impl Future<Output = Result<ResponseStream, CallError>> + Send + '_ {
-        let mut call = call;
-        Responses::set_stream(&mut call.request, true);
-        self.in_span(self.span_of(&call), |span| async move {
-            let ctx = self.context(&call);
-            let routed = self.route_responses(&call, &ctx).await?;
-            let commit_by = call.commit_by;
-            let (committed, tried, ctx) = self
-                .to_commit::<Responses>(call.request, ctx, &routed.targets, commit_by, &span)
-                .await?;
-            let id = response_id_in(committed.response.body().head());
-            let source = self.source::<Responses>(&committed, call.idle);
-            let stream = ModelStream::start(source, committed, tried, &ctx);
-            // The status line waits for the record, never longer than the caller waits for it.
-            let by = commit_by.map_or(ctx.effective_deadline(), |by| {
-                by.earliest(&ctx.effective_deadline())
-            });
-            let index = self.index_of(stream.deployment());
-            self.record_state(&routed, id, index, by).await;
-            Ok(stream)
-        })
-    }
-
     /// Asks the route for embeddings, through the deployments that speak the embeddings API in order.
     pub fn embed(
         &self,
@@ -262,42 +197,8 @@ impl ModelClient {
         })
     }
 
-    /// Retrieves a response the route's deployments keep (`GET /responses/{id}`), from the deployment that made
-    /// it; a response this caller did not make through the route is refused ([`Refusal::UnknownState`]).
-    pub fn retrieve_response(
-        &self,
-        call: ResponseIdCall,
-    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| {
-            self.on_response(call, http::Method::GET, "", span)
-        })
-    }
-
-    /// Deletes a response (`DELETE /responses/{id}`) at the deployment that made it; refused as
-    /// [`retrieve_response`](ModelClient::retrieve_response) is. The answer is the provider's
-    /// (`{"id", "object", "deleted"}`).
-    pub fn delete_response(
-        &self,
-        call: ResponseIdCall,
-    ) -> impl Future<Output = Result<ModelAnswer<Value>, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| {
-            self.on_response(call, http::Method::DELETE, "", span)
-        })
-    }
-
-    /// Cancels a background response (`POST /responses/{id}/cancel`) at the deployment that made it; refused as
-    /// [`retrieve_response`](ModelClient::retrieve_response) is.
-    pub fn cancel_response(
-        &self,
-        call: ResponseIdCall,
-    ) -> impl Future<Output = Result<ResponsesAnswer, CallError>> + Send + '_ {
-        self.in_span(self.span_of(&call), |span| {
-            self.on_response(call, http::Method::POST, "/cancel", span)
-        })
-    }
-
     /// `work` inside `span`, the call's (`span_of`).
-    fn in_span<F: Future>(
+    pub(super) fn in_span<F: Future>(
         &self,
         span: tracing::Span,
         work: impl FnOnce(tracing::Span) -> F,
@@ -306,13 +207,13 @@ impl ModelClient {
     }
 
     /// The span of `call` (`ballast.call`, kind `model`), for work that takes the call by value.
-    fn span_of<R>(&self, call: &ModelCall<R>) -> tracing::Span {
+    pub(super) fn span_of<R>(&self, call: &ModelCall<R>) -> tracing::Span {
         call_span("model", &self.inner.route.name, call.options.run_id.as_deref())
     }
 
     /// A call of API `P` through `targets`, not streamed: its answer read as `P`'s (its tokens counted as the
     /// answer's when `count_tokens`).
-    async fn unary<P: Protocol>(
+    pub(super) async fn unary<P: Protocol>(
         &self,
         request: P::Request,
         ctx: CallContext,
@@ -333,7 +234,7 @@ impl ModelClient {
     }
 
     /// A call of API `P` through `targets`, streamed: the stream after its commit point.
-    async fn streamed<P: Streamed>(
+    pub(super) async fn streamed<P: Streamed>(
         &self,
         call: ModelCall<P::Request>,
         ctx: CallContext,
@@ -353,7 +254,7 @@ impl ModelClient {
 
     /// A streamed call up to its commit point (bounded by `commit_by`, a scope of the trip only: once committed,
     /// the stream runs to the call's own deadline): the committed answer, what was tried, the call's context.
-    async fn to_commit<P: Streamed>(
+    pub(super) async fn to_commit<P: Streamed>(
         &self,
         request: P::Request,
         mut ctx: CallContext,
@@ -385,13 +286,17 @@ impl ModelClient {
     }
 
     /// Counts a call that ended (or committed) with `report`, and writes how on its span.
-    fn observe(&self, span: &tracing::Span, report: &crate::OutcomeReport) {
+    pub(super) fn observe(&self, span: &tracing::Span, report: &crate::OutcomeReport) {
         self.metrics.observe(report, true);
         record_end(span, report);
     }
 
     /// How the stream of `committed` is read.
-    fn source<P: Streamed>(&self, committed: &Committed, idle: Option<Duration>) -> Source<P::Event> {
+    pub(super) fn source<P: Streamed>(
+        &self,
+        committed: &Committed,
+        idle: Option<Duration>,
+    ) -> Source<P::Event> {
         let route_idle = self.inner.route.stream_idle_timeout;
         Source {
             route: self.name().to_owned(),
@@ -399,46 +304,6 @@ impl ModelClient {
             idle: idle.map_or(route_idle, |idle| idle.min(route_idle)),
             read: P::READ,
         }
-    }
-
-    /// A call about a kept response, at the deployment that made it: `method` on `/responses/{id}{suffix}` (and
-    /// the call's query). Its tokens were counted when the response was made, and are not again.
-    async fn on_response<T: DeserializeOwned>(
-        &self,
-        call: ResponseIdCall,
-        method: http::Method,
-        suffix: &str,
-        span: tracing::Span,
-    ) -> Result<ModelAnswer<T>, CallError> {
-        let ctx = self.context(&call);
-        let id = StateId::Response(call.request.id.clone());
-        let index = self.home(owner_of(&call), &id, &ctx).await?;
-        let query = call
-            .request
-            .query
-            .as_deref()
-            .map_or_else(String::new, |q| format!("?{q}"));
-        let Some(uri) =
-            self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}{query}", id.id()))
-        else {
-            return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
-        };
-        record_request_id(&span, &ctx);
-        let mut tried = Tried::default();
-        let sent = self.state_trip(index, method, uri, &ctx, &mut tried).await;
-        let result = match sent {
-            Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried, false),
-            Err(failure) => Err(self.failed(failure, &tried)),
-        };
-        self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
-        result
-    }
-
-    /// The index of the deployment named `name` (`route[index] model`).
-    pub(super) fn index_of(&self, name: &str) -> usize {
-        (self.inner.deployments.iter())
-            .position(|d| d.name == name)
-            .expect("an answer names a deployment of its route")
     }
 
     /// Refuses a call of `api` that no deployment of `targets` speaks.
@@ -473,71 +338,6 @@ impl ModelClient {
             .core
             .context(&call.options, kind, priority, None, report, clock::now())
     }
-
-    /// A 2xx answer read as `api`'s, its tokens recorded as the answer's when `count_tokens`.
-    fn answer<T: DeserializeOwned>(
-        &self,
-        api: Api,
-        committed: Committed,
-        tried: &Tried,
-        count_tokens: bool,
-    ) -> Result<ModelAnswer<T>, CallError> {
-        let Committed { index, response } = committed;
-        let report = tried.report_of(index);
-        let (parts, body) = response.into_parts();
-        let bytes = body.as_bytes().cloned().unwrap_or_default();
-        match serde_json::from_slice::<T>(&bytes) {
-            Ok(parsed) => {
-                if count_tokens {
-                    record_tokens(report, usage_of_body(&bytes), true);
-                }
-                Ok(ModelAnswer {
-                    response: parsed,
-                    body: bytes,
-                    status: parts.status.as_u16(),
-                    headers: parts.headers,
-                    deployment: self.inner.deployments[index].name.clone(),
-                    truncated: tried.truncated,
-                    report: tried.report(),
-                })
-            }
-            Err(error) => {
-                // Tokens the upstream reported are spent, whatever became of the answer.
-                record_tokens(report, usage_of_body(&bytes), false);
-                report.update(|r| r.code = Some(ErrorCode::UpstreamError));
-                Err(CallError::Malformed {
-                    target: self.name().to_owned(),
-                    reason: format!("not a {} answer: {error}", api.title()),
-                    report: Box::new(tried.report()),
-                })
-            }
-        }
-    }
-
-    /// The last failure as the caller's error (the tokens of an error answer are the last deployment's, spent).
-    pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> CallError {
-        let target = self.name().to_owned();
-        match failure {
-            Failure::Answer(response) => {
-                let bytes = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
-                if let Some(answered) = tried.failed_at.map(|index| tried.report_of(index)) {
-                    record_tokens(answered, usage_of_body(bytes), false);
-                }
-                CallError::Upstream {
-                    target,
-                    status: response.status().as_u16(),
-                    body: json_body(response.body()),
-                    bytes: crate::client::body_bytes(response.body()),
-                    report: Box::new(tried.report()),
-                }
-            }
-            Failure::Error(error) => CallError::Failed {
-                target,
-                error,
-                report: Box::new(tried.report()),
-            },
-        }
-    }
 }
 
 /// Asks a chat stream's provider for its token usage (`stream_options.include_usage`); whether the caller had.
@@ -562,7 +362,7 @@ pub(super) fn owner_of<R>(call: &ModelCall<R>) -> &str {
 }
 
 /// The id of the response a Responses stream's first events name (`response.created`'s `response.id`).
-fn response_id_in(head: &[u8]) -> Option<String> {
+pub(super) fn response_id_in(head: &[u8]) -> Option<String> {
     let mut decoder = crate::sse::SseDecoder::new(head.len().max(1));
     decoder.push(head);
     while let Ok(Some(event)) = decoder.next_event() {

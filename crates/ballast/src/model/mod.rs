@@ -39,6 +39,7 @@ mod types;
 pub use provider::{ContextTokens, ProviderError, ProviderErrorKind};
 pub use truncate::{CannotTruncate, Truncation, TruncationGoal, truncate};
 
+mod answer;
 mod api;
 mod builder;
 mod call;

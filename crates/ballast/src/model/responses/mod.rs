@@ -7,6 +7,7 @@
 //! [`delete_response`](crate::ModelClient::delete_response), [`cancel_response`](crate::ModelClient::cancel_response)
 //! — under the same deadline, retries, breakers, throttle, admission, fallbacks and token accounting as chat.
 
+mod calls;
 mod events;
 mod routing;
 mod state;
