@@ -1,7 +1,7 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
 //! answer, the stream, or the error — each with the report of everything tried. Every API goes the same way
-//! (`api.rs` says what differs); where a Responses call may go, and what it records, is
-//! `responses/routing.rs`.
+//! (`api.rs` says what differs; `answer.rs` reads an answer or a failure); the Responses API's own calls are in
+//! `responses/calls.rs`, where they may go and what they record in `responses/routing.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
