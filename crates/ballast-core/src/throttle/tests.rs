@@ -314,7 +314,7 @@ fn invalid_settings_are_refused() {
 
 proptest! {
     /// The refusal rate follows the formula: over many draws at fixed counts, the share refused is the
-    /// probability (each draw's own refusal moves the counts by one request in thousands).
+    /// probability.
     #[test]
     fn refusals_follow_the_formula(accepted in 0_u64..400, overloaded in 10_u64..400) {
         let config = ThrottleConfig::new(2.0, Duration::from_secs(100), 10, 10).unwrap();
@@ -328,15 +328,18 @@ proptest! {
         let requests = accepted + overloaded;
         let expected = config.probability(requests, accepted);
         prop_assert_eq!(expected, ((requests as f64 - 2.0 * accepted as f64) / (requests as f64 + 1.0)).max(0.0));
-        // Draw against a snapshot of the counts: restart and refill between draws so refusals do not pile up.
-        let draws = 400;
+        // Draw against a snapshot of the counts: restart and refill before every draw. A draw is a request the
+        // throttle counts, admitted or refused, so without the refill the counts drift (regression: refilled only
+        // after refusals, a low probability drew hundreds of admits in a row, each raising the next draw's odds,
+        // and the share came out twice the formula's).
+        let draws = 200;
         let mut refused = 0;
         for _ in 0..draws {
+            t.restart();
+            for _ in 0..accepted { t.record(ThrottleOutcome::Accepted, at(0)); }
+            for _ in 0..overloaded { t.record(ThrottleOutcome::Overloaded, at(0)); }
             if t.try_admit(at(0)).is_err() {
                 refused += 1;
-                t.restart();
-                for _ in 0..accepted { t.record(ThrottleOutcome::Accepted, at(0)); }
-                for _ in 0..overloaded { t.record(ThrottleOutcome::Overloaded, at(0)); }
             }
         }
         let share = f64::from(refused) / f64::from(draws);
