@@ -4,9 +4,14 @@
 //! # Layout
 //! - [`stack`] — what the stack bench (`benches/stack.rs`) and its instruction-count twin
 //!   (`examples/stack_calls.rs`) both call: the `lookup_order` tool's config and its in-memory client.
-//! - [`flash_sale`] — the flash-sale bench: scenarios, the naive and Ballast strategies, the report and chart.
+//! - [`flash_sale`] — the flash-sale bench: scenarios, the strategies (naive, the `ballast` crate in process,
+//!   agents over HTTP through Ballast's gateway or any other), the report and chart.
+//! - [`demo`] — `ballast demo`: the chaos upstream and a gateway to try, after a short flash sale.
 //! - [`overhead`] — what the gateway costs on the path, against a pass-through proxy (`ballast bench overhead`).
+//! - `child` — the `ballast` processes a bench starts, killed and waited for whatever happens.
 
+mod child;
+pub mod demo;
 pub mod flash_sale;
 pub mod overhead;
 

@@ -1,13 +1,21 @@
 //! `ballast bench flash-sale`: the flash-sale bench of `ballast-bench`, its arguments, progress bar and output.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use ballast_bench::flash_sale::{Arrivals, Scenario};
-use ballast_bench::flash_sale::{Naive, Options, Run, Strategy, Summary, WithBallast, chart_svg, run, table};
+use ballast_bench::flash_sale::{
+    Against, Arrivals, MODEL, ModelApi, Naive, Options, Progress, Run, Scenario, ScenarioReport, Strategy,
+    ThroughGateway, WithBallast, chart_svg, run_seeds, seed_label,
+};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
+
+use crate::signal::Signals;
+
+/// The strategies run when `--strategies` is not given.
+const DEFAULT_STRATEGIES: &str = "naive,ballast,gateway";
 
 /// The flash-sale bench's arguments.
 #[derive(Debug, Args)]
@@ -32,9 +40,26 @@ pub(crate) struct FlashSale {
     /// Each conversation's deadline (before scaling).
     #[arg(long, default_value = "30s")]
     deadline: String,
-    /// The strategies to run, comma-separated: naive, ballast.
-    #[arg(long, default_value = "naive,ballast")]
-    strategies: String,
+    /// The strategies to run, comma-separated: naive, ballast, gateway, against [default: naive,ballast,gateway,
+    /// and against with --against].
+    #[arg(long)]
+    strategies: Option<String>,
+    /// Also run the agents through this OpenAI-compatible gateway (its base URL, `http://HOST:PORT/v1`): model
+    /// calls through it, tool calls straight to the bench's upstream. It must route the model `agent` to the
+    /// bench's upstream (printed before the run; see --upstream-listen).
+    #[arg(long, value_name = "URL")]
+    against: Option<String>,
+    /// The bearer key the agents send to the --against gateway.
+    #[arg(long, value_name = "KEY", requires = "against")]
+    against_key: Option<String>,
+    /// Where each run's chaos upstream listens [default: 127.0.0.1:9000 with --against, so that the other gateway
+    /// can be configured once; else a free port per run].
+    #[arg(long, value_name = "ADDR")]
+    upstream_listen: Option<SocketAddr>,
+    /// The model API of the HTTP agents (gateway, against): mixed (even agents the Responses API, odd ones Chat
+    /// Completions), responses, chat.
+    #[arg(long, default_value = "mixed")]
+    api: String,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -67,59 +92,62 @@ pub(crate) fn flash_sale(args: &FlashSale) -> anyhow::Result<()> {
     if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
         bail!("--time-scale must be a positive number, not {}", args.time_scale);
     }
-    let strategies = strategies(&args.strategies)?;
+    let api: ModelApi = args
+        .api
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--api: {e}"))?;
+    let binary = std::env::current_exe().context("cannot find the ballast binary")?;
+    let strategies = strategies(args, &binary, api)?;
+    let upstream = args.upstream_listen.unwrap_or(if args.against.is_some() {
+        SocketAddr::from(([127, 0, 0, 1], 9000))
+    } else {
+        SocketAddr::from(([127, 0, 0, 1], 0))
+    });
+    if let Some(url) = &args.against {
+        eprintln!(
+            "--against {url}: the gateway there must send the model {MODEL:?} to the OpenAI-compatible upstream \
+             http://{upstream}/v1 (the bench's chaos upstream, served there during each run; it answers any model \
+             name). Tool calls go straight to http://{upstream}/tools/{{name}}."
+        );
+    }
     let total = scenarios.len() * seeds.len() * strategies.len() * args.agents as usize;
-    let progress = ProgressBar::new(total as u64).with_style(
-        ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} conversations, {elapsed}")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
+    let progress = Bar::new(total as u64);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("a tokio runtime")?;
-    let mut reports = Vec::new();
-    for scenario in scenarios {
-        let mut runs: Vec<Run> = Vec::new();
-        for &seed in &seeds {
+    let reports = runtime.block_on(async {
+        // Watched before anything starts: an interrupt drops the runs, which stops every process they started.
+        let mut signals = Signals::watch()?;
+        let mut reports = Vec::new();
+        for scenario in scenarios {
             let options = Options {
                 scenario,
                 agents: args.agents as usize,
                 arrivals,
-                seed,
+                seed: seeds[0],
                 time_scale: args.time_scale,
                 deadline,
                 scripts: Vec::new(),
+                upstream,
             };
-            for strategy in &strategies {
-                progress.set_message(format!("{scenario}, seed {seed}, {}", strategy.name()));
-                let done = || progress.inc(1);
-                let finished = runtime
-                    .block_on(run(&options, strategy.as_ref(), &done))
-                    .map_err(anyhow::Error::msg)?;
-                runs.push(finished);
-            }
+            let report = tokio::select! {
+                report = run_seeds(&options, &seeds, &strategies, &progress) => report.map_err(anyhow::Error::msg)?,
+                signal = signals.received() => {
+                    progress.0.finish_and_clear();
+                    bail!("stopped by {signal}; every process the bench started is stopped");
+                }
+            };
+            reports.push(report);
         }
-        reports.push(Report::new(
-            scenario,
-            &options_line(args, arrivals, scenario),
-            runs,
-        ));
-    }
-    progress.finish_and_clear();
+        Ok::<_, anyhow::Error>(reports)
+    })?;
+    progress.0.finish_and_clear();
     if let Some(path) = &args.chart {
-        let runs: Vec<Run> = reports.iter().flat_map(|report| report.runs.clone()).collect();
-        let title = reports
-            .iter()
-            .map(|report| report.scenario.name())
-            .collect::<Vec<_>>()
-            .join(", ");
-        let svg =
-            chart_svg(&format!("{title}: {}", seed_label(&seeds)), &runs).map_err(anyhow::Error::msg)?;
-        std::fs::write(path, svg).with_context(|| format!("writing the chart to {}", path.display()))?;
+        write_chart(path, &reports, &seeds)?;
     }
     if args.json {
-        let value: Vec<_> = reports.iter().map(Report::to_json).collect();
+        let value: Vec<_> = reports.iter().map(ScenarioReport::to_json).collect();
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for report in &reports {
@@ -129,99 +157,41 @@ pub(crate) fn flash_sale(args: &FlashSale) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One scenario's runs, and their summaries per seed and pooled.
-struct Report {
-    scenario: Scenario,
-    header: String,
-    runs: Vec<Run>,
-    per_seed: Vec<(u64, Vec<Summary>)>,
-    pooled: Option<Vec<Summary>>,
+/// Draws the chart of every run of `reports` to `path`.
+pub(crate) fn write_chart(path: &Path, reports: &[ScenarioReport], seeds: &[u64]) -> anyhow::Result<()> {
+    let runs: Vec<Run> = reports.iter().flat_map(|report| report.runs.clone()).collect();
+    let title = reports
+        .iter()
+        .map(|report| report.scenario.name())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let svg = chart_svg(&format!("{title}: {}", seed_label(seeds)), &runs).map_err(anyhow::Error::msg)?;
+    std::fs::write(path, svg).with_context(|| format!("writing the chart to {}", path.display()))
 }
 
-impl Report {
-    fn new(scenario: Scenario, header: &str, runs: Vec<Run>) -> Report {
-        let mut seeds: Vec<u64> = runs.iter().map(|run| run.seed).collect();
-        seeds.dedup();
-        let strategies: Vec<String> = {
-            let mut names: Vec<String> = Vec::new();
-            for run in &runs {
-                if !names.contains(&run.strategy) {
-                    names.push(run.strategy.clone());
-                }
-            }
-            names
-        };
-        let summaries = |filter: &dyn Fn(&Run) -> bool| -> Vec<Summary> {
-            strategies
-                .iter()
-                .map(|strategy| {
-                    let mine: Vec<Run> = runs
-                        .iter()
-                        .filter(|run| &run.strategy == strategy && filter(run))
-                        .cloned()
-                        .collect();
-                    Summary::of(&mine)
-                })
-                .collect()
-        };
-        let per_seed = seeds
-            .iter()
-            .map(|&seed| (seed, summaries(&|run: &Run| run.seed == seed)))
-            .collect();
-        let pooled = (seeds.len() > 1).then(|| summaries(&|_: &Run| true));
-        Report {
-            scenario,
-            header: header.to_owned(),
-            runs,
-            per_seed,
-            pooled,
-        }
-    }
+/// The progress bar: conversations ended, and which run is going.
+pub(crate) struct Bar(pub(crate) ProgressBar);
 
-    fn render(&self) -> String {
-        let mut out = format!("{}\n\n", self.header);
-        if let Some(pooled) = &self.pooled {
-            let seeds: Vec<u64> = self.per_seed.iter().map(|(seed, _)| *seed).collect();
-            out.push_str(&format!("{}, pooled:\n{}\n", seed_label(&seeds), table(pooled)));
-        }
-        for (seed, summaries) in &self.per_seed {
-            out.push_str(&format!("seed {seed}:\n{}\n", table(summaries)));
-            for summary in summaries {
-                for change in &summary.breaker_changes {
-                    out.push_str(&format!(
-                        "  {} breaker {}: {} ({}) at {:.0} ms\n",
-                        summary.strategy,
-                        change.breaker,
-                        change.change,
-                        change.reason,
-                        change.at.as_secs_f64() * 1000.0
-                    ));
-                }
-            }
-            if summaries.iter().any(|s| !s.breaker_changes.is_empty()) {
-                out.push('\n');
-            }
-        }
-        out
-    }
-
-    fn to_json(&self) -> serde_json::Value {
-        json!({
-            "scenario": self.scenario.name(),
-            "options": self.header,
-            "pooled": self.pooled,
-            "per_seed": self.per_seed.iter().map(|(seed, summaries)| json!({"seed": seed, "summaries": summaries})).collect::<Vec<_>>(),
-        })
+impl Bar {
+    pub(crate) fn new(total: u64) -> Bar {
+        let bar = ProgressBar::new(total).with_style(
+            ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} conversations, {elapsed}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        Bar(bar)
     }
 }
 
-/// What was run, in one line.
-fn options_line(args: &FlashSale, arrivals: Option<Arrivals>, scenario: Scenario) -> String {
-    let arrivals = arrivals.unwrap_or(scenario.default_arrivals());
-    format!(
-        "{scenario}: {} agents, {arrivals} arrivals, deadline {}, time scale {}",
-        args.agents, args.deadline, args.time_scale
-    )
+impl Progress for Bar {
+    fn run_starts(&self, scenario: Scenario, seed: u64, strategy: &str) {
+        self.0.set_message(format!("{scenario}, seed {seed}, {strategy}"));
+    }
+
+    fn conversation_ended(&self) {
+        self.0.inc(1);
+    }
 }
 
 /// `3` or `1..5` (inclusive).
@@ -246,21 +216,30 @@ fn seeds(text: &str) -> anyhow::Result<Vec<u64>> {
     }
 }
 
-fn seed_label(seeds: &[u64]) -> String {
-    match seeds {
-        [one] => format!("seed {one}"),
-        [first, .., last] => format!("seeds {first}-{last}"),
-        [] => String::new(),
+/// The strategies named by `--strategies` (default: [`DEFAULT_STRATEGIES`], and `against` with `--against`).
+fn strategies(args: &FlashSale, binary: &Path, api: ModelApi) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
+    let mut names: Vec<String> = args
+        .strategies
+        .as_deref()
+        .unwrap_or(DEFAULT_STRATEGIES)
+        .split(',')
+        .map(|name| name.trim().to_owned())
+        .collect();
+    if args.against.is_some() && !names.iter().any(|name| name == "against") {
+        names.push("against".to_owned());
     }
-}
-
-fn strategies(text: &str) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
-    text.split(',')
+    names
+        .iter()
         .map(|name| -> anyhow::Result<Box<dyn Strategy>> {
-            match name.trim() {
+            match name.as_str() {
                 "naive" => Ok(Box::new(Naive)),
                 "ballast" => Ok(Box::new(WithBallast)),
-                other => bail!("--strategies: unknown strategy {other:?}; naive, ballast"),
+                "gateway" => Ok(Box::new(ThroughGateway::new(binary.to_owned(), api))),
+                "against" => match &args.against {
+                    Some(url) => Ok(Box::new(Against::new(url, args.against_key.clone(), api))),
+                    None => bail!("--strategies: `against` needs --against URL (the gateway to run against)"),
+                },
+                other => bail!("--strategies: unknown strategy {other:?}; naive, ballast, gateway, against"),
             }
         })
         .collect()
@@ -269,6 +248,19 @@ fn strategies(text: &str) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: FlashSale,
+    }
+
+    fn names(argv: &[&str]) -> anyhow::Result<Vec<String>> {
+        let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
+        let strategies = strategies(&cli.args, Path::new("ballast"), ModelApi::Mixed)?;
+        Ok(strategies.iter().map(|s| s.name().to_owned()).collect())
+    }
 
     #[test]
     fn seeds_are_one_or_an_inclusive_range() {
@@ -280,13 +272,17 @@ mod tests {
     }
 
     #[test]
-    fn strategies_are_named() {
-        let names: Vec<&str> = strategies("naive, ballast")
-            .unwrap()
-            .iter()
-            .map(|s| s.name())
-            .collect();
-        assert_eq!(names, ["naive", "ballast"]);
-        assert!(strategies("magic").is_err());
+    fn strategies_default_to_the_three_and_against_joins_with_its_url() {
+        assert_eq!(names(&[]).unwrap(), ["naive", "ballast", "gateway"]);
+        assert_eq!(
+            names(&["--strategies", "naive, ballast"]).unwrap(),
+            ["naive", "ballast"]
+        );
+        assert_eq!(
+            names(&["--against", "http://127.0.0.1:4000/v1"]).unwrap(),
+            ["naive", "ballast", "gateway", "against"]
+        );
+        assert!(names(&["--strategies", "against"]).is_err());
+        assert!(names(&["--strategies", "magic"]).is_err());
     }
 }

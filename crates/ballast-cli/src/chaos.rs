@@ -1,4 +1,4 @@
-//! `ballast chaos`: load the fault profile, bind, print what is served, serve until Ctrl-C.
+//! `ballast chaos`: load the fault profile, bind, print what is served, serve until Ctrl-C or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,7 +17,7 @@ const ENDPOINTS: &str = "endpoints:
   POST /echo                  what arrived (headers and body), for checking what a gateway forwards
   GET  /healthz";
 
-/// Serves the chaos upstream on `listen` until Ctrl-C.
+/// Serves the chaos upstream on `listen` until Ctrl-C or SIGTERM.
 pub(crate) fn run(
     listen: SocketAddr,
     file: Option<&Path>,
@@ -34,7 +34,7 @@ pub(crate) fn run(
         println!("ballast chaos listening on http://{addr}");
         println!("{ENDPOINTS}");
         println!("profile: {}", profile.summary());
-        ballast_chaos::serve(listener, profile, ctrl_c()).await?;
+        ballast_chaos::serve(listener, profile, crate::signal::shutdown()).await?;
         eprintln!("ballast chaos stopped");
         Ok(())
     })
@@ -52,13 +52,4 @@ fn load(file: Option<&Path>, preset: Option<&str>, seed: Option<u64>) -> anyhow:
         profile.seed = seed;
     }
     Ok(profile)
-}
-
-/// Completes on Ctrl-C. If the signal cannot be watched it never completes (the process is then stopped by a
-/// kill), which is said on stderr.
-async fn ctrl_c() {
-    if let Err(err) = tokio::signal::ctrl_c().await {
-        eprintln!("warning: cannot watch for Ctrl-C ({err}); stop ballast chaos with a kill");
-        std::future::pending::<()>().await;
-    }
 }

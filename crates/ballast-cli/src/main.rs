@@ -2,8 +2,10 @@
 
 mod bench;
 mod chaos;
+mod demo;
 mod overhead;
 mod serve;
+mod signal;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,6 +25,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Show what Ballast is for: a short flash sale (200 agents against a failing upstream; the naive code, the
+    /// `ballast` crate and agents through the gateway side by side), then the gateway serving in front of the chaos
+    /// upstream, with a curl, a Python and a TypeScript agent to try it, until Ctrl-C.
+    Demo(demo::DemoArgs),
     /// Print the worst case of a configuration: per model and tool, the naive worst case next to Ballast's bound,
     /// the retry amplification over stacked layers, and warnings. Exit code 1 when the config has errors.
     Plan {
@@ -48,14 +54,14 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Run a benchmark against the chaos upstream, served in process on 127.0.0.1.
+    /// Run a benchmark against the chaos upstream, served on 127.0.0.1.
     Bench {
         #[command(subcommand)]
         bench: BenchCommand,
     },
     /// Serve the chaos upstream: a mock OpenAI-compatible model and mock tools that fail the way real ones do,
     /// deterministically (the fault of an attempt follows from the seed). Prints the bound address first, then
-    /// what it serves; Ctrl-C stops it gracefully.
+    /// what it serves; Ctrl-C or SIGTERM stops it gracefully.
     Chaos {
         /// The address to listen on; port 0 picks a free port (the first line printed names the bound one).
         #[arg(long, default_value = "127.0.0.1:9000")]
@@ -75,8 +81,9 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// The flash sale: N agents at once, each one conversation (model, lookup_order, a refund or a payment,
-    /// model) under one deadline, naive code and Ballast side by side on the same faults. Prints a table per
-    /// seed (and pooled over a seed range), or JSON; optionally an SVG chart.
+    /// model) under one deadline, side by side on the same faults: naive code, the `ballast` crate in process,
+    /// agents through `ballast serve` (and through any other gateway with --against). Prints a table per seed (and
+    /// pooled over a seed range), or JSON; optionally an SVG chart.
     FlashSale(bench::FlashSale),
     /// What the gateway costs on the path of a tool call: added latency at 1 connection, requests per second at 32,
     /// CPU per request and peak memory, next to going direct and to a pass-through proxy (the floor), in
@@ -90,6 +97,7 @@ enum BenchCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Demo(args) => demo::demo(&args),
         Command::Plan { config, layers, json } => plan(&config, layers, json),
         Command::Serve {
             config,

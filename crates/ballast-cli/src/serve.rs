@@ -79,7 +79,7 @@ pub(crate) fn run(config_path: &Path, listen: Option<SocketAddr>, check: bool) -
             names(config.tools.iter().map(|t| t.name.as_str()).collect())
         );
         println!("store: {}", store_name(&config));
-        ballast_gateway::run_on(listener, admin, config, shutdown_signal()).await?;
+        ballast_gateway::run_on(listener, admin, config, crate::signal::shutdown()).await?;
         eprintln!("ballast serve stopped");
         Ok(())
     })
@@ -101,31 +101,4 @@ fn init_logs() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-/// Completes on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                eprintln!("warning: cannot watch for SIGTERM ({err}); stop ballast serve with Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
 }

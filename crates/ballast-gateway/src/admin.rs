@@ -153,6 +153,7 @@ fn upstream_status(
             "state": state_name(breaker.state),
             "open_remaining_ms": breaker.open_remaining.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             "last_transition": last,
+            "transitions": breaker.transitions,
         },
         "retry_budget": {"available": budget.available(now)},
         "throttle": throttle,

@@ -1,6 +1,7 @@
 //! The flash-sale bench (`ballast bench flash-sale`): N agents at once, each one conversation — model →
 //! `lookup_order` → `create_refund` or `process_payment` → model — under one deadline per conversation, against
-//! the chaos upstream served in process on 127.0.0.1, once per strategy on the same seed.
+//! the chaos upstream served in process on 127.0.0.1, once per strategy on the same seed: the naive code, the
+//! `ballast` crate in process, and agents over HTTP with the SDKs' habits through Ballast's gateway or any other.
 //!
 //! Why the same seed is fair: the chaos upstream draws each fault from (seed, endpoint, operation, attempt), the
 //! conversations and their arrival times come from the seed too, so every strategy meets the same agents at the
@@ -11,17 +12,30 @@
 //! - `scenario` — [`Scenario`], [`Dead`], [`Arrivals`], [`Conversation`]: what a run is made of.
 //! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`].
 //! - `naive` — [`Naive`]: the agent code of reference/000 and /002.
-//! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it.
+//! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it (and the gateway's config).
+//! - `sdk` — what the official OpenAI SDKs do on a call: retries, waits, headers ([`Flavour`]).
+//! - `over_http` — agents over HTTP with those habits, on either model API ([`ModelApi`]); `turns` — a
+//!   conversation as each API carries it.
+//! - `gateway` — [`ThroughGateway`]: those agents through `ballast serve`, started by the bench.
+//! - `against` — [`Against`]: those agents through any OpenAI-compatible gateway a user runs.
 //! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
+//! - `seeds` — [`run_seeds`] and [`ScenarioReport`]: every strategy on every seed, per seed and pooled.
 //! - `chart` — the SVG chart of successes and failures over time.
 
+mod against;
 mod chart;
+mod gateway;
 mod naive;
+mod over_http;
 mod report;
 mod scenario;
+mod sdk;
+mod seeds;
 mod strategy;
+mod turns;
 mod with_ballast;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,10 +44,15 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::task::JoinSet;
 
+pub use against::Against;
 pub use chart::chart_svg;
+pub use gateway::{ThroughGateway, gateway_config};
 pub use naive::Naive;
+pub use over_http::{MODEL, ModelApi};
 pub use report::{Summary, table};
 pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
+pub use sdk::Flavour;
+pub use seeds::{Progress, ScenarioReport, run_seeds, seed_label};
 pub use strategy::{Agents, BreakerChange, Outcome, Strategy};
 pub use with_ballast::WithBallast;
 
@@ -61,6 +80,8 @@ pub struct Options {
     pub deadline: Duration,
     /// Scripted faults added to the scenario's profile (a test's sure commit-then-lose).
     pub scripts: Vec<ballast_chaos::Script>,
+    /// Where each run's chaos upstream listens (one run at a time); port 0: a free one per run.
+    pub upstream: SocketAddr,
 }
 
 impl Default for Options {
@@ -73,6 +94,7 @@ impl Default for Options {
             time_scale: 1.0,
             deadline: Duration::from_secs(30),
             scripts: Vec::new(),
+            upstream: SocketAddr::from(([127, 0, 0, 1], 0)),
         }
     }
 }
@@ -86,6 +108,18 @@ impl Options {
     /// The conversations' deadline, scaled.
     pub fn scaled_deadline(&self) -> Duration {
         self.deadline.mul_f64(self.time_scale)
+    }
+
+    /// What is run, in one line: `flash-sale: 200 agents, burst arrivals, deadline 30s, time scale 1`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {} agents, {} arrivals, deadline {}, time scale {}",
+            self.scenario,
+            self.agents,
+            self.arrivals(),
+            ballast_config::format_duration(self.deadline),
+            self.time_scale
+        )
     }
 }
 
@@ -144,11 +178,9 @@ pub async fn run(
     }
     let mut profile = options.scenario.profile(options.seed, scale);
     profile.scripts.extend(options.scripts.iter().cloned());
-    let upstream = ballast_chaos::spawn(profile)
-        .await
-        .map_err(|error| format!("the chaos upstream did not start: {error}"))?;
+    let upstream = Upstream::start(options.upstream, profile).await?;
     let base_url = upstream.url("");
-    let agents: Arc<dyn Agents> = Arc::from(strategy.agents(&base_url, scale)?);
+    let agents: Arc<dyn Agents> = Arc::from(strategy.agents(&base_url, scale).await?);
     let offsets = options.arrivals().offsets(
         options.agents,
         options.scenario.arrival_span().mul_f64(scale),
@@ -193,6 +225,7 @@ pub async fn run(
             }
         }
     }
+    agents.settle().await;
     let at = clock::now().saturating_duration_since(start);
     breaker_changes.extend(
         agents
@@ -202,11 +235,10 @@ pub async fn run(
     );
     records.sort_by_key(|record| record.agent);
     let throttled = agents.throttled();
+    // Whatever the agents started (a gateway) stops before the upstream does.
+    drop(agents);
     let (duplicates, upstream_requests) = upstream_counts(&upstream).await?;
-    upstream
-        .shutdown()
-        .await
-        .map_err(|error| format!("the chaos upstream failed: {error}"))?;
+    upstream.shutdown().await?;
     Ok(Run {
         strategy: strategy.name().to_owned(),
         seed: options.seed,
@@ -221,8 +253,61 @@ pub async fn run(
     })
 }
 
+/// One run's chaos upstream, served in this process on its own task.
+struct Upstream {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Upstream {
+    /// Serves `profile` on `listen` (port 0: a free one).
+    async fn start(listen: SocketAddr, profile: ballast_chaos::Profile) -> Result<Upstream, String> {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|error| format!("the chaos upstream cannot listen on {listen}: {error}"))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|error| format!("the chaos upstream's address: {error}"))?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(ballast_chaos::serve(listener, profile, async {
+            let _ = stopped.await;
+        }));
+        Ok(Upstream {
+            addr,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// The URL of `path` on it.
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Stops it (requests in flight finish, hangs end) and waits for it.
+    async fn shutdown(mut self) -> Result<(), String> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        match (&mut self.task).await {
+            Ok(served) => served.map_err(|error| format!("the chaos upstream failed: {error}")),
+            Err(error) => Err(format!("the chaos upstream failed: {error}")),
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        // An early return stops it too; a shutdown has already sent this.
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
 /// The chaos ledger's duplicates and the requests its stats counted.
-async fn upstream_counts(upstream: &ballast_chaos::ChaosServer) -> Result<(u64, u64), String> {
+async fn upstream_counts(upstream: &Upstream) -> Result<(u64, u64), String> {
     let client = reqwest::Client::new();
     let get = |path: &'static str| {
         let request = client.get(upstream.url(path)).send();

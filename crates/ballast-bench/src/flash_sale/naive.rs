@@ -44,19 +44,26 @@ const MAX_TURNS: u32 = 4;
 pub struct Naive;
 
 impl Strategy for Naive {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "naive"
     }
 
-    fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
-        let client = reqwest::Client::builder()
+    fn agents<'a>(
+        &'a self,
+        base_url: &'a str,
+        time_scale: f64,
+    ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
+        let agents = reqwest::Client::builder()
             .build()
-            .map_err(|error| format!("an HTTP client: {error}"))?;
-        Ok(Box::new(NaiveAgents {
-            client,
-            base_url: base_url.to_owned(),
-            time_scale,
-        }))
+            .map_err(|error| format!("an HTTP client: {error}"))
+            .map(|client| {
+                Box::new(NaiveAgents {
+                    client,
+                    base_url: base_url.to_owned(),
+                    time_scale,
+                }) as Box<dyn Agents>
+            });
+        Box::pin(std::future::ready(agents))
     }
 }
 
@@ -175,7 +182,7 @@ fn backoff(attempt: u32, rng: &mut SmallRng) -> Duration {
 }
 
 /// What kind of failure a client error is.
-fn kind(error: &reqwest::Error) -> String {
+pub(super) fn kind(error: &reqwest::Error) -> String {
     if error.is_timeout() {
         "timeout"
     } else if error.is_connect() {
@@ -189,7 +196,7 @@ fn kind(error: &reqwest::Error) -> String {
 }
 
 /// A stable seed from an op id.
-fn op_seed(op: &str) -> u64 {
+pub(super) fn op_seed(op: &str) -> u64 {
     op.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
     })

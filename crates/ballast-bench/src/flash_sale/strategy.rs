@@ -1,8 +1,9 @@
 //! The trait every client strategy implements, and what a conversation comes to.
 //!
-//! A strategy builds its agents for one run against one upstream; each agent runs one conversation. An HTTP
-//! strategy (any gateway, Ballast's own over HTTP) implements the same trait later: the runner and the report
-//! know nothing of how a strategy calls the upstream.
+//! A strategy builds its agents for one run against one upstream; each agent runs one conversation. The HTTP
+//! strategies (Ballast's gateway, any other gateway) implement the same trait as the in-process ones: the runner
+//! and the report know nothing of how a strategy calls the upstream. Building the agents is async because an HTTP
+//! strategy may start a process first (`ballast serve`).
 
 use std::time::Duration;
 
@@ -13,12 +14,17 @@ use super::scenario::Conversation;
 
 /// A way of calling the model and the tools.
 pub trait Strategy: Send + Sync {
-    /// Its name in reports: `naive`, `ballast`.
-    fn name(&self) -> &'static str;
+    /// Its name in reports: `naive`, `ballast`, `gateway`, `against`.
+    fn name(&self) -> &str;
 
     /// The agents of one run against the chaos upstream at `base_url` (`http://127.0.0.1:PORT`), whose clock
-    /// runs `time_scale` times real time (its own timeouts and backoffs scale alike).
-    fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String>;
+    /// runs `time_scale` times real time (its own timeouts and backoffs scale alike). Whatever they started is
+    /// stopped when they are dropped.
+    fn agents<'a>(
+        &'a self,
+        base_url: &'a str,
+        time_scale: f64,
+    ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>>;
 }
 
 /// One run's agents: they share whatever the strategy shares between agents (clients, breakers, budgets).
@@ -34,6 +40,12 @@ pub trait Agents: Send + Sync {
     /// Attempts the strategy's adaptive throttles refused so far (nothing sent), for strategies that have them.
     fn throttled(&self) -> Option<u64> {
         None
+    }
+
+    /// Takes a last look at what [`Agents::breaker_changes`] and [`Agents::throttled`] report, once every
+    /// conversation has ended (a strategy that reads them from another process reads them again).
+    fn settle(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
     }
 }
 

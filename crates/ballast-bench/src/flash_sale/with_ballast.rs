@@ -9,7 +9,8 @@
 //!
 //! At a time scale other than 1 the durations of those defaults are written out scaled (backoff, breaker open
 //! time, longest `Retry-After`, the budget window down to its 1 s minimum), so every clock of the run keeps the
-//! same pace; at 1 the configuration is exactly the one above.
+//! same pace; at 1 the configuration is exactly the one above. The `gateway` strategy's `ballast serve` runs this
+//! same configuration, with a store and a principal added (`super::gateway`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -31,7 +32,7 @@ use super::scenario::Conversation;
 use super::strategy::{Agents, BreakerChange, Outcome, Strategy};
 
 /// The model route's name.
-const ROUTE: &str = "agent";
+pub(super) const ROUTE: &str = "agent";
 /// Model turns before the agent gives up on a conversation that never ends.
 const MAX_TURNS: u32 = 4;
 /// The tools, their per-try timeouts and priorities.
@@ -48,57 +49,78 @@ const MODEL_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct WithBallast;
 
 impl Strategy for WithBallast {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         "ballast"
     }
 
-    fn agents(&self, base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
-        let config = Config::from_toml_str(&config(base_url, time_scale))
-            .map_err(|error| format!("the ballast strategy's config: {error}"))?;
-        let runs = Arc::new(Runs::of(&config.run));
-        let http = reqwest::Client::builder()
-            .build()
-            .map_err(|error| format!("an HTTP client: {error}"))?;
-        let tools = ToolClients::from_config_with_runs(
-            &config,
-            HttpTransport::new(http.clone()).with_body_limit(config.server.body_limit),
-            Arc::clone(&runs),
-        )
-        .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
-        let models = ModelClients::from_config_with_runs(
-            &config,
-            HttpTransport::new(http).with_body_limit(config.server.body_limit),
-            runs,
-        )
-        .map_err(|error| format!("the ballast strategy's model: {error}"))?;
-        let model = models.route(ROUTE).map_err(|error| error.to_string())?;
-        let mut breakers = vec![(
-            format!("{ROUTE}[0]"),
-            Arc::clone(model.breaker(0).ok_or("the model route has a deployment")?),
-        )];
-        for (name, _, _) in TOOLS {
-            let tool = tools.get(name).ok_or("every tool is configured")?;
-            breakers.push((name.to_owned(), Arc::clone(tool.breaker())));
-        }
-        let mut throttles: Vec<Arc<AdaptiveThrottle>> = model.throttle(0).into_iter().cloned().collect();
-        for (name, _, _) in TOOLS {
-            let tool = tools.get(name).ok_or("every tool is configured")?;
-            throttles.extend(tool.throttle().cloned());
-        }
-        let seen = Mutex::new(vec![0; breakers.len()]);
-        Ok(Box::new(BallastAgents {
-            models,
-            tools,
-            breakers,
-            throttles,
-            seen,
-        }))
+    fn agents<'a>(
+        &'a self,
+        base_url: &'a str,
+        time_scale: f64,
+    ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
+        Box::pin(std::future::ready(agents(base_url, time_scale)))
     }
 }
 
-/// The configuration (see the module docs).
-fn config(base_url: &str, time_scale: f64) -> String {
-    let ms = |d: Duration| format!("\"{}ms\"", d.mul_f64(time_scale).as_millis().max(1));
+/// The agents of one run (see the module docs).
+fn agents(base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
+    let config = Config::from_toml_str(&config(base_url, time_scale))
+        .map_err(|error| format!("the ballast strategy's config: {error}"))?;
+    let runs = Arc::new(Runs::of(&config.run));
+    let http = reqwest::Client::builder()
+        .build()
+        .map_err(|error| format!("an HTTP client: {error}"))?;
+    let tools = ToolClients::from_config_with_runs(
+        &config,
+        HttpTransport::new(http.clone()).with_body_limit(config.server.body_limit),
+        Arc::clone(&runs),
+    )
+    .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
+    let models = ModelClients::from_config_with_runs(
+        &config,
+        HttpTransport::new(http).with_body_limit(config.server.body_limit),
+        runs,
+    )
+    .map_err(|error| format!("the ballast strategy's model: {error}"))?;
+    let model = models.route(ROUTE).map_err(|error| error.to_string())?;
+    let mut breakers = vec![(
+        format!("{ROUTE}[0]"),
+        Arc::clone(model.breaker(0).ok_or("the model route has a deployment")?),
+    )];
+    for (name, _, _) in TOOLS {
+        let tool = tools.get(name).ok_or("every tool is configured")?;
+        breakers.push((name.to_owned(), Arc::clone(tool.breaker())));
+    }
+    let mut throttles: Vec<Arc<AdaptiveThrottle>> = model.throttle(0).into_iter().cloned().collect();
+    for (name, _, _) in TOOLS {
+        let tool = tools.get(name).ok_or("every tool is configured")?;
+        throttles.extend(tool.throttle().cloned());
+    }
+    let seen = Mutex::new(vec![0; breakers.len()]);
+    Ok(Box::new(BallastAgents {
+        models,
+        tools,
+        breakers,
+        throttles,
+        seen,
+    }))
+}
+
+/// The tool's admission class in this configuration; the model route's (its default, `critical`) for any other
+/// name.
+pub(super) fn priority_of(call: &str) -> &'static str {
+    TOOLS
+        .iter()
+        .find(|(tool, _, _)| *tool == call)
+        .map_or(ballast_core::Priority::Critical.as_str(), |(_, _, class)| class)
+}
+
+/// The configuration (see the module docs); the `gateway` strategy's too, with a store and a principal added.
+pub(super) fn config(base_url: &str, time_scale: f64) -> String {
+    let ms = |d: Duration| {
+        let scaled = Duration::from_millis(d.mul_f64(time_scale).as_millis().max(1) as u64);
+        format!("\"{}\"", ballast_config::format_duration(scaled))
+    };
     // The defaults' durations, scaled, when the clock is not real time.
     let (server, retry, breaker, budget) = if time_scale == 1.0 {
         (String::new(), String::new(), String::new(), String::new())
@@ -107,7 +129,7 @@ fn config(base_url: &str, time_scale: f64) -> String {
             .mul_f64(time_scale)
             .max(Duration::from_secs(1));
         (
-            format!("max_retry_after = {}\n", ms(Duration::from_secs(60))),
+            format!("[server]\nmax_retry_after = {}\n", ms(Duration::from_secs(60))),
             format!(
                 ", base = {}, cap = {}",
                 ms(Duration::from_millis(100)),
@@ -120,13 +142,13 @@ fn config(base_url: &str, time_scale: f64) -> String {
                 ms(ThrottleConfig::DEFAULT_WINDOW)
             ),
             format!(
-                "budget = {{ kind = \"ratio\", window = \"{}ms\" }}\n",
-                budget_window.as_millis()
+                "budget = {{ kind = \"ratio\", window = \"{}\" }}\n",
+                ballast_config::format_duration(budget_window)
             ),
         )
     };
     let mut toml = format!(
-        "version = 1\n[server]\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
+        "version = 1\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
          deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\" }} ]\n\
          per_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
         ms(MODEL_TIMEOUT)
@@ -220,8 +242,7 @@ impl BallastAgents {
                 Err(error) => {
                     let mut outcome = Outcome::failed(calls, "model", error.code().as_str());
                     if shed_by_admission(&error) {
-                        // The model route's class: its default, `critical`.
-                        outcome.shed_class = Some(ballast_core::Priority::Critical.as_str().to_owned());
+                        outcome.shed_class = Some(priority_of("model").to_owned());
                     }
                     return outcome;
                 }
@@ -286,10 +307,7 @@ impl BallastAgents {
                 let code = error.code().as_str();
                 let mut outcome = Outcome::failed(0, &name, code);
                 if shed_by_admission(&error) {
-                    outcome.shed_class = TOOLS
-                        .iter()
-                        .find(|(tool, _, _)| *tool == name)
-                        .map(|(_, _, class)| (*class).to_owned());
+                    outcome.shed_class = Some(priority_of(&name).to_owned());
                 }
                 Err(outcome)
             }

@@ -1,0 +1,60 @@
+//! The `against` strategy (`--against URL`): the HTTP agents of [`super::over_http`] through any
+//! OpenAI-compatible gateway a user already runs, so that it meets the same faults beside Ballast.
+//!
+//! The bench still serves its own chaos upstream for each run; the user's gateway must route the model
+//! [`MODEL`](super::over_http::MODEL) to that upstream's `/v1` (the bench prints both before it starts: with
+//! `--upstream-listen` the address is the same for every run, so the gateway can be configured once). Tool
+//! calls go straight to the upstream with the SDK's habits — such a gateway cannot take them. Pointed at the
+//! chaos upstream itself (`--against http://127.0.0.1:9000/v1 --upstream-listen 127.0.0.1:9000`) it measures
+//! agents with no gateway at all: the SDKs' own retries, alone.
+
+use futures::future::BoxFuture;
+
+use super::over_http::{HttpAgents, ModelApi, Route};
+use super::strategy::{Agents, Strategy};
+
+/// The `against` strategy (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Against {
+    url: String,
+    key: Option<String>,
+    api: ModelApi,
+}
+
+impl Against {
+    /// Agents whose model calls go to the OpenAI-compatible base URL `url` (`http://HOST:PORT/v1`), with `key`
+    /// as their bearer key when given, on `api`.
+    pub fn new(url: &str, key: Option<String>, api: ModelApi) -> Against {
+        Against {
+            url: url.trim_end_matches('/').to_owned(),
+            key,
+            api,
+        }
+    }
+
+    /// The base URL the model calls go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Strategy for Against {
+    fn name(&self) -> &str {
+        "against"
+    }
+
+    fn agents<'a>(
+        &'a self,
+        base_url: &'a str,
+        time_scale: f64,
+    ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
+        Box::pin(async move {
+            let route = Route::Any {
+                models: self.url.clone(),
+                upstream: base_url.to_owned(),
+            };
+            let agents = HttpAgents::new(route, self.key.clone(), self.api, time_scale)?;
+            Ok(Box::new(agents) as Box<dyn Agents>)
+        })
+    }
+}
