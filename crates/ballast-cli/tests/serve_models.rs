@@ -366,6 +366,28 @@ async fn a_quota_error_after_response_created_falls_back_unseen() {
         stats["endpoints"]["model"]["requests"], 1,
         "skipped after its quota was spent: {stats}"
     );
+    let metrics = metrics(&client, &gateway).await;
+    assert_eq!(
+        sample(&metrics, "ballast_fallbacks_total", &["route=\"quota\""]),
+        Some(2.0),
+        "both calls answered by the fallback:\n{metrics}"
+    );
+}
+
+/// The gateway's `/metrics` text.
+async fn metrics(client: &reqwest::Client, gateway: &support::gateway::Gateway) -> String {
+    let response = client.get(gateway.url("/metrics")).send().await.unwrap();
+    response.text().await.unwrap()
+}
+
+/// The value of the sample of `name` whose labels include every one of `labels` (`key="value"`).
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (series, value) = rest.rsplit_once(' ')?;
+        let series_ok = series.starts_with('{') || series.is_empty();
+        (series_ok && labels.iter().all(|l| series.contains(l))).then(|| value.parse().ok())?
+    })
 }
 
 /// A stream cut after its commit point ends with the API's error event, never a clean end.
@@ -409,14 +431,17 @@ async fn a_cut_stream_ends_with_the_apis_error_event() {
     assert!(!events.iter().any(|(_, data)| data == "[DONE]"));
 }
 
-/// Issue 18: chat token usage is counted, and the extra chunk dropped when the caller did not ask for it.
+/// Issue 18: chat token usage is counted — the gateway asks the provider for it even when the caller did not
+/// (the SDKs do not by default) — and the extra chunk is dropped when the caller did not ask for it.
 #[tokio::test(flavor = "multi_thread")]
 async fn chat_streams_count_their_tokens_and_hand_usage_only_to_who_asked() {
     let providers = Providers::start().await;
     let gateway = providers.gateway(&[]);
     let client = client();
+    let answered = ["model=\"agent[0] mock\"", "outcome=\"answered\""];
     let mut asked = streamed(chat("agent", "op-11"));
     asked["stream_options"] = json!({"include_usage": true});
+    let mut counted = 0.0;
     for (body, wants_usage) in [(streamed(chat("agent", "op-11")), false), (asked, true)] {
         let (events, _) =
             read_events(post(&client, &gateway, "/v1/chat/completions", &body, &[]).await).await;
@@ -426,25 +451,17 @@ async fn chat_streams_count_their_tokens_and_hand_usage_only_to_who_asked() {
             .count();
         assert_eq!(usage_chunks, usize::from(wants_usage), "{events:?}");
         assert_eq!(events.last().unwrap().1, "[DONE]");
+        // The chaos provider sends usage only to a request that asks for it: tokens counted for a caller that
+        // did not ask mean the gateway asked on its behalf.
+        let metrics = metrics(&client, &gateway).await;
+        let now = sample(&metrics, "ballast_tokens_total", &answered)
+            .unwrap_or_else(|| panic!("no token count:\n{metrics}"));
+        assert!(
+            now > counted,
+            "asked for usage: {wants_usage}; {counted} -> {now}"
+        );
+        counted = now;
     }
-    let metrics = client
-        .get(gateway.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let answered = metrics
-        .lines()
-        .find(|l| {
-            l.starts_with("ballast_tokens_total") && l.contains("agent[0] mock") && l.contains("answered")
-        })
-        .unwrap_or_else(|| panic!("no token count:\n{metrics}"));
-    assert!(
-        answered.rsplit(' ').next().unwrap().parse::<f64>().unwrap() > 0.0,
-        "{answered}"
-    );
 }
 
 /// DESIGN.md, "Fallback and context": a response is continued by the deployment that made it, retrieved and
@@ -508,6 +525,87 @@ async fn a_response_is_continued_retrieved_and_deleted_where_it_was_made() {
         (404, Some("invalid_request")),
         "{unknown}"
     );
+}
+
+/// A stored response belongs to the principal that made it: another principal cannot retrieve, delete or cancel
+/// it (404, as for an id that does not exist); its own principal cancels it where it was made; a retrieval
+/// asking for a stream is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_response_is_its_principals_and_is_cancelled_where_it_was_made() {
+    let providers = Providers::start().await;
+    let config = format!(
+        "{}\n[[principals]]\nname = \"alice\"\nkey_env = \"ALICE_KEY\"\n\n[[principals]]\nname = \"bob\"\nkey_env = \"BOB_KEY\"\n",
+        support::models::CONFIG
+    );
+    let (alice, bob) = ("alice-key-0123456789", "bob-key-0123456789");
+    let gateway = providers.gateway_of(&config, &[("ALICE_KEY", alice), ("BOB_KEY", bob)]);
+    let client = client();
+    let mut body = responses("agent", "op-30");
+    body["background"] = json!(true);
+    let made = client
+        .post(gateway.url("/v1/responses"))
+        .bearer_auth(alice)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, made) = read(made).await;
+    assert_eq!((status, &made["status"]), (200, &json!("queued")), "{made}");
+    let id = made["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/responses/{id}");
+    let cancel = format!("{path}/cancel");
+    for (method, path) in [
+        (reqwest::Method::GET, &path),
+        (reqwest::Method::DELETE, &path),
+        (reqwest::Method::POST, &cancel),
+    ] {
+        let answer = client
+            .request(method.clone(), gateway.url(path))
+            .bearer_auth(bob)
+            .send()
+            .await
+            .unwrap();
+        let (status, headers, answer) = read(answer).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (404, Some("invalid_request")),
+            "{method} {path} as bob: {answer}"
+        );
+        assert_eq!(header(&headers, "x-should-retry"), "false");
+        assert!(!header(&headers, "x-request-id").is_empty());
+    }
+    let streamed = client
+        .get(gateway.url(&format!("{path}?stream=true")))
+        .bearer_auth(alice)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, answer) = read(streamed).await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]["message"].as_str().unwrap().contains("stream"),
+        "{answer}"
+    );
+    let cancelled = client
+        .post(gateway.url(&cancel))
+        .bearer_auth(alice)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, cancelled) = read(cancelled).await;
+    assert_eq!(
+        (status, &cancelled["id"], &cancelled["status"]),
+        (200, &json!(id), &json!("cancelled")),
+        "{cancelled}"
+    );
+    let got = client
+        .get(gateway.url(&path))
+        .bearer_auth(alice)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, got) = read(got).await;
+    assert_eq!((status, &got["status"]), (200, &json!("cancelled")), "{got}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -332,6 +332,71 @@ fn a_model_calls_tokens_are_counted_by_deployment() {
     assert!(answered > 0, "{:?}", seen.0);
 }
 
+/// Issue 18: a model call that falls back is counted as one: by its route's fallbacks and `outcome="fallback"`,
+/// the primary's retries by their reason, and the tokens on the deployment that answered.
+#[test]
+fn a_model_calls_fallback_retries_and_tokens_are_counted_where_they_happened() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    with_recorder(&recorder, || async {
+        let upstreams = support::chat::Upstreams::new(&[
+            (
+                "primary",
+                support::chat::profile("[endpoints.model]\nerrors = { 500 = 1.0 }"),
+            ),
+            ("fallback", support::chat::profile("")),
+        ]);
+        let config = support::chat::config("");
+        let client = support::chat::client(&config, &upstreams);
+        client
+            .complete(support::chat::call(&support::chat::first_turn("op-1")))
+            .await
+            .expect("the fallback answers");
+    });
+    let seen = Seen::of(&snapshotter);
+    let all = || format!("{:?}", seen.0);
+    assert_eq!(
+        seen.counter("ballast_fallbacks_total", &[("route", "agent")]),
+        1,
+        "{}",
+        all()
+    );
+    assert_eq!(
+        seen.counter(
+            "ballast_requests_total",
+            &[
+                ("route", "agent"),
+                ("target", "agent[1] gpt-4.1"),
+                ("outcome", "fallback")
+            ]
+        ),
+        1,
+        "the call, counted once, on the deployment that answered it: {}",
+        all()
+    );
+    assert_eq!(
+        seen.counter(
+            "ballast_retries_total",
+            &[("target", "agent[0] mock"), ("reason", "500")]
+        ),
+        2,
+        "{}",
+        all()
+    );
+    assert_eq!(
+        seen.counter("ballast_attempts_total", &[("target", "agent[0] mock")]),
+        3
+    );
+    let tokens =
+        |model, outcome| seen.counter("ballast_tokens_total", &[("model", model), ("outcome", outcome)]);
+    assert!(tokens("agent[1] gpt-4.1", "answered") > 0, "{}", all());
+    assert_eq!(
+        tokens("agent[0] mock", "answered"),
+        0,
+        "the primary answered nothing"
+    );
+}
+
 const ONE_RETRY_EVER: &str = r#"
     version = 1
     [[tools]]

@@ -101,6 +101,80 @@ async fn a_cut_after_the_first_output_event_ends_in_an_error_item() {
         0,
         "after the commit point nothing falls back"
     );
+    let breaker = route.breaker(0).expect("the primary's breaker");
+    assert_eq!(
+        breaker.snapshot(ballast::clock::now()).window_failures,
+        1,
+        "the cut is the deployment's failure"
+    );
+}
+
+/// Issue 17: a provider's 5xx sent as events after `response.created` (`event: error`, `response.failed`) comes
+/// before the commit point: the same deployment is asked again, and the caller sees one clean stream.
+#[tokio::test(start_paused = true)]
+async fn an_error_event_before_the_commit_point_is_retried_unseen() {
+    let once = r#"
+[endpoints.model]
+stream = { error_delivery = "events" }
+[[scripts]]
+endpoint = "model"
+op = "op-20"
+steps = ["503"]
+"#;
+    let upstreams = Upstreams::new(&[("primary", profile(once)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let stream = route
+        .respond_stream(respond_call(&first_response_turn("op-20")))
+        .await
+        .expect("the second attempt answers");
+    assert_eq!(stream.deployment(), "agent[0] mock");
+    assert_eq!(stream.report().attempts.len(), 2, "{}", stream.report());
+    let kinds: Vec<String> = stream
+        .map(|e| e.expect("no error reaches the caller").kind().to_owned())
+        .collect()
+        .await;
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "response.created").count(),
+        1,
+        "one preamble: the failed attempt's was held back: {kinds:?}"
+    );
+    assert!(
+        !kinds.iter().any(|k| k == "error" || k == "response.failed"),
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.last().map(String::as_str), Some("response.completed"));
+    assert_eq!((upstreams.count("primary"), upstreams.count("fallback")), (2, 0));
+}
+
+/// Issue 17: a deployment whose every stream fails with a 5xx event after `response.created` is retried up to
+/// its attempts, then the route falls back; the caller sees only the fallback's stream.
+#[tokio::test(start_paused = true)]
+async fn error_events_that_outlast_the_retries_fall_back_unseen() {
+    let failing = "[endpoints.model]\nerrors = { 500 = 1.0 }\nstream = { error_delivery = \"events\" }";
+    let upstreams = Upstreams::new(&[("primary", profile(failing)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let stream = route
+        .respond_stream(respond_call(&first_response_turn("op-21")))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(stream.deployment(), "agent[1] gpt-4.1");
+    let report = stream.report();
+    assert_eq!(report.target, "agent[0] mock");
+    assert_eq!(report.attempts.len(), 3, "the primary's attempts: {report}");
+    let kinds: Vec<String> = stream
+        .map(|e| e.expect("no error reaches the caller").kind().to_owned())
+        .collect()
+        .await;
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "response.created").count(),
+        1,
+        "{kinds:?}"
+    );
+    assert!(
+        !kinds.iter().any(|k| k == "error" || k == "response.failed"),
+        "{kinds:?}"
+    );
+    assert_eq!((upstreams.count("primary"), upstreams.count("fallback")), (3, 1));
 }
 
 /// Issue 17: keep-alives alone never commit a stream: a stream of nothing but keep-alives is an attempt that
