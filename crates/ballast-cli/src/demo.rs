@@ -24,8 +24,8 @@ pub(crate) struct DemoArgs {
     /// The seed of the flash sale's faults and of the served upstream's.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// The flash sale's clock: every duration (the upstream's, the deadlines, the timeouts) times this. Durations
-    /// are reported in real time.
+    /// The flash sale's clock: every duration (the upstream's, the deadlines, the timeouts) times this (0.5: twice
+    /// as fast). Durations are reported scaled back, as at full speed.
     #[arg(long, default_value_t = DEFAULT_TIME_SCALE)]
     time_scale: f64,
     /// Where to draw the flash sale's chart [default: ballast-demo-flash-sale.svg in the temporary directory].
@@ -93,8 +93,8 @@ async fn flash_sale(args: &DemoArgs, binary: &std::path::Path) -> anyhow::Result
         "A flash sale: {} agents at once, each one conversation (the model, lookup_order, a refund or a payment, \
          the model) under a 30 s deadline, against an upstream that times out, rate-limits, fails and loses \
          answers after committing. Three ways: the naive code of the tutorials, the `ballast` crate in process, \
-         and agents with the OpenAI SDKs' habits through the gateway. The clock runs at {} x real time; every \
-         duration below is in real time.\n",
+         and agents with the OpenAI SDKs' habits through the gateway. The run's clock is sped up (every duration \
+         times {}); the durations below are scaled back, as at full speed.\n",
         args.agents, args.time_scale
     );
     let bar = Bar::new((args.agents as usize * strategies.len()) as u64);
