@@ -4,7 +4,7 @@
 //! An operation id (`op`) names one logical operation; every execution beyond the first of the same op is a
 //! duplicate — the double refund Ballast exists to prevent.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Serialize;
 
@@ -23,6 +23,11 @@ pub(crate) struct OpEntry {
     pub(crate) executions: u64,
     /// The distinct `Idempotency-Key` values its executions carried, in order of first use.
     pub(crate) keys: Vec<String>,
+    /// The same keys, to tell a new one at once: an op executed under many keys (a client that makes a new key
+    /// each try, or a bench sending one body with a new key each time) would otherwise cost a scan of them all
+    /// on every execution.
+    #[serde(skip)]
+    seen: HashSet<String>,
 }
 
 /// `GET /ledger`.
@@ -52,10 +57,11 @@ impl Ledger {
             tool: tool.to_owned(),
             executions: 0,
             keys: Vec::new(),
+            seen: HashSet::new(),
         });
         entry.executions += 1;
         if let Some(key) = key
-            && !entry.keys.iter().any(|seen| seen == key)
+            && entry.seen.insert(key.to_owned())
         {
             entry.keys.push(key.to_owned());
         }
