@@ -3,9 +3,9 @@
 //! Why these settings: WAL lets readers run beside the one writer, and `synchronous = NORMAL` in WAL mode makes
 //! a commit durable against a crash of this process (what a gateway restart or an OOM kill is) without an fsync
 //! per commit; a power loss can lose the last commits before a checkpoint. A deployment that must survive power
-//! loss on one machine sets `?synchronous=full` on the URL, or uses PostgreSQL. Every operation is one
-//! transaction on one connection, run off the async runtime (`spawn_blocking`), so SQLite's blocking I/O never
-//! stalls other requests.
+//! loss on one machine sets `?synchronous=full` on the URL, or uses PostgreSQL. Operations run on one connection
+//! off the async runtime (`spawn_blocking`), so SQLite's blocking I/O never stalls other requests; those that
+//! arrive together share a transaction, each inside a savepoint, and are answered once it commits (`batch.rs`).
 //!
 //! One process holds the file (`locking_mode = EXCLUSIVE`, from the store's first write until it is dropped): a
 //! second one fails to open it, saying so. So at start-up the store knows that whatever the file holds in flight
@@ -14,15 +14,17 @@
 //! with such a key settles it without waiting out a lease. Times are this process's wall clock in Unix
 //! milliseconds (the store's clock: one machine owns the file).
 
+mod batch;
 mod sql;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::Connection;
 
 use crate::clock::{millis, unix_millis};
+use batch::Shared;
 use crate::{
     ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,
     StoredResponse,
@@ -35,7 +37,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The SQLite idempotency store (`sqlite://PATH`, `sqlite::memory:`).
 #[derive(Clone)]
 pub struct SqliteStore {
-    connection: Arc<Mutex<Connection>>,
+    shared: Arc<Shared>,
     retention_ms: i64,
     location: Arc<str>,
 }
@@ -86,26 +88,19 @@ impl SqliteStore {
             .await
             .map_err(StoreError::unavailable)??;
         Ok(SqliteStore {
-            connection: Arc::new(Mutex::new(connection)),
+            shared: Shared::new(connection),
             retention_ms: millis(options.retention),
             location: url.into(),
         })
     }
 
-    /// Runs `work` on the connection, off the async runtime.
+    /// Runs `work` on the connection, off the async runtime, inside a transaction; its result once that
+    /// transaction is committed.
     async fn with<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&mut Connection, i64) -> Result<T, StoreError> + Send + 'static,
+        work: impl FnOnce(&Connection, i64) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let connection = Arc::clone(&self.connection);
-        tokio::task::spawn_blocking(move || {
-            let mut connection = connection
-                .lock()
-                .map_err(|_| StoreError::unavailable("the SQLite connection was poisoned by a panic"))?;
-            work(&mut connection, unix_millis())
-        })
-        .await
-        .map_err(StoreError::unavailable)?
+        self.shared.run(work).await
     }
 }
 

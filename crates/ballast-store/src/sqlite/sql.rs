@@ -1,9 +1,11 @@
 //! The SQLite schema and statements. Every state change names the owner token and the states it applies to in
-//! its `WHERE`, so a displaced owner's write changes no row and reports `NotHeld`.
+//! its `WHERE`, so a displaced owner's write changes no row and reports `NotHeld`. The operations run inside the
+//! transaction their batch is committed in (`batch.rs`): each one reads and writes as if alone, and is undone
+//! alone when it fails.
 
 use ballast_core::Fingerprint;
 use bytes::Bytes;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::decide::{ClaimStep, Stored, claim_step, state_name, visible};
 use crate::{
@@ -134,7 +136,7 @@ pub(super) const CLAIM: &str = "INSERT INTO ballast_idempotency \
     VALUES (?1, ?2, ?3, 'claimed', ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING";
 
 pub(super) fn claim(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     claim: &ClaimRequest,
     now: i64,
@@ -144,7 +146,7 @@ pub(super) fn claim(
     let expires_at = lease_until.saturating_add(retention);
     let (p, r, k) = (scope.principal(), scope.route(), scope.key().as_str());
     let (fingerprint, owner) = (&claim.fingerprint.as_bytes()[..], &claim.owner.as_bytes()[..]);
-    // The common case, a key nobody holds, is one statement; only a key with a record takes the transaction.
+    // The common case, a key nobody holds, is one statement; only a key with a record is read.
     let insert = CLAIM;
     if run(
         connection,
@@ -154,10 +156,7 @@ pub(super) fn claim(
     {
         return Ok(ClaimOutcome::Acquired);
     }
-    let transaction = connection
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(unavailable)?;
-    let existing = read(&transaction, scope)?;
+    let existing = read(connection, scope)?;
     let outcome = match claim_step(existing.as_ref(), claim, now) {
         ClaimStep::Insert => {
             // The record expired (retention): a new claim replaces it.
@@ -165,7 +164,7 @@ pub(super) fn claim(
                 .replace("INSERT INTO", "INSERT OR REPLACE INTO")
                 .replace(" ON CONFLICT DO NOTHING", "");
             run(
-                &transaction,
+                connection,
                 &replace,
                 params![p, r, k, fingerprint, owner, lease_until, expires_at],
             )?;
@@ -178,7 +177,7 @@ pub(super) fn claim(
             );
             let old = &old.as_bytes()[..];
             changed(run(
-                &transaction,
+                connection,
                 &sql,
                 params![p, r, k, old, owner, lease_until, expires_at],
             ))?;
@@ -190,12 +189,11 @@ pub(super) fn claim(
                  WHERE {PK} AND owner = ?4"
             );
             let (old, until) = (&old.as_bytes()[..], now.saturating_add(retention));
-            changed(run(&transaction, &sql, params![p, r, k, old, until]))?;
+            changed(run(connection, &sql, params![p, r, k, old, until]))?;
             ClaimOutcome::OutcomeUnknown
         }
         ClaimStep::Answer(outcome) => outcome,
     };
-    transaction.commit().map_err(unavailable)?;
     Ok(outcome)
 }
 
@@ -258,7 +256,7 @@ fn transition(
 }
 
 pub(super) fn mark_dispatched(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     owner: OwnerToken,
     now: i64,
@@ -275,7 +273,7 @@ pub(super) fn mark_dispatched(
 }
 
 pub(super) fn renew(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     owner: OwnerToken,
     lease: i64,
@@ -296,7 +294,7 @@ pub(super) fn renew(
 }
 
 pub(super) fn complete(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     owner: OwnerToken,
     response: &StoredResponse,
@@ -324,7 +322,7 @@ pub(super) fn complete(
 }
 
 pub(super) fn mark_outcome_unknown(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     owner: OwnerToken,
     now: i64,
@@ -344,7 +342,7 @@ pub(super) fn mark_outcome_unknown(
 }
 
 pub(super) fn release(
-    connection: &mut Connection,
+    connection: &Connection,
     scope: &Scope,
     owner: OwnerToken,
     now: i64,
@@ -364,11 +362,7 @@ pub(super) fn release(
     changed(run(connection, &sql, row))
 }
 
-pub(super) fn lookup(
-    connection: &mut Connection,
-    scope: &Scope,
-    now: i64,
-) -> Result<Option<Record>, StoreError> {
+pub(super) fn lookup(connection: &Connection, scope: &Scope, now: i64) -> Result<Option<Record>, StoreError> {
     Ok(read(connection, scope)?.and_then(|stored| visible(stored, now)))
 }
 
@@ -391,7 +385,7 @@ pub(super) fn settle_previous_run(connection: &Connection, now: i64) -> Result<(
     Ok((released, ended))
 }
 
-pub(super) fn reap(connection: &mut Connection, now: i64) -> Result<u64, StoreError> {
+pub(super) fn reap(connection: &Connection, now: i64) -> Result<u64, StoreError> {
     let deleted = run(
         connection,
         "DELETE FROM ballast_idempotency WHERE expires_at <= ?1",
