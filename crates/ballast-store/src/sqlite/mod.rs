@@ -24,11 +24,11 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 use crate::clock::{millis, unix_millis};
-use batch::Shared;
 use crate::{
     ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,
     StoredResponse,
 };
+use batch::Shared;
 
 /// How long opening waits for another process's lock on the file (a previous holder still closing) before it
 /// fails as held elsewhere. Once open, the store holds the lock and nobody else contends for it.
