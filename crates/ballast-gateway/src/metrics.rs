@@ -3,6 +3,8 @@
 //! their help text and buckets, and the counters a scrape should see from the start are registered at zero, so a
 //! dashboard's `rate()` has a series before the first retry or shed.
 
+use std::time::Duration;
+
 use ballast_config::Config;
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -40,6 +42,22 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
         counter!("ballast_idempotency_total", "result" => result).absolute(0);
     }
     Ok(handle)
+}
+
+/// How often [`upkeep`] folds the histograms' samples into their buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Folds the samples the recorder holds into the histograms' buckets, every [`UPKEEP_EVERY`], until dropped. The
+/// recorder keeps every sample it is given until a render or an upkeep (the exporter's own listener runs one every
+/// 5 s; the gateway renders through its handle, so it runs them itself): without this, memory grows with every
+/// request between scrapes — a gateway nobody scraped held 55 MiB after bench overhead's nine minutes of load.
+pub(crate) async fn upkeep(handle: PrometheusHandle) {
+    let mut every = tokio::time::interval(UPKEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        handle.run_upkeep();
+    }
 }
 
 /// Help text for every metric.

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use ballast_config::{Config, ProcessEnv};
 use tokio::net::TcpListener;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::{Gateway, StartError, admin_app, app};
 
@@ -67,6 +68,12 @@ pub async fn serve(
         return Err(StartError::NotLoopback { addr: local });
     }
     let router = app(gateway.clone())?;
+    // Aborted when serving ends, however it ends.
+    let _upkeep = gateway
+        .inner
+        .metrics
+        .clone()
+        .map(|handle| AbortOnDropHandle::new(tokio::spawn(crate::metrics::upkeep(handle))));
     // The signal, then the drain delay: what stops the listeners accepting.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signalled = {
