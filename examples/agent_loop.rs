@@ -147,7 +147,7 @@ async fn call_tool(
             match tool.call(call).await {
                 Ok(answer) => {
                     println!("step {step}, tool:\n{}\n", answer.report);
-                    answer.body
+                    answer.body().clone()
                 }
                 Err(error) => {
                     println!("step {step}, tool:\n{}\n  -> {error}\n", error.report());

@@ -71,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let amount = found
                 .as_ref()
                 .ok()
-                .and_then(|a| a.body["amount"].as_f64())
+                .and_then(|a| a.body()["amount"].as_f64())
                 .unwrap_or(42.5);
             let call = ToolCall::new(json!({"order_id": order, "amount": amount, "op": op}))
                 .run(format!("customer-request-{n}"))

@@ -84,3 +84,56 @@ async fn readiness_fails_once_draining_and_liveness_does_not() {
         "alive while draining"
     );
 }
+
+/// A tool's answer goes on as the upstream sent it, bytes untouched: JSON as `application/json` (a JSON string
+/// included), anything else as text, an empty body as empty JSON — decided without parsing it into a value.
+#[tokio::test]
+async fn a_tool_answer_goes_on_as_it_came_json_or_text() {
+    let upstream = axum::Router::new()
+        .route(
+            "/tools/text",
+            axum::routing::post(|| async { "refunded, thanks" }),
+        )
+        .route(
+            "/tools/string",
+            axum::routing::post(|| async { " \"a JSON string\"" }),
+        )
+        .route(
+            "/tools/object",
+            axum::routing::post(|| async { r#"{"refund": "r-1"}"# }),
+        )
+        .route(
+            "/tools/broken",
+            axum::routing::post(|| async { r#"{"refund": "# }),
+        )
+        .route("/tools/empty", axum::routing::post(|| async { "" }));
+    let mut config = String::from("version = 1\n[store]\nurl = \"sqlite::memory:\"\n");
+    for tool in ["text", "string", "object", "broken", "empty"] {
+        config.push_str(&format!(
+            "[[tools]]\nname = \"{tool}\"\nupstream = {{ method = \"POST\", url = \"http://up/tools/{tool}\" }}\n"
+        ));
+    }
+    let config = Config::from_toml_str(&config).expect("a valid config");
+    let env: HashMap<String, String> = HashMap::new();
+    let gateway = Gateway::open_with_transport(config, &env, ServiceTransport::new(upstream))
+        .await
+        .expect("the gateway opens");
+    let router = app(gateway).expect("the router");
+    for (tool, content_type, body) in [
+        ("text", "text/plain; charset=utf-8", "refunded, thanks"),
+        ("string", "application/json", " \"a JSON string\""),
+        ("object", "application/json", r#"{"refund": "r-1"}"#),
+        ("broken", "text/plain; charset=utf-8", r#"{"refund": "#),
+        ("empty", "application/json", ""),
+    ] {
+        let request = Request::post(format!("/v1/tools/{tool}"))
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from("{}"))
+            .unwrap();
+        let response = router.clone().oneshot(request).await.expect("an answer");
+        assert_eq!(response.status(), StatusCode::OK, "{tool}");
+        assert_eq!(response.headers()["content-type"], content_type, "{tool}");
+        let bytes = response.into_body().collect().await.expect("a body").to_bytes();
+        assert_eq!(bytes, body.as_bytes(), "{tool}");
+    }
+}

@@ -75,7 +75,7 @@ async fn a_built_tool_calls_the_upstream_as_one_from_config_does() {
             "the retry is answered with the stored success"
         );
     }
-    assert_eq!(a.body["amount"], b.body["amount"]);
+    assert_eq!(a.body()["amount"], b.body()["amount"]);
     assert_eq!(executions(&router, "op-built").await, 1);
     assert_eq!(executions(&router, "op-toml").await, 1);
 }
@@ -204,7 +204,7 @@ async fn a_built_fallback_tool_answers_for_a_failing_one() {
         ))
         .await
         .expect("the fallback answers");
-    assert_eq!(answer.body["order_id"], "1234");
+    assert_eq!(answer.body()["order_id"], "1234");
     assert_eq!(answer.report.fallback.as_deref(), Some("lookup_order"));
 }
 

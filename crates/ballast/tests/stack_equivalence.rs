@@ -117,7 +117,7 @@ async fn through_the_client(
         Ok(answer) => (
             Ended::Answer {
                 status: answer.status,
-                body: answer.body,
+                body: answer.body().clone(),
             },
             said(&answer.report),
         ),

@@ -133,7 +133,7 @@ async fn a_failing_tool_answers_with_its_static_fallback() {
         ))
         .await
         .expect("the fallback answers");
-    assert_eq!(answer.body, json!({"results": [], "degraded": true}));
+    assert_eq!(*answer.body(), json!({"results": [], "degraded": true}));
     assert_eq!(answer.report.fallback.as_deref(), Some("static response"));
     assert_eq!(answer.report.attempts.len(), 2);
 }

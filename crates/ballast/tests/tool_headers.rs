@@ -104,7 +104,7 @@ async fn headers_from_the_environment_reach_the_upstream_on_every_attempt() {
         .call(ToolCall::new(json!({"amount": 10})))
         .await
         .expect("the third attempt answers");
-    assert_eq!(answer.body["paid"], true);
+    assert_eq!(answer.body()["paid"], true);
 
     let seen = upstream.seen();
     assert_eq!(seen.len(), 3, "two 503s and the answer");

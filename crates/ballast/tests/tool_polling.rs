@@ -30,7 +30,7 @@ async fn a_409_in_progress_is_polled_until_the_answer_comes() {
         .call(refund("op-9"))
         .await
         .expect("answered");
-    assert_eq!(answer.body["status"], "succeeded");
+    assert_eq!(answer.body()["status"], "succeeded");
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 6, "five 409s, then the answer: {}", answer.report);
     let waited = ballast::clock::now().saturating_duration_since(started);

@@ -297,7 +297,7 @@ impl BallastAgents {
                 name,
                 Message {
                     role: Role::Tool,
-                    content: Some(Value::String(answer.body.to_string())),
+                    content: Some(Value::String(answer.body().to_string())),
                     tool_calls: None,
                     tool_call_id: tool_call.id.clone(),
                     extra: Map::new(),

@@ -21,7 +21,9 @@ pub(super) fn answer(
 ) -> Response {
     match result {
         Ok(answer) => {
-            let mut response = passed_on(answer.status, &answer.body, answer.bytes);
+            let text = !answer.bytes.is_empty()
+                && serde_json::from_slice::<serde::de::IgnoredAny>(&answer.bytes).is_err();
+            let mut response = passed_on(answer.status, text, answer.bytes);
             let attempts = answer.report.attempts_made();
             response
                 .headers_mut()
@@ -68,7 +70,9 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
             status, body, bytes, ..
         } => {
             // The upstream's own answer, passed on; retries are spent or cannot help.
-            let mut response = passed_on(status, &body, bytes);
+            let text = matches!(body, Value::String(_))
+                && bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'"');
+            let mut response = passed_on(status, text, bytes);
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
@@ -135,11 +139,10 @@ pub(crate) fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError
     }
 }
 
-/// The upstream's answer with `status`, its bytes as they came (`body` is them parsed: a JSON string that does
-/// not start with a quote was not JSON, and goes as text).
-fn passed_on(status: u16, body: &Value, bytes: bytes::Bytes) -> Response {
-    let text =
-        matches!(body, Value::String(_)) && bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'"');
+/// The upstream's answer with `status`, its bytes as they came: as text when they are not JSON (an answer is
+/// only checked, never parsed into a value it would not use; a failure's body is parsed already, and a JSON
+/// string that does not start with a quote was not JSON).
+fn passed_on(status: u16, text: bool, bytes: bytes::Bytes) -> Response {
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = if text {

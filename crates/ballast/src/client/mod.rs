@@ -216,7 +216,11 @@ pub(crate) fn body_bytes(body: &Body) -> Bytes {
 
 /// A body as JSON: `null` when empty, a JSON string when it is not JSON.
 pub(crate) fn json_body(body: &Body) -> Value {
-    let bytes = body.as_bytes().map_or(&[][..], |b| &b[..]);
+    json_bytes(body.as_bytes().map_or(&[][..], |b| &b[..]))
+}
+
+/// Bytes as JSON: `null` when empty, a JSON string when they are not JSON.
+pub(crate) fn json_bytes(bytes: &[u8]) -> Value {
     if bytes.is_empty() {
         return Value::Null;
     }

@@ -36,7 +36,7 @@ use crate::{Body, Error, Runs};
 ///     .build(transport.clone())
 ///     .unwrap();
 /// let answer = lookup.call(ToolCall::new(json!({"order_id": "1234", "op": "op-1"}))).await.unwrap();
-/// assert_eq!(answer.body["order_id"], "1234");
+/// assert_eq!(answer.body()["order_id"], "1234");
 ///
 /// // A setting the rules refuse fails here, naming the field.
 /// let error = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")

@@ -129,13 +129,21 @@ pub(crate) enum Arguments {
 pub struct ToolAnswer {
     /// The HTTP status.
     pub status: u16,
-    /// The answer's JSON body (`null` when empty; a string when not JSON).
-    pub body: Value,
-    /// The body's bytes as the upstream sent them (`body` is them, parsed; a static fallback's, encoded): what a
-    /// proxy passes on.
+    /// The body's bytes as the upstream sent them (a static fallback's, encoded): what a proxy passes on.
     pub bytes: bytes::Bytes,
     /// What happened, attempt by attempt.
     pub report: OutcomeReport,
+    /// `bytes` parsed, once [`ToolAnswer::body`] is first called: a proxy that passes the bytes on never pays
+    /// for a JSON value it does not read.
+    pub(crate) parsed: std::sync::OnceLock<Value>,
+}
+
+impl ToolAnswer {
+    /// The answer's JSON body (`null` when empty; a string when not JSON), parsed from [`ToolAnswer::bytes`]
+    /// the first time it is asked for.
+    pub fn body(&self) -> &Value {
+        self.parsed.get_or_init(|| crate::client::json_bytes(&self.bytes))
+    }
 }
 
 /// A tool call that did not succeed: the upstream's own answer, or why there is none, with the call's report

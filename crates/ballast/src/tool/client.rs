@@ -199,9 +199,20 @@ impl ToolClient {
 /// returned to the caller.
 #[derive(Debug)]
 pub(super) enum Ended {
-    Answer { status: u16, body: Value, bytes: Bytes },
-    Upstream { status: u16, body: Value, bytes: Bytes },
-    Failed { error: Error },
+    /// `parsed`: the body as JSON once read (a static fallback's, from the start).
+    Answer {
+        status: u16,
+        bytes: Bytes,
+        parsed: std::sync::OnceLock<Value>,
+    },
+    Upstream {
+        status: u16,
+        body: Value,
+        bytes: Bytes,
+    },
+    Failed {
+        error: Error,
+    },
 }
 
 impl Ended {
@@ -210,8 +221,8 @@ impl Ended {
         match result {
             Ok(response) if response.status().is_success() => Ended::Answer {
                 status: response.status().as_u16(),
-                body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
+                parsed: std::sync::OnceLock::new(),
             },
             other => Ended::failed(Failure::of(other)),
         }
@@ -234,10 +245,17 @@ impl Ended {
         match result {
             Ok(ToolAnswer {
                 status,
-                body,
                 bytes,
                 report,
-            }) => (Ended::Answer { status, body, bytes }, report),
+                parsed,
+            }) => (
+                Ended::Answer {
+                    status,
+                    bytes,
+                    parsed,
+                },
+                report,
+            ),
             Err(CallError::Upstream {
                 status,
                 body,
@@ -269,11 +287,15 @@ impl Ended {
     fn into_result(self, tool: &str, report: OutcomeReport) -> Result<ToolAnswer, ToolError> {
         let target = tool.to_owned();
         match self {
-            Ended::Answer { status, body, bytes } => Ok(ToolAnswer {
+            Ended::Answer {
                 status,
-                body,
+                bytes,
+                parsed,
+            } => Ok(ToolAnswer {
+                status,
                 bytes,
                 report,
+                parsed,
             }),
             Ended::Upstream { status, body, bytes } => Err(CallError::Upstream {
                 target,

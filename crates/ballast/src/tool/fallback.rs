@@ -61,7 +61,7 @@ impl ToolClient {
                 Ended::Answer {
                     status: 200,
                     bytes: bytes::Bytes::from(body.to_string()),
-                    body: body.clone(),
+                    parsed: std::sync::OnceLock::from(body.clone()),
                 }
             }
             Fallback::Tool(tool) => {

@@ -53,7 +53,7 @@
 //!     .call(ToolCall::new(json!({"order_id": "1234", "op": "op-1"})))
 //!     .await
 //!     .unwrap();
-//! assert_eq!(answer.body["order_id"], "1234");
+//! assert_eq!(answer.body()["order_id"], "1234");
 //! println!("{}", answer.report);
 //! # }
 //! ```
