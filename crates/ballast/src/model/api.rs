@@ -83,20 +83,14 @@ fn read_chat_event(data: &str) -> Read<ChatChunk> {
     if data.trim() == crate::sse::DONE {
         return Read::End;
     }
-    if commit::is_error_event(data) {
-        let error = serde_json::from_str::<Value>(data)
-            .ok()
-            .and_then(|v| v.get("error").cloned())
-            .unwrap_or(Value::Null);
-        return Read::Upstream(error);
-    }
-    match serde_json::from_str::<ChatChunk>(data) {
-        Ok(chunk) => {
+    match commit::read_chat(data) {
+        commit::ChatEvent::Chunk(chunk) => {
             let tokens = (chunk.usage.as_ref()).and_then(|u| serde_json::to_value(u).ok());
             let tokens = tokens.as_ref().and_then(usage::token_usage_of);
             Read::Item(chunk, tokens)
         }
-        Err(error) => Read::Malformed(error.to_string()),
+        commit::ChatEvent::Error(error) => Read::Upstream(error),
+        commit::ChatEvent::Neither { chunk, .. } => Read::Malformed(chunk.to_string()),
     }
 }
 

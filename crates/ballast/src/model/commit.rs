@@ -29,40 +29,68 @@ pub(super) fn commit(data: &str) -> Commit {
         // No chunk at all: committing would give the caller an empty answer that ends as if it went well.
         return Commit::Fail("the stream ended ([DONE]) before its first chunk".into());
     }
-    let value = match serde_json::from_str::<Value>(data) {
-        Ok(value) => value,
-        Err(error) => {
-            return Commit::Fail(format!("the stream's first event is not JSON ({error}): {data}"));
-        }
-    };
-    if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
-        return error_answer(error);
-    }
-    if let Err(error) = serde_json::from_value::<ChatChunk>(value.clone()) {
+    match read_chat(data) {
+        ChatEvent::Chunk(chunk) if is_preamble(&chunk) => Commit::Hold,
+        ChatEvent::Chunk(_) => Commit::Now,
+        ChatEvent::Error(error) => error_answer(&error),
+        ChatEvent::Neither {
+            json: Some(error), ..
+        } => Commit::Fail(format!("the stream's first event is not JSON ({error}): {data}")),
         // Not a chunk: nothing the caller could be handed yet, so no commit — retried like a reset.
-        return Commit::Fail(format!(
-            "the stream's first event is not a chunk ({error}): {data}"
-        ));
+        ChatEvent::Neither { chunk, json: None } => Commit::Fail(format!(
+            "the stream's first event is not a chunk ({chunk}): {data}"
+        )),
     }
-    if is_preamble(&value) {
-        Commit::Hold
-    } else {
-        Commit::Now
+}
+
+/// A chat stream event's data, read once: a chunk, the error object sent instead of one (an `error` that is not
+/// `null` wins over a chunk's fields), or neither.
+pub(super) enum ChatEvent {
+    Chunk(ChatChunk),
+    Error(Value),
+    /// Why it is not a chunk, and why it is not JSON when it is not.
+    Neither {
+        chunk: serde_json::Error,
+        json: Option<serde_json::Error>,
+    },
+}
+
+/// Reads `data` as a chunk, the common case, in one parse; only what is not a chunk is parsed again, as any JSON,
+/// to find an error object in it.
+pub(super) fn read_chat(data: &str) -> ChatEvent {
+    let chunk_error = match serde_json::from_str::<ChatChunk>(data) {
+        Ok(chunk) => {
+            return match chunk.extra.get("error").filter(|e| !e.is_null()) {
+                Some(error) => ChatEvent::Error(error.clone()),
+                None => ChatEvent::Chunk(chunk),
+            };
+        }
+        Err(error) => error,
+    };
+    match serde_json::from_str::<Value>(data) {
+        Ok(value) => match value.get("error").filter(|e| !e.is_null()) {
+            Some(error) => ChatEvent::Error(error.clone()),
+            None => ChatEvent::Neither {
+                chunk: chunk_error,
+                json: None,
+            },
+        },
+        Err(json) => ChatEvent::Neither {
+            chunk: chunk_error,
+            json: Some(json),
+        },
     }
 }
 
 /// Whether a chat chunk carries nothing for the caller: no choices (and no usage), or choices whose delta holds
 /// only the `role` and an empty `content` (OpenAI's first chunk), with no `finish_reason`.
-fn is_preamble(chunk: &Value) -> bool {
-    if chunk.get("usage").is_some_and(|u| !u.is_null()) {
+fn is_preamble(chunk: &ChatChunk) -> bool {
+    if chunk.usage.is_some() {
         return false;
     }
-    let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
-        return false;
-    };
-    choices.iter().all(|choice| {
-        let finished = choice.get("finish_reason").is_some_and(|f| !f.is_null());
-        let delta_is_bare = match choice.get("delta") {
+    chunk.choices.iter().all(|choice| {
+        let finished = choice.finish_reason.is_some();
+        let delta_is_bare = match choice.extra.get("delta") {
             None | Some(Value::Null) => true,
             Some(Value::Object(delta)) => delta.iter().all(|(key, value)| match key.as_str() {
                 "role" => true,
@@ -86,11 +114,6 @@ pub(super) fn error_answer(error: &Value) -> Commit {
         status,
         body: bytes.into(),
     }
-}
-
-/// Whether an event's data is an error object rather than a chunk.
-pub(super) fn is_error_event(data: &str) -> bool {
-    serde_json::from_str::<Value>(data).is_ok_and(|v| v.get("error").is_some_and(|e| !e.is_null()))
 }
 
 #[cfg(test)]
@@ -142,6 +165,29 @@ mod tests {
         ] {
             assert!(matches!(commit(first), Commit::Fail(_)), "{first}");
         }
+    }
+
+    /// An event read once as a chunk still tells an error object apart: a non-null `error` wins over any chunk
+    /// fields beside it, a `null` one is a chunk's own field (passed through), and what is neither says why.
+    #[test]
+    fn an_event_is_a_chunk_an_error_or_neither() {
+        let error = r#"{"error":{"code":"insufficient_quota"},"choices":[]}"#;
+        assert!(matches!(read_chat(error), ChatEvent::Error(e) if e["code"] == "insufficient_quota"));
+        assert!(matches!(commit(error), Commit::Error { .. }));
+        let bare_error = r#"{"error":{"code":"server_error"}}"#;
+        assert!(matches!(read_chat(bare_error), ChatEvent::Error(e) if e["code"] == "server_error"));
+        let ChatEvent::Chunk(chunk) = read_chat(r#"{"choices":[],"error":null}"#) else {
+            panic!("a chunk with a null error is a chunk");
+        };
+        assert_eq!(chunk.extra["error"], Value::Null);
+        assert!(matches!(
+            read_chat("busy"),
+            ChatEvent::Neither { json: Some(_), .. }
+        ));
+        assert!(matches!(
+            read_chat(r#"{"object":"chat.completion.chunk"}"#),
+            ChatEvent::Neither { json: None, .. }
+        ));
     }
 
     #[test]
