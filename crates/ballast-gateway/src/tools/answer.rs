@@ -8,7 +8,6 @@ use ballast::idempotency::NotStored;
 use ballast::{CallError, Error, IdempotencyKey};
 use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
-use serde_json::Value;
 
 use crate::error::AppError;
 use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, X_SHOULD_RETRY};
@@ -21,9 +20,7 @@ pub(super) fn answer(
 ) -> Response {
     match result {
         Ok(answer) => {
-            let text = !answer.bytes.is_empty()
-                && serde_json::from_slice::<serde::de::IgnoredAny>(&answer.bytes).is_err();
-            let mut response = passed_on(answer.status, text, answer.bytes);
+            let mut response = passed_on(answer.status, answer.bytes);
             let attempts = answer.report.attempts_made();
             response
                 .headers_mut()
@@ -66,13 +63,9 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
     }
     let code = error.code();
     match error {
-        CallError::Upstream {
-            status, body, bytes, ..
-        } => {
+        CallError::Upstream { status, bytes, .. } => {
             // The upstream's own answer, passed on; retries are spent or cannot help.
-            let text = matches!(body, Value::String(_))
-                && bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'"');
-            let mut response = passed_on(status, text, bytes);
+            let mut response = passed_on(status, bytes);
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
@@ -139,10 +132,10 @@ pub(crate) fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError
     }
 }
 
-/// The upstream's answer with `status`, its bytes as they came: as text when they are not JSON (an answer is
-/// only checked, never parsed into a value it would not use; a failure's body is parsed already, and a JSON
-/// string that does not start with a quote was not JSON).
-fn passed_on(status: u16, text: bool, bytes: bytes::Bytes) -> Response {
+/// The upstream's answer with `status`, its bytes as they came: as text when they are not JSON (checked, never
+/// parsed into a value nobody reads).
+fn passed_on(status: u16, bytes: bytes::Bytes) -> Response {
+    let text = !bytes.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err();
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = if text {

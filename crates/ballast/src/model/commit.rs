@@ -58,18 +58,19 @@ pub(super) enum ChatEvent {
 /// Reads `data` as a chunk, the common case, in one parse; only what is not a chunk is parsed again, as any JSON,
 /// to find an error object in it.
 pub(super) fn read_chat(data: &str) -> ChatEvent {
+    let error_in = |error: Option<&Value>| error.filter(|e| !e.is_null()).cloned();
     let chunk_error = match serde_json::from_str::<ChatChunk>(data) {
         Ok(chunk) => {
-            return match chunk.extra.get("error").filter(|e| !e.is_null()) {
-                Some(error) => ChatEvent::Error(error.clone()),
+            return match error_in(chunk.extra.get("error")) {
+                Some(error) => ChatEvent::Error(error),
                 None => ChatEvent::Chunk(chunk),
             };
         }
         Err(error) => error,
     };
     match serde_json::from_str::<Value>(data) {
-        Ok(value) => match value.get("error").filter(|e| !e.is_null()) {
-            Some(error) => ChatEvent::Error(error.clone()),
+        Ok(value) => match error_in(value.get("error")) {
+            Some(error) => ChatEvent::Error(error),
             None => ChatEvent::Neither {
                 chunk: chunk_error,
                 json: None,
