@@ -133,7 +133,7 @@ pub use run::{Run, Runs};
 pub use tool::{ToolCall, ToolClient, ToolClients};
 
 // The crate's own short paths to the names its modules share.
-pub(crate) use context::{AttemptNumber, CallContext, Cancel, current_deadline, scope};
+pub(crate) use context::{AttemptNumber, CallContext, Cancel, current_deadline};
 pub(crate) use layer::{
     AdmissionLayer, AttemptLayer, BreakerLayer, RetryLayer, THROTTLED, classify_response,
 };

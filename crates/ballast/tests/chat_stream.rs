@@ -306,3 +306,22 @@ async fn cancelling_the_token_ends_a_committed_stream_at_once() {
     );
     assert!(stream.next().await.is_none());
 }
+
+/// A call's future is moved whole at each step up (the route's loop, the span, the caller's own future, a
+/// spawned task), so its size is paid in copies on every call. Regression: one attempt's state was held four
+/// times over — by the primary's deadline scope, the route's loop and the stream's commit scope — and a streamed
+/// call's future had grown to 36 KB (a whole call, 9 KB): a fifth of the gateway's instructions on a model route
+/// went to copying it. The attempt is boxed once per trip now.
+#[test]
+fn a_model_calls_future_stays_small() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let turn = first_turn("op-size");
+    let sizes = [
+        ("stream", std::mem::size_of_val(&route.stream(call(&turn)))),
+        ("complete", std::mem::size_of_val(&route.complete(call(&turn)))),
+    ];
+    for (name, size) in sizes {
+        assert!(size <= 4 * 1024, "{name}: {size} bytes");
+    }
+}

@@ -126,7 +126,7 @@ async fn a_queued_call_stops_waiting_at_the_scope_deadline() {
     for request in [with_context, without_context] {
         let start = clock::now();
         let scoped = Deadline::after(start, Duration::from_secs(1));
-        let result = crate::scope(scoped, service.clone().oneshot(request)).await;
+        let result = crate::context::scope(scoped, service.clone().oneshot(request)).await;
         assert!(matches!(result, Err(Error::DeadlineExceeded(_))), "{result:?}");
         let waited = clock::now().saturating_duration_since(start);
         assert!(

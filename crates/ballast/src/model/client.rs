@@ -19,6 +19,7 @@ use super::responses::StateRecords;
 use super::route::{Committed, Targets, Tried};
 use super::stream::{ChatStream, ModelStream, Source};
 use crate::client::{CallError, Core, Refusal, call_span, record_end, record_request_id};
+use crate::context::scoped;
 use crate::metrics::CallMetrics;
 use crate::{CallContext, Report, clock};
 
@@ -172,18 +173,16 @@ impl ModelClient {
         Chat::set_stream(&mut call.request, true);
         let asked = ask_for_usage(&mut call.request.extra);
         // The span covers the call up to its commit point; the stream's own end is its reader's.
-        let stream = self.in_span(self.span_of(&call), |span| {
+        self.in_span(self.span_of(&call), |span| async move {
             let ctx = self.context(&call);
-            self.streamed::<Chat>(call, ctx, Targets::Speaking(Api::Chat), span)
-        });
-        async move {
-            let stream = stream.await?;
+            let targets = Targets::Speaking(Api::Chat);
+            let stream = self.streamed::<Chat>(call, ctx, targets, span).await?;
             Ok(if asked {
                 stream
             } else {
                 stream.without_usage_chunk()
             })
-        }
+        })
     }
 
     /// Asks the route for embeddings, through the deployments that speak the embeddings API in order.
@@ -266,10 +265,17 @@ impl ModelClient {
         record_request_id(span, &ctx);
         ctx.stream = Some(P::COMMIT);
         let mut tried = Tried::default();
-        let sent = self.through_route::<P>(request, &ctx, &mut tried, targets);
+        // Each arm makes its own future: one held in a local across the await would be kept twice.
         let sent = match commit_by {
-            Some(by) => crate::scope(self.inner.core.settle(by), sent).await,
-            None => sent.await,
+            Some(by) => {
+                let settle = self.inner.core.settle(by);
+                scoped(
+                    settle,
+                    self.through_route::<P>(request, &ctx, &mut tried, targets),
+                )
+                .await
+            }
+            None => self.through_route::<P>(request, &ctx, &mut tried, targets).await,
         };
         match sent {
             Ok(committed) => {

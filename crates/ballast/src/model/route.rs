@@ -35,8 +35,9 @@ use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
 use super::{ProviderErrorKind, Truncation};
 use crate::client::Failure;
+use crate::context::scoped;
 use crate::outcome::{Trip, Verdict};
-use crate::{Body, CallContext, Error, OutcomeReport, Report, clock, scope};
+use crate::{Body, CallContext, Error, OutcomeReport, Report, clock};
 
 /// What the report of a deployment passed over for its spent quota says.
 const QUOTA_PASSED_OVER: &str = "passed over: this deployment answered insufficient_quota, and is skipped for the Retry-After it gave (60 s \
@@ -194,7 +195,9 @@ impl ModelClient {
         let started = clock::now();
         let trip = match self.body_for::<P>(deployment, request) {
             Ok(body) => {
-                let send = deployment.send(P::API, body, ctx, attempts_before);
+                // Boxed: the layers above (the share's scope, the route's loop, a stream's commit scope) would
+                // each hold a copy of its state otherwise, and move it whole (kilobytes) at every step.
+                let send = Box::pin(deployment.send(P::API, body, ctx, attempts_before));
                 self.bounded(send, ctx, cut).await
             }
             Err(refused) => Trip::refused(refused),
@@ -245,7 +248,7 @@ impl ModelClient {
     ) -> Trip {
         let Some(cut) = cut else { return trip.await };
         let share = ctx.effective_deadline().shorten_to(cut);
-        let mut trip = scope(share, trip).await;
+        let mut trip = scoped(share, trip).await;
         if !ended_on_deadline(&trip) {
             return trip;
         }

@@ -379,7 +379,7 @@ mod tests {
 
         let mut get = Request::get("http://x/").body(Bytes::new()).unwrap();
         let scoped = Deadline::after(clock::now(), Duration::from_secs(3));
-        let context = crate::scope(scoped, async { context_of(&mut get) }).await;
+        let context = crate::context::scope(scoped, async { context_of(&mut get) }).await;
         assert_eq!(context.kind, CallKind::ReadOnlyTool);
         assert_eq!(context.deadline.instant(), scoped.instant());
     }
