@@ -4,7 +4,9 @@
 //! One reading for every API: Chat Completions and embeddings say `prompt_tokens` and `completion_tokens`, the
 //! Responses API `input_tokens` and `output_tokens`; each counts as the prompt and the completion.
 
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::{Report, TokenUsage, Tokens};
 
@@ -41,11 +43,34 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<TokenUsage>, answered
 }
 
 /// The counts of a JSON body's `usage` (an answer, an error answer), or of a Responses event's
-/// `response.usage`.
+/// `response.usage`. Only the counts are read into values; the rest of the body (the choices, the output) is
+/// skipped over as raw text.
 pub(crate) fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
-    let json: Value = serde_json::from_slice(body).ok()?;
-    let usage = json.get("usage").or_else(|| json.get("response")?.get("usage"))?;
-    token_usage_of(usage)
+    let top = Counted::of(body)?;
+    let usage = match top.usage {
+        Some(usage) => usage,
+        None => Counted::of(top.response?.get().as_bytes())?.usage?,
+    };
+    token_usage_of(&serde_json::from_str(usage.get()).ok()?)
+}
+
+/// The two places a body's counts are found, kept as raw JSON until read.
+#[derive(Deserialize)]
+struct Counted<'a> {
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    response: Option<&'a RawValue>,
+}
+
+impl<'a> Counted<'a> {
+    /// `json`'s, when it is an object (a struct would also be read from an array, by position).
+    fn of(json: &'a [u8]) -> Option<Self> {
+        if json.trim_ascii_start().first() != Some(&b'{') {
+            return None;
+        }
+        serde_json::from_slice(json).ok()
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +102,31 @@ mod tests {
             Some(4)
         );
         assert_eq!(usage_of_body(b"not json"), None);
+    }
+
+    /// The counts are found without reading the rest of the body into values: whatever else it holds (strings that
+    /// say `usage`, nested objects, escapes) is skipped, and only an object has counts.
+    #[test]
+    fn only_the_bodys_own_usage_counts() {
+        let total = |body: &[u8]| usage_of_body(body).map(|u| u.total_tokens);
+        let answer = br#" {"choices": [{"message": {"content": "\"usage\": {\"total_tokens\": 99}",
+            "tool_calls": [{"function": {"arguments": "{\"usage\": 1}"}}]}}], "model": "m",
+            "usage": {"prompt_tokens": 7, "completion_tokens": 5}} "#;
+        assert_eq!(total(answer), Some(12));
+        let event =
+            br#"{"type": "response.completed", "response": {"output": [{"usage": {"total_tokens": 99}}],
+            "usage": {"input_tokens": 4, "output_tokens": 1}}}"#;
+        assert_eq!(total(event), Some(5));
+        for none in [
+            &br#"[{"usage": {"total_tokens": 3}}]"#[..],
+            br#"{"response": "done"}"#,
+            br#"{"response": [{"total_tokens": 3}]}"#,
+            br#"{"usage": null}"#,
+            br#"{"usage": {"total_tokens": 3}"#,
+            b"",
+        ] {
+            assert_eq!(total(none), None, "{}", String::from_utf8_lossy(none));
+        }
     }
 
     #[test]
