@@ -228,3 +228,32 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
         "the gateway's memory is read"
     );
 }
+
+/// `--unpaced`: the upstream streams without pausing between events, every stream still read to its end through
+/// each target, and the report says so.
+#[test]
+fn an_unpaced_overhead_run_streams_through_every_target() {
+    let out = ballast(&[
+        "bench",
+        "overhead",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.2",
+        "--connections",
+        "4",
+        "--groups",
+        "chat streamed,responses streamed",
+        "--unpaced",
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(report["unpaced"], true);
+    let targets = report["targets"].as_array().expect("targets");
+    assert_eq!(targets.len(), 6, "{targets:?}");
+    for target in targets {
+        assert_eq!(target["errors"], 0, "{target}");
+        assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");
+    }
+}

@@ -41,6 +41,9 @@ pub struct OverheadOptions {
     pub connections: usize,
     /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`); empty: all.
     pub groups: Vec<String>,
+    /// Streams without the upstream's pause between events (preset `none` sends one every 5 ms): what the gateway's
+    /// own work costs a stream, apart from its waking up idle for each event.
+    pub unpaced: bool,
 }
 
 impl Default for OverheadOptions {
@@ -52,6 +55,7 @@ impl Default for OverheadOptions {
             warmup: Duration::from_millis(500),
             connections: 32,
             groups: Vec::new(),
+            unpaced: false,
         }
     }
 }
@@ -165,6 +169,16 @@ upstream_idempotency = "keyed"
 per_try_timeout = "2s"
 "#;
 
+/// Preset `none` with no pause between a stream's events (`--unpaced`).
+const UNPACED: &str = r#"
+[model]
+chunk_interval = "0s"
+[endpoints.create_refund]
+key_mode = "keyed"
+[endpoints.process_payment]
+key_mode = "keyed"
+"#;
+
 /// Runs the bench; `progress` hears what it is doing.
 pub async fn run(
     options: &OverheadOptions,
@@ -178,13 +192,17 @@ pub async fn run(
     let pinned = cpus >= 2 && process::pin_self(0);
     let (server_cpu, upstream_cpu) = if pinned { (Some(1), Some(1)) } else { (None, None) };
     let binary = &options.binary;
-    let chaos = Running::start(
-        binary,
-        &["chaos", "--preset", "none", "--listen", "127.0.0.1:0"],
-        upstream_cpu,
-        &[],
-        dir.path(),
-    )?;
+    let profile = dir.path().join("unpaced.toml");
+    let upstream_args: Vec<&str> = if options.unpaced {
+        std::fs::write(&profile, UNPACED).map_err(|e| format!("cannot write the upstream's profile: {e}"))?;
+        let profile = profile
+            .to_str()
+            .ok_or("the temporary directory's path is not UTF-8")?;
+        vec!["chaos", "--profile", profile, "--listen", "127.0.0.1:0"]
+    } else {
+        vec!["chaos", "--preset", "none", "--listen", "127.0.0.1:0"]
+    };
+    let chaos = Running::start(binary, &upstream_args, upstream_cpu, &[], dir.path())?;
     let upstream = chaos.addr.to_string();
     let floor = Running::start(
         binary,

@@ -67,6 +67,8 @@ pub struct OverheadReport {
     pub connections: usize,
     /// Whether the servers under test and the load generator ran on different CPUs.
     pub pinned: bool,
+    /// Whether the upstream sent a stream's events without pausing between them.
+    pub unpaced: bool,
     /// Per target, in the order run.
     pub targets: Vec<TargetFigures>,
 }
@@ -133,6 +135,7 @@ impl OverheadReport {
             seconds: options.duration.as_secs_f64(),
             connections: options.connections,
             pinned,
+            unpaced: options.unpaced,
             targets,
         }
     }
@@ -188,7 +191,12 @@ impl fmt::Display for OverheadReport {
         writeln!(
             f,
             "a streamed row's latency is its first content event's (chat: the first tool-call chunk; responses: \
-             response.output_item.added), the gateway's commit point"
+             response.output_item.added), the gateway's commit point; {}",
+            if self.unpaced {
+                "the upstream sends a stream's events without pausing (--unpaced)"
+            } else {
+                "the upstream pauses 5 ms between a stream's events, so each wakes the servers up idle"
+            }
         )?;
         writeln!(
             f,
