@@ -14,7 +14,8 @@
 //! refuses ([`EventTooLarge`]) and the stream fails rather than the process running out of memory.
 
 use bytes::{Bytes, BytesMut};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 /// The data of OpenAI's last event: the stream ended as it should.
 pub(crate) const DONE: &str = "[DONE]";
@@ -126,17 +127,30 @@ impl SseDecoder {
 }
 
 /// One chunk as the caller's event: `data: <json>\n\n`.
-pub(crate) fn data_event(json: &Value) -> Bytes {
-    Bytes::from(format!("data: {json}\n\n"))
+pub(crate) fn data_event(json: &impl Serialize) -> Bytes {
+    event(b"data: ", json)
 }
 
 /// One event with its name, as the Responses API sends them: `event: <name>\ndata: <json>\n\n`.
-pub(crate) fn named_event(name: &str, json: &Value) -> Bytes {
+pub(crate) fn named_event(name: &str, json: &impl Serialize) -> Bytes {
     // The name comes from the upstream's JSON: a line break in it would forge events of the caller's stream.
     let name: String = (name.chars())
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
         .collect();
-    Bytes::from(format!("event: {name}\ndata: {json}\n\n"))
+    event(format!("event: {name}\ndata: ").as_bytes(), json)
+}
+
+/// `head`, `json` written straight into the event's bytes (JSON has no line break of its own), and the blank line
+/// that ends it. What cannot be written as JSON is `null`.
+fn event(head: &[u8], json: &impl Serialize) -> Bytes {
+    let mut out = Vec::with_capacity(head.len() + 256);
+    out.extend_from_slice(head);
+    if serde_json::to_writer(&mut out, json).is_err() {
+        out.truncate(head.len());
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
 }
 
 /// A keep-alive comment: the stream is alive, nothing to read.
@@ -157,6 +171,8 @@ pub(crate) fn error_event(message: &str, kind: &str, code: &str) -> Bytes {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
 
     const LIMIT: usize = 1 << 20;

@@ -37,10 +37,7 @@ impl ModelStream<ChatChunk> {
                 return None;
             }
             match items.next().await {
-                Some(Ok(Piece::Event(chunk))) => {
-                    let json = serde_json::to_value(&chunk).unwrap_or(Value::Null);
-                    Some((sse::data_event(&json), (items, false)))
-                }
+                Some(Ok(Piece::Event(chunk))) => Some((sse::data_event(&chunk), (items, false))),
                 Some(Ok(Piece::KeepAlive)) => Some((sse::keep_alive(), (items, false))),
                 Some(Err(error)) => {
                     let event = sse::error_event(&error.to_string(), "upstream_error", error.code().as_str());
