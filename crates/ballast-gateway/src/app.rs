@@ -31,7 +31,9 @@ pub(crate) enum AdminRoutes {
 }
 
 /// The gateway's router: `POST /v1/tools/{name}`, `GET /v1/operations/{key}`, `/healthz`, `/readyz`, and —
-/// unless `server.admin_listen` is set — `/metrics` and `/status`.
+/// unless `server.admin_listen` is set — `/metrics` and `/status`. Served on a listener of your own, set
+/// `TCP_NODELAY` on its connections as [`serve`](crate::serve) does (axum's `ListenerExt::tap_io`): without it a
+/// stream's events after the first wait for the caller's delayed ACKs.
 pub fn app(gateway: Gateway) -> Result<Router, StartError> {
     let admin_here = if gateway.inner.config.server.admin_listen.is_some() {
         AdminRoutes::Elsewhere

@@ -321,3 +321,20 @@ pub async fn run(
         .collect();
     Ok(OverheadReport::new(measured, options, pinned))
 }
+
+#[cfg(test)]
+mod tests {
+    use ballast_chaos::Profile;
+
+    use super::*;
+
+    /// `--unpaced` is preset `none` but for the pause between a stream's events.
+    #[test]
+    fn the_unpaced_upstream_is_preset_none_without_the_pause() {
+        let unpaced = Profile::from_toml_str(UNPACED).expect("the profile reads");
+        let mut none = Profile::preset("none", 0).expect("the preset");
+        assert!(!none.model.chunk_interval.is_zero(), "the preset pauses");
+        none.model.chunk_interval = Duration::ZERO;
+        assert_eq!(unpaced, none);
+    }
+}

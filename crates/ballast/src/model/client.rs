@@ -173,15 +173,17 @@ impl ModelClient {
         Chat::set_stream(&mut call.request, true);
         let asked = ask_for_usage(&mut call.request.extra);
         // The span covers the call up to its commit point; the stream's own end is its reader's.
-        self.in_span(self.span_of(&call), |span| async move {
+        self.in_span(self.span_of(&call), |span| {
             let ctx = self.context(&call);
-            let targets = Targets::Speaking(Api::Chat);
-            let stream = self.streamed::<Chat>(call, ctx, targets, span).await?;
-            Ok(if asked {
-                stream
-            } else {
-                stream.without_usage_chunk()
-            })
+            async move {
+                let targets = Targets::Speaking(Api::Chat);
+                let stream = self.streamed::<Chat>(call, ctx, targets, span).await?;
+                Ok(if asked {
+                    stream
+                } else {
+                    stream.without_usage_chunk()
+                })
+            }
         })
     }
 

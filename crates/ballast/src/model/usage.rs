@@ -46,12 +46,26 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<TokenUsage>, answered
 /// `response.usage`. Only the counts are read into values; the rest of the body (the choices, the output) is
 /// skipped over as raw text.
 pub(crate) fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
-    let top = Counted::of(body)?;
+    let Ok(top) = Counted::of(body) else {
+        return usage_of_value(body);
+    };
+    let top = top?;
     let usage = match top.usage {
         Some(usage) => usage,
-        None => Counted::of(top.response?.get().as_bytes())?.usage?,
+        None => match Counted::of(top.response?.get().as_bytes()) {
+            Ok(response) => response?.usage?,
+            Err(_) => return usage_of_value(body),
+        },
     };
     token_usage_of(&serde_json::from_str(usage.get()).ok()?)
+}
+
+/// [`usage_of_body`] the slow way, the whole body read into a value: for what the raw reading refuses though it
+/// is JSON — a key given twice, where the last one counts (as when the answer itself is read).
+fn usage_of_value(body: &[u8]) -> Option<TokenUsage> {
+    let json: Value = serde_json::from_slice(body).ok()?;
+    let usage = json.get("usage").or_else(|| json.get("response")?.get("usage"))?;
+    token_usage_of(usage)
 }
 
 /// The two places a body's counts are found, kept as raw JSON until read.
@@ -64,12 +78,13 @@ struct Counted<'a> {
 }
 
 impl<'a> Counted<'a> {
-    /// `json`'s, when it is an object (a struct would also be read from an array, by position).
-    fn of(json: &'a [u8]) -> Option<Self> {
+    /// `json`'s: `None` when it is not an object (a struct would also be read from an array, by position), an
+    /// error when it does not read.
+    fn of(json: &'a [u8]) -> Result<Option<Self>, serde_json::Error> {
         if json.trim_ascii_start().first() != Some(&b'{') {
-            return None;
+            return Ok(None);
         }
-        serde_json::from_slice(json).ok()
+        serde_json::from_slice(json).map(Some)
     }
 }
 
@@ -117,6 +132,11 @@ mod tests {
             br#"{"type": "response.completed", "response": {"output": [{"usage": {"total_tokens": 99}}],
             "usage": {"input_tokens": 4, "output_tokens": 1}}}"#;
         assert_eq!(total(event), Some(5));
+        // A key given twice: the last one counts, as when the answer is read.
+        let twice = br#"{"usage": {"total_tokens": 1}, "choices": [], "usage": {"total_tokens": 2}}"#;
+        assert_eq!(total(twice), Some(2));
+        let twice = br#"{"response": {"usage": {"total_tokens": 3}, "usage": {"total_tokens": 4}}}"#;
+        assert_eq!(total(twice), Some(4));
         for none in [
             &br#"[{"usage": {"total_tokens": 3}}]"#[..],
             br#"{"response": "done"}"#,
