@@ -131,13 +131,44 @@ pub(crate) fn data_event(json: &impl Serialize) -> Bytes {
     event(b"data: ", json)
 }
 
+/// An event's `data` as the upstream sent it, passed on: a `data:` line for each of its lines, and the blank line
+/// that ends the event.
+pub(crate) fn data_as_sent(data: &str) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 16);
+    data_lines(&mut out, data);
+    Bytes::from(out)
+}
+
+/// [`data_as_sent`] with the event's name first (`event: <name>`, as [`named_event`] writes it).
+pub(crate) fn named_as_sent(name: &str, data: &str) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + name.len() + 24);
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(safe_name(name).as_bytes());
+    out.push(b'\n');
+    data_lines(&mut out, data);
+    Bytes::from(out)
+}
+
+fn data_lines(out: &mut Vec<u8>, data: &str) {
+    for line in data.split('\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+}
+
 /// One event with its name, as the Responses API sends them: `event: <name>\ndata: <json>\n\n`.
 pub(crate) fn named_event(name: &str, json: &impl Serialize) -> Bytes {
-    // The name comes from the upstream's JSON: a line break in it would forge events of the caller's stream.
-    let name: String = (name.chars())
+    event(format!("event: {}\ndata: ", safe_name(name)).as_bytes(), json)
+}
+
+/// An event's name as written: it comes from the upstream's JSON, and a line break in it would forge events of the
+/// caller's stream.
+fn safe_name(name: &str) -> String {
+    (name.chars())
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect();
-    event(format!("event: {name}\ndata: ").as_bytes(), json)
+        .collect()
 }
 
 /// `head`, `json` written straight into the event's bytes (JSON has no line break of its own), and the blank line

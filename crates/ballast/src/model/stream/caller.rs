@@ -1,5 +1,5 @@
 //! The caller's side of a stream as server-sent events, each API's own way (what the gateway sends):
-//! - chat: each chunk as `data: <json>`, then `data: [DONE]` — or, after a failure, OpenAI's error envelope
+//! - chat: each chunk as `data: <json>` (its data as the upstream sent it), then `data: [DONE]` — or, after a failure, OpenAI's error envelope
 //!   (`data: {"error": {...}}`) as the last event and no `[DONE]`;
 //! - Responses: each event as `event: <type>` and `data: <json>`, as the upstream sent it — or, after a failure,
 //!   an `event: error` numbered after the last event, whose data carries the error's fields (`code`, `message`,
@@ -24,7 +24,7 @@ impl ModelStream<ChatChunk> {
     pub(in crate::model) fn without_usage_chunk(mut self) -> Self {
         self.items = Box::pin(self.items.filter(|item| {
             let usage_only =
-                matches!(item, Ok(Piece::Event(chunk)) if chunk.choices.is_empty() && chunk.usage.is_some());
+                matches!(item, Ok(Piece::Event(chunk, _)) if chunk.choices.is_empty() && chunk.usage.is_some());
             std::future::ready(!usage_only)
         }));
         self
@@ -37,7 +37,7 @@ impl ModelStream<ChatChunk> {
                 return None;
             }
             match items.next().await {
-                Some(Ok(Piece::Event(chunk))) => Some((sse::data_event(&chunk), (items, false))),
+                Some(Ok(Piece::Event(_, data))) => Some((sse::data_as_sent(&data), (items, false))),
                 Some(Ok(Piece::KeepAlive)) => Some((sse::keep_alive(), (items, false))),
                 Some(Err(error)) => {
                     let event = sse::error_event(&error.to_string(), "upstream_error", error.code().as_str());
@@ -57,11 +57,10 @@ impl ModelStream<ResponseEvent> {
                 return None;
             }
             match items.next().await {
-                Some(Ok(Piece::Event(event))) => {
+                Some(Ok(Piece::Event(event, data))) => {
                     let sequence = event.sequence_number().or(last);
-                    let data = Value::Object(event.0);
-                    let kind = data.get("type").and_then(Value::as_str).unwrap_or("message");
-                    Some((sse::named_event(kind, &data), (items, false, sequence)))
+                    let kind = event.0.get("type").and_then(Value::as_str).unwrap_or("message");
+                    Some((sse::named_as_sent(kind, &data), (items, false, sequence)))
                 }
                 Some(Ok(Piece::KeepAlive)) => Some((sse::keep_alive(), (items, false, last))),
                 Some(Err(error)) => {

@@ -186,11 +186,12 @@ impl<E> fmt::Debug for ModelStream<E> {
     }
 }
 
-/// What the reader hands on: an event, or word that the upstream sent a keep-alive (a model thinking), which the
+/// What the reader hands on: an event with its data as the upstream sent it (the caller's side passes that on,
+/// not the event written out again), or word that the upstream sent a keep-alive (a model thinking), which the
 /// caller's side passes on so that its own read timeout does not fire while the upstream is alive.
 #[derive(Debug)]
 pub(super) enum Piece<E> {
-    Event(E),
+    Event(E, String),
     KeepAlive,
 }
 
@@ -315,7 +316,7 @@ impl<E> Stream for ModelStream<E> {
         loop {
             match self.items.as_mut().poll_next(cx) {
                 Poll::Ready(Some(Ok(Piece::KeepAlive))) => {}
-                Poll::Ready(Some(Ok(Piece::Event(event)))) => return Poll::Ready(Some(Ok(event))),
+                Poll::Ready(Some(Ok(Piece::Event(event, _)))) => return Poll::Ready(Some(Ok(event))),
                 Poll::Ready(Some(Err(error))) => return Poll::Ready(Some(Err(error))),
                 Poll::Ready(None) => return Poll::Ready(None),
                 Poll::Pending => return Poll::Pending,
@@ -339,7 +340,7 @@ impl<E> Reader<E> {
                 return None;
             }
             match self.decoder.next_event() {
-                Ok(Some(event)) => match self.on_event(&event) {
+                Ok(Some(event)) => match self.on_event(event) {
                     Some(item) => return item,
                     None => continue,
                 },
@@ -385,20 +386,20 @@ impl<E> Reader<E> {
 
     /// What the stream hands on for `event`: `Some(item)` (an event, the end as `None` inside, a failure), or
     /// `None` to read on.
-    fn on_event(&mut self, event: &str) -> Option<Option<Result<Piece<E>, StreamError>>> {
-        match (self.read)(event) {
+    fn on_event(&mut self, event: String) -> Option<Option<Result<Piece<E>, StreamError>>> {
+        match (self.read)(&event) {
             Read::Item(item, usage) => {
                 if usage.is_some() {
                     self.usage = usage;
                 }
-                Some(Some(Ok(Piece::Event(item))))
+                Some(Some(Ok(Piece::Event(item, event))))
             }
             Read::Last(item, usage) => {
                 if usage.is_some() {
                     self.usage = usage;
                 }
                 self.end_well();
-                Some(Some(Ok(Piece::Event(item))))
+                Some(Some(Ok(Piece::Event(item, event))))
             }
             Read::End => {
                 self.end_well();
