@@ -193,9 +193,9 @@ fn bad_arguments_say_what_is_accepted() {
     }
 }
 
-#[test]
-fn a_short_overhead_run_measures_every_target_without_errors() {
-    let out = ballast(&[
+/// `bench overhead` for one short round at 4 connections with `extra` arguments: its JSON report.
+fn short_overhead_run(extra: &[&str]) -> Value {
+    let mut args = vec![
         "bench",
         "overhead",
         "--rounds",
@@ -205,9 +205,16 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
         "--connections",
         "4",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = ballast(&args);
     assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn a_short_overhead_run_measures_every_target_without_errors() {
+    let report = short_overhead_run(&[]);
     let targets = report["targets"].as_array().expect("targets");
     let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(names[..4], ["direct", "floor", "gateway", "gateway, idempotent"]);
@@ -233,22 +240,7 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
 /// each target, and the report says so.
 #[test]
 fn an_unpaced_overhead_run_streams_through_every_target() {
-    let out = ballast(&[
-        "bench",
-        "overhead",
-        "--rounds",
-        "1",
-        "--seconds",
-        "0.2",
-        "--connections",
-        "4",
-        "--groups",
-        "chat streamed,responses streamed",
-        "--unpaced",
-        "--json",
-    ]);
-    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let report = short_overhead_run(&["--groups", "chat streamed,responses streamed", "--unpaced"]);
     assert_eq!(report["unpaced"], true);
     let targets = report["targets"].as_array().expect("targets");
     assert_eq!(targets.len(), 6, "{targets:?}");

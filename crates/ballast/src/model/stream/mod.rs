@@ -264,16 +264,8 @@ impl<E: Send + 'static> ModelStream<E> {
             permit,
             _slot: slot,
         };
-        let items = futures::stream::unfold(Some(reader), |reader| async move {
-            let mut reader = reader?;
-            match reader.next_item().await {
-                Some(Ok(event)) => Some((Ok(event), Some(reader))),
-                Some(Err(error)) => Some((Err(error), None)),
-                None => None,
-            }
-        });
         ModelStream {
-            items: Box::pin(items),
+            items: reader.into_items(),
             tried,
             deployment: source.deployment,
             status: parts.status.as_u16(),
@@ -322,6 +314,20 @@ impl<E> Stream for ModelStream<E> {
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+impl<E: Send + 'static> Reader<E> {
+    /// What the reader hands on, as a stream that ends after its first failure.
+    fn into_items(self) -> Pin<Box<dyn Stream<Item = Result<Piece<E>, StreamError>> + Send>> {
+        Box::pin(futures::stream::unfold(Some(self), |reader| async move {
+            let mut reader = reader?;
+            match reader.next_item().await {
+                Some(Ok(piece)) => Some((Ok(piece), Some(reader))),
+                Some(Err(error)) => Some((Err(error), None)),
+                None => None,
+            }
+        }))
     }
 }
 

@@ -132,17 +132,8 @@ async fn the_callers_side_passes_each_event_on_as_it_came() {
         ),
         Bytes::from_static(b"data: [DONE]\n\n"),
     ];
-    let reader = reader(frames, 4096, &Arc::new(AtomicUsize::new(0)));
-    let items = futures::stream::unfold(Some(reader), |reader| async move {
-        let mut reader = reader?;
-        match reader.next_item().await {
-            Some(Ok(piece)) => Some((Ok(piece), Some(reader))),
-            Some(Err(error)) => Some((Err(error), None)),
-            None => None,
-        }
-    });
     let stream = ModelStream {
-        items: Box::pin(items),
+        items: reader(frames, 4096, &Arc::new(AtomicUsize::new(0))).into_items(),
         tried: Arc::new(Tried::default()),
         deployment: "agent[0] m".into(),
         status: 200,
