@@ -121,6 +121,42 @@ impl IdempotencyKey {
         IdempotencyKey::from_uuid(Uuid::new_v5(&IdempotencyKey::NAMESPACE, &name))
     }
 
+    /// The UUIDv5 namespace of [`for_principal`](IdempotencyKey::for_principal) keys. Fixed forever, like
+    /// [`NAMESPACE`](IdempotencyKey::NAMESPACE): changing it would send every operation's retry to its upstream
+    /// under a new key.
+    pub const PRINCIPAL_NAMESPACE: Uuid = Uuid::from_u128(0xd5f4_8ff3_cd84_46d0_b576_fe32_837e_575d);
+
+    /// The key an upstream is sent for the operation this key names on behalf of `principal`: a UUIDv5 in
+    /// [`PRINCIPAL_NAMESPACE`](IdempotencyKey::PRINCIPAL_NAMESPACE) of the principal's name and the key,
+    /// hyphenated lowercase (36 characters).
+    ///
+    /// Why: a gateway serves several principals through one upstream account, and an upstream deduplicates by
+    /// key alone. Sent verbatim, two principals' keys share one key space there — principal B reusing A's key
+    /// (`"dev"`, `"order-1234"`) gets A's refund back as its own while nothing ran for it, or A's stored error.
+    /// Scoped, the upstream sees one key per (principal, key): the same after a restart and after the
+    /// principal's API key is rotated (its name is the input, never its secret), different for two principals,
+    /// and never the caller's raw key (which may carry what the caller put in it).
+    ///
+    /// The UUID's name is the principal's UTF-8 length (8 bytes, big-endian) followed by its bytes, then the
+    /// key's bytes: `("a", "bc")` and `("ab", "c")` name different keys. Fixed forever, like the namespace.
+    ///
+    /// ```
+    /// use ballast_core::IdempotencyKey;
+    ///
+    /// let key: IdempotencyKey = "order-1234".parse().unwrap();
+    /// assert_eq!(key.for_principal("agents"), key.for_principal("agents"));
+    /// assert_ne!(key.for_principal("agents"), key.for_principal("other"));
+    /// assert_eq!(key.for_principal("agents").as_str().len(), 36);
+    /// ```
+    pub fn for_principal(&self, principal: &str) -> IdempotencyKey {
+        let mut name = Vec::with_capacity(8 + principal.len() + self.0.len());
+        // usize -> u64 is lossless on every platform Rust supports (pointers are at most 64 bits).
+        name.extend_from_slice(&(principal.len() as u64).to_be_bytes());
+        name.extend_from_slice(principal.as_bytes());
+        name.extend_from_slice(self.0.as_bytes());
+        IdempotencyKey::from_uuid(Uuid::new_v5(&IdempotencyKey::PRINCIPAL_NAMESPACE, &name))
+    }
+
     /// The key as sent in the `Idempotency-Key` header.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -338,7 +374,36 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_principals_key_is_pinned_and_its_encoding_keeps_principal_and_key_apart() {
+        // Pinned like the derived key: if this changes, every retry after an upgrade reaches its upstream under a
+        // new key and runs again. Do not "fix" the expected value.
+        assert_eq!(
+            IdempotencyKey::PRINCIPAL_NAMESPACE.to_string(),
+            "d5f48ff3-cd84-46d0-b576-fe32837e575d"
+        );
+        let key = IdempotencyKey::parse("dev").unwrap().for_principal("agents");
+        assert_eq!(key.as_str(), "b09b4960-e6c4-56a2-81e2-c05fa06d02bc");
+        let uuid = Uuid::parse_str(key.as_str()).unwrap();
+        assert_eq!(uuid.get_version(), Some(uuid::Version::Sha1));
+        let scoped = |principal: &str, key: &str| IdempotencyKey::parse(key).unwrap().for_principal(principal);
+        assert_ne!(scoped("a", "bc"), scoped("ab", "c"));
+        assert_ne!(scoped("agents", "dev"), scoped("other", "dev"));
+        assert_ne!(scoped("agents", "dev"), scoped("agents", "dev2"));
+    }
+
     proptest! {
+        #[test]
+        fn a_principals_keys_are_valid_and_distinct_per_principal_and_key(
+            a in ("[A-Za-z0-9_-]{1,8}", "[!-~]{1,40}"),
+            b in ("[A-Za-z0-9_-]{1,8}", "[!-~]{1,40}"),
+        ) {
+            let key_a = IdempotencyKey::parse(&a.1).unwrap().for_principal(&a.0);
+            let key_b = IdempotencyKey::parse(&b.1).unwrap().for_principal(&b.0);
+            prop_assert_eq!(IdempotencyKey::parse(key_a.as_str()), Ok(key_a.clone()));
+            prop_assert_eq!(key_a == key_b, a == b);
+        }
+
         #[test]
         fn derived_keys_are_valid_and_distinct_per_input(
             a in (".{0,8}", ".{0,8}", ".{0,8}", any::<u32>()),

@@ -278,7 +278,9 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         call = call.step(step.as_str(), *ordinal);
     }
     if let Some(key) = &prepared.key {
-        call = call.idempotency_key(key.clone());
+        // The upstream's key is the principal's own (`IdempotencyKey::for_principal`): an upstream account shared
+        // by several principals never sees two principals' operations under one key.
+        call = call.idempotency_key(key.for_principal(&prepared.owner));
     }
     if let Some(priority) = inbound.priority {
         call = call.priority(priority);
