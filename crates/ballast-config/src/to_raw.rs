@@ -38,6 +38,10 @@ impl From<&Config> for RawConfig {
                 grace: duration(s.grace),
                 drain_delay: duration(s.drain_delay),
                 max_retry_after: duration(s.max_retry_after),
+                header_timeout: duration(s.header_timeout),
+                body_timeout: duration(s.body_timeout),
+                idle_timeout: duration(s.idle_timeout),
+                max_connections: Some(i64::from(s.max_connections)),
             },
             principals: (config.principals.iter())
                 .map(|p| {
@@ -62,6 +66,8 @@ impl From<&Config> for RawConfig {
                 retry_allowance: Some(i64::from(config.run.retry_allowance)),
                 retry_allowance_per_call: Some(config.run.retry_allowance_per_call),
                 ttl: duration(config.run.ttl),
+                max_runs: Some(i64::from(config.run.max_runs)),
+                max_runs_per_principal: Some(i64::from(config.run.max_runs_per_principal)),
             },
             models: config.models.iter().map(raw_model).collect(),
             tools: config.tools.iter().map(raw_tool).collect(),

@@ -40,9 +40,18 @@ pub(crate) struct Caller {
     pub(crate) admin: bool,
 }
 
-/// Why a request was not authenticated (the answer does not say which).
-#[derive(Debug)]
-pub(crate) struct Unauthenticated;
+/// Why a request was not authenticated.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Unauthenticated {
+    /// No key, or a key no principal has: 401, and the answer does not say which.
+    Refused,
+    /// A credential header came more than once: which one counts is the reader's guess (a proxy may add one,
+    /// another reader may take the last), so the request is refused (400) rather than answered as either.
+    Repeated {
+        /// The header.
+        header: &'static str,
+    },
+}
 
 impl Principals {
     /// The principals of `config`, their keys read from `env`.
@@ -92,7 +101,7 @@ impl Principals {
                 admin: true,
             });
         }
-        let presented = presented_key(headers).ok_or(Unauthenticated)?;
+        let presented = presented_key(headers)?;
         let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
         // Every digest is compared, whatever matched first: the time taken says nothing.
         let mut found: Option<&Known> = None;
@@ -106,23 +115,35 @@ impl Principals {
                 principal: known.principal.clone(),
                 admin: known.admin,
             })
-            .ok_or(Unauthenticated)
+            .ok_or(Unauthenticated::Refused)
     }
 }
 
+/// The headers a key may come in, in the order they are read.
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "api-key", "x-api-key"];
+
 /// The key a request presents: `Authorization: Bearer <key>`, else `api-key` (Azure OpenAI's), else `x-api-key`.
-fn presented_key(headers: &HeaderMap) -> Option<Arc<str>> {
-    if let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        let (scheme, key) = value.trim().split_once(' ')?;
-        return (scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty())
-            .then(|| Arc::from(key.trim()));
-    }
-    ["api-key", "x-api-key"]
+/// Any of them sent twice is refused, whatever the values.
+fn presented_key(headers: &HeaderMap) -> Result<Arc<str>, Unauthenticated> {
+    if let Some(header) = CREDENTIAL_HEADERS
         .into_iter()
-        .find_map(|name| headers.get(name).and_then(|v| v.to_str().ok()))
+        .find(|name| headers.get_all(*name).iter().nth(1).is_some())
+    {
+        return Err(Unauthenticated::Repeated { header });
+    }
+    if let Some(value) = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let (scheme, key) = value.trim().split_once(' ').ok_or(Unauthenticated::Refused)?;
+        return (scheme.eq_ignore_ascii_case("bearer") && !key.trim().is_empty())
+            .then(|| Arc::from(key.trim()))
+            .ok_or(Unauthenticated::Refused);
+    }
+    CREDENTIAL_HEADERS[1..]
+        .iter()
+        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
         .map(str::trim)
         .filter(|key| !key.is_empty())
         .map(Arc::from)
+        .ok_or(Unauthenticated::Refused)
 }
 
 /// 64 hex digits as 32 bytes.
@@ -205,6 +226,25 @@ mod tests {
             );
         }
         assert!(principals.authenticate(&HeaderMap::new()).is_err());
+    }
+
+    /// Regression: with two `Authorization` headers the first counted.
+    #[test]
+    fn a_credential_header_sent_twice_is_refused_whatever_its_values() {
+        let principals = principals();
+        for (name, first, second) in [
+            ("authorization", "Bearer agents-secret", "Bearer wrong"),
+            ("authorization", "Bearer wrong", "Bearer agents-secret"),
+            ("x-api-key", "agents-secret", "agents-secret"),
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.append(name, HeaderValue::from_str(first).unwrap());
+            headers.append(name, HeaderValue::from_str(second).unwrap());
+            assert!(matches!(
+                principals.authenticate(&headers),
+                Err(Unauthenticated::Repeated { header }) if header == name
+            ));
+        }
     }
 
     #[test]

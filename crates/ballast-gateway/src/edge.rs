@@ -18,6 +18,7 @@ use tower::{Layer, Service};
 use tracing::Instrument as _;
 
 use crate::Gateway;
+use crate::auth::Unauthenticated;
 use crate::error::{AppError, OpenAiError};
 
 /// A boxed answer.
@@ -116,10 +117,18 @@ where
                 request.extensions_mut().insert(caller);
                 Box::pin(self.inner.call(request))
             }
-            Err(_) if self.openai => Box::pin(std::future::ready(Ok(
-                OpenAiError(AppError::Unauthorized).into_response()
-            ))),
-            Err(_) => Box::pin(std::future::ready(Ok(AppError::Unauthorized.into_response()))),
+            Err(refused) => {
+                let error = match refused {
+                    Unauthenticated::Refused => AppError::Unauthorized,
+                    Unauthenticated::Repeated { header } => AppError::HeaderRepeated { header },
+                };
+                let response = if self.openai {
+                    OpenAiError(error).into_response()
+                } else {
+                    error.into_response()
+                };
+                Box::pin(std::future::ready(Ok(response)))
+            }
         }
     }
 }

@@ -25,6 +25,8 @@ pub(crate) enum AppError {
     NotFound { path: String },
     /// No such tool.
     UnknownTool { name: String, tools: Vec<String> },
+    /// A tool's name percent-encoded in the path (`/v1/tools/lookup%5Forder`): names are matched as written.
+    EncodedToolName { written: String, name: String },
     /// No model route of this name (a model request's `model`).
     UnknownModel { name: String, models: Vec<String> },
     /// A model request the gateway cannot serve as sent: not the API's body, or a `model` no deployment of the
@@ -38,6 +40,8 @@ pub(crate) enum AppError {
         value: String,
         expected: String,
     },
+    /// A header the gateway reads once came more than once: which value counts would be a guess.
+    HeaderRepeated { header: &'static str },
     /// `ballast-step-id` without `ballast-run-id`.
     StepWithoutRun,
     /// A side-effecting tool called with neither an `Idempotency-Key` nor a run and step to derive one.
@@ -48,6 +52,10 @@ pub(crate) enum AppError {
     BodyTooLarge { limit: u64 },
     /// The body could not be read.
     BodyUnreadable,
+    /// The body did not arrive within `server.body_timeout` (the request's deadline, when shorter, is a 504).
+    BodyTimeout { timeout: Duration },
+    /// The JSON body names a member twice in one object.
+    DuplicateMember { name: String },
     /// The body is not JSON.
     MalformedJson {
         line: usize,
@@ -78,7 +86,9 @@ impl AppError {
             ),
             AppError::Forbidden => (StatusCode::FORBIDDEN, "forbidden", "Admin principal required"),
             AppError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found", "No such endpoint"),
-            AppError::UnknownTool { .. } => (StatusCode::NOT_FOUND, "unknown_tool", "No such tool"),
+            AppError::UnknownTool { .. } | AppError::EncodedToolName { .. } => {
+                (StatusCode::NOT_FOUND, "unknown_tool", "No such tool")
+            }
             AppError::UnknownModel { .. } => (StatusCode::NOT_FOUND, "model_not_found", "No such model"),
             AppError::InvalidRequest { .. } => (
                 StatusCode::BAD_REQUEST,
@@ -91,6 +101,7 @@ impl AppError {
                 "Method not allowed",
             ),
             AppError::BadHeader { .. } => (StatusCode::BAD_REQUEST, "invalid_header", "Header unreadable"),
+            AppError::HeaderRepeated { .. } => (StatusCode::BAD_REQUEST, "invalid_header", "Header repeated"),
             AppError::StepWithoutRun => (
                 StatusCode::BAD_REQUEST,
                 "step_without_run",
@@ -116,7 +127,17 @@ impl AppError {
                 "body_unreadable",
                 "Request body unreadable",
             ),
+            AppError::BodyTimeout { .. } => (
+                StatusCode::REQUEST_TIMEOUT,
+                "body_timeout",
+                "Request body too slow",
+            ),
             AppError::MalformedJson { .. } => (StatusCode::BAD_REQUEST, "malformed_json", "Body is not JSON"),
+            AppError::DuplicateMember { .. } => (
+                StatusCode::BAD_REQUEST,
+                "json_duplicate_member",
+                "JSON member named twice",
+            ),
             AppError::Call { code, status, .. } => (*status, code.as_str(), code_title(*code)),
             AppError::OutcomeUnknown { .. } => (
                 StatusCode::BAD_GATEWAY,
@@ -151,6 +172,10 @@ impl AppError {
                     tools.join(", ")
                 }
             ),
+            AppError::EncodedToolName { written, name } => format!(
+                "no tool is served at /v1/tools/{written}: a tool's name is matched as written in the path, and this \
+                 one is percent-encoded; call /v1/tools/{name}"
+            ),
             AppError::UnknownModel { name, models } => format!(
                 "no model route named {name:?} is configured; the models are: {}",
                 if models.is_empty() {
@@ -168,6 +193,10 @@ impl AppError {
             } => {
                 format!("{header}: {value:?} is not {expected}; fix or drop the header")
             }
+            AppError::HeaderRepeated { header } => format!(
+                "{header} came more than once: which value counts would be a guess (readers disagree), so the request \
+                 was refused; send it once"
+            ),
             AppError::StepWithoutRun => {
                 "ballast-step-id was sent without ballast-run-id: steps of two agent \
                 requests would share keys; send the run id (one per agent request) with every call of the run"
@@ -185,6 +214,15 @@ impl AppError {
                 format!("the body is over server.body_limit ({limit} bytes); nothing was sent")
             }
             AppError::BodyUnreadable => "the request body could not be read; nothing was sent".to_owned(),
+            AppError::BodyTimeout { timeout } => format!(
+                "the request body did not arrive within server.body_timeout ({} ms); nothing was sent",
+                timeout.as_millis()
+            ),
+            AppError::DuplicateMember { name } => format!(
+                "the JSON body names the member {name:?} twice in one object; readers disagree on which value counts \
+                 (the gateway, the upstream and a replay could each take another), so send each name once; nothing \
+                 was sent"
+            ),
             AppError::MalformedJson { line, column, reason } => format!(
                 "the body must be the tool's JSON arguments: {reason} at line {line}, column {column}; nothing was sent"
             ),
@@ -341,6 +379,11 @@ impl AppError {
             }
             AppError::MethodNotAllowed { allowed } => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allowed));
+            }
+            // Answered before the body was read (or while it was still arriving): the connection cannot carry
+            // another request, and keeping it open would leave the rest of the body to a reader nobody runs.
+            AppError::BodyTooLarge { .. } | AppError::BodyTimeout { .. } => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             AppError::Call {
                 shed: Some(reason), ..

@@ -96,6 +96,10 @@ fn fully_populated() -> RawConfig {
             grace: text("5s"),
             drain_delay: text("2s"),
             max_retry_after: text("30s"),
+            header_timeout: text("5s"),
+            body_timeout: text("20s"),
+            idle_timeout: text("90s"),
+            max_connections: Some(2000),
         },
         principals: vec![
             RawPrincipal {
@@ -121,6 +125,8 @@ fn fully_populated() -> RawConfig {
             retry_allowance: Some(5),
             retry_allowance_per_call: Some(1.0),
             ttl: text("15m"),
+            max_runs: Some(20_000),
+            max_runs_per_principal: Some(5_000),
         },
         models: vec![
             RawModel {

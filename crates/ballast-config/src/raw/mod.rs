@@ -96,6 +96,18 @@ pub struct RawServer {
     /// Longest `Retry-After` waited for (`"60s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_retry_after: Option<HumanValue>,
+    /// Time a connection has to send a request's headers (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header_timeout: Option<HumanValue>,
+    /// Time a request has to send its whole body (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_timeout: Option<HumanValue>,
+    /// How long a kept-alive connection may wait for its next request (`"75s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<HumanValue>,
+    /// Open connections at most on `listen` (`4096`, lowered to fit the file limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<i64>,
 }
 
 /// One `[[principals]]` entry.
@@ -144,6 +156,12 @@ pub struct RawRun {
     /// How long a run's state is kept after its last call (`"10m"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl: Option<HumanValue>,
+    /// Runs remembered at most, all principals together (`50000`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runs: Option<i64>,
+    /// Runs remembered at most for one principal (`10000`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_runs_per_principal: Option<i64>,
 }
 
 /// One `[[models]]` entry: a model route.

@@ -88,7 +88,39 @@ pub struct ServerConfig {
     pub drain_delay: Duration,
     /// Longest upstream `Retry-After` that is waited for; longer stops the call (default 60 s).
     pub max_retry_after: Duration,
+    /// Time a connection has to send a request's headers, counted from the request's first byte (or, for a
+    /// new connection, from its accept) (default [`DEFAULT_HEADER_TIMEOUT`]; more than zero).
+    pub header_timeout: Duration,
+    /// Time a request has to send its whole body, counted from its headers; the request's deadline bounds it
+    /// too (default [`DEFAULT_BODY_TIMEOUT`]; more than zero).
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request (default [`DEFAULT_IDLE_TIMEOUT`]; more
+    /// than zero).
+    pub idle_timeout: Duration,
+    /// Open connections at most on `listen`; lowered at start to fit the process's file limit (default
+    /// [`DEFAULT_MAX_CONNECTIONS`]; at least 1).
+    pub max_connections: u32,
 }
+
+/// Default `server.header_timeout`: 10 s. An SDK sends its headers in one packet; 10 s tolerates a congested
+/// link and frees a connection that trickles its headers (slowloris) six times sooner than nginx's 60 s.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `server.body_timeout`: 10 s for the whole body (the request's deadline, when shorter, bounds it
+/// first). The largest body accepted, 8 MiB, takes under 7 s at 10 Mbit/s; a tool call's arguments take
+/// milliseconds.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default `server.idle_timeout`: 75 s, nginx's `keepalive_timeout`. Longer than the idle timeout of the load
+/// balancers commonly in front (AWS ALB: 60 s), so that they close an idle connection first: one the gateway
+/// closed while a balancer sent on it would be a 502 at the balancer.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// Default `server.max_connections`: 4096. A crowd of agents each holding a few kept-alive connections fits;
+/// when it is full, the connection idle the longest is closed to admit a new one, so idle sockets never lock
+/// callers out. Lowered at start to what the file limit (`ulimit -n`) leaves after the upstreams, the store and
+/// the admin listener.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 4096;
 
 /// Default `server.body_limit`: 8 MiB, the largest request body accepted and answer read.
 pub const DEFAULT_BODY_LIMIT: u64 = 8 << 20;
@@ -111,6 +143,10 @@ impl Default for ServerConfig {
             grace: Duration::from_secs(10),
             drain_delay: DEFAULT_DRAIN_DELAY,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -256,7 +292,22 @@ pub struct RunConfig {
     /// How long a run's state (deadline, allowance) is kept after its last call (default 10 min; at least
     /// `server.max_timeout`, so a run cannot be forgotten while its deadline still holds).
     pub ttl: Duration,
+    /// Runs remembered at most, all principals together (default [`DEFAULT_MAX_RUNS`]; at least 1). Past it
+    /// the runs used least recently are forgotten.
+    pub max_runs: u32,
+    /// Runs remembered at most for one principal (default [`DEFAULT_MAX_RUNS_PER_PRINCIPAL`]; at least 1, at
+    /// most `max_runs`): one principal's flood of run ids evicts its own oldest runs, not another's.
+    pub max_runs_per_principal: u32,
 }
+
+/// Default `run.max_runs`: 50 000 runs, a few tens of MiB at most. Runs are forgotten least recently used
+/// first, and a run in use is used recently: at 100 agent requests a second the runs forgotten are those idle
+/// for over eight minutes.
+pub const DEFAULT_MAX_RUNS: u32 = 50_000;
+
+/// Default `run.max_runs_per_principal`: 10 000: a principal whose calls name a new run id each time (or a
+/// hostile one) forgets its own oldest runs, never another principal's.
+pub const DEFAULT_MAX_RUNS_PER_PRINCIPAL: u32 = 10_000;
 
 impl Default for RunConfig {
     fn default() -> Self {
@@ -264,6 +315,8 @@ impl Default for RunConfig {
             retry_allowance: DEFAULT_RUN_ALLOWANCE,
             retry_allowance_per_call: DEFAULT_RUN_ALLOWANCE_SHARE,
             ttl: Duration::from_secs(600),
+            max_runs: DEFAULT_MAX_RUNS,
+            max_runs_per_principal: DEFAULT_MAX_RUNS_PER_PRINCIPAL,
         }
     }
 }

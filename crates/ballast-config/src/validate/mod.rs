@@ -25,7 +25,7 @@ use text::{IDENT_RULE, has_password, is_ident, redact};
 
 use crate::error::{ConfigErrors, Problem};
 use crate::format_duration;
-use crate::raw::{RawConfig, RawPrincipal, RawRun, RawServer, RawStore, SCHEMA_VERSION};
+use crate::raw::{HumanValue, RawConfig, RawPrincipal, RawRun, RawServer, RawStore, SCHEMA_VERSION};
 use crate::typed::{
     Config, Principal, PrincipalKey, RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation,
 };
@@ -91,7 +91,29 @@ impl Checker {
             d.max_retry_after,
             DurationRule::Any,
         );
+        let timeout = |c: &mut Self, key: &str, raw: Option<&HumanValue>, default: Duration| {
+            c.duration(&format!("server.{key}"), raw, default, DurationRule::Positive)
+                .unwrap_or(default)
+        };
+        let header_timeout = timeout(
+            self,
+            "header_timeout",
+            raw.header_timeout.as_ref(),
+            d.header_timeout,
+        );
+        let body_timeout = timeout(self, "body_timeout", raw.body_timeout.as_ref(), d.body_timeout);
+        let idle_timeout = timeout(self, "idle_timeout", raw.idle_timeout.as_ref(), d.idle_timeout);
+        let max_connections = self.int(
+            "server.max_connections",
+            raw.max_connections,
+            d.max_connections,
+            1,
+        );
         ServerConfig {
+            header_timeout,
+            body_timeout,
+            idle_timeout,
+            max_connections: max_connections.unwrap_or(d.max_connections),
             listen: listen.unwrap_or(d.listen),
             admin_listen,
             default_timeout: deadline.default_timeout.unwrap_or(d.default_timeout),
@@ -301,7 +323,27 @@ impl Checker {
                 max,
             );
         }
+        let max_runs = self.int("run.max_runs", raw.max_runs, d.max_runs, 1);
+        let per_principal = self.int(
+            "run.max_runs_per_principal",
+            raw.max_runs_per_principal,
+            d.max_runs_per_principal.min(max_runs.unwrap_or(d.max_runs)),
+            1,
+        );
+        if let (Some(total), Some(each)) = (max_runs, per_principal)
+            && each > total
+        {
+            self.relation(
+                "run.max_runs_per_principal",
+                each.to_string(),
+                "at most",
+                "run.max_runs",
+                total.to_string(),
+            );
+        }
         RunConfig {
+            max_runs: max_runs.unwrap_or(d.max_runs),
+            max_runs_per_principal: per_principal.unwrap_or(d.max_runs_per_principal),
             retry_allowance: allowance.unwrap_or(d.retry_allowance),
             retry_allowance_per_call: per_call.unwrap_or(d.retry_allowance_per_call),
             ttl: ttl.unwrap_or(d.ttl),

@@ -94,6 +94,33 @@ fn server_store_and_run_defaults() {
     assert_eq!(c.store.retention, secs(24 * 3600));
     assert_eq!(c.run.retry_allowance, 3);
     assert_eq!(c.run.ttl, secs(600));
+    assert_eq!(
+        (c.server.header_timeout, c.server.body_timeout, c.server.idle_timeout),
+        (secs(10), secs(10), secs(75))
+    );
+    assert_eq!(c.server.max_connections, 4096);
+    assert_eq!((c.run.max_runs, c.run.max_runs_per_principal), (50_000, 10_000));
+}
+
+#[test]
+fn connection_and_run_limits_are_checked() {
+    for key in ["header_timeout", "body_timeout", "idle_timeout"] {
+        assert_eq!(
+            error(&format!("[server]\n{key} = \"0s\"")),
+            format!("server.{key}: \"0s\" must be more than zero")
+        );
+    }
+    assert!(error("[server]\nmax_connections = 0").starts_with("server.max_connections: 0 must be at least 1"));
+    assert!(error("[run]\nmax_runs = 0").starts_with("run.max_runs: 0 must be at least 1"));
+    assert_eq!(
+        error("[run]\nmax_runs = 100\nmax_runs_per_principal = 200"),
+        "run.max_runs_per_principal: 200 must be at most run.max_runs (100)"
+    );
+    // Left out, the per-principal cap is at most the total.
+    let c = load("[run]\nmax_runs = 100").unwrap();
+    assert_eq!((c.run.max_runs, c.run.max_runs_per_principal), (100, 100));
+    let c = load("[server]\nheader_timeout = \"2s\"\nmax_connections = 10").unwrap();
+    assert_eq!((c.server.header_timeout, c.server.max_connections), (secs(2), 10));
 }
 
 #[test]
