@@ -55,17 +55,31 @@ async fn two_principals_with_one_caller_key_are_two_operations_at_the_upstream()
     let mut answers = Vec::new();
     for auth in [DEV, OTHER] {
         let headers = [("authorization", auth), ("idempotency-key", "dev")];
-        let (status, headers, body) = read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
+        let (status, headers, body) =
+            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
         assert_eq!(status, 200, "{body}");
-        assert_eq!(header(&headers, "idempotent-replayed"), "", "{auth}: its own execution, not a replay");
-        assert_eq!(header(&headers, "ballast-idempotency-key"), "dev", "the caller's key, as it sent it");
+        assert_eq!(
+            header(&headers, "idempotent-replayed"),
+            "",
+            "{auth}: its own execution, not a replay"
+        );
+        assert_eq!(
+            header(&headers, "ballast-idempotency-key"),
+            "dev",
+            "the caller's key, as it sent it"
+        );
         answers.push(body);
     }
-    assert_eq!(executions(&upstream, "r-shared").await, 2, "each principal's refund ran once");
+    assert_eq!(
+        executions(&upstream, "r-shared").await,
+        2,
+        "each principal's refund ran once"
+    );
     // Each principal's retry replays its own answer.
     for (auth, first) in [DEV, OTHER].iter().zip(&answers) {
         let headers = [("authorization", *auth), ("idempotency-key", "dev")];
-        let (status, headers, body) = read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
+        let (status, headers, body) =
+            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
         assert_eq!((status, header(&headers, "idempotent-replayed")), (200, "true"));
         assert_eq!(&body, first);
     }
@@ -85,7 +99,8 @@ async fn two_principals_with_one_run_and_step_are_two_operations_at_the_upstream
             ("ballast-run-id", "run-1"),
             ("ballast-step-id", "refund"),
         ];
-        let (status, headers, body) = read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
+        let (status, headers, body) =
+            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
         assert_eq!(status, 200, "{body}");
         assert_eq!(header(&headers, "idempotent-replayed"), "");
     }
@@ -100,7 +115,12 @@ async fn the_upstream_sees_the_principals_own_key_the_same_after_a_restart() {
     let upstream = chaos("").await;
     let gateway = start_tenants(&upstream);
     let client = client();
-    let seen = |echoed: &Value| echoed["headers"]["idempotency-key"][0].as_str().unwrap_or_default().to_owned();
+    let seen = |echoed: &Value| {
+        echoed["headers"]["idempotency-key"][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
     let send = |gateway: &Gateway, auth: &'static str| {
         let (client, url) = (client.clone(), gateway.url("/v1/tools/echo_write"));
         async move {
@@ -128,7 +148,10 @@ async fn the_upstream_sees_the_principals_own_key_the_same_after_a_restart() {
     assert_eq!(gateway.wait_for_exit(), Some(0));
     for entry in std::fs::read_dir(gateway.dir()).expect("the gateway's directory") {
         let path = entry.expect("an entry").path();
-        if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("ballast.db")) {
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("ballast.db"))
+        {
             std::fs::remove_file(path).expect("the store is removed");
         }
     }

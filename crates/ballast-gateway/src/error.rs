@@ -12,7 +12,10 @@ use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::headers::{BALLAST_CODE, BALLAST_OUTCOME, BALLAST_SHED, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::headers::{
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_SHED, RETRY_AFTER_MS,
+    X_SHOULD_RETRY,
+};
 
 /// Why the gateway answered without an upstream answer to pass on.
 #[derive(Debug)]
@@ -404,6 +407,55 @@ impl AppError {
         }
         response
     }
+}
+
+/// A call refused before anything was claimed or sent: the error, and the call's deadline once it was read
+/// (its answer then says `ballast-remaining-ms`, as every answer of a call does).
+#[derive(Debug)]
+pub(crate) struct Refused {
+    pub(crate) error: AppError,
+    pub(crate) deadline: Option<ballast::Deadline>,
+}
+
+impl From<AppError> for Refused {
+    fn from(error: AppError) -> Self {
+        Refused {
+            error,
+            deadline: None,
+        }
+    }
+}
+
+impl Refused {
+    /// The refusal as problem+json (the tool routes).
+    pub(crate) fn into_problem(self) -> Response {
+        refusal(self.error.into_response(), self.deadline.as_ref())
+    }
+
+    /// The refusal OpenAI-style (the model routes).
+    pub(crate) fn into_openai(self) -> Response {
+        refusal(OpenAiError(self.error).into_response(), self.deadline.as_ref())
+    }
+}
+
+/// `ballast-remaining-ms`: what is left of `deadline` now (whether the agent's next step still fits).
+pub(crate) fn insert_remaining(headers: &mut http::HeaderMap, deadline: &ballast::Deadline) {
+    let remaining = deadline.remaining(ballast::clock::now());
+    headers.insert(
+        BALLAST_REMAINING_MS,
+        HeaderValue::from(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
+    );
+}
+
+/// The answer to a call refused before anything was claimed or sent: `ballast-attempts: 0` and, once the call's
+/// deadline was read (not for an unreadable header or a wrong method), `ballast-remaining-ms`.
+pub(crate) fn refusal(mut response: Response, deadline: Option<&ballast::Deadline>) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(BALLAST_ATTEMPTS, HeaderValue::from_static("0"));
+    if let Some(deadline) = deadline {
+        insert_remaining(headers, deadline);
+    }
+    response
 }
 
 /// OpenAI's error envelope with `status`: `type` is `invalid_request_error` for a 4xx (`rate_limit_error` for a

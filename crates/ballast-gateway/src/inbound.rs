@@ -54,12 +54,7 @@ impl Inbound {
             return Err(AppError::StepWithoutRun);
         }
         let step = step_id.map(|step| (step, ordinal.unwrap_or(0)));
-        let key = match one(headers, &IDEMPOTENCY_KEY, "Idempotency-Key")? {
-            None => None,
-            Some(value) => Some(IdempotencyKey::parse(value).map_err(|e| AppError::KeyInvalid {
-                reason: e.to_string(),
-            })?),
-        };
+        let key = read_key(headers)?;
         let priority = match one(headers, &BALLAST_PRIORITY, "ballast-priority")? {
             None => None,
             Some(value) => Some(value.parse::<Priority>().map_err(|_| AppError::BadHeader {
@@ -99,6 +94,33 @@ impl Inbound {
             _ => None,
         })
     }
+}
+
+/// A call's deadline, as every route settles it: `bound` (the deadline headers that bound this kind of call)
+/// from `now`, else the deadline of the caller's run (`owner`'s run of that id), else `fallback` from `now` —
+/// and never later than the run's; with the server's reserve and least attempt.
+pub(crate) fn call_deadline(
+    gateway: &crate::Gateway,
+    owner: &str,
+    inbound: &Inbound,
+    bound: Option<Duration>,
+    fallback: Duration,
+    now: ballast_core::Instant,
+) -> ballast_core::Deadline {
+    use ballast_core::Deadline;
+    let server = &gateway.inner.config.server;
+    let run_deadline = (inbound.run_id.as_ref())
+        .and_then(|id| gateway.inner.runs.get_owned(Some(owner), id, now).deadline());
+    let mut deadline = bound
+        .map(|t| Deadline::after(now, t))
+        .or(run_deadline)
+        .unwrap_or_else(|| Deadline::after(now, fallback));
+    if let Some(run) = run_deadline {
+        deadline = deadline.earliest(&run);
+    }
+    deadline
+        .with_reserve(server.reserve)
+        .with_min_attempt(server.min_attempt)
 }
 
 /// The smallest deadline header of each kind, each capped by `max_timeout`.
@@ -168,6 +190,26 @@ fn bounds_run(header: DeadlineHeader) -> bool {
         header,
         DeadlineHeader::BallastTimeoutMs | DeadlineHeader::GrpcTimeout
     )
+}
+
+/// The caller's `Idempotency-Key`: any way it breaks the rules — non-ASCII, too long, empty, sent twice — is
+/// `idempotency_key_invalid`, as docs/gateway.md says, saying which.
+fn read_key(headers: &HeaderMap) -> Result<Option<IdempotencyKey>, AppError> {
+    let mut values = headers.get_all(&IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(AppError::KeyInvalid {
+            reason: "Idempotency-Key came more than once".to_owned(),
+        });
+    }
+    // A value with bytes outside visible ASCII is not a `str`: read lossily, the key's rule names the character.
+    IdempotencyKey::parse(&String::from_utf8_lossy(value.as_bytes()))
+        .map(Some)
+        .map_err(|e| AppError::KeyInvalid {
+            reason: e.to_string(),
+        })
 }
 
 /// A header sent at most once, as text.
@@ -287,8 +329,27 @@ mod tests {
         ));
         assert!(matches!(
             read(&[("idempotency-key", "a"), ("idempotency-key", "b")]),
-            Err(AppError::BadHeader { .. })
+            Err(AppError::KeyInvalid { .. })
         ));
+    }
+
+    /// Regression: a key with a byte outside ASCII answered `invalid_header`, where docs/gateway.md says
+    /// `idempotency_key_invalid`.
+    #[test]
+    fn every_malformed_key_is_idempotency_key_invalid() {
+        let mut headers = HeaderMap::new();
+        headers.insert("idempotency-key", HeaderValue::from_bytes(b"k\xe9y").unwrap());
+        let err = Inbound::read(&headers, &ServerConfig::default()).unwrap_err();
+        assert!(
+            matches!(&err, AppError::KeyInvalid { reason } if reason.contains("U+FFFD")),
+            "{err:?}"
+        );
+        for value in ["", "has space", &"k".repeat(256)] {
+            let mut headers = HeaderMap::new();
+            headers.insert("idempotency-key", HeaderValue::from_str(value).unwrap());
+            let err = Inbound::read(&headers, &ServerConfig::default()).unwrap_err();
+            assert!(matches!(err, AppError::KeyInvalid { .. }), "{value:?}: {err:?}");
+        }
     }
 
     #[test]

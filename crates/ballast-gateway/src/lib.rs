@@ -25,6 +25,7 @@
 mod admin;
 mod app;
 mod auth;
+mod body;
 mod edge;
 mod error;
 mod headers;

@@ -87,28 +87,43 @@ async fn readiness_fails_once_draining_and_liveness_does_not() {
 
 /// A tool's answer goes on as the upstream sent it, bytes untouched: JSON as `application/json` (a JSON string
 /// included), anything else as text, an empty body as empty JSON — decided without parsing it into a value.
+/// Regression: an upstream's non-JSON answer lost its content type (it became `text/plain`). An answer's type is
+/// the upstream's; one that names none is named from its bytes.
 #[tokio::test]
-async fn a_tool_answer_goes_on_as_it_came_json_or_text() {
+async fn a_tool_answer_goes_on_as_it_came_with_its_content_type() {
+    use axum::response::IntoResponse;
+    fn typed(content_type: &'static str, body: &'static str) -> axum::response::Response {
+        ([(http::header::CONTENT_TYPE, content_type)], body).into_response()
+    }
+    fn untyped(body: &'static str) -> axum::response::Response {
+        let mut response = body.into_response();
+        response.headers_mut().remove(http::header::CONTENT_TYPE);
+        response
+    }
     let upstream = axum::Router::new()
         .route(
             "/tools/text",
             axum::routing::post(|| async { "refunded, thanks" }),
         )
         .route(
-            "/tools/string",
-            axum::routing::post(|| async { " \"a JSON string\"" }),
+            "/tools/xml",
+            axum::routing::post(|| async { typed("application/xml", "<refund id=\"r-1\"/>") }),
         )
         .route(
             "/tools/object",
-            axum::routing::post(|| async { r#"{"refund": "r-1"}"# }),
+            axum::routing::post(|| async { typed("application/json", r#"{"refund": "r-1"}"#) }),
+        )
+        .route(
+            "/tools/string",
+            axum::routing::post(|| async { untyped(" \"a JSON string\"") }),
         )
         .route(
             "/tools/broken",
-            axum::routing::post(|| async { r#"{"refund": "# }),
+            axum::routing::post(|| async { untyped(r#"{"refund": "#) }),
         )
-        .route("/tools/empty", axum::routing::post(|| async { "" }));
+        .route("/tools/empty", axum::routing::post(|| async { untyped("") }));
     let mut config = String::from("version = 1\n[store]\nurl = \"sqlite::memory:\"\n");
-    for tool in ["text", "string", "object", "broken", "empty"] {
+    for tool in ["text", "xml", "object", "string", "broken", "empty"] {
         config.push_str(&format!(
             "[[tools]]\nname = \"{tool}\"\nupstream = {{ method = \"POST\", url = \"http://up/tools/{tool}\" }}\n"
         ));
@@ -121,8 +136,9 @@ async fn a_tool_answer_goes_on_as_it_came_json_or_text() {
     let router = app(gateway).expect("the router");
     for (tool, content_type, body) in [
         ("text", "text/plain; charset=utf-8", "refunded, thanks"),
-        ("string", "application/json", " \"a JSON string\""),
+        ("xml", "application/xml", "<refund id=\"r-1\"/>"),
         ("object", "application/json", r#"{"refund": "r-1"}"#),
+        ("string", "application/json", " \"a JSON string\""),
         ("broken", "text/plain; charset=utf-8", r#"{"refund": "#),
         ("empty", "application/json", ""),
     ] {

@@ -386,7 +386,8 @@ mod tests {
         assert_eq!(key.as_str(), "b09b4960-e6c4-56a2-81e2-c05fa06d02bc");
         let uuid = Uuid::parse_str(key.as_str()).unwrap();
         assert_eq!(uuid.get_version(), Some(uuid::Version::Sha1));
-        let scoped = |principal: &str, key: &str| IdempotencyKey::parse(key).unwrap().for_principal(principal);
+        let scoped =
+            |principal: &str, key: &str| IdempotencyKey::parse(key).unwrap().for_principal(principal);
         assert_ne!(scoped("a", "bc"), scoped("ab", "c"));
         assert_ne!(scoped("agents", "dev"), scoped("other", "dev"));
         assert_ne!(scoped("agents", "dev"), scoped("agents", "dev2"));

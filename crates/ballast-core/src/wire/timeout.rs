@@ -80,7 +80,9 @@ impl DeadlineHeader {
     /// The duration a value of this header carries.
     ///
     /// Optional whitespace (spaces, tabs) around the value is ignored; anything else that is not the header's
-    /// form is a [`WireError::Malformed`] naming the header and the value. Decimal seconds are rounded down to
+    /// form is a [`WireError::Malformed`] naming the header and the value. A value of the header's form too large
+    /// for a [`Duration`] (`ballast-timeout-ms: 99999999999999999999`) is [`Duration::MAX`]: a long deadline,
+    /// which the caller's cap then shortens, not a malformed one. Decimal seconds are rounded down to
     /// the nanosecond: reading a deadline never lengthens it.
     ///
     /// ```
@@ -103,7 +105,12 @@ impl DeadlineHeader {
             DeadlineHeader::StainlessTimeout => parse_whole(v).map(|s| Duration::from_secs(s.max(1))),
             DeadlineHeader::StainlessReadTimeout => parse_decimal(v, 9, Round::Down),
         };
-        parsed.map_err(|why| WireError::malformed(self.name(), value, why))
+        match parsed {
+            // A number too large for any clock is no malformed deadline but the longest one: a route's
+            // `max_timeout` caps it, as it caps any long one.
+            Err(Malformation::Overflow) => Ok(Duration::MAX),
+            parsed => parsed.map_err(|why| WireError::malformed(self.name(), value, why)),
+        }
     }
 }
 
@@ -261,8 +268,36 @@ mod tests {
             DeadlineHeader::StainlessReadTimeout,
         ] {
             assert_eq!(why(h, "-5"), Malformation::Negative, "{h}");
-            assert_eq!(why(h, "99999999999999999999999"), Malformation::Overflow, "{h}");
         }
+    }
+
+    /// Regression: `ballast-timeout-ms` beyond `u64::MAX` was told it is "not a whole number".
+    #[test]
+    fn a_deadline_too_large_for_any_clock_is_the_longest_not_a_malformed_one() {
+        for h in [
+            DeadlineHeader::BallastTimeoutMs,
+            DeadlineHeader::EnvoyExpectedRqTimeoutMs,
+            DeadlineHeader::StainlessTimeout,
+            DeadlineHeader::StainlessReadTimeout,
+        ] {
+            for value in ["18446744073709551616", "99999999999999999999999", "1e400"] {
+                if value == "1e400" && h != DeadlineHeader::StainlessReadTimeout {
+                    continue;
+                }
+                assert_eq!(h.parse(value), Ok(Duration::MAX), "{h} {value}");
+            }
+        }
+        let t = crate::inbound_timeout(
+            [("ballast-timeout-ms", "99999999999999999999999")],
+            Duration::from_secs(30),
+            Duration::from_secs(300),
+        )
+        .unwrap();
+        assert_eq!(
+            t.timeout,
+            Duration::from_secs(300),
+            "capped as any long deadline is"
+        );
     }
 
     #[test]

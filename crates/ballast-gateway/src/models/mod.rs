@@ -65,7 +65,7 @@ async fn create_response(
     let prepared =
         match request::prepare::<ResponsesRequest>(&gateway, &caller, &headers, body, Api::Responses).await {
             Ok(prepared) => prepared,
-            Err(error) => return OpenAiError(error).into_response(),
+            Err(refused) => return refused.into_openai(),
         };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
     if settled.stream {
@@ -88,7 +88,7 @@ async fn chat_completion(
 ) -> Response {
     let prepared = match request::prepare::<ChatRequest>(&gateway, &caller, &headers, body, Api::Chat).await {
         Ok(prepared) => prepared,
-        Err(error) => return OpenAiError(error).into_response(),
+        Err(refused) => return refused.into_openai(),
     };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
     if settled.stream {
@@ -109,7 +109,7 @@ async fn embeddings(
         match request::prepare::<EmbeddingsRequest>(&gateway, &caller, &headers, body, Api::Embeddings).await
         {
             Ok(prepared) => prepared,
-            Err(error) => return OpenAiError(error).into_response(),
+            Err(refused) => return refused.into_openai(),
         };
     let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
     answer::from_answer(client.embed(call).await, &settled)
@@ -169,7 +169,7 @@ async fn on_response(
 ) -> Response {
     let settled = match request::settle_state_call(gateway, caller, headers) {
         Ok(settled) => settled,
-        Err(error) => return OpenAiError(error).into_response(),
+        Err(refused) => return refused.into_openai(),
     };
     if query
         .as_deref()

@@ -20,8 +20,8 @@ use http::HeaderMap;
 use serde::de::DeserializeOwned;
 
 use crate::Gateway;
-use crate::error::AppError;
-use crate::inbound::Inbound;
+use crate::error::{AppError, Refused};
+use crate::inbound::{Inbound, call_deadline};
 
 /// A model request of an API: what routing and the deadline read of it.
 pub(super) trait ModelRequest: DeserializeOwned {
@@ -83,20 +83,38 @@ pub(super) struct Prepared<R> {
     pub(super) settled: Settled,
 }
 
-/// Reads and checks a request of `api` (module docs).
+/// Reads and checks a request of `api` (module docs). Its body is read within the deadline of a call that is
+/// not streamed (whether it is, the body says), which is also what a refusal before the call is settled counts
+/// down in `ballast-remaining-ms`.
 pub(super) async fn prepare<R: ModelRequest>(
     gateway: &Gateway,
     caller: &Principal,
     headers: &HeaderMap,
     body: Body,
     api: Api,
-) -> Result<Prepared<R>, AppError> {
+) -> Result<Prepared<R>, Refused> {
     let now = clock::now();
     let server = &gateway.inner.config.server;
     let inbound = Inbound::read(headers, server)?;
-    let bytes = crate::tools::read_body(body, server.body_limit).await?;
-    let request: R = serde_json::from_slice(&bytes).map_err(|e| AppError::InvalidRequest {
-        message: format!("the body is not a {} request: {e}", api.title()),
+    let reading = call_deadline(
+        gateway,
+        caller.name(),
+        &inbound,
+        inbound.timeout,
+        server.default_timeout,
+        now,
+    );
+    let refused = |error: AppError| Refused {
+        error,
+        deadline: Some(reading),
+    };
+    let bytes = crate::body::read_body(body, server, reading, now)
+        .await
+        .map_err(refused)?;
+    let request: R = serde_json::from_slice(&bytes).map_err(|e| {
+        refused(AppError::InvalidRequest {
+            message: format!("the body is not a {} request: {e}", api.title()),
+        })
     })?;
     let client = gateway.inner.models.get(request.model()).ok_or_else(|| {
         let mut models: Vec<String> = gateway
@@ -107,20 +125,20 @@ pub(super) async fn prepare<R: ModelRequest>(
             .map(|m| m.name.clone())
             .collect();
         models.sort();
-        AppError::UnknownModel {
+        refused(AppError::UnknownModel {
             name: request.model().to_owned(),
             models,
-        }
+        })
     })?;
     if !client.speaks(api) {
-        return Err(AppError::InvalidRequest {
+        return Err(refused(AppError::InvalidRequest {
             message: format!(
                 "no deployment of model route {:?} speaks the {} API (each deployment's `api` in the config says \
                  which it speaks)",
                 client.name(),
                 api.title()
             ),
-        });
+        }));
     }
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
     let settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)?;
@@ -137,7 +155,7 @@ pub(super) fn settle_state_call(
     gateway: &Gateway,
     caller: &Principal,
     headers: &HeaderMap,
-) -> Result<Settled, AppError> {
+) -> Result<Settled, Refused> {
     let inbound = Inbound::read(headers, &gateway.inner.config.server)?;
     let mut settled = settle(gateway, caller, "responses", inbound, false, clock::now())?;
     settled.about_a_response = true;
@@ -152,38 +170,26 @@ fn settle(
     inbound: Inbound,
     stream: bool,
     now: Instant,
-) -> Result<Settled, AppError> {
+) -> Result<Settled, Refused> {
     let server = &gateway.inner.config.server;
-    let run_deadline = (inbound.run_id.as_ref()).and_then(|id| {
-        gateway
-            .inner
-            .runs
-            .get_owned(Some(caller.name()), id, now)
-            .deadline()
-    });
     let (bound, fallback) = if stream {
         (inbound.whole_call_timeout, server.max_timeout)
     } else {
         (inbound.timeout, server.default_timeout)
     };
-    let mut deadline = bound
-        .map(|t| Deadline::after(now, t))
-        .or(run_deadline)
-        .unwrap_or_else(|| Deadline::after(now, fallback));
-    if let Some(run) = run_deadline {
-        deadline = deadline.earliest(&run);
-    }
-    let settle = |d: Deadline| {
-        d.with_reserve(server.reserve)
+    let deadline = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now);
+    let commit_by = (inbound.sdk_timeout).filter(|_| stream).map(|t| {
+        Deadline::after(now, t)
+            .with_reserve(server.reserve)
             .with_min_attempt(server.min_attempt)
-    };
-    let deadline = settle(deadline);
-    let commit_by = (inbound.sdk_timeout)
-        .filter(|_| stream)
-        .map(|t| settle(Deadline::after(now, t)).earliest(&deadline));
+            .earliest(&deadline)
+    });
     for bound in std::iter::once(deadline).chain(commit_by) {
         if let Err(exceeded) = bound.attempt_timeout(std::time::Duration::MAX, now) {
-            return Err(AppError::too_late(route, &exceeded, inbound.run_id.as_deref()));
+            return Err(Refused {
+                error: AppError::too_late(route, &exceeded, inbound.run_id.as_deref()),
+                deadline: Some(deadline),
+            });
         }
     }
     let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));

@@ -20,7 +20,7 @@ pub(super) fn answer(
 ) -> Response {
     match result {
         Ok(answer) => {
-            let mut response = passed_on(answer.status, answer.bytes);
+            let mut response = passed_on(answer.status, answer.content_type, answer.bytes);
             let attempts = answer.report.attempts_made();
             response
                 .headers_mut()
@@ -63,9 +63,14 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
     }
     let code = error.code();
     match error {
-        CallError::Upstream { status, bytes, .. } => {
+        CallError::Upstream {
+            status,
+            content_type,
+            bytes,
+            ..
+        } => {
             // The upstream's own answer, passed on; retries are spent or cannot help.
-            let mut response = passed_on(status, bytes);
+            let mut response = passed_on(status, content_type.map(|t| *t), bytes);
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
@@ -132,19 +137,20 @@ pub(crate) fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError
     }
 }
 
-/// The upstream's answer with `status`, its bytes as they came: as text when they are not JSON (checked, never
-/// parsed into a value nobody reads).
-fn passed_on(status: u16, bytes: bytes::Bytes) -> Response {
-    let text = !bytes.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err();
+/// The upstream's answer with `status`, its bytes and its `content-type` as they came. An answer that named no
+/// type is named from its bytes: JSON as `application/json`, anything else as text (checked, never parsed into a
+/// value nobody reads).
+fn passed_on(status: u16, content_type: Option<HeaderValue>, bytes: bytes::Bytes) -> Response {
+    let content_type = content_type.unwrap_or_else(|| {
+        let text = !bytes.is_empty() && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_err();
+        HeaderValue::from_static(if text {
+            "text/plain; charset=utf-8"
+        } else {
+            "application/json"
+        })
+    });
     let mut response = Response::new(Body::from(bytes));
     *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-    let content_type = if text {
-        "text/plain; charset=utf-8"
-    } else {
-        "application/json"
-    };
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response.headers_mut().insert(header::CONTENT_TYPE, content_type);
     response
 }

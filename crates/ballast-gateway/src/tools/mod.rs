@@ -32,14 +32,12 @@ use ballast::idempotency::{IdempotencyLayer, Principal};
 use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::CallKind;
 use http::{HeaderValue, Method};
-use http_body_util::BodyExt as _;
 use tower::{Layer as _, Service};
 
 use crate::Gateway;
-use crate::error::AppError;
+use crate::error::{AppError, Refused};
 use crate::headers::{
-    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, BALLAST_REMAINING_MS,
-    IDEMPOTENCY_KEY,
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY,
 };
 use crate::inbound::Inbound;
 
@@ -105,10 +103,13 @@ pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartE
     Ok(router.route("/v1/tools/{name}", any(unknown_tool)))
 }
 
-/// A tool name nobody configured: 404 listing the tools.
+/// A tool name nobody configured: 404 listing the tools. A configured name percent-encoded in the path
+/// (`lookup%5Forder`) is not decoded into a call — a tool's route is its name as written — but told so, never as
+/// a tool that does not exist.
 async fn unknown_tool(
     State(gateway): State<Gateway>,
     axum::extract::Path(name): axum::extract::Path<String>,
+    uri: http::Uri,
 ) -> AppError {
     let mut tools: Vec<String> = gateway
         .inner
@@ -118,6 +119,13 @@ async fn unknown_tool(
         .map(|t| t.name.clone())
         .collect();
     tools.sort();
+    let written = uri.path().strip_prefix("/v1/tools/").unwrap_or(uri.path());
+    if written != name && tools.contains(&name) {
+        return AppError::EncodedToolName {
+            written: written.to_owned(),
+            name,
+        };
+    }
     AppError::UnknownTool { name, tools }
 }
 
@@ -130,7 +138,7 @@ where
     let started = ballast::clock::now();
     let (prepared, request) = match check(&gateway, &client, request, started).await {
         Ok(checked) => checked,
-        Err(error) => return error.into_response(),
+        Err(refused) => return refused.into_problem(),
     };
     crate::metrics::sdk_retry(client.name(), prepared.inbound.sdk_retry);
     let deadline = prepared.deadline;
@@ -152,11 +160,7 @@ where
     }
     .unwrap_or_else(|never| match never {});
     let headers = response.headers_mut();
-    let remaining = deadline.remaining(ballast::clock::now());
-    headers.insert(
-        BALLAST_REMAINING_MS,
-        HeaderValue::from(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX)),
-    );
+    crate::error::insert_remaining(headers, &deadline);
     if let Some(key) = key.and_then(|k| HeaderValue::from_str(k.as_str()).ok()) {
         headers.insert(BALLAST_IDEMPOTENCY_KEY, key);
     }
@@ -167,57 +171,66 @@ where
     response
 }
 
-/// The checks of `prepare`, in order; the request with its body put back.
+/// The checks of `prepare`, in order; the request with its body put back, as the tool's arguments: JSON, an
+/// empty body as `{}`, so an empty body and `{}` are one request under one key.
 async fn check(
     gateway: &Gateway,
     client: &ToolClient,
     request: Request,
     now: ballast_core::Instant,
-) -> Result<(Prepared, Request), AppError> {
+) -> Result<(Prepared, Request), Refused> {
     if request.method() != Method::POST {
-        return Err(AppError::MethodNotAllowed { allowed: "POST" });
+        return Err(AppError::MethodNotAllowed { allowed: "POST" }.into());
     }
     let server = &gateway.inner.config.server;
     let inbound = Inbound::read(request.headers(), server)?;
-    let tool = client.config();
-    let key = if tool.side_effects {
-        Some(inbound.key_for(&tool.name).ok_or_else(|| AppError::KeyMissing {
-            tool: tool.name.clone(),
-        })?)
-    } else {
-        inbound.key.clone()
-    };
-    let (parts, body) = request.into_parts();
-    let bytes = read_body(body, server.body_limit).await?;
-    let arguments = arguments(bytes.clone())?;
-    let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
+    let (mut parts, body) = request.into_parts();
     let owner = parts
         .extensions
         .get::<Principal>()
         .map_or(crate::auth::ANONYMOUS, Principal::name)
         .to_owned();
-    let run_deadline = inbound
-        .run_id
-        .as_ref()
-        .and_then(|id| gateway.inner.runs.get_owned(Some(&owner), id, now).deadline());
-    let mut deadline = inbound
-        .timeout
-        .map(|t| Deadline::after(now, t))
-        .or(run_deadline)
-        .unwrap_or_else(|| Deadline::after(now, server.default_timeout));
-    if let Some(run) = run_deadline {
-        deadline = deadline.earliest(&run);
-    }
-    let deadline = deadline
-        .with_reserve(server.reserve)
-        .with_min_attempt(server.min_attempt);
+    let deadline = crate::inbound::call_deadline(
+        gateway,
+        &owner,
+        &inbound,
+        inbound.timeout,
+        server.default_timeout,
+        now,
+    );
+    let refused = |error: AppError| Refused {
+        error,
+        deadline: Some(deadline),
+    };
+    let tool = client.config();
     if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {
-        return Err(AppError::too_late(
+        return Err(refused(AppError::too_late(
             &tool.name,
             &exceeded,
             inbound.run_id.as_deref(),
-        ));
+        )));
     }
+    let key = if tool.side_effects {
+        let missing = || AppError::KeyMissing {
+            tool: tool.name.clone(),
+        };
+        Some(inbound.key_for(&tool.name).ok_or_else(|| refused(missing()))?)
+    } else {
+        inbound.key.clone()
+    };
+    let bytes = crate::body::read_body(body, server, deadline, now)
+        .await
+        .map_err(refused)?;
+    let arguments = crate::body::json_arguments(bytes).map_err(refused)?;
+    let explicit = inbound.explicit_timeout.map(|t| Deadline::after(now, t));
+    // What the idempotency layer fingerprints is the arguments as read: a JSON body, whatever its sender called
+    // it (curl's `-d` says `application/x-www-form-urlencoded`).
+    parts.headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    let request = Request::from_parts(parts, Body::from(arguments.clone()));
     let prepared = Prepared {
         arguments,
         inbound,
@@ -226,38 +239,7 @@ async fn check(
         deadline,
         explicit,
     };
-    Ok((prepared, Request::from_parts(parts, Body::from(bytes))))
-}
-
-/// The whole body, or 413 over `limit`.
-pub(crate) async fn read_body(body: Body, limit: u64) -> Result<bytes::Bytes, AppError> {
-    let limit_usize = usize::try_from(limit).unwrap_or(usize::MAX);
-    match http_body_util::Limited::new(body, limit_usize).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(AppError::BodyTooLarge { limit }),
-        Err(_) => Err(AppError::BodyUnreadable),
-    }
-}
-
-/// The tool's JSON arguments, checked and kept as they came (every number exact, the key order kept); an empty
-/// body is `{}`: a tool without arguments.
-fn arguments(bytes: bytes::Bytes) -> Result<bytes::Bytes, AppError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(bytes::Bytes::from_static(b"{}"));
-    }
-    serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| AppError::MalformedJson {
-        line: e.line(),
-        column: e.column(),
-        reason: json_reason(&e),
-    })?;
-    Ok(bytes)
-}
-
-/// serde_json's message without its " at line L column C" tail (said separately).
-fn json_reason(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    text.rsplit_once(" at line ")
-        .map_or(text.clone(), |(reason, _)| reason.to_owned())
+    Ok((prepared, request))
 }
 
 /// Calls the tool and answers.
@@ -293,22 +275,4 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
     }
     let result = client.call(call).await;
     answer::answer(client.name(), prepared.key.as_ref(), result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn malformed_json_says_where() {
-        let err = arguments(bytes::Bytes::from_static(b"{\n  \"order_id\": 12,\n}")).unwrap_err();
-        let AppError::MalformedJson { line, column, reason } = err else {
-            panic!("{err:?}")
-        };
-        assert_eq!((line, column), (3, 1));
-        assert!(reason.contains("trailing comma"), "{reason}");
-        assert_eq!(arguments(bytes::Bytes::from_static(b"  ")).unwrap(), "{}");
-        let exact = bytes::Bytes::from_static(br#"{"z": 1, "amount": 123456789012345678901234.50}"#);
-        assert_eq!(arguments(exact.clone()).unwrap(), exact, "sent as it came");
-    }
 }

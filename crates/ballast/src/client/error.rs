@@ -22,6 +22,9 @@ pub enum CallError {
         target: String,
         /// The upstream's status.
         status: u16,
+        /// The answer's `content-type` as the upstream sent it (boxed: it is seldom read, and an error travels by
+        /// value).
+        content_type: Option<Box<http::HeaderValue>>,
         /// The upstream's body (`null` when empty; a JSON string when it is not JSON).
         body: Value,
         /// The body's bytes as the upstream sent them (`body` is them, parsed): what a proxy passes on, every
@@ -188,6 +191,7 @@ mod tests {
         let error = CallError::Upstream {
             target: "agent".into(),
             status: 503,
+            content_type: None,
             body: json!({"error": {"message": "overloaded, try later"}}),
             bytes: bytes::Bytes::new(),
             report: Box::new(report),

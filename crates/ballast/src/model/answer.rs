@@ -64,6 +64,7 @@ impl ModelClient {
                 CallError::Upstream {
                     target,
                     status: response.status().as_u16(),
+                    content_type: crate::client::content_type(&response).map(Box::new),
                     body: json_body(response.body()),
                     bytes: crate::client::body_bytes(response.body()),
                     report: Box::new(tried.report()),

@@ -129,6 +129,8 @@ pub(crate) enum Arguments {
 pub struct ToolAnswer {
     /// The HTTP status.
     pub status: u16,
+    /// The answer's `content-type` as the upstream sent it (`application/json` for a static fallback's).
+    pub content_type: Option<http::HeaderValue>,
     /// The body's bytes as the upstream sent them (a static fallback's, encoded): what a proxy passes on.
     pub bytes: bytes::Bytes,
     /// What happened, attempt by attempt.

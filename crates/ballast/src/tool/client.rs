@@ -14,7 +14,8 @@ use tracing::Instrument as _;
 use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
 use crate::client::{
-    CallError, Core, Failure, Upstream, body_bytes, call_span, json_body, record_end, record_request_id,
+    CallError, Core, Failure, Upstream, body_bytes, call_span, content_type, json_body, record_end,
+    record_request_id,
 };
 use crate::metrics::CallMetrics;
 use crate::outcome::{SideEffect, Verdict};
@@ -202,11 +203,13 @@ pub(super) enum Ended {
     /// `parsed`: the body as JSON once read (a static fallback's, from the start).
     Answer {
         status: u16,
+        content_type: Option<http::HeaderValue>,
         bytes: Bytes,
         parsed: std::sync::OnceLock<Value>,
     },
     Upstream {
         status: u16,
+        content_type: Option<http::HeaderValue>,
         body: Value,
         bytes: Bytes,
     },
@@ -221,6 +224,7 @@ impl Ended {
         match result {
             Ok(response) if response.status().is_success() => Ended::Answer {
                 status: response.status().as_u16(),
+                content_type: content_type(&response),
                 bytes: body_bytes(response.body()),
                 parsed: std::sync::OnceLock::new(),
             },
@@ -233,6 +237,7 @@ impl Ended {
         match failure {
             Failure::Answer(response) => Ended::Upstream {
                 status: response.status().as_u16(),
+                content_type: content_type(&response),
                 body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
             },
@@ -245,12 +250,14 @@ impl Ended {
         match result {
             Ok(ToolAnswer {
                 status,
+                content_type,
                 bytes,
                 report,
                 parsed,
             }) => (
                 Ended::Answer {
                     status,
+                    content_type,
                     bytes,
                     parsed,
                 },
@@ -258,11 +265,20 @@ impl Ended {
             ),
             Err(CallError::Upstream {
                 status,
+                content_type,
                 body,
                 bytes,
                 report,
                 ..
-            }) => (Ended::Upstream { status, body, bytes }, *report),
+            }) => (
+                Ended::Upstream {
+                    status,
+                    content_type: content_type.map(|t| *t),
+                    body,
+                    bytes,
+                },
+                *report,
+            ),
             Err(CallError::Failed { error, report, .. }) => (Ended::Failed { error }, *report),
             Err(CallError::Malformed { reason, report, .. }) => (
                 Ended::Failed {
@@ -289,17 +305,25 @@ impl Ended {
         match self {
             Ended::Answer {
                 status,
+                content_type,
                 bytes,
                 parsed,
             } => Ok(ToolAnswer {
                 status,
+                content_type,
                 bytes,
                 report,
                 parsed,
             }),
-            Ended::Upstream { status, body, bytes } => Err(CallError::Upstream {
+            Ended::Upstream {
+                status,
+                content_type,
+                body,
+                bytes,
+            } => Err(CallError::Upstream {
                 target,
                 status,
+                content_type: content_type.map(Box::new),
                 body,
                 bytes,
                 report: Box::new(report),

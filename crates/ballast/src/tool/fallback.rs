@@ -60,6 +60,7 @@ impl ToolClient {
                     .update(|r| r.fallback = Some(STATIC_RESPONSE.to_owned()));
                 Ended::Answer {
                     status: 200,
+                    content_type: Some(http::HeaderValue::from_static("application/json")),
                     bytes: bytes::Bytes::from(body.to_string()),
                     parsed: std::sync::OnceLock::from(body.clone()),
                 }

@@ -26,6 +26,18 @@ where
     B::Error: Into<BoxError>,
 {
     let (mut parts, body) = response.into_parts();
+    if !(100..=599).contains(&parts.status.as_u16()) {
+        // hyper reads any three digits; HTTP's statuses end at 599 (RFC 9110 §15). An answer outside them says
+        // nothing a caller could act on — and passed on, a client would meet a status no HTTP library knows —
+        // so it is a failed attempt after sending, like a cut connection (retried as that may be).
+        return Err(Error::transport(
+            true,
+            format!(
+                "the upstream answered with status {}, which is not an HTTP status (100-599)",
+                parts.status.as_u16()
+            ),
+        ));
+    }
     let body = match stream {
         Some(commits) if parts.status.is_success() => {
             match read_to_commit(body, limit, commits, body_error).await? {
@@ -153,6 +165,24 @@ mod tests {
             .status(status)
             .body(Full::new(Bytes::from_static(body)))
             .unwrap()
+    }
+
+    /// Regression: an upstream's status 999 was relayed to the caller.
+    #[tokio::test]
+    async fn a_status_outside_http_is_a_failed_attempt_after_sending() {
+        for status in [600, 999] {
+            let mut response = answer(200, b"{}");
+            *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+            let error = read_answer(response, 1024, None, failed).await.unwrap_err();
+            assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+            assert!(error.to_string().contains(&format!("status {status}")), "{error}");
+        }
+        let mut response = answer(200, b"{}");
+        *response.status_mut() = http::StatusCode::from_u16(599).unwrap();
+        assert_eq!(
+            read_answer(response, 1024, None, failed).await.unwrap().status(),
+            599
+        );
     }
 
     #[tokio::test]

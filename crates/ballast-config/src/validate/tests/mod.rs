@@ -95,7 +95,11 @@ fn server_store_and_run_defaults() {
     assert_eq!(c.run.retry_allowance, 3);
     assert_eq!(c.run.ttl, secs(600));
     assert_eq!(
-        (c.server.header_timeout, c.server.body_timeout, c.server.idle_timeout),
+        (
+            c.server.header_timeout,
+            c.server.body_timeout,
+            c.server.idle_timeout
+        ),
         (secs(10), secs(10), secs(75))
     );
     assert_eq!(c.server.max_connections, 4096);
@@ -110,7 +114,9 @@ fn connection_and_run_limits_are_checked() {
             format!("server.{key}: \"0s\" must be more than zero")
         );
     }
-    assert!(error("[server]\nmax_connections = 0").starts_with("server.max_connections: 0 must be at least 1"));
+    assert!(
+        error("[server]\nmax_connections = 0").starts_with("server.max_connections: 0 must be at least 1")
+    );
     assert!(error("[run]\nmax_runs = 0").starts_with("run.max_runs: 0 must be at least 1"));
     assert_eq!(
         error("[run]\nmax_runs = 100\nmax_runs_per_principal = 200"),
