@@ -158,3 +158,348 @@ async fn the_upstream_sees_the_principals_own_key_the_same_after_a_restart() {
     let gateway = gateway.restart();
     assert_eq!(seen(&send(&gateway, DEV).await), dev_key);
 }
+
+/// One principal and tools for the answers' tests: a side-effecting echo, a read-only echo, and read-only tools at
+/// `{raw}`, an upstream that answers bytes no well-behaved server sends.
+const ANSWERS: &str = r#"
+version = 1
+[server]
+body_timeout = "700ms"
+[store]
+url = "sqlite://{dir}/ballast.db"
+[[principals]]
+name = "dev"
+key_env = "TEST_DEV_KEY"
+[[tools]]
+name = "echo_write"
+upstream = { method = "POST", url = "{chaos}/echo" }
+side_effects = true
+per_try_timeout = "2s"
+[[tools]]
+name = "echo"
+upstream = { method = "POST", url = "{chaos}/echo" }
+per_try_timeout = "2s"
+[[tools]]
+name = "odd_status"
+upstream = { method = "POST", url = "http://{odd_status}/" }
+per_try_timeout = "1s"
+retry = { max_attempts = 1 }
+[[tools]]
+name = "xml"
+upstream = { method = "POST", url = "http://{xml}/" }
+per_try_timeout = "1s"
+"#;
+
+async fn start_answers(upstream: &ballast_chaos::ChaosServer) -> Gateway {
+    let odd =
+        support::raw::upstream(b"HTTP/1.1 999 Weird\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+            .await;
+    let xml = support::raw::upstream(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: 18\r\nconnection: close\r\n\r\n<refund id=\"r1\"/>\n",
+    )
+    .await;
+    let config = ANSWERS
+        .replace("{odd_status}", &odd.to_string())
+        .replace("{xml}", &xml.to_string());
+    Gateway::start(&config, upstream, &[("TEST_DEV_KEY", "dev-secret")])
+}
+
+/// A raw POST to `path` with `headers` and `body` (no content-type unless given).
+async fn raw_post(
+    client: &reqwest::Client,
+    gateway: &Gateway,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &'static str,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = client.post(gateway.url(path)).body(body);
+    for (name, value) in headers {
+        request = request.header(*name, reqwest::header::HeaderValue::from_bytes(value).unwrap());
+    }
+    read(request.send().await.expect("an answer")).await
+}
+
+/// Regression: an empty body and `{}` under one key answered 422, though an empty body is `{}`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_empty_body_and_an_empty_object_are_one_request_under_one_key() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let client = client();
+    let auth: &[u8] = DEV.as_bytes();
+    let (status, headers, first) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo_write",
+        &[("authorization", auth), ("idempotency-key", b"k-empty")],
+        "",
+    )
+    .await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["raw"], "{}", "the upstream is sent the arguments as read");
+    assert_eq!(header(&headers, "idempotent-replayed"), "");
+    let (status, headers, again) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo_write",
+        &[
+            ("authorization", auth),
+            ("idempotency-key", b"k-empty"),
+            ("content-type", b"application/json"),
+        ],
+        "{}",
+    )
+    .await;
+    assert_eq!(
+        (status, header(&headers, "idempotent-replayed")),
+        (200, "true"),
+        "{again}"
+    );
+    assert_eq!(again, first);
+}
+
+/// Regression: `/v1/tools/lookup%5Forder` answered "no tool named lookup_order" and listed lookup_order.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tool_name_percent_encoded_is_told_so_not_called_unknown() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let (status, headers, body) = read(
+        client()
+            .post(gateway.url("/v1/tools/echo%5Fwrite"))
+            .header("authorization", DEV)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, header(&headers, "ballast-code")), (404, "unknown_tool"));
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("percent-encoded") && detail.contains("/v1/tools/echo_write"),
+        "{detail}"
+    );
+    assert!(!detail.contains("no tool named"), "{detail}");
+}
+
+/// Regression: a `ballast-timeout-ms` beyond 64 bits was told it is "not a whole number".
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deadline_beyond_64_bits_is_the_longest_one_capped() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let headers = [
+        ("authorization", DEV),
+        ("ballast-timeout-ms", "99999999999999999999999"),
+    ];
+    let (status, headers, body) = read(call(&client(), &gateway, "echo", &json!({}), &headers).await).await;
+    assert_eq!(status, 200, "{body}");
+    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
+    assert!(
+        (290_000..=300_000).contains(&remaining),
+        "capped by max_timeout: {remaining}"
+    );
+}
+
+/// Regression: 400 and 504 answers lacked `ballast-remaining-ms` and `ballast-attempts`.
+#[tokio::test(flavor = "multi_thread")]
+async fn refusals_say_their_attempts_and_once_read_their_deadline() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let client = client();
+    let auth: &[u8] = DEV.as_bytes();
+    let (status, headers, _) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo",
+        &[("authorization", auth), ("ballast-timeout-ms", b"5000")],
+        "{not json",
+    )
+    .await;
+    assert_eq!(
+        (status, header(&headers, "ballast-code")),
+        (400, "malformed_json")
+    );
+    assert_eq!(header(&headers, "ballast-attempts"), "0");
+    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
+    assert!(remaining <= 5000 && remaining > 4000, "{remaining}");
+    let (status, headers, _) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo",
+        &[("authorization", auth), ("ballast-timeout-ms", b"20")],
+        "{}",
+    )
+    .await;
+    assert_eq!(
+        (status, header(&headers, "ballast-code")),
+        (504, "deadline_exceeded")
+    );
+    assert_eq!(header(&headers, "ballast-attempts"), "0");
+    assert!(header(&headers, "ballast-remaining-ms").parse::<u64>().unwrap() <= 20);
+    // A header that cannot be read has no deadline to count down: attempts only.
+    let (status, headers, _) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo",
+        &[("authorization", auth), ("ballast-timeout-ms", b"soon")],
+        "{}",
+    )
+    .await;
+    assert_eq!((status, header(&headers, "ballast-attempts")), (400, "0"));
+    assert_eq!(header(&headers, "ballast-remaining-ms"), "");
+}
+
+/// Regression: an upstream's status 999 was relayed to the caller; and its non-JSON body became `text/plain`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_status_outside_http_is_502_and_a_typed_answer_keeps_its_type() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let client = client();
+    let headers = [("authorization", DEV)];
+    let (status, answer_headers, body) =
+        read(call(&client, &gateway, "odd_status", &json!({}), &headers).await).await;
+    assert_eq!(
+        (status, header(&answer_headers, "ballast-code")),
+        (502, "upstream_error"),
+        "{body}"
+    );
+    let response = call(&client, &gateway, "xml", &json!({}), &headers).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(response.headers(), "content-type"), "application/xml");
+    assert_eq!(response.text().await.unwrap(), "<refund id=\"r1\"/>\n");
+}
+
+/// Regression: a member named twice passed on a read-only call without a key and failed with one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_named_twice_is_refused_with_a_key_or_without() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let client = client();
+    let auth: &[u8] = DEV.as_bytes();
+    let body = r#"{"amount": 1, "amount": 1000}"#;
+    for key in [None, Some(&b"k-dup"[..])] {
+        let mut headers = vec![
+            ("authorization", auth),
+            ("content-type", &b"application/json"[..]),
+        ];
+        headers.extend(key.map(|k| ("idempotency-key", k)));
+        let (status, answer, _) = raw_post(&client, &gateway, "/v1/tools/echo", &headers, body).await;
+        assert_eq!(
+            (status, header(&answer, "ballast-code")),
+            (400, "json_duplicate_member"),
+            "{key:?}"
+        );
+        assert_eq!(
+            header(&answer, "ballast-attempts"),
+            "0",
+            "nothing reached the upstream"
+        );
+    }
+}
+
+/// Regression: with two `Authorization` headers the first counted; and a key with a byte outside ASCII answered
+/// `invalid_header`, where docs/gateway.md says `idempotency_key_invalid`.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_authorization_headers_and_a_malformed_key_are_refused_as_documented() {
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let client = client();
+    let (status, headers, _) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo",
+        &[
+            ("authorization", DEV.as_bytes()),
+            ("authorization", b"Bearer someone-else"),
+        ],
+        "{}",
+    )
+    .await;
+    assert_eq!(
+        (status, header(&headers, "ballast-code")),
+        (400, "invalid_header")
+    );
+    let (status, headers, body) = raw_post(
+        &client,
+        &gateway,
+        "/v1/tools/echo_write",
+        &[("authorization", DEV.as_bytes()), ("idempotency-key", b"k\xe9y")],
+        "{}",
+    )
+    .await;
+    assert_eq!(
+        (status, header(&headers, "ballast-code")),
+        (400, "idempotency_key_invalid"),
+        "{body}"
+    );
+}
+
+/// A request's head, to write on a raw connection.
+fn head(path: &str, extra: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: {DEV}\r\ncontent-type: application/json\r\n{extra}\r\n"
+    )
+}
+
+/// Regression: a `content-length` over `body_limit` was not refused until the body was read; a body never sent
+/// was never answered; a slow body held its connection whatever its deadline said.
+#[tokio::test(flavor = "multi_thread")]
+async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed() {
+    use tokio::io::AsyncWriteExt as _;
+    let upstream = chaos("").await;
+    let gateway = start_answers(&upstream).await;
+    let patience = std::time::Duration::from_secs(3);
+    // Announced over the limit: 413 before a byte of it is sent.
+    let mut stream = support::raw::connect(gateway.addr).await;
+    let request = head("/v1/tools/echo", "content-length: 100000000\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (answer, closed) = support::raw::read_until_closed(&mut stream, patience).await;
+    assert_eq!(support::raw::status(&answer), 413, "{answer}");
+    assert!(
+        closed,
+        "the connection is closed: the body it announced will not be read"
+    );
+    // Announced and never sent: answered by the request's deadline (less the reserve), 504.
+    let started = ballast::clock::now();
+    let mut stream = support::raw::connect(gateway.addr).await;
+    let request = head(
+        "/v1/tools/echo",
+        "content-length: 100\r\nballast-timeout-ms: 400\r\n",
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let (answer, closed) = support::raw::read_until_closed(&mut stream, patience).await;
+    assert_eq!(support::raw::status(&answer), 504, "{answer}");
+    assert_eq!(support::raw::header(&answer, "ballast-code"), "deadline_exceeded");
+    assert!(closed);
+    let waited = ballast::clock::now().saturating_duration_since(started);
+    assert!(
+        waited < std::time::Duration::from_millis(400),
+        "before the caller's deadline: {waited:?}"
+    );
+    // Trickled, a byte every 100 ms, with a long deadline: 408 at body_timeout (700 ms), while still trickling.
+    let started = ballast::clock::now();
+    let (mut reader, mut writer) = support::raw::connect(gateway.addr).await.into_split();
+    let request = head(
+        "/v1/tools/echo",
+        "content-length: 100\r\nballast-timeout-ms: 30000\r\n",
+    );
+    writer.write_all(request.as_bytes()).await.unwrap();
+    let trickle = async move {
+        for _ in 0..30 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            if writer.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    };
+    let trickling = tokio::spawn(trickle);
+    let (answer, closed) = support::raw::read_until_closed(&mut reader, patience).await;
+    assert_eq!(support::raw::status(&answer), 408, "{answer}");
+    assert_eq!(support::raw::header(&answer, "ballast-code"), "body_timeout");
+    assert!(closed);
+    let waited = ballast::clock::now().saturating_duration_since(started);
+    assert!(
+        waited < std::time::Duration::from_secs(2),
+        "at body_timeout: {waited:?}"
+    );
+    trickling.abort();
+}

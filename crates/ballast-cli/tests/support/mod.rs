@@ -6,6 +6,7 @@
 pub(crate) mod gateway;
 pub(crate) mod models;
 pub(crate) mod process;
+pub(crate) mod raw;
 pub(crate) mod sdk;
 
 use std::process::{Command, Output};
