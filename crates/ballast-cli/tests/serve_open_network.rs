@@ -503,3 +503,59 @@ async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed
     );
     trickling.abort();
 }
+
+/// Regression: 200 000 distinct run ids (any principal with a key) cost ~130 MB for ten minutes. Runs are bounded
+/// in all and per principal; a flood evicts the flooder's own oldest runs, and a run evicted and called again is
+/// told it restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_are_bounded_and_a_flood_evicts_only_the_flooders_runs() {
+    let upstream = chaos("").await;
+    let config = TENANTS.replace(
+        "[store]",
+        "[run]\nmax_runs = 300\nmax_runs_per_principal = 100\n[[tools]]\nname = \"echo\"\nupstream = { method = \"POST\", url = \"{chaos}/echo\" }\n[store]",
+    );
+    let gateway = Gateway::start(
+        &config,
+        &upstream,
+        &[("TEST_DEV_KEY", "dev-secret"), ("TEST_OTHER_KEY", "other-secret")],
+    );
+    let client = client();
+    let echo = |auth: &'static str, run: String, timeout: Option<&'static str>| {
+        let (client, url) = (client.clone(), gateway.url("/v1/tools/echo"));
+        async move {
+            let mut request = client
+                .post(url)
+                .header("authorization", auth)
+                .header("ballast-run-id", run)
+                .json(&json!({}));
+            if let Some(timeout) = timeout {
+                request = request.header("ballast-timeout-ms", timeout);
+            }
+            let (status, headers, body) = read(request.send().await.expect("an answer")).await;
+            assert_eq!(status, 200, "{body}");
+            headers
+        }
+    };
+    // dev's run has a deadline of 20 s.
+    echo(DEV, "working".into(), Some("20000")).await;
+    // other names a new run on every call: 1000 of them, 16 at a time.
+    for batch in 0..(1000 / 16 + 1) {
+        let calls = (0..16).map(|i| echo(OTHER, format!("flood-{}", batch * 16 + i), None));
+        futures::future::join_all(calls).await;
+    }
+    let status = support::gateway::get_json_with(&gateway.url("/status"), DEV).await;
+    let runs = &status["runs"];
+    assert!(runs["remembered"].as_u64().unwrap() <= 101, "{runs}");
+    assert!(runs["evicted"].as_u64().unwrap() >= 899, "{runs}");
+    assert_eq!((runs["max"].as_u64(), runs["max_per_principal"].as_u64()), (Some(300), Some(100)));
+    // dev's run kept its deadline: a call without a deadline header is bounded by it, not by the 30 s default.
+    let headers = echo(DEV, "working".into(), None).await;
+    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
+    assert!(remaining <= 20_000, "the run's deadline still holds: {remaining}");
+    assert_eq!(header(&headers, "ballast-run"), "");
+    // The flood's first run was evicted: called again, it starts afresh and the answer says so, once.
+    let headers = echo(OTHER, "flood-0".into(), None).await;
+    assert_eq!(header(&headers, "ballast-run"), "restarted");
+    let headers = echo(OTHER, "flood-0".into(), None).await;
+    assert_eq!(header(&headers, "ballast-run"), "");
+}

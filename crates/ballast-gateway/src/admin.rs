@@ -72,10 +72,22 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "draining": gateway.is_draining(),
         "models": models,
         "tools": tools,
-        "runs": {"in_flight": gateway.inner.runs.live(now), "remembered": gateway.inner.runs.len()},
+        "runs": runs_status(&gateway.inner.runs, now),
         "background_tasks": ballast::background::running(),
         "store": store,
     }))
+}
+
+/// The runs: in flight, remembered, evicted for room since the start, and the bounds.
+fn runs_status(runs: &ballast::Runs, now: Instant) -> Value {
+    let (max, max_per_principal) = runs.bounds();
+    json!({
+        "in_flight": runs.live(now),
+        "remembered": runs.len(),
+        "evicted": runs.evicted_total(),
+        "max": max,
+        "max_per_principal": max_per_principal,
+    })
 }
 
 fn tool_status(tool: &ToolClient, now: Instant) -> Value {

@@ -98,7 +98,8 @@ impl Inbound {
 
 /// A call's deadline, as every route settles it: `bound` (the deadline headers that bound this kind of call)
 /// from `now`, else the deadline of the caller's run (`owner`'s run of that id), else `fallback` from `now` —
-/// and never later than the run's; with the server's reserve and least attempt.
+/// and never later than the run's; with the server's reserve and least attempt. With it, whether this call
+/// started its run again after the run was evicted for room (its answer says so: `ballast-run: restarted`).
 pub(crate) fn call_deadline(
     gateway: &crate::Gateway,
     owner: &str,
@@ -106,11 +107,14 @@ pub(crate) fn call_deadline(
     bound: Option<Duration>,
     fallback: Duration,
     now: ballast_core::Instant,
-) -> ballast_core::Deadline {
+) -> (ballast_core::Deadline, bool) {
     use ballast_core::Deadline;
     let server = &gateway.inner.config.server;
-    let run_deadline = (inbound.run_id.as_ref())
-        .and_then(|id| gateway.inner.runs.get_owned(Some(owner), id, now).deadline());
+    let run = (inbound.run_id.as_ref()).map(|id| gateway.inner.runs.find(Some(owner), id, now));
+    let restarted = run
+        .as_ref()
+        .is_some_and(|(_, origin)| *origin == ballast::RunOrigin::Restarted);
+    let run_deadline = run.and_then(|(run, _)| run.deadline());
     let mut deadline = bound
         .map(|t| Deadline::after(now, t))
         .or(run_deadline)
@@ -118,9 +122,21 @@ pub(crate) fn call_deadline(
     if let Some(run) = run_deadline {
         deadline = deadline.earliest(&run);
     }
-    deadline
+    let deadline = deadline
         .with_reserve(server.reserve)
-        .with_min_attempt(server.min_attempt)
+        .with_min_attempt(server.min_attempt);
+    (deadline, restarted)
+}
+
+/// `ballast-run: restarted` on the answer of a call that started its run again after the run was evicted for
+/// room (`[run] max_runs`): its deadline and retry allowance started over with this call.
+pub(crate) fn tell_restart(headers: &mut HeaderMap, restarted: bool) {
+    if restarted {
+        headers.insert(
+            crate::headers::BALLAST_RUN,
+            http::HeaderValue::from_static("restarted"),
+        );
+    }
 }
 
 /// The smallest deadline header of each kind, each capped by `max_timeout`.

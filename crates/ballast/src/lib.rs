@@ -129,7 +129,7 @@ pub use client::{CallError, Refusal};
 pub use error::{BoxError, Error};
 pub use model::{ChatRequest, ModelClient, ModelClients};
 pub use report::{OutcomeReport, Report};
-pub use run::{Run, Runs};
+pub use run::{Run, RunOrigin, Runs};
 pub use tool::{ToolCall, ToolClient, ToolClients};
 
 // The crate's own short paths to the names its modules share.

@@ -13,6 +13,7 @@
 //!   `ballast_throttled_total{target}` (the retry loop), `ballast_shed_total{target,priority,reason}` (admission),
 //!   `ballast_idempotency_total{result}` (the idempotency layer: `claimed`, `replayed`, `conflict`, `mismatch`,
 //!   `unknown`);
+//! - **the runs**: `ballast_runs_evicted_total` (runs forgotten for room, `[run] max_runs`);
 //! - **the model side**: `ballast_tokens_total{model,outcome}` (`answered`, or `failed`: tokens of attempts that
 //!   failed after the upstream reported them, paid for too — reference/002).
 //!
@@ -221,4 +222,9 @@ fn status_label(status: u16) -> &'static str {
             },
             |(_, label)| label,
         )
+}
+
+/// Runs the registry forgot for room (`ballast_runs_evicted_total`).
+pub(crate) fn runs_evicted(count: u64) {
+    counter!("ballast_runs_evicted_total").increment(count);
 }

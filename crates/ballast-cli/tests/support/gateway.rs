@@ -300,6 +300,19 @@ pub(crate) async fn get_json(url: &str) -> Value {
         .expect("JSON")
 }
 
+/// `GET url` as JSON, with `authorization` (e.g. `Bearer <key>`).
+pub(crate) async fn get_json_with(url: &str, authorization: &str) -> Value {
+    client()
+        .get(url)
+        .header("authorization", authorization)
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON")
+}
+
 /// The executions the chaos ledger recorded for `op`.
 pub(crate) async fn executions(upstream: &ChaosServer, op: &str) -> u64 {
     get_json(&upstream.url("/ledger")).await["ops"][op]["executions"]

@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::model::{ModelAnswer, ModelStream, Truncation};
-use ballast::{CallError, OutcomeReport, Refusal, clock};
+use ballast::{CallError, OutcomeReport, Refusal};
 use ballast_core::ErrorCode;
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
@@ -34,9 +34,7 @@ use serde_json::Value;
 
 use super::request::Settled;
 use crate::error::{AppError, OpenAiError, bool_text, json_response, openai_body, openai_error};
-use crate::headers::{
-    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_REMAINING_MS, BALLAST_TRUNCATED, X_SHOULD_RETRY,
-};
+use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
 
 /// A call's answer or its error.
 pub(super) fn from_answer<T>(result: Result<ModelAnswer<T>, CallError>, settled: &Settled) -> Response {
@@ -277,13 +275,11 @@ fn what_ballast_did(
     }
 }
 
-/// `ballast-remaining-ms`: what is left of the call's deadline.
+/// `ballast-remaining-ms`: what is left of the call's deadline; `ballast-run: restarted` when the call started
+/// its run again.
 fn remaining(headers: &mut http::HeaderMap, settled: &Settled) {
-    let left = settled.deadline.remaining(clock::now());
-    headers.insert(
-        BALLAST_REMAINING_MS,
-        HeaderValue::from(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
-    );
+    crate::error::insert_remaining(headers, &settled.deadline);
+    crate::inbound::tell_restart(headers, settled.run_restarted);
 }
 
 /// The attempts handed to providers, over every deployment tried.

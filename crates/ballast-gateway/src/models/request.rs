@@ -67,6 +67,8 @@ pub(super) struct Settled {
     pub(super) deadline: Deadline,
     /// A retrieve, delete or cancel (a 404 for a response it does not know, not a 400).
     pub(super) about_a_response: bool,
+    /// Whether this call started its run again after the run was evicted for room.
+    pub(super) run_restarted: bool,
     /// The gateway's shutdown: a call it cut before sending anything is a shed, not a failure.
     pub(super) closing: tokio_util::sync::CancellationToken,
     inbound: Inbound,
@@ -96,7 +98,7 @@ pub(super) async fn prepare<R: ModelRequest>(
     let now = clock::now();
     let server = &gateway.inner.config.server;
     let inbound = Inbound::read(headers, server)?;
-    let reading = call_deadline(
+    let (reading, run_restarted) = call_deadline(
         gateway,
         caller.name(),
         &inbound,
@@ -141,7 +143,9 @@ pub(super) async fn prepare<R: ModelRequest>(
         }));
     }
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
-    let settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)?;
+    let mut settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)?;
+    // The reading's lookup made the run, when it was new: the restart, if any, was seen there.
+    settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     Ok(Prepared {
         client: client.clone(),
@@ -177,7 +181,7 @@ fn settle(
     } else {
         (inbound.timeout, server.default_timeout)
     };
-    let deadline = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now);
+    let (deadline, run_restarted) = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now);
     let commit_by = (inbound.sdk_timeout).filter(|_| stream).map(|t| {
         Deadline::after(now, t)
             .with_reserve(server.reserve)
@@ -196,6 +200,7 @@ fn settle(
     Ok(Settled {
         stream,
         deadline,
+        run_restarted,
         about_a_response: false,
         closing: gateway.inner.closing.clone(),
         inbound,

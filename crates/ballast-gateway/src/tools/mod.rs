@@ -59,6 +59,8 @@ struct Prepared {
     deadline: Deadline,
     /// The explicit deadline the caller sent (offered to its run).
     explicit: Option<Deadline>,
+    /// Whether this call started its run again after the run was evicted for room.
+    run_restarted: bool,
 }
 
 /// The routes of every configured tool, and the answer for a tool that is not configured.
@@ -142,6 +144,7 @@ where
     };
     crate::metrics::sdk_retry(client.name(), prepared.inbound.sdk_retry);
     let deadline = prepared.deadline;
+    let run_restarted = prepared.run_restarted;
     let key = prepared.key.clone();
     let (mut parts, body) = request.into_parts();
     if let Some(key) = &key
@@ -161,6 +164,7 @@ where
     .unwrap_or_else(|never| match never {});
     let headers = response.headers_mut();
     crate::error::insert_remaining(headers, &deadline);
+    crate::inbound::tell_restart(headers, run_restarted);
     if let Some(key) = key.and_then(|k| HeaderValue::from_str(k.as_str()).ok()) {
         headers.insert(BALLAST_IDEMPOTENCY_KEY, key);
     }
@@ -190,7 +194,7 @@ async fn check(
         .get::<Principal>()
         .map_or(crate::auth::ANONYMOUS, Principal::name)
         .to_owned();
-    let deadline = crate::inbound::call_deadline(
+    let (deadline, run_restarted) = crate::inbound::call_deadline(
         gateway,
         &owner,
         &inbound,
@@ -238,6 +242,7 @@ async fn check(
         key,
         deadline,
         explicit,
+        run_restarted,
     };
     Ok((prepared, request))
 }
