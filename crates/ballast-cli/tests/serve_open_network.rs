@@ -547,7 +547,10 @@ async fn runs_are_bounded_and_a_flood_evicts_only_the_flooders_runs() {
     let runs = &status["runs"];
     assert!(runs["remembered"].as_u64().unwrap() <= 101, "{runs}");
     assert!(runs["evicted"].as_u64().unwrap() >= 899, "{runs}");
-    assert_eq!((runs["max"].as_u64(), runs["max_per_principal"].as_u64()), (Some(300), Some(100)));
+    assert_eq!(
+        (runs["max"].as_u64(), runs["max_per_principal"].as_u64()),
+        (Some(300), Some(100))
+    );
     // dev's run kept its deadline: a call without a deadline header is bounded by it, not by the 30 s default.
     let headers = echo(DEV, "working".into(), None).await;
     let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
@@ -558,4 +561,190 @@ async fn runs_are_bounded_and_a_flood_evicts_only_the_flooders_runs() {
     assert_eq!(header(&headers, "ballast-run"), "restarted");
     let headers = echo(OTHER, "flood-0".into(), None).await;
     assert_eq!(header(&headers, "ballast-run"), "");
+}
+
+/// A payment at an upstream that does not deduplicate: run twice, it is paid twice.
+const PAYMENTS: &str = r#"
+version = 1
+[store]
+url = "sqlite://{dir}/ballast.db"
+[[tools]]
+name = "process_payment"
+upstream = { method = "POST", url = "{chaos}/tools/process_payment" }
+side_effects = true
+per_try_timeout = "2s"
+"#;
+
+/// Regression: with the SQLite file deleted (or replaced) while serving, `/status` said healthy and calls were
+/// still acknowledged; after a restart a completed payment ran a second time. Made read-only, `/status` still
+/// said healthy. Now each turns `/status` and `/readyz` unhealthy and side effects `store_unavailable` (nothing
+/// runs) until the file is back; after that and a restart every acknowledged payment replays, none runs twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_runs_twice() {
+    let upstream = chaos("").await;
+    let gateway = Gateway::start(PAYMENTS, &upstream, &[]);
+    let client = client();
+    let pay = |gateway: &Gateway, key: &'static str| {
+        let (client, url) = (client.clone(), gateway.url("/v1/tools/process_payment"));
+        async move {
+            let response = client
+                .post(url)
+                .header("idempotency-key", key)
+                .json(&json!({"op": key, "amount": 10}))
+                .send()
+                .await
+                .expect("an answer");
+            read(response).await
+        }
+    };
+    let store = gateway.dir().join("ballast.db");
+    let aside = gateway.dir().join("ballast.db.aside");
+    let status_url = gateway.url("/status");
+    let ready_url = gateway.url("/readyz");
+    let healthy = || async {
+        let status = support::gateway::get_json(&status_url).await;
+        status["store"]["healthy"].as_bool().expect("a health")
+    };
+    // Unhealthy: /status (probed at once) and /readyz (the last probe, within a second) say so, and a payment
+    // is refused with nothing run.
+    let refused_while = |what: &'static str, key: &'static str| {
+        let (ready_url, upstream) = (ready_url.clone(), &upstream);
+        let gateway = &gateway;
+        async move {
+            assert!(!healthy().await, "{what}: /status says unhealthy");
+            support::gateway::eventually(&format!("{what}: /readyz says so"), || async {
+                let ready = support::gateway::get_json(&ready_url).await;
+                (ready["store"] == "unavailable").then_some(())
+            })
+            .await;
+            let (status, headers, body) = pay(gateway, key).await;
+            assert_eq!(
+                (status, header(&headers, "ballast-code")),
+                (503, "store_unavailable"),
+                "{what}: {body}"
+            );
+            assert_eq!(executions(upstream, key).await, 0, "{what}: nothing ran");
+        }
+    };
+    let (status, _, body) = pay(&gateway, "pay-1").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(healthy().await);
+    // Deleted (moved away), then put back.
+    std::fs::rename(&store, &aside).unwrap();
+    refused_while("deleted", "pay-deleted").await;
+    std::fs::rename(&aside, &store).unwrap();
+    assert!(healthy().await, "back at its path");
+    // Replaced by a copy (the original kept aside under another name), then the original put back.
+    std::fs::hard_link(&store, &aside).unwrap();
+    let copy = gateway.dir().join("ballast.db.copy");
+    std::fs::copy(&store, &copy).unwrap();
+    std::fs::rename(&copy, &store).unwrap();
+    refused_while("replaced", "pay-replaced").await;
+    std::fs::rename(&aside, &store).unwrap();
+    assert!(healthy().await, "the original is back");
+    // Made read-only, then writable again.
+    let mut permissions = std::fs::metadata(&store).unwrap().permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(&store, permissions.clone()).unwrap();
+    refused_while("read-only", "pay-read-only").await;
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&store, permissions).unwrap();
+    assert!(healthy().await, "writable again");
+    let (status, _, body) = pay(&gateway, "pay-2").await;
+    assert_eq!(status, 200, "{body}");
+    // A restart: every acknowledged payment replays, and none ran twice.
+    gateway.signal("-TERM");
+    assert_eq!(gateway.wait_for_exit(), Some(0));
+    let gateway = gateway.restart();
+    for key in ["pay-1", "pay-2"] {
+        let (status, headers, body) = pay(&gateway, key).await;
+        assert_eq!(
+            (status, header(&headers, "idempotent-replayed")),
+            (200, "true"),
+            "{key}: {body}"
+        );
+        assert_eq!(executions(&upstream, key).await, 1, "{key} ran once");
+    }
+}
+
+/// A lost PostgreSQL or Redis turns `/status` unhealthy and side effects `store_unavailable` (nothing runs) until
+/// it is back; then they are served again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_redis_or_postgresql_is_noticed_and_side_effects_fail_closed_until_it_is_back() {
+    let upstream = chaos("").await;
+    let servers = [
+        ("Redis", "BALLAST_TEST_REDIS_URL", "redis://127.0.0.1:6379"),
+        (
+            "PostgreSQL",
+            "BALLAST_TEST_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ),
+    ];
+    for (what, var, default) in servers {
+        let Some((url, addr)) = support::raw::service(what, var, default).await else {
+            continue;
+        };
+        let proxy = support::raw::Cuttable::to(addr).await;
+        let proxied = url.replacen(&addr.to_string(), &proxy.addr.to_string(), 1);
+        let config = PAYMENTS.replace("sqlite://{dir}/ballast.db", &proxied);
+        let gateway = Gateway::start(&config, &upstream, &[]);
+        let client = client();
+        let run = uuid_like(what);
+        let pay = |key: String| {
+            let (client, url) = (client.clone(), gateway.url("/v1/tools/process_payment"));
+            async move {
+                let response = client
+                    .post(url)
+                    .header("idempotency-key", key.as_str())
+                    .json(&json!({"op": key, "amount": 10}))
+                    .send()
+                    .await
+                    .expect("an answer");
+                read(response).await
+            }
+        };
+        let healthy = || async {
+            let status = support::gateway::get_json(&gateway.url("/status")).await;
+            status["store"]["healthy"].as_bool().expect("a health")
+        };
+        let (status, _, body) = pay(format!("{run}-before")).await;
+        assert_eq!(status, 200, "{what}: {body}");
+        proxy.cut();
+        support::gateway::eventually(&format!("{what} lost: /status says so"), || async {
+            (!healthy().await).then_some(())
+        })
+        .await;
+        let lost = format!("{run}-lost");
+        let (status, headers, body) = pay(lost.clone()).await;
+        assert_eq!(
+            (status, header(&headers, "ballast-code")),
+            (503, "store_unavailable"),
+            "{what}: {body}"
+        );
+        assert_eq!(executions(&upstream, &lost).await, 0, "{what}: nothing ran");
+        proxy.restore();
+        support::gateway::eventually(&format!("{what} back: /status says so"), || async {
+            healthy().await.then_some(())
+        })
+        .await;
+        let after = format!("{run}-after");
+        let (status, _, body) = support::gateway::eventually(&format!("{what}: served again"), || {
+            let pay = pay(after.clone());
+            async move {
+                let answer = pay.await;
+                (answer.0 == 200).then_some(answer)
+            }
+        })
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(executions(&upstream, &after).await, 1);
+    }
+}
+
+/// An operation id of this test run's own (the stores are shared between runs): random, from std's hasher keys.
+fn uuid_like(what: &str) -> String {
+    use std::hash::BuildHasher as _;
+    let random = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
+    format!("{what}-{random:016x}")
 }

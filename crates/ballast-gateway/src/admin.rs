@@ -7,17 +7,30 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use ballast::idempotency::store::{IdempotencyStore, Scope};
+use ballast::idempotency::store::IdempotencyStore;
 use ballast::layer::AdmissionLayer;
-use ballast::{IdempotencyKey, ModelClient, ToolClient};
+use ballast::{ModelClient, ToolClient};
 use ballast_core::{AdaptiveThrottle, BreakerState, CircuitBreaker, Instant, Priority, RetryBudget};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::Gateway;
 
-/// How long `/status` waits for the store to answer its health probe.
+/// How long a probe waits for the store to answer.
 const STORE_PROBE: Duration = Duration::from_secs(1);
+
+/// How often the store is probed while the gateway serves.
+const STORE_PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// Probes the store every [`STORE_PROBE_EVERY`] while the gateway serves: its health is checked, not assumed (a
+/// SQLite file deleted, replaced or made read-only; a PostgreSQL or Redis gone), and while a probe fails claims
+/// are refused — side effects answer `store_unavailable`, nothing runs — until one passes.
+pub(crate) async fn probe_store(gateway: Gateway) {
+    loop {
+        gateway.inner.checked_store.probe(STORE_PROBE).await;
+        tokio::time::sleep(STORE_PROBE_EVERY).await;
+    }
+}
 
 /// Liveness: the process answers.
 pub(crate) async fn healthz() -> Json<Value> {
@@ -25,13 +38,27 @@ pub(crate) async fn healthz() -> Json<Value> {
 }
 
 /// Readiness: serving and not draining. A store outage does not fail it — tool routes that need the store answer
-/// 503 `store_unavailable` themselves, and model routes do not need it.
+/// 503 `store_unavailable` themselves, and model routes do not need it — but it says so (`store`), from the last
+/// probe.
 pub(crate) async fn readyz(State(gateway): State<Gateway>) -> Response {
     if gateway.is_draining() {
         let body = json!({"status": "draining", "detail": "shutting down: send new requests elsewhere"});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    Json(json!({"status": "ready"})).into_response()
+    let health = gateway.inner.checked_store.health();
+    if !health.healthy {
+        return Json(json!({
+            "status": "ready",
+            "store": "unavailable",
+            "detail": format!(
+                "model routes are served; side-effecting tool calls answer store_unavailable until the store is \
+                 back: {}",
+                health.error.unwrap_or_default()
+            ),
+        }))
+        .into_response();
+    }
+    Json(json!({"status": "ready", "store": "healthy"})).into_response()
 }
 
 /// Prometheus text.
@@ -67,7 +94,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .into_iter()
         .map(|route| (route.name().to_owned(), model_status(route, now)))
         .collect();
-    let store = store_health(&*gateway.inner.store, &gateway.inner.store_url).await;
+    let store = store_health(&gateway).await;
     Json(json!({
         "draining": gateway.is_draining(),
         "models": models,
@@ -181,17 +208,14 @@ fn state_name(state: BreakerState) -> &'static str {
     }
 }
 
-/// Whether the store answers a lookup within a second.
-async fn store_health(store: &dyn IdempotencyStore, url: &str) -> Value {
-    let key = IdempotencyKey::parse("ballast-status-probe").expect("a valid key");
-    let scope = Scope::new("ballast", "GET /status", key);
-    let (healthy, error) = match tokio::time::timeout(STORE_PROBE, store.lookup(&scope)).await {
-        Ok(Ok(_)) => (true, None),
-        Ok(Err(error)) => (false, Some(error.to_string())),
-        Err(_) => (
-            false,
-            Some(format!("no answer within {} ms", STORE_PROBE.as_millis())),
-        ),
-    };
-    json!({"backend": store.backend(), "url": url, "healthy": healthy, "error": error})
+/// The store's health, probed now (within a second).
+async fn store_health(gateway: &Gateway) -> Value {
+    let store = &gateway.inner.checked_store;
+    let health = store.probe(STORE_PROBE).await;
+    json!({
+        "backend": store.backend(),
+        "url": gateway.inner.store_url,
+        "healthy": health.healthy,
+        "error": health.error,
+    })
 }

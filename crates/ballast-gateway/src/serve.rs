@@ -83,6 +83,7 @@ pub async fn serve(
     }
     let router = app(gateway.clone())?;
     // Aborted when serving ends, however it ends.
+    let _store_probes = AbortOnDropHandle::new(tokio::spawn(crate::admin::probe_store(gateway.clone())));
     let _upkeep = gateway
         .inner
         .metrics

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ballast::idempotency::store::{self as stores, IdempotencyStore, StoreOptions};
+use ballast::idempotency::store::{self as stores, CheckedStore, IdempotencyStore, StoreOptions};
 use ballast::model::{ModelClients, StoreStateRecords};
 use ballast::{Body, Error, Runs, ToolClients};
 use ballast_config::{Config, Env, StoreLocation};
@@ -30,6 +30,9 @@ pub(crate) struct Inner {
     /// A client per model route (its deployments' API keys read at start), sharing the tools' runs.
     pub(crate) models: ModelClients,
     pub(crate) store: Arc<dyn IdempotencyStore>,
+    /// The same store, with the result of its last probe: claims are refused while it failed (`/status`,
+    /// `/readyz` say so).
+    pub(crate) checked_store: Arc<CheckedStore>,
     pub(crate) store_url: String,
     pub(crate) runs: Arc<Runs>,
     pub(crate) principals: Principals,
@@ -80,12 +83,14 @@ impl Gateway {
         let options = StoreOptions {
             retention: config.store.retention,
         };
-        let store = stores::open(&store_url, options)
+        let opened = stores::open(&store_url, options)
             .await
             .map_err(|source| StartError::Store {
                 url: redacted(&store_url),
                 source,
             })?;
+        let checked_store = Arc::new(CheckedStore::new(opened));
+        let store: Arc<dyn IdempotencyStore> = Arc::clone(&checked_store) as Arc<dyn IdempotencyStore>;
         let runs = Arc::new(Runs::of(&config.run));
         let tools = ToolClients::from_config_with_env(&config, env, transport.clone(), Arc::clone(&runs))
             .map_err(|e| StartError::Tool(e.to_string()))?;
@@ -101,6 +106,7 @@ impl Gateway {
                 tools,
                 models,
                 store,
+                checked_store,
                 runs,
                 principals,
                 metrics: None,

@@ -45,6 +45,7 @@ pub mod conformance;
 )]
 mod decide;
 mod error;
+mod health;
 mod open;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -59,6 +60,7 @@ use std::time::Duration;
 
 pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
+pub use health::{CheckedStore, StoreHealth};
 pub use open::open;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
@@ -130,4 +132,15 @@ pub trait IdempotencyStore: Send + Sync + Debug {
 
     /// The backend's name, for logs and metrics: `sqlite`, `postgres`, `redis`.
     fn backend(&self) -> &'static str;
+
+    /// Whether the store works now: a probe that goes where a claim would (the server, the file), so that its
+    /// health is checked, not assumed — a gateway refuses side effects while it fails and says why in its
+    /// status. Default: a lookup of a key no request can use (a principal no name can be). SQLite writes a probe
+    /// and checks that its file is still the one it opened, writable.
+    async fn check(&self) -> Result<(), StoreError> {
+        let key = ballast_core::IdempotencyKey::parse("probe").expect("a valid key");
+        self.lookup(&Scope::new("", "ballast health probe", key))
+            .await
+            .map(|_| ())
+    }
 }

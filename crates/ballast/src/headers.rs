@@ -15,6 +15,9 @@ pub(crate) const RETRY_AFTER: HeaderName = HeaderName::from_static(ballast_core:
 pub(crate) const RETRY_AFTER_MS: HeaderName = HeaderName::from_static(ballast_core::RETRY_AFTER_MS);
 pub(crate) const X_SHOULD_RETRY: HeaderName = HeaderName::from_static(ballast_core::X_SHOULD_RETRY);
 pub(crate) const BALLAST_OUTCOME: HeaderName = HeaderName::from_static(ballast_core::BALLAST_OUTCOME);
+/// The stable code of an answer Ballast made itself (its problem type's last part), for a caller that reads
+/// headers only.
+pub(crate) const BALLAST_CODE: HeaderName = HeaderName::from_static("ballast-code");
 pub(crate) const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
 pub(crate) const BALLAST_RUN_ID: HeaderName = HeaderName::from_static("ballast-run-id");

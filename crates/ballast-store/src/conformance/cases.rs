@@ -363,3 +363,16 @@ pub async fn concurrent_claims_have_one_winner(opener: Opener) {
         print("{}")
     );
 }
+
+/// A store that works passes its health check, and the check leaves no record a request could meet.
+pub async fn a_working_store_passes_its_check(opener: Opener) {
+    let Some(store) = open(opener, StoreOptions::default()).await else {
+        return;
+    };
+    store.check().await.expect("a working store passes its check");
+    store.check().await.expect("and again");
+    let scope = fresh_scope();
+    acquire(&*store, &scope, &request("{}", LONG)).await;
+    store.check().await.expect("beside records in flight");
+    assert!(store.lookup(&scope).await.unwrap().is_some());
+}

@@ -66,6 +66,7 @@ macro_rules! conformance_tests {
             a_late_release_clears_an_expiry_made_outcome_unknown,
             a_late_answer_after_a_take_over_is_refused,
             the_retired_token_writes_nothing,
+            a_working_store_passes_its_check,
         );
     };
     (@tests $opener:expr; $($name:ident),+ $(,)?) => {

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
+use super::file::Identity;
 use crate::StoreError;
 use crate::clock::unix_millis;
 
@@ -30,6 +31,8 @@ const MAX_BATCH: usize = 64;
 pub(super) struct Shared {
     connection: Mutex<Connection>,
     queue: Mutex<Queue>,
+    /// The file the connection opened (none in memory): checked before every transaction.
+    file: Option<Identity>,
 }
 
 #[derive(Default)]
@@ -40,10 +43,11 @@ struct Queue {
 }
 
 impl Shared {
-    pub(super) fn new(connection: Connection) -> Arc<Shared> {
+    pub(super) fn new(connection: Connection, file: Option<Identity>) -> Arc<Shared> {
         Arc::new(Shared {
             connection: Mutex::new(connection),
             queue: Mutex::default(),
+            file,
         })
     }
 
@@ -96,6 +100,13 @@ impl Drainer {
                 let take = queue.waiting.len().min(MAX_BATCH);
                 queue.waiting.drain(..take).collect::<Vec<_>>()
             };
+            // The file deleted, replaced or made read-only since it was opened: what would be written goes to a
+            // file nobody will open again (or against the operator's wish), so nothing runs and nothing is
+            // acknowledged until it is back.
+            if let Some(Err(why)) = self.shared.file.as_ref().map(Identity::verify) {
+                batch.into_iter().for_each(|operation| operation.fail(&why));
+                continue;
+            }
             let connection = lock(&self.shared.connection);
             run_batch(&connection, batch);
         }
@@ -351,7 +362,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_operations_are_all_answered_once_committed() {
-        let shared = Shared::new(connection());
+        let shared = Shared::new(connection(), None);
         let calls = (0..200).map(|i| {
             let shared = Arc::clone(&shared);
             tokio::spawn(async move {
@@ -398,7 +409,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_drainer_that_never_ran_leaves_the_store_usable() {
-        let shared = Shared::new(connection());
+        let shared = Shared::new(connection(), None);
         let (stranded, answer) = insert("a", ok);
         {
             let mut queue = lock(&shared.queue);

@@ -15,6 +15,7 @@
 //! milliseconds (the store's clock: one machine owns the file).
 
 mod batch;
+mod file;
 mod sql;
 
 use std::path::PathBuf;
@@ -84,11 +85,18 @@ impl SqliteStore {
     /// every commit. The file's directory must exist.
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
         let location = parse_url(url)?;
-        let connection = tokio::task::spawn_blocking(move || connect(&location))
-            .await
-            .map_err(StoreError::unavailable)??;
+        let (connection, file) = tokio::task::spawn_blocking(move || {
+            let connection = connect(&location)?;
+            let file = match &location {
+                Location::File { path, .. } => Some(file::Identity::of(path)?),
+                Location::Memory => None,
+            };
+            Ok::<_, StoreError>((connection, file))
+        })
+        .await
+        .map_err(StoreError::unavailable)??;
         Ok(SqliteStore {
-            shared: Shared::new(connection),
+            shared: Shared::new(connection, file),
             retention_ms: millis(options.retention),
             location: url.into(),
         })
@@ -210,6 +218,11 @@ impl IdempotencyStore for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        // Through the queue like any operation: the file's identity is checked before its transaction.
+        self.with(|connection, _| sql::probe(connection)).await
     }
 }
 

@@ -55,6 +55,28 @@ fn unavailable(error: rusqlite::Error) -> StoreError {
     StoreError::unavailable(error)
 }
 
+/// A write that leaves nothing behind: a row no request can name (principal `""`) inserted and deleted in the
+/// transaction of the probe, so the probe fails as a claim would (a full disk, an I/O error, a read-only file).
+pub(super) fn probe(connection: &Connection) -> Result<(), StoreError> {
+    connection
+        .prepare_cached(
+            "INSERT OR REPLACE INTO ballast_idempotency \
+             (principal, route, key, state, fingerprint, owner, lease_until, expires_at) \
+             VALUES ('', 'ballast health probe', 'probe', 'claimed', x'', x'', 0, 0)",
+        )
+        .and_then(|mut statement| statement.execute([]))
+        .and_then(|_| {
+            connection
+                .prepare_cached(
+                    "DELETE FROM ballast_idempotency \
+                     WHERE principal = '' AND route = 'ballast health probe' AND key = 'probe'",
+                )?
+                .execute([])
+        })
+        .map(|_| ())
+        .map_err(unavailable)
+}
+
 /// Creates the schema on a new database; refuses one written by a newer version.
 pub(super) fn migrate(connection: &Connection) -> Result<(), StoreError> {
     let version: i64 = connection

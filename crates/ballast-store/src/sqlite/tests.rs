@@ -100,6 +100,43 @@ async fn completed_records_survive_a_restart() {
     );
 }
 
+/// Regression: with the file deleted (or replaced) while serving, calls were still acknowledged — written to an
+/// inode nobody would open again — and after a restart a completed payment ran a second time.
+#[tokio::test]
+async fn a_file_moved_away_replaced_or_made_read_only_fails_every_operation_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.db");
+    let store = SqliteStore::open(&format!("sqlite://{}", path.display()), StoreOptions::default())
+        .await
+        .unwrap();
+    store.check().await.unwrap();
+    let claim = || request("{}", std::time::Duration::from_secs(60));
+    acquire(&store, &fresh_scope(), &claim()).await;
+    let unavailable = |result: Result<ClaimOutcome, StoreError>, why: &str| {
+        let error = result.expect_err("refused");
+        assert!(matches!(error, StoreError::Unavailable(_)), "{error}");
+        assert!(error.to_string().contains(why), "{error}");
+    };
+    let aside = dir.path().join("aside.db");
+    std::fs::rename(&path, &aside).unwrap();
+    unavailable(store.claim(&fresh_scope(), &claim()).await, "deleted or moved");
+    assert!(store.check().await.is_err());
+    std::fs::rename(&aside, &path).unwrap();
+    store.check().await.unwrap();
+    acquire(&store, &fresh_scope(), &claim()).await;
+    let mut permissions = std::fs::metadata(&path).unwrap().permissions();
+    permissions.set_readonly(true);
+    std::fs::set_permissions(&path, permissions.clone()).unwrap();
+    unavailable(store.claim(&fresh_scope(), &claim()).await, "read-only");
+    #[allow(clippy::permissions_set_readonly_false)]
+    permissions.set_readonly(false);
+    std::fs::set_permissions(&path, permissions).unwrap();
+    store.check().await.unwrap();
+    std::fs::copy(&path, &aside).unwrap();
+    std::fs::rename(&aside, &path).unwrap();
+    unavailable(store.claim(&fresh_scope(), &claim()).await, "replaced");
+}
+
 #[tokio::test]
 async fn a_missing_directory_is_an_error_not_a_panic() {
     let error = SqliteStore::open("sqlite:///nonexistent-ballast-dir/x.db", StoreOptions::default()).await;

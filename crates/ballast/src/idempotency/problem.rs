@@ -11,7 +11,7 @@ use ballast_core::{AmbiguousJson, ErrorCode, InvalidKey, WireError};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
-use crate::headers::{BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::headers::{BALLAST_CODE, BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 
 /// Why the layer answered instead of the handler (or alongside it, for the outcome of a crashed handler).
 #[derive(Debug)]
@@ -65,11 +65,9 @@ impl Problem {
             "detail": detail,
         });
         let unknown = matches!(self, Problem::OutcomeUnknown | Problem::HandlerPanicked);
-        match self {
-            Problem::OutcomeUnknown => body["code"] = json!(ErrorCode::OutcomeUnknown.as_str()),
-            Problem::DeadlineExceeded { .. } => body["code"] = json!(ErrorCode::DeadlineExceeded.as_str()),
-            _ => {}
-        }
+        // The code is the type's last part: one spelling for every URN (DESIGN.md, "Error answers").
+        let code = type_uri.strip_prefix("urn:ballast:").unwrap_or(slug).to_owned();
+        body["code"] = json!(code);
         let mut response = Response::new(Body::from(body.to_string()));
         *response.status_mut() = status;
         let headers = response.headers_mut();
@@ -78,6 +76,9 @@ impl Problem {
             HeaderValue::from_static("application/problem+json"),
         );
         // Said in a header too, for a caller (another Ballast, a proxy) that does not read the body.
+        if let Ok(code) = HeaderValue::from_str(&code) {
+            headers.insert(BALLAST_CODE, code);
+        }
         if unknown {
             headers.insert(BALLAST_OUTCOME, HeaderValue::from_static("unknown"));
         }
@@ -296,8 +297,11 @@ mod tests {
             let (status, slug, _) = problem.kind();
             let response = problem.into_response();
             assert_eq!(response.status(), status);
+            // The code, in the body and a header, is the type's last part (a caller reading either finds it).
+            assert_eq!(response.headers()["ballast-code"], slug);
             let body = body_json(response).await;
             assert_eq!(body["type"], format!("urn:ballast:{slug}"));
+            assert_eq!(body["code"], slug);
             assert_eq!(body["status"], status.as_u16());
             assert!(!body["title"].as_str().unwrap().is_empty());
             assert!(body["detail"].as_str().unwrap().len() > 20, "{body}");
