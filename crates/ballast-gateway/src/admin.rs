@@ -100,9 +100,20 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "models": models,
         "tools": tools,
         "runs": runs_status(&gateway.inner.runs, now),
+        "connections": connections_status(&gateway),
         "background_tasks": ballast::background::running(),
         "store": store,
     }))
+}
+
+/// The connections of `listen` (and, when it is set, of `admin_listen`): open, the cap, and how many were evicted
+/// for room, refused, or closed by their header or idle timeout.
+fn connections_status(gateway: &Gateway) -> Value {
+    let mut status = gateway.inner.connections.to_json();
+    if gateway.inner.config.server.admin_listen.is_some() {
+        status["admin"] = gateway.inner.admin_connections.to_json();
+    }
+    status
 }
 
 /// The runs: in flight, remembered, evicted for room since the start, and the bounds.

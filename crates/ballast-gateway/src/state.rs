@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     pub(crate) draining: AtomicBool,
     /// Cancelled when the grace period of a shutdown ends: the streams still open end with their error event.
     pub(crate) closing: CancellationToken,
+    /// What `listen`'s connections did (open, the cap, evicted, refused, timed out), and the admin listener's.
+    pub(crate) connections: Arc<crate::serve::ConnectionStats>,
+    pub(crate) admin_connections: Arc<crate::serve::ConnectionStats>,
 }
 
 impl Gateway {
@@ -112,6 +115,8 @@ impl Gateway {
                 metrics: None,
                 draining: AtomicBool::new(false),
                 closing: CancellationToken::new(),
+                connections: Arc::default(),
+                admin_connections: Arc::default(),
             }),
         })
     }

@@ -1,4 +1,6 @@
-//! Serving, and stopping without losing anything (DESIGN.md, "Gateway HTTP interface", graceful shutdown):
+//! Serving, and stopping without losing anything (DESIGN.md, "Gateway HTTP interface", graceful shutdown).
+//! Connections are accepted and bounded — header and idle timeouts, a cap below the file limit — by
+//! `connections.rs`. Stopping:
 //!
 //! 1. the shutdown future completes (the binary: SIGTERM or Ctrl-C);
 //! 2. `/readyz` fails at once, and for `server.drain_delay` the gateway keeps serving so that load balancers
@@ -11,13 +13,17 @@
 //!    others) its key answers `outcome_unknown` — or, for an upstream that deduplicates, is sent again with the
 //!    same key.
 
+mod connections;
+
 use std::future::Future;
 use std::time::Duration;
 
-use axum::serve::ListenerExt as _;
 use ballast_config::{Config, ProcessEnv};
 use tokio::net::TcpListener;
 use tokio_util::task::AbortOnDropHandle;
+
+pub(crate) use connections::ConnectionStats;
+use connections::{ADMIN_CONNECTIONS, Limits};
 
 use crate::{Gateway, StartError, admin_app, app};
 
@@ -55,19 +61,6 @@ pub async fn run_on(
     serve(listener, admin, gateway, shutdown).await
 }
 
-/// `listener`, its connections with `TCP_NODELAY` set. Without it (axum's default), Nagle's algorithm holds each
-/// small write while an earlier one is unacknowledged: every event of a stream after the first waited for the
-/// caller's delayed ACK (up to 40 ms on Linux), and streams through the gateway were capped near 720 a second.
-fn without_nagle(
-    listener: TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = std::net::SocketAddr> {
-    listener.tap_io(|stream| {
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY on a connection");
-        }
-    })
-}
-
 /// Serves `gateway` on `listener` (and its admin endpoints on `admin`) until `shutdown` completes, then stops
 /// gracefully (module docs).
 pub async fn serve(
@@ -82,6 +75,19 @@ pub async fn serve(
         return Err(StartError::NotLoopback { addr: local });
     }
     let router = app(gateway.clone())?;
+    let config = gateway.config();
+    let upstream_calls: u64 = (config.tools.iter().map(|t| u64::from(t.concurrency)))
+        .chain((config.models.iter()).map(|m| u64::from(m.concurrency) * m.deployments.len() as u64))
+        .sum();
+    let (max, lowered) = connections::limit(server.max_connections, upstream_calls, admin.is_some());
+    if let Some(why) = lowered {
+        tracing::warn!("{why}");
+    }
+    let limits = Limits {
+        header_timeout: server.header_timeout,
+        idle_timeout: server.idle_timeout,
+        max,
+    };
     // Aborted when serving ends, however it ends.
     let _store_probes = AbortOnDropHandle::new(tokio::spawn(crate::admin::probe_store(gateway.clone())));
     let _upkeep = gateway
@@ -103,36 +109,46 @@ pub async fn serve(
             at
         }
     };
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|stop| *stop).await;
-    };
-    let main = axum::serve(without_nagle(listener), router).with_graceful_shutdown(stopped(stop_rx.clone()));
+    let main = connections::serve(
+        listener,
+        router,
+        limits,
+        std::sync::Arc::clone(&gateway.inner.connections),
+        stop_rx.clone(),
+    );
     let admin_server = admin.map(|listener| {
-        axum::serve(listener, admin_app(gateway.clone())).with_graceful_shutdown(stopped(stop_rx.clone()))
+        let limits = Limits {
+            max: ADMIN_CONNECTIONS,
+            ..limits
+        };
+        let stats = std::sync::Arc::clone(&gateway.inner.admin_connections);
+        connections::serve(
+            listener,
+            admin_app(gateway.clone()),
+            limits,
+            stats,
+            stop_rx.clone(),
+        )
     });
     let serving = async move {
         let admin = async move {
-            match admin_server {
-                Some(server) => server.await,
-                None => Ok(()),
+            if let Some(server) = admin_server {
+                server.await;
             }
         };
-        let (main, admin) = tokio::join!(main.into_future(), admin);
-        main.and(admin)
+        tokio::join!(main, admin);
     };
     tokio::pin!(serving);
+    // The listeners serve until told to stop: only the signal ends this.
     let signal_at = tokio::select! {
-        result = &mut serving => {
-            // The listeners ended without a shutdown: an accept error.
-            return result.map_err(StartError::Listen);
-        }
+        () = &mut serving => return Ok(()),
         at = signalled => at,
     };
     // Requests in flight finish within the grace, counted from the signal.
     let grace_end = signal_at + server.grace;
     let grace_left = |now| grace_end.saturating_duration_since(now);
     match tokio::time::timeout(grace_left(ballast::clock::now()), &mut serving).await {
-        Ok(result) => result.map_err(StartError::Listen)?,
+        Ok(()) => {}
         Err(_) => {
             // Streams still open end with their API's error event, never as a clean end; a moment for it to go.
             gateway.close_streams();
@@ -152,25 +168,4 @@ pub async fn serve(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use axum::serve::Listener as _;
-
-    use super::*;
-
-    /// Regression: the gateway's connections kept Nagle's algorithm on, and a stream's events after the first
-    /// waited for the caller's delayed ACK.
-    #[tokio::test]
-    async fn connections_are_accepted_with_tcp_nodelay() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut listener = without_nagle(listener);
-        let (_client, (accepted, _)) = tokio::join!(
-            async { tokio::net::TcpStream::connect(addr).await.unwrap() },
-            listener.accept()
-        );
-        assert!(accepted.nodelay().unwrap());
-    }
 }
