@@ -748,3 +748,70 @@ fn uuid_like(what: &str) -> String {
     let random = std::collections::hash_map::RandomState::new().hash_one(std::process::id());
     format!("{what}-{random:016x}")
 }
+
+/// Regression: with no header or idle timeout and no cap, 1 100 idle connections under `ulimit -n 1024` locked out
+/// every caller, `/healthz` included. Here the gateway may open 256 files; 400 connections that send nothing,
+/// and 400 that send half a request's head, still leave `/healthz` and a tool call served in time.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_idle_and_slow_connections_beyond_the_file_limit_leaves_callers_served() {
+    use tokio::io::AsyncWriteExt as _;
+    let upstream = chaos("").await;
+    let config = r#"
+version = 1
+[store]
+url = "sqlite://{dir}/ballast.db"
+[[tools]]
+name = "echo"
+upstream = { method = "POST", url = "{chaos}/echo" }
+concurrency = 8
+"#;
+    let gateway = Gateway::start_with_file_limit(config, &upstream, &[], 256);
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let served = |what: &'static str| {
+        let client = client.clone();
+        let (healthz, echo) = (gateway.url("/healthz"), gateway.url("/v1/tools/echo"));
+        async move {
+            let health = client
+                .get(healthz)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{what}: /healthz: {e}"));
+            assert_eq!(health.status(), 200, "{what}");
+            let call = client.post(echo).json(&json!({})).send().await;
+            let call = call.unwrap_or_else(|e| panic!("{what}: a tool call: {e}"));
+            assert_eq!(call.status(), 200, "{what}");
+        }
+    };
+    served("before").await;
+    let mut idle = Vec::new();
+    for _ in 0..400 {
+        idle.push(support::raw::connect(gateway.addr).await);
+    }
+    served("400 idle connections open").await;
+    let mut slow = Vec::new();
+    for _ in 0..400 {
+        let mut stream = support::raw::connect(gateway.addr).await;
+        let _ = stream
+            .write_all(b"POST /v1/tools/echo HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+            .await;
+        slow.push(stream);
+    }
+    served("400 slow heads open too").await;
+    let status = support::gateway::get_json(&gateway.url("/status")).await;
+    let connections = &status["connections"];
+    let max = connections["max"].as_u64().unwrap();
+    assert!(max < 256, "the cap is below the file limit: {connections}");
+    assert!(connections["open"].as_u64().unwrap() <= max + 1, "{connections}");
+    assert!(
+        connections["evicted"].as_u64().unwrap() >= 800 - max,
+        "{connections}"
+    );
+    assert!(
+        gateway.stderr().contains("server.max_connections lowered"),
+        "{}",
+        gateway.stderr()
+    );
+}

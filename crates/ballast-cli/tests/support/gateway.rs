@@ -35,6 +35,8 @@ pub(crate) struct Gateway {
     dir: Arc<tempfile::TempDir>,
     config: PathBuf,
     env: Vec<(String, String)>,
+    /// The process may open this many files (soft and hard), when set.
+    files: Option<u64>,
 }
 
 impl Gateway {
@@ -51,6 +53,16 @@ impl Gateway {
         upstreams: &[(&str, &ChaosServer)],
         env: &[(&str, &str)],
     ) -> Gateway {
+        let (dir, path, env) = Gateway::written(config, upstreams, env);
+        Gateway::spawn(dir, path, env, None)
+    }
+
+    /// `config` written in a new directory (`{dir}` and each `{name}` of `upstreams` replaced), with `env`.
+    fn written(
+        config: &str,
+        upstreams: &[(&str, &ChaosServer)],
+        env: &[(&str, &str)],
+    ) -> (Arc<tempfile::TempDir>, PathBuf, Vec<(String, String)>) {
         let dir = Arc::new(tempfile::tempdir().expect("a temporary directory"));
         let mut text = config.replace("{dir}", &dir.path().display().to_string());
         for (name, upstream) in upstreams {
@@ -62,18 +74,51 @@ impl Gateway {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Gateway::spawn(dir, path, env)
+        (dir, path, env)
+    }
+
+    /// [`Gateway::start`] with the process's file limit (`RLIMIT_NOFILE`, soft and hard) set to `files` before
+    /// it starts (util-linux's `prlimit`, which then runs it in its place).
+    pub(crate) fn start_with_file_limit(
+        config: &str,
+        upstream: &ChaosServer,
+        env: &[(&str, &str)],
+        files: u64,
+    ) -> Gateway {
+        let (dir, config, env) = Gateway::written(config, &[("chaos", upstream)], env);
+        Gateway::spawn(dir, config, env, Some(files))
     }
 
     /// The same gateway started again, on the same config and store, at a new port (after a kill or a stop).
     pub(crate) fn restart(self) -> Gateway {
-        let (dir, config, env) = (Arc::clone(&self.dir), self.config.clone(), self.env.clone());
+        let (dir, config, env, files) = (
+            Arc::clone(&self.dir),
+            self.config.clone(),
+            self.env.clone(),
+            self.files,
+        );
         drop(self);
-        Gateway::spawn(dir, config, env)
+        Gateway::spawn(dir, config, env, files)
     }
 
-    fn spawn(dir: Arc<tempfile::TempDir>, config: PathBuf, env: Vec<(String, String)>) -> Gateway {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ballast"))
+    fn spawn(
+        dir: Arc<tempfile::TempDir>,
+        config: PathBuf,
+        env: Vec<(String, String)>,
+        files: Option<u64>,
+    ) -> Gateway {
+        let mut command = match files {
+            Some(files) => {
+                let mut command = Command::new("prlimit");
+                command
+                    .arg(format!("--nofile={files}:{files}"))
+                    .arg("--")
+                    .arg(env!("CARGO_BIN_EXE_ballast"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_ballast")),
+        };
+        let mut child = command
             .arg("serve")
             .arg("--config")
             .arg(&config)
@@ -129,6 +174,7 @@ impl Gateway {
             dir,
             config,
             env,
+            files,
         }
     }
 

@@ -698,7 +698,10 @@ mod tests {
         stop.send_replace(true);
         assert_eq!(answer(&mut idle).await, "", "closed at once");
         let text = answer(&mut busy).await;
-        assert!(text.starts_with("HTTP/1.1 200") && text.ends_with("done"), "finished, then closed: {text}");
+        assert!(
+            text.starts_with("HTTP/1.1 200") && text.ends_with("done"),
+            "finished, then closed: {text}"
+        );
         server.await.unwrap();
         assert_eq!(stats.open.load(Ordering::Relaxed), 0);
     }
