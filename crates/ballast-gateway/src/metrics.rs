@@ -41,6 +41,12 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
     for result in ["claimed", "replayed", "conflict", "mismatch", "unknown"] {
         counter!("ballast_idempotency_total", "result" => result).absolute(0);
     }
+    counter!("ballast_runs_evicted_total").absolute(0);
+    for listener in ["main", "admin"] {
+        for event in ["evicted", "refused", "header_timeout", "idle_timeout"] {
+            connection_event(listener, event, 0);
+        }
+    }
     Ok(handle)
 }
 
@@ -60,8 +66,28 @@ pub(crate) async fn upkeep(handle: PrometheusHandle) {
     }
 }
 
+/// `ballast_connections_total{listener, event}`: a connection evicted for room, refused at the cap, or closed by
+/// its header or idle timeout (`listener`: `main` is `server.listen`, `admin` is `server.admin_listen`).
+pub(crate) fn connection_event(listener: &'static str, event: &'static str, count: u64) {
+    counter!("ballast_connections_total", "listener" => listener, "event" => event).increment(count);
+}
+
+/// `ballast_connections_open{listener}`: connections open now.
+pub(crate) fn connections_open(listener: &'static str, change: f64) {
+    metrics::gauge!("ballast_connections_open", "listener" => listener).increment(change);
+}
+
 /// Help text for every metric.
 fn describe() {
+    describe_counter!(
+        "ballast_connections_total",
+        "Connections evicted for room, refused at the cap, or closed by their header or idle timeout."
+    );
+    describe_gauge!("ballast_connections_open", "Connections open now, per listener.");
+    describe_counter!(
+        "ballast_runs_evicted_total",
+        "Runs forgotten for room (run.max_runs, run.max_runs_per_principal)."
+    );
     describe_counter!(
         "ballast_requests_total",
         "Calls by route, target and outcome (ok, fallback, or the stable code)."

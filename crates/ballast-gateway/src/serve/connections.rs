@@ -50,6 +50,8 @@ pub(crate) struct Limits {
     pub(crate) idle_timeout: Duration,
     /// Open connections at most.
     pub(crate) max: usize,
+    /// The listener's name in metrics: `main` or `admin`.
+    pub(crate) listener: &'static str,
 }
 
 /// What a listener's connections did, for `/status`: open now, the cap, and how many were evicted to make room
@@ -102,12 +104,13 @@ pub(crate) async fn serve(
             }
         };
         without_nagle(&stream);
-        if open.len() >= limits.max && !open.evict_idlest(&stats) {
-            refuse(stream, &stats);
+        if open.len() >= limits.max && !open.evict_idlest(&stats, limits.listener) {
+            refuse(stream, &stats, limits.listener);
             continue;
         }
         let connection = open.add();
         stats.open.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::connections_open(limits.listener, 1.0);
         let (router, stop, stats, open) = (
             router.clone(),
             stop.clone(),
@@ -118,6 +121,7 @@ pub(crate) async fn serve(
             serve_connection(stream, router, limits, &connection, stop, &stats).await;
             open.remove(&connection);
             stats.open.fetch_sub(1, Ordering::Relaxed);
+            crate::metrics::connections_open(limits.listener, -1.0);
         });
     }
     drop(listener);
@@ -156,8 +160,9 @@ fn refusal() -> &'static [u8] {
 }
 
 /// Answers a connection over the cap `503` without reading it, and closes it — at once, holding no descriptor.
-fn refuse(stream: TcpStream, stats: &ConnectionStats) {
+fn refuse(stream: TcpStream, stats: &ConnectionStats, listener: &'static str) {
     stats.refused.fetch_add(1, Ordering::Relaxed);
+    crate::metrics::connection_event(listener, "refused", 1);
     // The kernel's send buffer takes the whole answer; what would not fit is dropped with the connection.
     let _ = stream.try_write(refusal());
     drop(stream);
@@ -200,7 +205,7 @@ impl Open {
 
     /// Tells the connection idle the longest (nothing in flight) to close, making room; false when every one has
     /// a request in flight. One scan, at the cap only.
-    fn evict_idlest(&self, stats: &ConnectionStats) -> bool {
+    fn evict_idlest(&self, stats: &ConnectionStats, listener: &'static str) -> bool {
         let connections = self.connections.lock().unwrap_or_else(PoisonError::into_inner);
         let idlest = connections
             .iter()
@@ -212,6 +217,7 @@ impl Open {
         idlest.evicted.store(true, Ordering::Release);
         idlest.changed.notify_one();
         stats.evicted.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::connection_event(listener, "evicted", 1);
         true
     }
 
@@ -371,6 +377,7 @@ async fn serve_connection(
             Waiting::Head(at) if evicted || now >= at => {
                 if !evicted {
                     stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::connection_event(limits.listener, "header_timeout", 1);
                 }
                 return;
             }
@@ -378,6 +385,7 @@ async fn serve_connection(
             Waiting::Idle(at) if (evicted || now >= at) && !closing => {
                 if !evicted {
                     stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    crate::metrics::connection_event(limits.listener, "idle_timeout", 1);
                 }
                 closing = true;
                 connection.as_mut().graceful_shutdown();
@@ -557,6 +565,7 @@ mod tests {
         header_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(75),
         max: 4,
+        listener: "main",
     };
 
     async fn start(limits: Limits) -> (SocketAddr, Arc<ConnectionStats>, watch::Sender<bool>) {

@@ -87,6 +87,7 @@ pub async fn serve(
         header_timeout: server.header_timeout,
         idle_timeout: server.idle_timeout,
         max,
+        listener: "main",
     };
     // Aborted when serving ends, however it ends.
     let _store_probes = AbortOnDropHandle::new(tokio::spawn(crate::admin::probe_store(gateway.clone())));
@@ -119,6 +120,7 @@ pub async fn serve(
     let admin_server = admin.map(|listener| {
         let limits = Limits {
             max: ADMIN_CONNECTIONS,
+            listener: "admin",
             ..limits
         };
         let stats = std::sync::Arc::clone(&gateway.inner.admin_connections);
