@@ -815,3 +815,84 @@ concurrency = 8
         gateway.stderr()
     );
 }
+
+/// Regression: a caller that sent its headers slowly, or nothing, or kept a connection idle, held it forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_headers_and_idle_connections_are_closed_at_their_timeouts() {
+    use tokio::io::AsyncWriteExt as _;
+    let upstream = chaos("").await;
+    let config = r#"
+version = 1
+[server]
+header_timeout = "400ms"
+idle_timeout = "800ms"
+[store]
+url = "sqlite://{dir}/ballast.db"
+"#;
+    let gateway = Gateway::start(config, &upstream, &[]);
+    let patience = std::time::Duration::from_secs(5);
+    let within = |waited: std::time::Duration, low: u64, high: u64, what: &str| {
+        assert!(
+            waited >= std::time::Duration::from_millis(low)
+                && waited < std::time::Duration::from_millis(high),
+            "{what}: closed after {waited:?}"
+        );
+    };
+    // Nothing sent, and half a head sent then nothing: closed without an answer at the header timeout.
+    let started = ballast::clock::now();
+    let mut silent = support::raw::connect(gateway.addr).await;
+    let mut half = support::raw::connect(gateway.addr).await;
+    half.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    for (what, stream) in [("silent", &mut silent), ("half a head", &mut half)] {
+        let (answer, closed) = support::raw::read_until_closed(stream, patience).await;
+        assert!(closed && answer.is_empty(), "{what}: {answer:?}");
+    }
+    within(
+        ballast::clock::now().saturating_duration_since(started),
+        350,
+        3_000,
+        "header timeout",
+    );
+    // A head trickled a byte every 100 ms: the header timeout counts from its first byte, not from the last.
+    let (mut reader, mut writer) = support::raw::connect(gateway.addr).await.into_split();
+    let started = ballast::clock::now();
+    let trickle = tokio::spawn(async move {
+        for byte in b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n" {
+            if writer.write_all(&[*byte]).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+    let (answer, closed) = support::raw::read_until_closed(&mut reader, patience).await;
+    assert!(closed && answer.is_empty(), "trickled: {answer:?}");
+    within(
+        ballast::clock::now().saturating_duration_since(started),
+        350,
+        3_000,
+        "a trickled head",
+    );
+    trickle.abort();
+    // A kept-alive connection, answered, then idle: closed at the idle timeout, later than a header timeout.
+    let mut stream = support::raw::connect(gateway.addr).await;
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::io::AsyncReadExt::read(&mut stream, &mut buf)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    let answered = ballast::clock::now();
+    let (rest, closed) = support::raw::read_until_closed(&mut stream, patience).await;
+    assert!(closed && rest.is_empty(), "{rest:?}");
+    within(
+        ballast::clock::now().saturating_duration_since(answered),
+        700,
+        3_000,
+        "idle timeout",
+    );
+}
