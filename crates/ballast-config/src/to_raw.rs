@@ -41,6 +41,7 @@ impl From<&Config> for RawConfig {
                 header_timeout: duration(s.header_timeout),
                 body_timeout: duration(s.body_timeout),
                 idle_timeout: duration(s.idle_timeout),
+                send_timeout: duration(s.send_timeout),
                 max_connections: Some(i64::from(s.max_connections)),
             },
             principals: (config.principals.iter())

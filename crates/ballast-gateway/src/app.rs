@@ -145,7 +145,7 @@ pub(crate) fn finish(mut response: Response, request_id: HeaderValue, span: &tra
 
 /// `wait` plus up to [`RETRY_AFTER_JITTER`], at most [`MAX_RETRY_AFTER`]: never earlier than asked, and a crowd
 /// told the same wait comes back spread over a second.
-fn jittered(wait: Duration, rng: &mut impl rand::Rng) -> Duration {
+pub(crate) fn jittered(wait: Duration, rng: &mut impl rand::Rng) -> Duration {
     (wait + rng.random_range(Duration::ZERO..RETRY_AFTER_JITTER)).min(MAX_RETRY_AFTER)
 }
 

@@ -99,6 +99,7 @@ fn fully_populated() -> RawConfig {
             header_timeout: text("5s"),
             body_timeout: text("20s"),
             idle_timeout: text("90s"),
+            send_timeout: text("30s"),
             max_connections: Some(2000),
         },
         principals: vec![

@@ -105,6 +105,9 @@ pub struct RawServer {
     /// How long a kept-alive connection may wait for its next request (`"75s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_timeout: Option<HumanValue>,
+    /// How long an answer may make no progress, its caller reading none of it (`"60s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_timeout: Option<HumanValue>,
     /// Open connections at most on `listen` (`4096`, lowered to fit the file limit).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<i64>,

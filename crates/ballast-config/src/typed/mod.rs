@@ -97,6 +97,9 @@ pub struct ServerConfig {
     /// How long a kept-alive connection may wait for its next request (default [`DEFAULT_IDLE_TIMEOUT`]; more
     /// than zero).
     pub idle_timeout: Duration,
+    /// How long an answer may make no progress — its caller reading none of it — before the connection is
+    /// dropped (default [`DEFAULT_SEND_TIMEOUT`]; more than zero).
+    pub send_timeout: Duration,
     /// Open connections at most on `listen`; lowered at start to fit the process's file limit (default
     /// [`DEFAULT_MAX_CONNECTIONS`]; at least 1).
     pub max_connections: u32,
@@ -115,6 +118,10 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// balancers commonly in front (AWS ALB: 60 s), so that they close an idle connection first: one the gateway
 /// closed while a balancer sent on it would be a 502 at the balancer.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(75);
+
+/// Default `server.send_timeout`: 60 s, nginx's `send_timeout`. A caller that reads none of its answer for a
+/// minute is not reading; one that is slow still reads something in that time.
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Default `server.max_connections`: 4096. A crowd of agents each holding a few kept-alive connections fits;
 /// when it is full, the connection idle the longest is closed to admit a new one, so idle sockets never lock
@@ -146,6 +153,7 @@ impl Default for ServerConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }

@@ -103,6 +103,7 @@ impl Checker {
         );
         let body_timeout = timeout(self, "body_timeout", raw.body_timeout.as_ref(), d.body_timeout);
         let idle_timeout = timeout(self, "idle_timeout", raw.idle_timeout.as_ref(), d.idle_timeout);
+        let send_timeout = timeout(self, "send_timeout", raw.send_timeout.as_ref(), d.send_timeout);
         let max_connections = self.int(
             "server.max_connections",
             raw.max_connections,
@@ -113,6 +114,7 @@ impl Checker {
             header_timeout,
             body_timeout,
             idle_timeout,
+            send_timeout,
             max_connections: max_connections.unwrap_or(d.max_connections),
             listen: listen.unwrap_or(d.listen),
             admin_listen,

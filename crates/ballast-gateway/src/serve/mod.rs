@@ -86,6 +86,7 @@ pub async fn serve(
     let limits = Limits {
         header_timeout: server.header_timeout,
         idle_timeout: server.idle_timeout,
+        send_timeout: server.send_timeout,
         max,
         listener: "main",
     };

@@ -209,12 +209,12 @@ impl Failure {
     }
 }
 
-/// A body's bytes (empty for a stream).
 /// An answer's `content-type`, as its upstream sent it (what a proxy passes on with its bytes).
 pub(crate) fn content_type<B>(response: &http::Response<B>) -> Option<http::HeaderValue> {
     response.headers().get(http::header::CONTENT_TYPE).cloned()
 }
 
+/// A body's bytes (empty for a stream).
 pub(crate) fn body_bytes(body: &Body) -> Bytes {
     body.as_bytes().cloned().unwrap_or_default()
 }

@@ -98,9 +98,10 @@ fn server_store_and_run_defaults() {
         (
             c.server.header_timeout,
             c.server.body_timeout,
-            c.server.idle_timeout
+            c.server.idle_timeout,
+            c.server.send_timeout
         ),
-        (secs(10), secs(10), secs(75))
+        (secs(10), secs(10), secs(75), secs(60))
     );
     assert_eq!(c.server.max_connections, 4096);
     assert_eq!((c.run.max_runs, c.run.max_runs_per_principal), (50_000, 10_000));
@@ -108,7 +109,7 @@ fn server_store_and_run_defaults() {
 
 #[test]
 fn connection_and_run_limits_are_checked() {
-    for key in ["header_timeout", "body_timeout", "idle_timeout"] {
+    for key in ["header_timeout", "body_timeout", "idle_timeout", "send_timeout"] {
         assert_eq!(
             error(&format!("[server]\n{key} = \"0s\"")),
             format!("server.{key}: \"0s\" must be more than zero")
