@@ -458,7 +458,8 @@ async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed
         closed,
         "the connection is closed: the body it announced will not be read"
     );
-    // Announced and never sent: answered by the request's deadline (less the reserve), 504.
+    // Announced and never sent: answered by the request's deadline less the reserve (350 ms, before the body
+    // timeout's 700 ms: so the code says which bound ended it), 504.
     let started = ballast::clock::now();
     let mut stream = support::raw::connect(gateway.addr).await;
     let request = head(
@@ -472,8 +473,8 @@ async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed
     assert!(closed);
     let waited = ballast::clock::now().saturating_duration_since(started);
     assert!(
-        waited < std::time::Duration::from_millis(400),
-        "before the caller's deadline: {waited:?}"
+        waited >= std::time::Duration::from_millis(300),
+        "waited for the body until its deadline: {waited:?}"
     );
     // Trickled, a byte every 100 ms, with a long deadline: 408 at body_timeout (700 ms), while still trickling.
     let started = ballast::clock::now();
@@ -611,7 +612,8 @@ async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_
         let (ready_url, upstream) = (ready_url.clone(), &upstream);
         let gateway = &gateway;
         async move {
-            assert!(!healthy().await, "{what}: /status says unhealthy");
+            let unhealthy = format!("{what}: /status says unhealthy");
+            support::gateway::eventually(&unhealthy, || async { (!healthy().await).then_some(()) }).await;
             support::gateway::eventually(&format!("{what}: /readyz says so"), || async {
                 let ready = support::gateway::get_json(&ready_url).await;
                 (ready["store"] == "unavailable").then_some(())
@@ -633,7 +635,7 @@ async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_
     std::fs::rename(&store, &aside).unwrap();
     refused_while("deleted", "pay-deleted").await;
     std::fs::rename(&aside, &store).unwrap();
-    assert!(healthy().await, "back at its path");
+    support::gateway::eventually("back at its path", || async { healthy().await.then_some(()) }).await;
     // Replaced by a copy (the original kept aside under another name), then the original put back.
     std::fs::hard_link(&store, &aside).unwrap();
     let copy = gateway.dir().join("ballast.db.copy");
@@ -641,7 +643,7 @@ async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_
     std::fs::rename(&copy, &store).unwrap();
     refused_while("replaced", "pay-replaced").await;
     std::fs::rename(&aside, &store).unwrap();
-    assert!(healthy().await, "the original is back");
+    support::gateway::eventually("the original is back", || async { healthy().await.then_some(()) }).await;
     // Made read-only, then writable again.
     let mut permissions = std::fs::metadata(&store).unwrap().permissions();
     permissions.set_readonly(true);
@@ -650,7 +652,7 @@ async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_
     #[allow(clippy::permissions_set_readonly_false)]
     permissions.set_readonly(false);
     std::fs::set_permissions(&store, permissions).unwrap();
-    assert!(healthy().await, "writable again");
+    support::gateway::eventually("writable again", || async { healthy().await.then_some(()) }).await;
     let (status, _, body) = pay(&gateway, "pay-2").await;
     assert_eq!(status, 200, "{body}");
     // A restart: every acknowledged payment replays, and none ran twice.
@@ -750,8 +752,8 @@ fn uuid_like(what: &str) -> String {
 }
 
 /// Regression: with no header or idle timeout and no cap, 1 100 idle connections under `ulimit -n 1024` locked out
-/// every caller, `/healthz` included. Here the gateway may open 256 files; 400 connections that send nothing,
-/// and 400 that send half a request's head, still leave `/healthz` and a tool call served in time.
+/// every caller, `/healthz` included. Here the gateway may open 256 files; 300 connections that send nothing,
+/// and 300 that send half a request's head, still leave `/healthz` and a tool call served in time.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_of_idle_and_slow_connections_beyond_the_file_limit_leaves_callers_served() {
     use tokio::io::AsyncWriteExt as _;
@@ -787,26 +789,26 @@ concurrency = 8
     };
     served("before").await;
     let mut idle = Vec::new();
-    for _ in 0..400 {
+    for _ in 0..300 {
         idle.push(support::raw::connect(gateway.addr).await);
     }
-    served("400 idle connections open").await;
+    served("300 idle connections open").await;
     let mut slow = Vec::new();
-    for _ in 0..400 {
+    for _ in 0..300 {
         let mut stream = support::raw::connect(gateway.addr).await;
         let _ = stream
             .write_all(b"POST /v1/tools/echo HTTP/1.1\r\nhost: 127.0.0.1\r\n")
             .await;
         slow.push(stream);
     }
-    served("400 slow heads open too").await;
+    served("300 slow heads open too").await;
     let status = support::gateway::get_json(&gateway.url("/status")).await;
     let connections = &status["connections"];
     let max = connections["max"].as_u64().unwrap();
     assert!(max < 256, "the cap is below the file limit: {connections}");
     assert!(connections["open"].as_u64().unwrap() <= max + 1, "{connections}");
     assert!(
-        connections["evicted"].as_u64().unwrap() >= 800 - max,
+        connections["evicted"].as_u64().unwrap() >= 600 - max,
         "{connections}"
     );
     assert!(

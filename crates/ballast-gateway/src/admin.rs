@@ -94,7 +94,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .into_iter()
         .map(|route| (route.name().to_owned(), model_status(route, now)))
         .collect();
-    let store = store_health(&gateway).await;
+    let store = store_health(&gateway);
     Json(json!({
         "draining": gateway.is_draining(),
         "models": models,
@@ -219,10 +219,10 @@ fn state_name(state: BreakerState) -> &'static str {
     }
 }
 
-/// The store's health, probed now (within a second).
-async fn store_health(gateway: &Gateway) -> Value {
+/// The store's health, as its probes found it (the last at most a second or two ago).
+fn store_health(gateway: &Gateway) -> Value {
     let store = &gateway.inner.checked_store;
-    let health = store.probe(STORE_PROBE).await;
+    let health = store.health();
     json!({
         "backend": store.backend(),
         "url": gateway.inner.store_url,

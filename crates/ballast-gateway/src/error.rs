@@ -409,12 +409,14 @@ impl AppError {
     }
 }
 
-/// A call refused before anything was claimed or sent: the error, and the call's deadline once it was read
-/// (its answer then says `ballast-remaining-ms`, as every answer of a call does).
+/// A call refused before anything was claimed or sent: the error, the call's deadline once it was read (its
+/// answer then says `ballast-remaining-ms`, as every answer of a call does), and whether its lookup started the
+/// call's run again after it was evicted (then it says `ballast-run: restarted`, or nobody would).
 #[derive(Debug)]
 pub(crate) struct Refused {
     pub(crate) error: AppError,
     pub(crate) deadline: Option<ballast::Deadline>,
+    pub(crate) run_restarted: bool,
 }
 
 impl From<AppError> for Refused {
@@ -422,6 +424,7 @@ impl From<AppError> for Refused {
         Refused {
             error,
             deadline: None,
+            run_restarted: false,
         }
     }
 }
@@ -429,13 +432,20 @@ impl From<AppError> for Refused {
 impl Refused {
     /// The refusal as problem+json (the tool routes).
     pub(crate) fn into_problem(self) -> Response {
-        refusal(self.error.into_response(), self.deadline.as_ref())
+        let response = refusal(self.error.into_response(), self.deadline.as_ref());
+        told_restart(response, self.run_restarted)
     }
 
     /// The refusal OpenAI-style (the model routes).
     pub(crate) fn into_openai(self) -> Response {
-        refusal(OpenAiError(self.error).into_response(), self.deadline.as_ref())
+        let response = refusal(OpenAiError(self.error).into_response(), self.deadline.as_ref());
+        told_restart(response, self.run_restarted)
     }
+}
+
+fn told_restart(mut response: Response, restarted: bool) -> Response {
+    crate::inbound::tell_restart(response.headers_mut(), restarted);
+    response
 }
 
 /// `ballast-remaining-ms`: what is left of `deadline` now (whether the agent's next step still fits).

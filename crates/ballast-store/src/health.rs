@@ -1,33 +1,51 @@
 //! [`CheckedStore`]: a store whose health is checked, not assumed.
 //!
 //! The store under it is probed ([`IdempotencyStore::check`]) by whoever runs the probes — the gateway, every
-//! second and on each `/status` — and the last probe's result is its health. While the last probe failed, a claim
-//! is refused at once as the store's unavailability (a side effect fails closed: nothing runs), instead of
-//! reaching a store known to be gone — a black-holed server would hold each claim for the caller's whole time
-//! left. Every other operation goes through: a final write after the upstream answered must keep trying, and a
-//! lookup that works is a true answer. The first probe that passes again lifts the refusal.
+//! second — and the probes' results are its health. While the store is unhealthy, a claim is refused at once as
+//! the store's unavailability (a side effect fails closed: nothing runs), instead of reaching a store known to be
+//! gone — a black-holed server would hold each claim for the caller's whole time left. Every other operation goes
+//! through: a final write after the upstream answered must keep trying, and a lookup that works is a true answer.
+//! The first probe that passes again lifts the refusal.
+//!
+//! A probe that fails says the store is unhealthy at once; one that is only slow does not, until
+//! [`SLOW_PROBES`] in a row are: a SQLite probe waits behind the requests queued before it, and a busy store is
+//! not a dead one (refusing every side effect because the store is busy would turn load into an outage). Results
+//! are applied in the order their probes started, so a slow old probe that passes never hides a newer failure.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crate::{
     ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoredResponse,
 };
 
-/// The last probe of a [`CheckedStore`].
+/// What the probes of a [`CheckedStore`] said last.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreHealth {
-    /// Whether the last probe passed (before any probe: the store opened, so yes).
+    /// Whether the store is taken to work (before any probe: the store opened, so yes).
     pub healthy: bool,
-    /// Why the last probe failed.
+    /// Why not.
     pub error: Option<String>,
 }
 
-/// A store and the result of its last probe (module docs).
+/// Probes in a row that get no answer within their patience before a slow store counts as unhealthy.
+pub const SLOW_PROBES: u32 = 3;
+
+/// A store and what its probes said (module docs).
 #[derive(Debug)]
 pub struct CheckedStore {
     inner: Arc<dyn IdempotencyStore>,
-    health: RwLock<StoreHealth>,
+    state: Mutex<Probes>,
+}
+
+#[derive(Debug)]
+struct Probes {
+    health: StoreHealth,
+    /// The number the next probe starts with, and the latest whose result was applied.
+    next: u64,
+    applied: u64,
+    /// Probes in a row that got no answer in time.
+    slow: u32,
 }
 
 impl CheckedStore {
@@ -35,44 +53,85 @@ impl CheckedStore {
     pub fn new(inner: Arc<dyn IdempotencyStore>) -> Self {
         CheckedStore {
             inner,
-            health: RwLock::new(StoreHealth {
-                healthy: true,
-                error: None,
+            state: Mutex::new(Probes {
+                health: StoreHealth {
+                    healthy: true,
+                    error: None,
+                },
+                next: 1,
+                applied: 0,
+                slow: 0,
             }),
         }
     }
 
-    /// Probes the store, waiting at most `patience` for it, and keeps the result as its health.
+    fn lock(&self) -> MutexGuard<'_, Probes> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Probes the store, waiting at most `patience` for it, and applies the result (module docs); the health
+    /// after it.
     pub async fn probe(&self, patience: Duration) -> StoreHealth {
-        let result = match tokio::time::timeout(patience, self.inner.check()).await {
-            Ok(result) => result.map_err(|error| error.to_string()),
-            Err(_) => Err(format!(
-                "the store did not answer its probe within {} ms",
-                patience.as_millis()
-            )),
+        let number = {
+            let mut state = self.lock();
+            state.next += 1;
+            state.next - 1
         };
-        let health = StoreHealth {
-            healthy: result.is_ok(),
-            error: result.err(),
-        };
-        let mut current = self.health.write().unwrap_or_else(PoisonError::into_inner);
-        if current.healthy != health.healthy {
-            match &health.error {
-                Some(error) => {
-                    tracing::error!(%error, "the idempotency store failed its probe: side effects are refused until it is back")
+        let result = tokio::time::timeout(patience, self.inner.check()).await;
+        let mut state = self.lock();
+        if number < state.applied {
+            // A newer probe already spoke.
+            return state.health.clone();
+        }
+        state.applied = number;
+        let health = match result {
+            Ok(Ok(())) => {
+                state.slow = 0;
+                StoreHealth {
+                    healthy: true,
+                    error: None,
                 }
+            }
+            Ok(Err(error)) => {
+                state.slow = 0;
+                StoreHealth {
+                    healthy: false,
+                    error: Some(error.to_string()),
+                }
+            }
+            Err(_) => {
+                state.slow += 1;
+                if state.slow < SLOW_PROBES {
+                    return state.health.clone();
+                }
+                StoreHealth {
+                    healthy: false,
+                    error: Some(format!(
+                        "the store answered none of its last {} probes within {} ms",
+                        state.slow,
+                        patience.as_millis()
+                    )),
+                }
+            }
+        };
+        if state.health.healthy != health.healthy {
+            match &health.error {
+                Some(error) => tracing::error!(
+                    %error,
+                    "the idempotency store failed its probe: side effects are refused until it is back"
+                ),
                 None => {
                     tracing::info!("the idempotency store passes its probe again: side effects are served")
                 }
             }
         }
-        *current = health.clone();
+        state.health = health.clone();
         health
     }
 
-    /// The last probe's result.
+    /// What the probes said last.
     pub fn health(&self) -> StoreHealth {
-        self.health.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.lock().health.clone()
     }
 }
 
@@ -226,6 +285,70 @@ mod tests {
                 .claim(&crate::conformance::fresh_scope(), &claim())
                 .await
                 .is_ok()
+        );
+    }
+
+    /// A store that never answers its probe.
+    #[derive(Debug)]
+    struct Hanging(Arc<dyn IdempotencyStore>);
+
+    #[async_trait::async_trait]
+    impl IdempotencyStore for Hanging {
+        async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
+            self.0.claim(scope, claim).await
+        }
+        async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+            self.0.mark_dispatched(scope, owner).await
+        }
+        async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
+            self.0.renew(scope, owner, lease).await
+        }
+        async fn complete(
+            &self,
+            scope: &Scope,
+            owner: OwnerToken,
+            r: &StoredResponse,
+        ) -> Result<(), StoreError> {
+            self.0.complete(scope, owner, r).await
+        }
+        async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+            self.0.mark_outcome_unknown(scope, owner).await
+        }
+        async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
+            self.0.release(scope, owner).await
+        }
+        async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, StoreError> {
+            self.0.lookup(scope).await
+        }
+        async fn reap(&self) -> Result<u64, StoreError> {
+            self.0.reap().await
+        }
+        fn backend(&self) -> &'static str {
+            "hanging"
+        }
+        async fn check(&self) -> Result<(), StoreError> {
+            std::future::pending().await
+        }
+    }
+
+    /// Regression (review): one probe that waited over a second behind queued work refused every side effect.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_store_is_unhealthy_only_after_several_slow_probes_in_a_row() {
+        let sqlite = crate::SqliteStore::open("sqlite::memory:", crate::StoreOptions::default())
+            .await
+            .unwrap();
+        let store = CheckedStore::new(Arc::new(Hanging(Arc::new(sqlite))));
+        let patience = Duration::from_secs(1);
+        for _ in 1..SLOW_PROBES {
+            assert!(store.probe(patience).await.healthy, "slow, not dead");
+        }
+        let health = store.probe(patience).await;
+        assert!(!health.healthy);
+        assert!(
+            health.error.unwrap().contains("none of its last 3 probes"),
+            "{:?}",
+            store.health()
         );
     }
 }

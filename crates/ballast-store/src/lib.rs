@@ -60,7 +60,7 @@ use std::time::Duration;
 
 pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
-pub use health::{CheckedStore, StoreHealth};
+pub use health::{CheckedStore, SLOW_PROBES, StoreHealth};
 pub use open::open;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;

@@ -214,14 +214,13 @@ impl Runs {
         let allowance = RunAllowance::with_share(self.allowance, self.per_call);
         let run = Arc::new(Run::with_allowance(id.to_owned(), allowance));
         let owned = state.owners.get(owner).map_or(0, HashMap::len);
+        // The runs used least recently go first, runs idle past `ttl` among them (they are the oldest): no sweep
+        // of everything per new run at the bound.
         if owned >= self.max_per_owner {
-            state.evict(Some(owner), self.max_per_owner);
+            state.evict(Some(owner), self.max_per_owner, alive);
         }
         if state.total >= self.max_runs {
-            state.sweep(alive);
-            if state.total >= self.max_runs {
-                state.evict(None, self.max_runs);
-            }
+            state.evict(None, self.max_runs, alive);
         }
         let origin = if state.evicted.take(digest(owner, id)) {
             RunOrigin::Restarted
@@ -284,19 +283,27 @@ impl Registry {
         self.total = self.owners.values().map(HashMap::len).sum();
     }
 
-    /// Evicts the eighth (at least one) of `bound` runs used least recently: of `owner`'s runs, or of all.
-    fn evict(&mut self, owner: Option<&str>, bound: usize) {
+    /// Evicts the eighth (at least one) of `bound` runs used least recently, of `owner`'s runs or of all — never
+    /// one with a call in flight (a call holds its run: a long stream's run is not forgotten under it). A run
+    /// still `alive` is remembered as evicted, so its next call is told it restarted it; one idle past its ttl was
+    /// forgotten anyway.
+    fn evict(&mut self, owner: Option<&str>, bound: usize, alive: impl Fn(Instant) -> bool) {
+        fn idle<'a>((id, (run, used)): (&'a String, &'a (Arc<Run>, Instant))) -> Option<(Instant, &'a str)> {
+            (Arc::strong_count(run) == 1).then_some((*used, id.as_str()))
+        }
         let mut candidates: Vec<(Instant, &str, &str)> = match owner {
             Some(owner) => (self.owners.get_key_value(owner).into_iter())
                 .flat_map(|(owner, runs)| {
                     runs.iter()
-                        .map(move |(id, (_, used))| (*used, owner.as_str(), id.as_str()))
+                        .filter_map(idle)
+                        .map(move |(used, id)| (used, owner.as_str(), id))
                 })
                 .collect(),
             None => (self.owners.iter())
                 .flat_map(|(owner, runs)| {
                     runs.iter()
-                        .map(move |(id, (_, used))| (*used, owner.as_str(), id.as_str()))
+                        .filter_map(idle)
+                        .map(move |(used, id)| (used, owner.as_str(), id))
                 })
                 .collect(),
         };
@@ -305,17 +312,19 @@ impl Registry {
             candidates.select_nth_unstable_by_key(count - 1, |(used, _, _)| *used);
             candidates.truncate(count);
         }
-        let victims: Vec<(String, String)> = candidates
+        let victims: Vec<(String, String, bool)> = candidates
             .into_iter()
-            .map(|(_, owner, id)| (owner.to_owned(), id.to_owned()))
+            .map(|(used, owner, id)| (owner.to_owned(), id.to_owned(), alive(used)))
             .collect();
         let mut evicted = 0;
-        for (owner, id) in victims {
+        for (owner, id, alive) in victims {
             if let Some(runs) = self.owners.get_mut(&owner)
                 && runs.remove(&id).is_some()
             {
                 evicted += 1;
-                self.evicted.insert(digest(&owner, &id));
+                if alive {
+                    self.evicted.insert(digest(&owner, &id));
+                }
                 if runs.is_empty() {
                     self.owners.remove(&owner);
                 }
@@ -371,10 +380,14 @@ mod tests {
     fn an_owners_flood_of_run_ids_evicts_its_own_least_recent_runs_never_anothers() {
         let runs = bounded(1_000, 100);
         let at = Instant::from_millis;
-        let (kept, _) = runs.find(Some("victim"), "working", at(0));
-        assert!(kept.allowance().try_take());
-        let (hot, _) = runs.find(Some("flood"), "hot", at(0));
-        assert!(hot.allowance().try_take());
+        // Neither run is held by a call in flight: only recency keeps them.
+        assert!(
+            runs.find(Some("victim"), "working", at(0))
+                .0
+                .allowance()
+                .try_take()
+        );
+        assert!(runs.find(Some("flood"), "hot", at(0)).0.allowance().try_take());
         for i in 0..10_000u64 {
             runs.find(Some("flood"), &format!("r{i}"), at(i));
             // The flood's one run in use is used again and again: it stays.
@@ -404,6 +417,20 @@ mod tests {
             runs.find(Some("flood"), "never-seen", at(10_003)).1,
             RunOrigin::New
         );
+    }
+
+    /// Regression (review): a run whose call was still in flight (a long stream) could be evicted under it.
+    #[test]
+    fn a_run_with_a_call_in_flight_is_never_evicted() {
+        let runs = bounded(100, 10);
+        let at = Instant::from_millis;
+        let (held, _) = runs.find(Some("a"), "streaming", at(0));
+        for i in 0..1_000u64 {
+            runs.find(Some("a"), &format!("r{i}"), at(1 + i));
+        }
+        let (again, origin) = runs.find(Some("a"), "streaming", at(2_000));
+        assert_eq!(origin, RunOrigin::Known, "held by its call, it stayed");
+        assert!(Arc::ptr_eq(&held, &again));
     }
 
     #[test]

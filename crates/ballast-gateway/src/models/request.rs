@@ -109,6 +109,7 @@ pub(super) async fn prepare<R: ModelRequest>(
     let refused = |error: AppError| Refused {
         error,
         deadline: Some(reading),
+        run_restarted,
     };
     let bytes = crate::body::read_body(body, server, reading, now)
         .await
@@ -143,8 +144,12 @@ pub(super) async fn prepare<R: ModelRequest>(
         }));
     }
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
-    let mut settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)?;
     // The reading's lookup made the run, when it was new: the restart, if any, was seen there.
+    let mut settled =
+        settle(gateway, caller, client.name(), inbound, request.streamed(), now).map_err(|mut refused| {
+            refused.run_restarted |= run_restarted;
+            refused
+        })?;
     settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     Ok(Prepared {
@@ -193,6 +198,7 @@ fn settle(
             return Err(Refused {
                 error: AppError::too_late(route, &exceeded, inbound.run_id.as_deref()),
                 deadline: Some(deadline),
+                run_restarted,
             });
         }
     }

@@ -205,6 +205,7 @@ async fn check(
     let refused = |error: AppError| Refused {
         error,
         deadline: Some(deadline),
+        run_restarted,
     };
     let tool = client.config();
     if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {

@@ -108,7 +108,7 @@ impl Drainer {
                 continue;
             }
             let connection = lock(&self.shared.connection);
-            run_batch(&connection, batch);
+            run_batch(&connection, batch, self.shared.file.as_ref());
         }
     }
 }
@@ -184,8 +184,9 @@ impl<T: Send + 'static> Ran for Done<T> {
 }
 
 /// Runs `batch` in as few transactions as SQLite allows (one, unless it ends one itself), answering each
-/// operation once its transaction has ended.
-fn run_batch(connection: &Connection, batch: Vec<Box<dyn Operation>>) {
+/// operation once its transaction has ended — and, on a file, once the file is found to be still the one opened
+/// (else what committed went where nobody will look, and is answered as the store's failure).
+fn run_batch(connection: &Connection, batch: Vec<Box<dyn Operation>>, file: Option<&Identity>) {
     let alone = batch.len() == 1;
     let mut operations = batch.into_iter().peekable();
     while operations.peek().is_some() {
@@ -206,9 +207,9 @@ fn run_batch(connection: &Connection, batch: Vec<Box<dyn Operation>>) {
         }
         let ended = match ended {
             Some(why) => Err(why),
-            None => {
-                execute(connection, "COMMIT").map_err(|error| format!("SQLite could not commit: {error}"))
-            }
+            None => execute(connection, "COMMIT")
+                .map_err(|error| format!("SQLite could not commit: {error}"))
+                .and_then(|()| file.map_or(Ok(()), Identity::verify)),
         };
         if ended.is_err() && !connection.is_autocommit() {
             let _ = execute(connection, "ROLLBACK");
@@ -309,7 +310,7 @@ mod tests {
         let (b, b_answer) = insert("b", |_| Err(StoreError::NotHeld));
         let (c, c_answer) = insert("c", |_| panic!("a bug in an operation"));
         let (d, d_answer) = insert("d", ok);
-        run_batch(&connection, vec![a, b, c, d]);
+        run_batch(&connection, vec![a, b, c, d], None);
         assert!(answered(a_answer).is_ok());
         assert!(
             matches!(answered(b_answer), Err(StoreError::NotHeld)),
@@ -328,11 +329,11 @@ mod tests {
     fn a_lone_operation_is_its_own_transaction() {
         let connection = connection();
         let (a, a_answer) = insert("a", |_| Err(StoreError::NotHeld));
-        run_batch(&connection, vec![a]);
+        run_batch(&connection, vec![a], None);
         assert!(matches!(answered(a_answer), Err(StoreError::NotHeld)));
         assert!(names(&connection).is_empty(), "undone");
         let (b, b_answer) = insert("b", ok);
-        run_batch(&connection, vec![b]);
+        run_batch(&connection, vec![b], None);
         assert!(answered(b_answer).is_ok());
         assert_eq!(names(&connection), ["b"]);
     }
@@ -348,7 +349,7 @@ mod tests {
                 .map_err(StoreError::unavailable)
         });
         let (c, c_answer) = insert("c", ok);
-        run_batch(&connection, vec![a, b, c]);
+        run_batch(&connection, vec![a, b, c], None);
         for answer in [a_answer, b_answer] {
             let error = answered(answer).unwrap_err();
             assert!(
