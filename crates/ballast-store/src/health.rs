@@ -192,81 +192,94 @@ impl IdempotencyStore for CheckedStore {
     }
 }
 
-#[cfg(test)]
+// In-memory SQLite stands under the store tested.
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
     use super::*;
 
-    /// A store whose probe fails while `broken` is set.
+    /// How the test store answers its probe.
+    const WORKS: u8 = 0;
+    const BROKEN: u8 = 1;
+    const HANGS: u8 = 2;
+
+    /// An in-memory SQLite store whose probe works, fails or never answers, as told; the rest is SQLite's (the
+    /// checked store under test passes every other operation on, so only `claim` and `check` matter).
     #[derive(Debug)]
-    struct Flaky {
-        inner: Arc<dyn IdempotencyStore>,
-        broken: std::sync::atomic::AtomicBool,
+    struct Probed {
+        inner: crate::SqliteStore,
+        mode: AtomicU8,
     }
 
     #[async_trait::async_trait]
-    impl IdempotencyStore for Flaky {
+    impl IdempotencyStore for Probed {
         async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
             self.inner.claim(scope, claim).await
         }
-        async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.inner.mark_dispatched(scope, owner).await
+        async fn mark_dispatched(&self, _: &Scope, _: OwnerToken) -> Result<(), StoreError> {
+            unreachable!("not used by these tests")
         }
-        async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
-            self.inner.renew(scope, owner, lease).await
+        async fn renew(&self, _: &Scope, _: OwnerToken, _: Duration) -> Result<(), StoreError> {
+            unreachable!("not used by these tests")
         }
-        async fn complete(
-            &self,
-            scope: &Scope,
-            owner: OwnerToken,
-            r: &StoredResponse,
-        ) -> Result<(), StoreError> {
-            self.inner.complete(scope, owner, r).await
+        async fn complete(&self, _: &Scope, _: OwnerToken, _: &StoredResponse) -> Result<(), StoreError> {
+            unreachable!("not used by these tests")
         }
-        async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.inner.mark_outcome_unknown(scope, owner).await
+        async fn mark_outcome_unknown(&self, _: &Scope, _: OwnerToken) -> Result<(), StoreError> {
+            unreachable!("not used by these tests")
         }
-        async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.inner.release(scope, owner).await
+        async fn release(&self, _: &Scope, _: OwnerToken) -> Result<(), StoreError> {
+            unreachable!("not used by these tests")
         }
         async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, StoreError> {
             self.inner.lookup(scope).await
         }
         async fn reap(&self) -> Result<u64, StoreError> {
-            self.inner.reap().await
+            unreachable!("not used by these tests")
         }
         fn backend(&self) -> &'static str {
-            "flaky"
+            "probed"
         }
         async fn check(&self) -> Result<(), StoreError> {
-            if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(StoreError::unavailable("the disk is gone"));
+            match self.mode.load(Ordering::SeqCst) {
+                WORKS => self.inner.check().await,
+                BROKEN => Err(StoreError::unavailable("the disk is gone")),
+                _ => std::future::pending().await,
             }
-            self.inner.check().await
         }
     }
 
-    #[cfg(feature = "sqlite")]
-    #[tokio::test]
-    async fn claims_are_refused_while_the_last_probe_failed_and_served_once_one_passes() {
-        let sqlite = crate::SqliteStore::open("sqlite::memory:", crate::StoreOptions::default())
+    async fn checked() -> (Arc<Probed>, CheckedStore) {
+        let inner = crate::SqliteStore::open("sqlite::memory:", crate::StoreOptions::default())
             .await
             .unwrap();
-        let flaky = Arc::new(Flaky {
-            inner: Arc::new(sqlite),
-            broken: std::sync::atomic::AtomicBool::new(false),
+        let probed = Arc::new(Probed {
+            inner,
+            mode: AtomicU8::new(WORKS),
         });
-        let store = CheckedStore::new(Arc::clone(&flaky) as Arc<dyn IdempotencyStore>);
-        let patience = Duration::from_secs(1);
-        assert!(store.probe(patience).await.healthy);
-        let claim = || crate::conformance::request("{}", Duration::from_secs(60));
+        let store = CheckedStore::new(Arc::clone(&probed) as Arc<dyn IdempotencyStore>);
+        (probed, store)
+    }
+
+    fn claim() -> ClaimRequest {
+        crate::conformance::request("{}", Duration::from_secs(60))
+    }
+
+    const PATIENCE: Duration = Duration::from_secs(1);
+
+    #[tokio::test]
+    async fn claims_are_refused_while_the_last_probe_failed_and_served_once_one_passes() {
+        let (probed, store) = checked().await;
+        assert!(store.probe(PATIENCE).await.healthy);
         assert!(
             store
                 .claim(&crate::conformance::fresh_scope(), &claim())
                 .await
                 .is_ok()
         );
-        flaky.broken.store(true, std::sync::atomic::Ordering::SeqCst);
-        let health = store.probe(patience).await;
+        probed.mode.store(BROKEN, Ordering::SeqCst);
+        let health = store.probe(PATIENCE).await;
         assert_eq!(
             health.error.as_deref(),
             Some("the idempotency store is unavailable: the disk is gone")
@@ -278,8 +291,8 @@ mod tests {
         assert!(refused.to_string().contains("the disk is gone"), "{refused}");
         // Lookups still answer: what the store says is true.
         assert!(store.lookup(&crate::conformance::fresh_scope()).await.is_ok());
-        flaky.broken.store(false, std::sync::atomic::Ordering::SeqCst);
-        assert!(store.probe(patience).await.healthy);
+        probed.mode.store(WORKS, Ordering::SeqCst);
+        assert!(store.probe(PATIENCE).await.healthy);
         assert!(
             store
                 .claim(&crate::conformance::fresh_scope(), &claim())
@@ -288,67 +301,18 @@ mod tests {
         );
     }
 
-    /// A store that never answers its probe.
-    #[derive(Debug)]
-    struct Hanging(Arc<dyn IdempotencyStore>);
-
-    #[async_trait::async_trait]
-    impl IdempotencyStore for Hanging {
-        async fn claim(&self, scope: &Scope, claim: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
-            self.0.claim(scope, claim).await
-        }
-        async fn mark_dispatched(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.0.mark_dispatched(scope, owner).await
-        }
-        async fn renew(&self, scope: &Scope, owner: OwnerToken, lease: Duration) -> Result<(), StoreError> {
-            self.0.renew(scope, owner, lease).await
-        }
-        async fn complete(
-            &self,
-            scope: &Scope,
-            owner: OwnerToken,
-            r: &StoredResponse,
-        ) -> Result<(), StoreError> {
-            self.0.complete(scope, owner, r).await
-        }
-        async fn mark_outcome_unknown(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.0.mark_outcome_unknown(scope, owner).await
-        }
-        async fn release(&self, scope: &Scope, owner: OwnerToken) -> Result<(), StoreError> {
-            self.0.release(scope, owner).await
-        }
-        async fn lookup(&self, scope: &Scope) -> Result<Option<Record>, StoreError> {
-            self.0.lookup(scope).await
-        }
-        async fn reap(&self) -> Result<u64, StoreError> {
-            self.0.reap().await
-        }
-        fn backend(&self) -> &'static str {
-            "hanging"
-        }
-        async fn check(&self) -> Result<(), StoreError> {
-            std::future::pending().await
-        }
-    }
-
     /// Regression (review): one probe that waited over a second behind queued work refused every side effect.
-    #[cfg(feature = "sqlite")]
     #[tokio::test(start_paused = true)]
     async fn a_slow_store_is_unhealthy_only_after_several_slow_probes_in_a_row() {
-        let sqlite = crate::SqliteStore::open("sqlite::memory:", crate::StoreOptions::default())
-            .await
-            .unwrap();
-        let store = CheckedStore::new(Arc::new(Hanging(Arc::new(sqlite))));
-        let patience = Duration::from_secs(1);
+        let (probed, store) = checked().await;
+        probed.mode.store(HANGS, Ordering::SeqCst);
         for _ in 1..SLOW_PROBES {
-            assert!(store.probe(patience).await.healthy, "slow, not dead");
+            assert!(store.probe(PATIENCE).await.healthy, "slow, not dead");
         }
-        let health = store.probe(patience).await;
+        let health = store.probe(PATIENCE).await;
         assert!(!health.healthy);
-        assert!(
-            health.error.unwrap().contains("none of its last 3 probes"),
-            "{:?}",
-            store.health()
-        );
+        assert!(health.error.unwrap().contains("none of its last 3 probes"));
+        probed.mode.store(WORKS, Ordering::SeqCst);
+        assert!(store.probe(PATIENCE).await.healthy);
     }
 }

@@ -336,21 +336,16 @@ pub(crate) fn header<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) ->
 
 /// `GET url` as JSON.
 pub(crate) async fn get_json(url: &str) -> Value {
-    client()
-        .get(url)
-        .send()
-        .await
-        .expect("an answer")
-        .json()
-        .await
-        .expect("JSON")
+    json_of(client().get(url)).await
 }
 
 /// `GET url` as JSON, with `authorization` (e.g. `Bearer <key>`).
 pub(crate) async fn get_json_with(url: &str, authorization: &str) -> Value {
-    client()
-        .get(url)
-        .header("authorization", authorization)
+    json_of(client().get(url).header("authorization", authorization)).await
+}
+
+async fn json_of(request: reqwest::RequestBuilder) -> Value {
+    request
         .send()
         .await
         .expect("an answer")

@@ -374,13 +374,7 @@ impl AsyncWrite for Watched {
 mod tests {
     use super::*;
 
-    const LIMITS: Limits = Limits {
-        header_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(75),
-        send_timeout: Duration::from_secs(60),
-        max: 4,
-        listener: "main",
-    };
+    const LIMITS: Limits = super::super::TEST_LIMITS;
 
     fn at(secs: u64) -> Instant {
         Instant::from_millis(1_000_000 + secs * 1000)

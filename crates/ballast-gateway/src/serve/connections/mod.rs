@@ -309,5 +309,15 @@ fn count_timeout(why: activity::Why, limits: &Limits, stats: &ConnectionStats) {
     }
 }
 
+/// The limits of the tests (those of `activity.rs` and `tests.rs`).
+#[cfg(test)]
+const TEST_LIMITS: Limits = Limits {
+    header_timeout: Duration::from_secs(10),
+    idle_timeout: Duration::from_secs(75),
+    send_timeout: Duration::from_secs(60),
+    max: 4,
+    listener: "main",
+};
+
 #[cfg(test)]
 mod tests;

@@ -13,13 +13,7 @@ async fn send(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
     stream
 }
 
-const LIMITS: Limits = Limits {
-    header_timeout: Duration::from_secs(10),
-    idle_timeout: Duration::from_secs(75),
-    send_timeout: Duration::from_secs(60),
-    max: 4,
-    listener: "main",
-};
+const LIMITS: Limits = TEST_LIMITS;
 
 /// Whether the peer is still connected: nothing to read and no end within `wait` (paused time).
 async fn still_open(stream: &mut TcpStream, wait: Duration) -> bool {
