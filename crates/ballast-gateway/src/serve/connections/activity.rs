@@ -164,14 +164,15 @@ impl Why {
 /// What a connection in state `s` does at `now` (module docs of `connections`): a caller not reading its answers
 /// for `send_timeout` is dropped whatever it has in flight; told to close gracefully (`closing_since`), it is
 /// dropped `CLOSE_PATIENCE` after that (or after its last answer ended) if hyper has not closed it; with requests in flight it waits (their deadlines
-/// bound them), unless the server is `stopping`; mid-head (or new, silent) it is dropped at the header timeout, or
-/// when evicted or stopping; idle between requests it closes gracefully at the idle timeout, or when evicted or
-/// stopping.
+/// bound them), unless the server is stopping (`stopped`: since when); mid-head (or new, silent) it is dropped at
+/// the header timeout or when evicted, and `CLOSE_PATIENCE` after the stop (a request already sent is still read
+/// and served: hyper's graceful close would drop a connection that has read nothing yet, its request unread in the
+/// socket); idle between requests it closes gracefully at the idle timeout, or when evicted or stopping.
 pub(super) fn next_step(
     s: &Snapshot,
     limits: &Limits,
     now: Instant,
-    stopping: bool,
+    stopped: Option<Instant>,
     closing_since: Option<Instant>,
 ) -> Step {
     let send_deadline = s.blocked_since.map(|blocked| blocked + limits.send_timeout);
@@ -195,7 +196,7 @@ pub(super) fn next_step(
         };
     }
     if s.in_flight > 0 {
-        return if stopping {
+        return if stopped.is_some() {
             Step::CloseGracefully(Why::Told)
         } else {
             Step::Wait(send_deadline)
@@ -204,8 +205,17 @@ pub(super) fn next_step(
     match s.head_since {
         Some(head) => {
             let at = head + limits.header_timeout;
-            if s.evicted || stopping {
+            if s.evicted {
                 Step::Drop(Why::Told)
+            } else if let Some(stopped) = stopped {
+                // A request whose bytes already arrived is read (then it is in flight, and closed gracefully
+                // after its answer); one that is not there within `CLOSE_PATIENCE` goes.
+                let patience = stopped + CLOSE_PATIENCE;
+                if now >= patience {
+                    Step::Drop(Why::Told)
+                } else {
+                    Step::Wait(earliest(patience.min(at)))
+                }
             } else if now >= at {
                 Step::Drop(Why::HeaderTimeout)
             } else {
@@ -214,7 +224,7 @@ pub(super) fn next_step(
         }
         None => {
             let at = s.last + limits.idle_timeout;
-            if s.evicted || stopping {
+            if s.evicted || stopped.is_some() {
                 Step::CloseGracefully(Why::Told)
             } else if now >= at {
                 Step::CloseGracefully(Why::IdleTimeout)
@@ -398,20 +408,20 @@ mod tests {
             ..idle_since(0)
         };
         assert_eq!(
-            next_step(&head, &LIMITS, at(5), false, None),
+            next_step(&head, &LIMITS, at(5), None, None),
             Step::Wait(Some(at(10)))
         );
         assert_eq!(
-            next_step(&head, &LIMITS, at(10), false, None),
+            next_step(&head, &LIMITS, at(10), None, None),
             Step::Drop(Why::HeaderTimeout)
         );
         let idle = idle_since(0);
         assert_eq!(
-            next_step(&idle, &LIMITS, at(10), false, None),
+            next_step(&idle, &LIMITS, at(10), None, None),
             Step::Wait(Some(at(75)))
         );
         assert_eq!(
-            next_step(&idle, &LIMITS, at(75), false, None),
+            next_step(&idle, &LIMITS, at(75), None, None),
             Step::CloseGracefully(Why::IdleTimeout)
         );
     }
@@ -422,20 +432,17 @@ mod tests {
             in_flight: 1,
             ..idle_since(0)
         };
-        assert_eq!(
-            next_step(&busy, &LIMITS, at(1_000), false, None),
-            Step::Wait(None)
-        );
+        assert_eq!(next_step(&busy, &LIMITS, at(1_000), None, None), Step::Wait(None));
         let evicted = Snapshot {
             evicted: true,
             ..busy
         };
         assert_eq!(
-            next_step(&evicted, &LIMITS, at(1_000), false, None),
+            next_step(&evicted, &LIMITS, at(1_000), None, None),
             Step::Wait(None)
         );
         assert_eq!(
-            next_step(&busy, &LIMITS, at(1_000), true, None),
+            next_step(&busy, &LIMITS, at(1_000), Some(at(999)), None),
             Step::CloseGracefully(Why::Told)
         );
         let not_reading = Snapshot {
@@ -443,11 +450,11 @@ mod tests {
             ..busy
         };
         assert_eq!(
-            next_step(&not_reading, &LIMITS, at(130), false, None),
+            next_step(&not_reading, &LIMITS, at(130), None, None),
             Step::Wait(Some(at(160)))
         );
         assert_eq!(
-            next_step(&not_reading, &LIMITS, at(160), false, None),
+            next_step(&not_reading, &LIMITS, at(160), None, None),
             Step::Drop(Why::SendTimeout)
         );
     }
@@ -459,35 +466,35 @@ mod tests {
         let idle = idle_since(0);
         let closing = Some(at(75));
         assert_eq!(
-            next_step(&idle, &LIMITS, at(75), false, closing),
+            next_step(&idle, &LIMITS, at(75), None, closing),
             Step::Wait(Some(at(75) + CLOSE_PATIENCE))
         );
         assert_eq!(
-            next_step(&idle, &LIMITS, at(75) + CLOSE_PATIENCE, false, closing),
+            next_step(&idle, &LIMITS, at(75) + CLOSE_PATIENCE, None, closing),
             Step::Drop(Why::Told)
         );
         // An answer that ended after the close: its bytes get their patience too.
         let answered_late = idle_since(80);
         assert_eq!(
-            next_step(&answered_late, &LIMITS, at(80), false, closing),
+            next_step(&answered_late, &LIMITS, at(80), None, closing),
             Step::Wait(Some(at(80) + CLOSE_PATIENCE))
         );
         for now in [at(75), at(76), at(500)] {
-            if let Step::Wait(Some(wake)) = next_step(&idle, &LIMITS, now, false, closing) {
+            if let Step::Wait(Some(wake)) = next_step(&idle, &LIMITS, now, None, closing) {
                 assert!(wake > now, "a wake-up in the future: {wake:?} at {now:?}");
             }
         }
     }
 
     #[test]
-    fn evicted_or_stopping_a_connection_with_nothing_in_flight_goes_now() {
+    fn evicted_or_stopping_a_connection_with_nothing_in_flight_goes() {
         let head = Snapshot {
             head_since: Some(at(0)),
             evicted: true,
             ..idle_since(0)
         };
         assert_eq!(
-            next_step(&head, &LIMITS, at(1), false, None),
+            next_step(&head, &LIMITS, at(1), None, None),
             Step::Drop(Why::Told)
         );
         let idle = Snapshot {
@@ -495,11 +502,24 @@ mod tests {
             ..idle_since(0)
         };
         assert_eq!(
-            next_step(&idle, &LIMITS, at(1), false, None),
+            next_step(&idle, &LIMITS, at(1), None, None),
             Step::CloseGracefully(Why::Told)
         );
+        // Stopping, a connection mid-head gets its patience: a request already sent is read and served, not dropped.
+        let head = Snapshot {
+            evicted: false,
+            ..head
+        };
         assert_eq!(
-            next_step(&idle_since(0), &LIMITS, at(1), true, None),
+            next_step(&head, &LIMITS, at(1), Some(at(1)), None),
+            Step::Wait(Some(at(1) + CLOSE_PATIENCE))
+        );
+        assert_eq!(
+            next_step(&head, &LIMITS, at(1) + CLOSE_PATIENCE, Some(at(1)), None),
+            Step::Drop(Why::Told)
+        );
+        assert_eq!(
+            next_step(&idle_since(0), &LIMITS, at(1), Some(at(1)), None),
             Step::CloseGracefully(Why::Told)
         );
     }

@@ -258,14 +258,17 @@ async fn serve_connection(
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let mut closing_since = None;
+    let mut stopped = None;
     loop {
         let changed = activity.changed.notified();
-        let stopping = *stop.borrow();
+        if stopped.is_none() && *stop.borrow() {
+            stopped = Some(clock::now());
+        }
         let step = next_step(
             &activity.snapshot(),
             &limits,
             clock::now(),
-            stopping,
+            stopped,
             closing_since,
         );
         let wake = match step {
@@ -294,7 +297,7 @@ async fn serve_connection(
                 }
                 return;
             }
-            _ = stop.wait_for(|stop| *stop), if !stopping => {}
+            _ = stop.wait_for(|stop| *stop), if stopped.is_none() => {}
             () = changed => {}
             () = expired => {}
         }

@@ -173,9 +173,11 @@ async fn stopping_closes_idle_connections_and_lets_requests_in_flight_finish() {
     let stopped_at = clock::now();
     stop.send_replace(true);
     assert_eq!(answer(&mut idle).await, "", "closed");
+    // A connection that sent nothing gets a moment (a request already on its way is still read), then goes.
     assert!(
-        clock::now().saturating_duration_since(stopped_at) < Duration::from_secs(1),
-        "at once"
+        clock::now().saturating_duration_since(stopped_at)
+            <= activity::CLOSE_PATIENCE + Duration::from_millis(100),
+        "within its patience"
     );
     let text = answer(&mut busy).await;
     assert!(
