@@ -275,6 +275,54 @@ async fn an_sdk_timeout_is_the_deadline_of_an_answer() {
     );
 }
 
+/// Callers whose own timeouts (1 s, by `ballast-timeout-ms` or the SDKs' `x-stainless-timeout`) are shorter than a
+/// healthy model's answers (2 s) get 504 `deadline_exceeded`, and none of it is held against the model: three
+/// rounds of eight such callers open no breaker and throttle nothing, and the next caller, with the route's 10 s,
+/// is served — by the provider, not refused with `circuit_open`.
+#[tokio::test(flavor = "multi_thread")]
+async fn callers_with_short_timeouts_never_open_a_healthy_models_breaker() {
+    let provider =
+        support::gateway::chaos("[endpoints.model]\nlatency = { p50 = \"2s\", p99 = \"2s\" }").await;
+    let config = "version = 1\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n[server]\ndefault_timeout = \"10s\"\n\
+                  [[models]]\nname = \"unhurried\"\ndeployments = [ { base_url = \"{slow}/v1\", model = \"mock\" } ]\n";
+    let gateway = support::gateway::Gateway::start_with(config, &[("slow", &provider)], &[]);
+    let client = client();
+    for round in 0..3 {
+        let hurried = (0..8).map(|i| {
+            let header = if i % 2 == 0 {
+                ("ballast-timeout-ms", "1000")
+            } else {
+                ("x-stainless-timeout", "1")
+            };
+            let (client, gateway) = (&client, &gateway);
+            async move {
+                let body = chat("unhurried", &format!("op-hurry-{round}-{i}"));
+                read(post(client, gateway, "/v1/chat/completions", &body, &[header]).await).await
+            }
+        });
+        for (status, _, answer) in futures::future::join_all(hurried).await {
+            assert_eq!(
+                (status, answer["error"]["code"].as_str()),
+                (504, Some("deadline_exceeded")),
+                "round {round}: {answer}"
+            );
+        }
+    }
+    let (status, headers, answer) = read(
+        post(
+            &client,
+            &gateway,
+            "/v1/chat/completions",
+            &chat("unhurried", "op-patient"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 200, "the next caller with time to spare: {answer}");
+    assert_eq!(header(&headers, "ballast-attempts"), "1");
+}
+
 /// The Python SDK's read timeout bounds a stream's gaps: a provider gone silent ends the stream with the API's
 /// error event before the SDK's own timeout would cut it without one.
 #[tokio::test(flavor = "multi_thread")]

@@ -34,10 +34,14 @@ pub enum Error {
         retry_in: Option<Duration>,
     },
     /// An attempt was sent and got no answer within its timeout.
-    #[error("the attempt timed out after {} ms without an answer", after.as_millis())]
+    #[error("{}", describe_timeout(*after, *by_deadline))]
     Timeout {
         /// The attempt's timeout.
         after: Duration,
+        /// Whether the attempt's timeout was what the call's deadline left, shorter than the per-try timeout: the
+        /// caller's own deadline ended the attempt, which says nothing about the upstream's health — the breaker
+        /// and the throttle do not count it (DESIGN.md, "Circuit breaker"). `false` for the per-try timeout.
+        by_deadline: bool,
     },
     /// The transport failed. `sent: false` when the request provably never left (connection refused, DNS,
     /// TLS handshake): retrying it is always safe.
@@ -61,6 +65,16 @@ pub enum Error {
     /// The caller cancelled the call.
     #[error("cancelled by the caller")]
     Cancelled,
+}
+
+/// A timeout in words: the per-try timeout's, or the caller's deadline's.
+fn describe_timeout(after: Duration, by_deadline: bool) -> String {
+    let ms = after.as_millis();
+    if by_deadline {
+        format!("the call's deadline arrived {ms} ms into the attempt, before an answer")
+    } else {
+        format!("the attempt timed out after {ms} ms without an answer")
+    }
 }
 
 /// When a retry may help, in words: `retry in 1.25 s`, or `retry later` when nobody knows.
@@ -113,6 +127,26 @@ impl Error {
         }
     }
 
+    /// An attempt's timeout after `after`, the per-try one (`by_deadline: false`).
+    pub fn timeout(after: Duration) -> Self {
+        Error::Timeout {
+            after,
+            by_deadline: false,
+        }
+    }
+
+    /// Whether this is an attempt ended by its caller's deadline rather than by the upstream (see
+    /// [`Error::Timeout`]): neither the breaker nor the throttle counts it.
+    pub fn cut_by_deadline(&self) -> bool {
+        matches!(
+            self,
+            Error::Timeout {
+                by_deadline: true,
+                ..
+            }
+        )
+    }
+
     /// A transport error.
     pub fn transport(sent: bool, source: impl Into<BoxError>) -> Self {
         Error::Transport {
@@ -133,9 +167,7 @@ mod tests {
         assert!(never.to_string().contains("never sent"));
         let after = Error::transport(true, "reset");
         assert_eq!(after.attempt_outcome(), Some(AttemptOutcome::TransportError));
-        let timeout = Error::Timeout {
-            after: Duration::from_secs(1),
-        };
+        let timeout = Error::timeout(Duration::from_secs(1));
         assert_eq!(timeout.attempt_outcome(), Some(AttemptOutcome::Timeout));
         assert_eq!(Error::CircuitOpen { retry_in: None }.attempt_outcome(), None);
         assert_eq!(
@@ -159,9 +191,7 @@ mod tests {
         assert!(never.iter().all(|e| !e.may_have_reached_upstream()));
         let maybe = [
             Error::transport(true, "reset"),
-            Error::Timeout {
-                after: Duration::from_secs(1),
-            },
+            Error::timeout(Duration::from_secs(1)),
             Error::BodyTooLarge { limit: 8 },
             Error::Cancelled,
         ];

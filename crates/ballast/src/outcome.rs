@@ -236,9 +236,7 @@ mod tests {
             Reach::of_answer(keyed, &ResponseInfo::status(503)),
             Reach::Answered
         );
-        let timeout = Error::Timeout {
-            after: std::time::Duration::from_secs(1),
-        };
+        let timeout = Error::timeout(std::time::Duration::from_secs(1));
         assert_eq!(Reach::of_error(&timeout), Reach::Unanswered);
         assert_eq!(
             Reach::of_error(&Error::transport(false, "refused")),

@@ -138,7 +138,7 @@ async fn a_hung_attempt_times_out_at_its_own_timeout_and_is_recorded_as_sent() {
         .await
         .expect_err("hung");
     assert!(
-        matches!(error, Error::Timeout { after } if after == 2 * SECOND),
+        matches!(error, Error::Timeout { after, .. } if after == 2 * SECOND),
         "{error}"
     );
     assert_eq!(clock::now().saturating_duration_since(started), 2 * SECOND);

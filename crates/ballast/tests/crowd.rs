@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use ballast::{ModelClient, clock, layer::THROTTLED};
-use ballast_core::{BreakerState, ErrorCode, Priority};
+use ballast_core::{BreakerState, Deadline, ErrorCode, Priority};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};
 
@@ -85,6 +85,56 @@ async fn a_hanging_upstream_is_failed_fast_a_second_after_its_first_timeouts() {
     let (since, _) = dead_upstream("hang").await;
     let since = since.expect("calls fail fast");
     assert!(since <= Duration::from_secs(2), "from {since:?}");
+}
+
+/// A crowd of callers whose own deadlines (1 s) are shorter than a healthy model's answers (4 s, under its 10 s
+/// per-try timeout): each of them gets `deadline_exceeded`, and none of it is held against the model — its breaker
+/// stays closed, its throttle counts nothing — so the next caller, with the route's 10 s, is served. The same
+/// crowd cut by the deployment's own per-try timeout (3 s) is held against it: the upstream was judged too slow,
+/// and its breaker or its throttle (whichever judges first) turns callers away.
+#[tokio::test(start_paused = true)]
+async fn callers_in_a_hurry_never_open_a_slow_healthy_models_breaker() {
+    let slow = "[endpoints.model]\nlatency = { p50 = \"4s\", p99 = \"4s\" }";
+    for (per_try, opens) in [("10s", false), ("3s", true)] {
+        let upstreams = Upstreams::new(&[("primary", profile(slow))]);
+        let route = single(&upstreams, &format!("per_try_timeout = \"{per_try}\""));
+        let hurried = |i: usize| {
+            let route = route.clone();
+            async move {
+                let deadline = Deadline::after(clock::now(), Duration::from_secs(if opens { 5 } else { 1 }));
+                route
+                    .complete(call(&first_turn(&format!("hurry-{i}"))).deadline(deadline))
+                    .await
+            }
+        };
+        // Thirty at once, then ten more one after another: well past the breaker's ten failures in a row.
+        let mut results = join_all((0..30).map(hurried)).await;
+        for i in 30..40 {
+            results.push(hurried(i).await);
+        }
+        let breaker = route.breaker(0).unwrap().snapshot(clock::now());
+        let throttle = route.throttle(0).unwrap().snapshot(clock::now());
+        if opens {
+            // Held against the model: its breaker opened, or its throttle refused first (both judge timeouts).
+            assert!(
+                breaker.state == BreakerState::Open || throttle.refused_total > 0,
+                "{per_try}: the deployment's own timeout: {breaker:?} {throttle:?}"
+            );
+            continue;
+        }
+        for result in &results {
+            let error = result.as_ref().expect_err("a 1 s deadline cannot wait 4 s");
+            assert_eq!(error.code(), ErrorCode::DeadlineExceeded, "{error}");
+        }
+        assert_eq!((breaker.state, breaker.transitions), (BreakerState::Closed, 0));
+        assert_eq!(
+            (throttle.requests, throttle.refused_total),
+            (0, 0),
+            "{throttle:?}"
+        );
+        let answer = route.complete(call(&first_turn("patient"))).await;
+        assert!(answer.is_ok(), "the next caller with time to spare: {answer:?}");
+    }
 }
 
 /// 200 calls at once against a model failing 20% of its attempts at random (15% answered 500 at once, 5%

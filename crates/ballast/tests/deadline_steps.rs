@@ -57,7 +57,7 @@ async fn three_steps_under_one_deadline_fail_at_the_deadline_minus_the_reserve_a
         "not 90 s: one deadline for all steps"
     );
     match second {
-        Err(Error::Timeout { after }) => assert_eq!(after, THIRTY - DEFAULT_RESERVE),
+        Err(Error::Timeout { after, .. }) => assert_eq!(after, THIRTY - DEFAULT_RESERVE),
         other => panic!("step 2 times out at the deadline minus the reserve: {other:?}"),
     }
     match third {

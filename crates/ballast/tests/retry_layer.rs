@@ -104,9 +104,7 @@ fn with_header(code: u16, name: &'static str, value: &'static str) -> Result<Res
 }
 
 fn timeout() -> Error {
-    Error::Timeout {
-        after: Duration::from_secs(2),
-    }
+    Error::timeout(Duration::from_secs(2))
 }
 
 /// A call of `kind` under 30 s, and its request (a refund, with a key and a JSON body).

@@ -81,3 +81,62 @@ async fn a_queued_call_ends_when_its_deadline_can_no_longer_hold_an_attempt() {
     );
     holder.abort();
 }
+
+/// A healthy tool that answers in 4 s, under its 10 s per-try timeout.
+fn slow() -> impl tower::Service<
+    http::Request<bytes::Bytes>,
+    Response = http::Response<bytes::Bytes>,
+    Error = Error,
+    Future = impl Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|_request: http::Request<bytes::Bytes>| async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        Ok::<_, Error>(http::Response::new(bytes::Bytes::from_static(
+            b"{\"status\":\"shipped\"}",
+        )))
+    })
+}
+
+/// Callers whose own deadlines (1 s) are shorter than a healthy tool's answers: each is ended by its deadline, and
+/// none of it is held against the tool — its breaker stays closed, its throttle counts nothing — so the next
+/// caller, with time to spare, is served.
+#[tokio::test(start_paused = true)]
+async fn callers_in_a_hurry_never_open_a_slow_healthy_tools_breaker() {
+    let toml = r#"
+        version = 1
+        [[tools]]
+        name = "lookup_order"
+        upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
+        per_try_timeout = "10s"
+    "#;
+    let tools = clients_over(toml, slow());
+    let tool = tools.get("lookup_order").unwrap();
+    for round in 0..3 {
+        let hurried = (0..10).map(|_| tool.call(lookup(Duration::from_secs(1))));
+        for result in futures::future::join_all(hurried).await {
+            let error = result.expect_err("a 1 s deadline cannot wait 4 s");
+            assert!(
+                matches!(error, ToolError::Failed { .. }),
+                "round {round}: {error}"
+            );
+        }
+    }
+    let breaker = tool.breaker().snapshot(clock::now());
+    assert_eq!(
+        (breaker.state, breaker.consecutive_failures),
+        (ballast_core::BreakerState::Closed, 0)
+    );
+    if let Some(throttle) = tool.throttle() {
+        let throttle = throttle.snapshot(clock::now());
+        assert_eq!(
+            (throttle.requests, throttle.refused_total),
+            (0, 0),
+            "{throttle:?}"
+        );
+    }
+    let answer = tool.call(lookup(Duration::from_secs(30))).await;
+    assert!(answer.is_ok(), "the next caller with time to spare: {answer:?}");
+}

@@ -127,7 +127,7 @@ async fn the_client_timeout_is_a_timeout_of_a_sent_attempt() {
         .await
         .expect_err("hung");
     match error {
-        Error::Timeout { after } => assert!(after >= Duration::from_millis(200), "{after:?}"),
+        Error::Timeout { after, .. } => assert!(after >= Duration::from_millis(200), "{after:?}"),
         other => panic!("a timeout: {other}"),
     }
     server.shutdown().await.expect("a clean stop");

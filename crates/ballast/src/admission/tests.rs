@@ -160,7 +160,7 @@ fn only_calls_that_reached_the_upstream_report_their_latency() {
     type Result = std::result::Result<http::Response<Body>, Error>;
     let ok: Result = Ok(http::Response::new(Body::empty()));
     assert!(ok.reached_upstream());
-    assert!(Result::Err(Error::Timeout { after: MS }).reached_upstream());
+    assert!(Result::Err(Error::timeout(MS)).reached_upstream());
     assert!(Result::Err(Error::transport(true, "reset")).reached_upstream());
     assert!(!Result::Err(Error::CircuitOpen { retry_in: None }).reached_upstream());
     assert!(!Result::Err(Error::Cancelled).reached_upstream());

@@ -8,7 +8,9 @@
 //! - **The timeout.** [`Deadline::attempt_timeout`](ballast_core::Deadline::attempt_timeout) of the call's
 //!   effective deadline (its run's and the enclosing [`scope`](crate::context::scope)'s included) and `per_try`. When
 //!   what is left cannot hold the least attempt worth starting, nothing is sent: [`Error::DeadlineExceeded`].
-//!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent).
+//!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent), marked `by_deadline` when
+//!   its timeout was what the deadline left rather than `per_try`: the caller's deadline ended it, and the
+//!   breaker and the throttle above do not count it.
 //! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout; for a
 //!   streamed answer, whose timeout bounds only the first byte, the time left to the call's deadline),
 //!   `ballast-attempt` (the [`AttemptNumber`] the retry layer set, 1 without one) and `ballast-hop` (the
@@ -235,9 +237,17 @@ where
     let named = side_effect.then(|| (call.target.clone(), request.uri().clone()));
     let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
     let expiry = clock::to_tokio(now + timeout);
+    // What is left of the deadline, not the per-try timeout, bounds this attempt: if it expires, the caller's
+    // deadline ended it, not the upstream's slowness.
+    let by_deadline = timeout < per_try.timeout;
     let cancel = call.cancel;
     if let Some((target, uri)) = named {
-        let sending = bounded(async move { inner.call(request).await }, expiry, timeout);
+        let sending = bounded(
+            async move { inner.call(request).await },
+            expiry,
+            timeout,
+            by_deadline,
+        );
         let detached = Detached {
             recorder,
             number,
@@ -248,7 +258,12 @@ where
         };
         return Box::pin(async move { run_detached(sending, detached, &cancel).await }.instrument(span));
     }
-    let sending = bounded(span.in_scope(|| inner.call(request)), expiry, timeout);
+    let sending = bounded(
+        span.in_scope(|| inner.call(request)),
+        expiry,
+        timeout,
+        by_deadline,
+    );
     Box::pin(
         async move {
             let outcome = tokio::select! {
@@ -269,11 +284,12 @@ fn saturating_millis(duration: Duration) -> u64 {
 }
 
 /// The transport's answer to an attempt (`exchange`: the transport's call and the reading of its answer), until
-/// `expiry` ([`Error::Timeout`] after `timeout`).
+/// `expiry` ([`Error::Timeout`] after `timeout`, `by_deadline` when that was what the call's deadline left).
 fn bounded<F, B>(
     exchange: F,
     expiry: tokio::time::Instant,
     timeout: Duration,
+    by_deadline: bool,
 ) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'static
 where
     F: Future<Output = Result<Response<B>, Error>> + Send + 'static,
@@ -281,6 +297,9 @@ where
 {
     tokio::time::timeout_at(expiry, exchange).map(move |outcome| match outcome {
         Ok(answered) => answered.map(|response| response.map(Into::into)),
-        Err(_elapsed) => Err(Error::Timeout { after: timeout }),
+        Err(_elapsed) => Err(Error::Timeout {
+            after: timeout,
+            by_deadline,
+        }),
     })
 }

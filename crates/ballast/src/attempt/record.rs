@@ -107,6 +107,9 @@ impl Drop for AttemptRecorder {
 /// The short description of an attempt's error the report shows (its duration is shown beside it).
 fn describe(error: &Error) -> String {
     match error {
+        Error::Timeout {
+            by_deadline: true, ..
+        } => "timeout: the call's deadline".to_owned(),
         Error::Timeout { .. } => "timeout".to_owned(),
         Error::Transport { sent: false, source } => format!("never sent: {source}"),
         Error::Transport { sent: true, source } => format!("transport error: {source}"),
@@ -150,9 +153,7 @@ mod tests {
             .unwrap();
         AttemptRecorder::start(report.clone(), 1, Cancel::new(), true, clock::now()).finish(&Ok(ok));
         assert!(!report.snapshot().outcome_unknown, "answered");
-        let timeout = Error::Timeout {
-            after: Duration::from_secs(1),
-        };
+        let timeout = Error::timeout(Duration::from_secs(1));
         let recorded = AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now())
             .finish(&Err(timeout));
         assert_eq!(recorded.description(), "timeout");

@@ -137,6 +137,8 @@ pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Op
     match result {
         Ok(response) if crate::headers::is_replayed(response) => Some(CallResult::Ignored),
         Ok(response) => Some(answer_result(response)),
+        // The caller's own deadline ended the attempt: how slow the upstream is was never measured.
+        Err(error) if error.cut_by_deadline() => None,
         Err(error) if error.attempt_outcome().is_some() => Some(CallResult::Failure),
         Err(_) => None,
     }
@@ -152,6 +154,8 @@ fn throttle_outcome(
         // Any answer but an overload refusal is an accept (a replay too: the upstream answered).
         Ok(_) if judged == Some(CallResult::Overloaded) => Some(ThrottleOutcome::Overloaded),
         Ok(_) => Some(ThrottleOutcome::Accepted),
+        // The caller's deadline ended it (see `breaker_result`): neither accepted nor refused.
+        Err(error) if error.cut_by_deadline() => None,
         // A timeout, a reset, a connection refused: nothing accepted.
         Err(error) if error.attempt_outcome().is_some() => Some(ThrottleOutcome::Unanswered),
         Err(_) => None,

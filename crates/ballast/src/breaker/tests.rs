@@ -118,9 +118,7 @@ fn results_map_as_the_design_says() {
         (Ok(answer(200, true)), Some(CallResult::Ignored)),
         (Ok(answer(500, true)), Some(CallResult::Ignored)),
         (
-            Err(Error::Timeout {
-                after: Duration::from_secs(1),
-            }),
+            Err(Error::timeout(Duration::from_secs(1))),
             Some(CallResult::Failure),
         ),
         (Err(Error::transport(true, "reset")), Some(CallResult::Failure)),
@@ -149,11 +147,7 @@ async fn local_errors_and_cancellations_are_not_counted() {
         assert!(matches!(result, Err(Error::Cancelled)));
     }
     assert_eq!(breaker.snapshot(clock::now()).consecutive_failures, 0);
-    let timeout = || {
-        Err(Error::Timeout {
-            after: Duration::from_secs(1),
-        })
-    };
+    let timeout = || Err(Error::timeout(Duration::from_secs(1)));
     for _ in 0..2 {
         let _ = call_once(&breaker, Duration::ZERO, timeout, None).await;
     }

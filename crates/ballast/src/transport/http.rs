@@ -116,9 +116,7 @@ fn sort_error(error: reqwest::Error, start: Instant) -> Error {
     if error.is_connect() || error.is_builder() {
         Error::transport(false, error)
     } else if error.is_timeout() {
-        Error::Timeout {
-            after: clock::now().saturating_duration_since(start),
-        }
+        Error::timeout(clock::now().saturating_duration_since(start))
     } else {
         Error::transport(true, error)
     }
