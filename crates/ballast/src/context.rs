@@ -12,7 +12,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use ballast_core::{CallKind, Deadline, Priority};
+use ballast_core::{CallKind, Deadline, Instant, Priority};
 pub use ballast_core::{InvalidTraceparent, TraceContext};
 pub use tokio_util::sync::CancellationToken;
 
@@ -160,6 +160,27 @@ pub(crate) fn scoped<F: Future>(
 /// The deadline of the enclosing [`scope`], if any.
 pub fn current_deadline() -> Option<Deadline> {
     DEADLINE.try_with(|d| *d).ok()
+}
+
+tokio::task_local! {
+    static SHARE: Instant;
+}
+
+/// Runs `future` within `deadline` shortened to `share`, the end of the time a model route gives one deployment
+/// (its primary's share, so a hanging primary leaves the fallback time). Unlike a caller's deadline, the share is
+/// the route's own limit on the deployment, as its per-try timeout is: an attempt it cuts is the deployment's
+/// timeout, counted by its breaker and throttle ([`share_end`]).
+pub(crate) fn shared<F: Future>(
+    deadline: Deadline,
+    share: Instant,
+    future: F,
+) -> tokio::task::futures::TaskLocalFuture<Instant, tokio::task::futures::TaskLocalFuture<Deadline, F>> {
+    SHARE.scope(share, scoped(deadline.shorten_to(share), future))
+}
+
+/// The end of the deployment's share of the call's time, inside [`shared`].
+pub(crate) fn share_end() -> Option<Instant> {
+    SHARE.try_with(|s| *s).ok()
 }
 
 #[cfg(test)]

@@ -38,9 +38,10 @@ pub enum Error {
     Timeout {
         /// The attempt's timeout.
         after: Duration,
-        /// Whether the attempt's timeout was what the call's deadline left, shorter than the per-try timeout: the
-        /// caller's own deadline ended the attempt, which says nothing about the upstream's health — the breaker
-        /// and the throttle do not count it (DESIGN.md, "Circuit breaker"). `false` for the per-try timeout.
+        /// Whether the attempt's timeout was what the caller's deadline left, shorter than the per-try timeout (and
+        /// than a model route's share of the time for the deployment): the caller's own deadline ended the
+        /// attempt, which says nothing about the upstream's health — the breaker and the throttle do not count it
+        /// (DESIGN.md, "Circuit breaker"). `false` for the per-try timeout and the route's share.
         by_deadline: bool,
     },
     /// The transport failed. `sent: false` when the request provably never left (connection refused, DNS,

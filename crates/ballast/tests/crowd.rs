@@ -137,6 +137,45 @@ async fn callers_in_a_hurry_never_open_a_slow_healthy_models_breaker() {
     }
 }
 
+/// A hanging primary with a fallback, on the defaults (10 s deadline, 20 s per-try timeout): the primary's
+/// attempts end at its share of the deadline (60 %: 6 s), which is the route's own limit on it, as its per-try
+/// timeout is, not a caller in a hurry — so they count against it: its breaker opens, and the calls after it go
+/// to the fallback at once instead of waiting 6 s each.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_primary_cut_by_its_share_of_the_deadline_opens_its_breaker() {
+    let hang =
+        profile("[endpoints.model]\noutages = [ { start = \"0s\", end = \"600s\", answer = \"hang\" } ]");
+    let upstreams = Upstreams::new(&[("primary", hang), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let started = clock::now();
+    let mut tasks = Vec::new();
+    for i in 0..150_u64 {
+        let route = route.clone();
+        tasks.push(tokio::spawn(async move {
+            let begun = clock::now();
+            let answer = route.complete(call(&first_turn(&format!("op-{i}")))).await;
+            (begun, clock::now().saturating_duration_since(begun), answer)
+        }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (mut late, mut fast) = (0, 0);
+    for (begun, took, answer) in join_all(tasks).await.into_iter().map(Result::unwrap) {
+        let answer = answer.expect("the fallback answers");
+        assert_eq!(answer.deployment, "agent[1] gpt-4.1");
+        if begun.saturating_duration_since(started) >= Duration::from_secs(8) {
+            late += 1;
+            fast += usize::from(took < Duration::from_secs(1));
+        }
+    }
+    // The rest are the half-open breaker's probes, each waiting the share out again.
+    assert!(
+        fast * 10 >= late * 9,
+        "{fast} of {late} calls from 8 s on passed the primary at once"
+    );
+    let breaker = route.breaker(0).unwrap().snapshot(clock::now());
+    assert!(breaker.transitions > 0, "{breaker:?}");
+}
+
 /// 200 calls at once against a model failing 20% of its attempts at random (15% answered 500 at once, 5%
 /// refused for load, 429 with `Retry-After`, while successes take 50-400 ms), through the default admission (64
 /// at once, the rest queued): no default breaker opens, no attempt is throttled, and nearly every call succeeds

@@ -9,7 +9,8 @@
 //!   effective deadline (its run's and the enclosing [`scope`](crate::context::scope)'s included) and `per_try`. When
 //!   what is left cannot hold the least attempt worth starting, nothing is sent: [`Error::DeadlineExceeded`].
 //!   An attempt that outlives its timeout fails with [`Error::Timeout`] (it was sent), marked `by_deadline` when
-//!   its timeout was what the deadline left rather than `per_try`: the caller's deadline ended it, and the
+//!   its timeout was what the caller's deadline left, shorter than `per_try` and than the route's share of the
+//!   time for this deployment (`primary_share`, the route's own limit): the caller's deadline ended it, and the
 //!   breaker and the throttle above do not count it.
 //! - **The headers.** `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` (the attempt's timeout; for a
 //!   streamed answer, whose timeout bounds only the first byte, the time left to the call's deadline),
@@ -79,6 +80,7 @@ pub use layer::AttemptLayer;
 use self::background::{Detached, run_detached};
 use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
+use crate::context::share_end;
 use crate::deadline::kind_for_method;
 use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Report, clock, current_deadline};
 
@@ -237,9 +239,18 @@ where
     let named = side_effect.then(|| (call.target.clone(), request.uri().clone()));
     let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
     let expiry = clock::to_tokio(now + timeout);
-    // What is left of the deadline, not the per-try timeout, bounds this attempt: if it expires, the caller's
-    // deadline ended it, not the upstream's slowness.
-    let by_deadline = timeout < per_try.timeout;
+    // What the upstream is judged by: the per-try timeout, or the route's share of the call's time for this
+    // deployment where that is shorter — both the route's own limits. Cut shorter than that, the attempt was ended
+    // by the caller's deadline, not by the upstream's slowness.
+    let judged_by = match (share_end(), call.deadline) {
+        (Some(share), Some(deadline)) => per_try.timeout.min(
+            share
+                .saturating_duration_since(now)
+                .saturating_sub(deadline.reserve()),
+        ),
+        _ => per_try.timeout,
+    };
+    let by_deadline = timeout < judged_by;
     let cancel = call.cancel;
     if let Some((target, uri)) = named {
         let sending = bounded(

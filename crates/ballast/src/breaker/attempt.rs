@@ -67,7 +67,7 @@ where
     let mut result = inner.call(request).await.map(|response| response.map(Into::into));
     let answered = clock::now();
     let latency = answered.saturating_duration_since(acquired);
-    let judged = breaker_result(&result);
+    let judged = breaker_result(&result).or_else(|| slow_before_its_deadline(&result, &breaker, latency));
     if let Some(throttle) = counted
         && let Some(outcome) = throttle_outcome(&result, judged)
     {
@@ -142,6 +142,19 @@ pub(super) fn breaker_result(result: &Result<http::Response<Body>, Error>) -> Op
         Err(error) if error.attempt_outcome().is_some() => Some(CallResult::Failure),
         Err(_) => None,
     }
+}
+
+/// An attempt the caller's deadline cut after it had already run longer than the breaker's `slow_call` (when
+/// set): however it would have ended, it would have been a slow call, so it is a failure. This is how a breaker
+/// still sees an upstream hang when its callers' deadlines are all shorter than the per-try timeout.
+fn slow_before_its_deadline(
+    result: &Result<http::Response<Body>, Error>,
+    breaker: &CircuitBreaker,
+    latency: std::time::Duration,
+) -> Option<CallResult> {
+    let cut = matches!(result, Err(error) if error.cut_by_deadline());
+    let slow = breaker.config().slow_call().is_some_and(|slow| latency > slow);
+    (cut && slow).then_some(CallResult::Failure)
 }
 
 /// What an attempt's result tells the throttle; `None` when it tells it nothing (a local refusal below, a

@@ -158,6 +158,44 @@ async fn local_errors_and_cancellations_are_not_counted() {
     );
 }
 
+/// An attempt the caller's deadline cut is no failure (a caller in a hurry says nothing about the upstream) —
+/// unless it had already run longer than `slow_call`, when it would have been a slow call however it ended.
+#[tokio::test(start_paused = true)]
+async fn attempts_cut_by_the_callers_deadline_count_only_past_slow_call() {
+    let cut = |after: Duration| {
+        move || {
+            Err(Error::Timeout {
+                after,
+                by_deadline: true,
+            })
+        }
+    };
+    let quick = Duration::from_millis(500);
+    for slow_call in [None, Some(Duration::from_secs(1))] {
+        let breaker = breaker(2, slow_call);
+        for _ in 0..5 {
+            let result = call_once(&breaker, quick, cut(quick), None).await;
+            assert!(matches!(result, Err(Error::Timeout { .. })), "{result:?}");
+        }
+        let snapshot = breaker.snapshot(clock::now());
+        assert_eq!(
+            (snapshot.state, snapshot.consecutive_failures),
+            (BreakerState::Closed, 0),
+            "{slow_call:?}"
+        );
+    }
+    let breaker = breaker(2, Some(Duration::from_secs(1)));
+    let long = Duration::from_secs(2);
+    for _ in 0..2 {
+        let _ = call_once(&breaker, long, cut(long), None).await;
+    }
+    assert_eq!(
+        breaker.state(clock::now()),
+        BreakerState::Open,
+        "cut after 2 s, past slow_call"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn replays_are_not_counted_and_free_their_probe_slot() {
     let breaker = breaker(1, None);

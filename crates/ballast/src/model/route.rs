@@ -35,7 +35,7 @@ use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
 use super::{ProviderErrorKind, Truncation};
 use crate::client::Failure;
-use crate::context::scoped;
+use crate::context::shared;
 use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock};
 
@@ -247,8 +247,7 @@ impl ModelClient {
         cut: Option<Instant>,
     ) -> Trip {
         let Some(cut) = cut else { return trip.await };
-        let share = ctx.effective_deadline().shorten_to(cut);
-        let mut trip = scoped(share, trip).await;
+        let mut trip = shared(ctx.effective_deadline(), cut, trip).await;
         if !ended_on_deadline(&trip) {
             return trip;
         }
