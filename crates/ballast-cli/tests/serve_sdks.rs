@@ -206,6 +206,22 @@ fn check(sdk: &str, lines: &HashMap<String, Value>) {
         models["ids"].as_array().unwrap().iter().any(|id| id == "agent"),
         "{sdk}: {models}"
     );
+    assert_eq!(models["retrieved"]["id"], "agent", "{sdk}: {models}");
+    // The gateway's 404s on the SDK's paths are OpenAI's envelope: the SDK shows the code and the message.
+    for (what, code) in [("unknown", "model_not_found"), ("unknown_path", "not_found")] {
+        let error = &models[what]["error"];
+        assert_eq!(error["class"], "NotFoundError", "{sdk} {what}: {models}");
+        assert_eq!(
+            (error["status"].as_u64(), error["code"].as_str()),
+            (Some(404), Some(code)),
+            "{sdk} {what}: {models}"
+        );
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("the gateway serves") || message.contains("the models are"),
+            "{sdk} {what}: {message}"
+        );
+    }
 }
 
 /// Both APIs' `failing` scenarios hit the always-500 provider: it saw the gateway's three attempts each, never

@@ -12,7 +12,7 @@ use http::{HeaderValue, header};
 use rand::RngExt as _;
 
 use crate::edge::{AuthenticateLayer, FinishLayer};
-use crate::error::{AppError, set_retry_after};
+use crate::error::{AppError, OpenAiError, set_retry_after};
 use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
 use crate::{Gateway, StartError, admin, models, tools};
 
@@ -94,10 +94,21 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         .layer(FinishLayer))
 }
 
-/// 404 for any other path.
-async fn not_found(request: Request) -> AppError {
-    AppError::NotFound {
-        path: request.uri().path().to_owned(),
+/// 404 for any other path: OpenAI-style under `/v1/` (where an SDK pointed at the gateway calls, so it raises
+/// its `NotFoundError` with the message) but for Ballast's own `/v1/tools/` and `/v1/operations/`; problem+json
+/// elsewhere.
+async fn not_found(request: Request) -> Response {
+    let path = request.uri().path();
+    let error = AppError::NotFound {
+        path: path.to_owned(),
+    };
+    let ours = ["/v1/tools/", "/v1/operations/"]
+        .iter()
+        .any(|p| path.starts_with(p));
+    if path.starts_with("/v1/") && !ours {
+        OpenAiError(error).into_response()
+    } else {
+        error.into_response()
     }
 }
 

@@ -163,7 +163,7 @@ impl AppError {
                 .to_owned(),
             AppError::NotFound { path } => format!(
                 "nothing is served at {path}; the gateway serves POST /v1/responses, /v1/chat/completions, \
-                 /v1/embeddings, GET /v1/models, GET and DELETE /v1/responses/{{id}}, POST /v1/responses/{{id}}/cancel, \
+                 /v1/embeddings, GET /v1/models and /v1/models/{{id}}, GET and DELETE /v1/responses/{{id}}, POST /v1/responses/{{id}}/cancel, \
                  POST /v1/tools/{{name}}, GET /v1/operations/{{key}}, GET /healthz, /readyz, /metrics and /status \
                  (docs/gateway.md)"
             ),

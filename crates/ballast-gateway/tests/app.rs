@@ -19,6 +19,9 @@ url = "sqlite::memory:"
 name = "lookup_order"
 upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
 per_try_timeout = "1s"
+[[models]]
+name = "agent"
+deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
 "#;
 
 async fn gateway() -> axum::Router {
@@ -151,5 +154,55 @@ async fn a_tool_answer_goes_on_as_it_came_with_its_content_type() {
         assert_eq!(response.headers()["content-type"], content_type, "{tool}");
         let bytes = response.into_body().collect().await.expect("a body").to_bytes();
         assert_eq!(bytes, body.as_bytes(), "{tool}");
+    }
+}
+
+/// `GET /v1/models/{id}` is a route's model object (`models.retrieve`); every 404 under `/v1/` but Ballast's own
+/// tool and operation paths is OpenAI's error envelope, so an SDK shows its code and message; elsewhere
+/// problem+json.
+#[tokio::test]
+async fn models_are_retrieved_and_a_404_under_v1_is_openai_style() {
+    let router = gateway().await;
+    let get = |path: &str| Request::get(path).body(axum::body::Body::empty()).unwrap();
+    let (status, _, model) = send(&router, get("/v1/models/agent")).await;
+    assert_eq!(status, StatusCode::OK, "{model}");
+    assert_eq!(
+        model,
+        json!({"id": "agent", "object": "model", "created": 0, "owned_by": "ballast"})
+    );
+    let (status, _, body) = send(&router, get("/v1/models/gpt-5")).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (StatusCode::NOT_FOUND, &json!("model_not_found")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the models are: agent"),
+        "{body}"
+    );
+    // A name with slashes is a name: no route has it.
+    let (_, _, body) = send(&router, get("/v1/models/agent/extra")).await;
+    assert_eq!(body["error"]["code"], "model_not_found", "{body}");
+    for path in ["/v1/no-such-path", "/v1/completions"] {
+        let (status, headers, body) = send(&router, get(path)).await;
+        let code = &body["error"]["code"];
+        assert_eq!(
+            (status, code),
+            (StatusCode::NOT_FOUND, &json!("not_found")),
+            "{path}: {body}"
+        );
+        assert_eq!(headers["content-type"], "application/json", "{path}");
+    }
+    for path in ["/v1/tools/lookup_order/x", "/nothing"] {
+        let (status, headers, body) = send(&router, get(path)).await;
+        assert_eq!(
+            (status, &body["type"]),
+            (StatusCode::NOT_FOUND, &json!("urn:ballast:not_found")),
+            "{path}: {body}"
+        );
+        assert_eq!(headers["content-type"], "application/problem+json", "{path}");
     }
 }

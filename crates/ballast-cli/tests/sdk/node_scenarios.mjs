@@ -471,6 +471,12 @@ async function models(ctx) {
   const ids = [];
   for await (const model of page) ids.push(model.id);
   Object.assign(ctx.out, { status: response.status, headers: selectHeaders(response.headers), ids });
+  // `models.retrieve`: a route, then a name no route has (the SDK's NotFoundError, with the gateway's message).
+  ctx.out.retrieved = await outcome(async () => ({ id: (await client.sdk.models.retrieve('agent', client.options)).id }));
+  ctx.out.unknown = await outcome(async () => ({
+    id: (await client.sdk.models.retrieve('no-such-model', client.options)).id,
+  }));
+  ctx.out.unknown_path = await outcome(async () => ({ body: await client.sdk.get('/no-such-path', client.options) }));
 }
 
 function scenarios() {

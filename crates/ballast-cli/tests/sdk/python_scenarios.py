@@ -460,6 +460,10 @@ def models(ctx: Context) -> None:
     ctx.out.update(
         {"status": raw.status_code, "headers": select_headers(raw.headers), "ids": [m.id for m in raw.parse()]}
     )
+    # `models.retrieve`: a route, then a name no route has (the SDK's NotFoundError, with the gateway's message).
+    ctx.out["retrieved"] = outcome(lambda: {"id": client.models.retrieve("agent").id})
+    ctx.out["unknown"] = outcome(lambda: {"id": client.models.retrieve("no-such-model").id})
+    ctx.out["unknown_path"] = outcome(lambda: {"body": client.get("/no-such-path", cast_to=object)})
 
 
 def scenarios() -> Dict[str, Callable[[Context], None]]:

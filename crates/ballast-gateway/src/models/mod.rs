@@ -8,6 +8,7 @@
 //! POST   /v1/chat/completions          a chat completion (streamed or not)
 //! POST   /v1/embeddings                embeddings
 //! GET    /v1/models                    the configured model routes
+//! GET    /v1/models/{id}               one of them (`models.retrieve`)
 //! ```
 //!
 //! Each is thin over the library's [`ModelClient`](ballast::ModelClient) (the route is chosen by `model`): the
@@ -53,6 +54,7 @@ pub(crate) fn routes() -> Router<Gateway> {
         .route("/v1/chat/completions", only(post(chat_completion), "POST"))
         .route("/v1/embeddings", only(post(embeddings), "POST"))
         .route("/v1/models", only(get(list_models), "GET"))
+        .route("/v1/models/{*id}", only(get(retrieve_model), "GET"))
 }
 
 /// `POST /v1/responses`.
@@ -228,6 +230,23 @@ async fn on_response(
 
 /// `GET /v1/models`: the configured model routes, as OpenAI lists models.
 async fn list_models(State(gateway): State<Gateway>) -> Response {
+    let data: Vec<_> = route_names(&gateway).into_iter().map(model_object).collect();
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+/// `GET /v1/models/{id}`: the model route `id`, as `GET /v1/models` lists it; 404 `model_not_found` (naming the
+/// routes there are) for any other.
+async fn retrieve_model(State(gateway): State<Gateway>, Path(id): Path<String>) -> Response {
+    let names = route_names(&gateway);
+    if names.contains(&id.as_str()) {
+        return axum::Json(model_object(&id)).into_response();
+    }
+    let models = names.into_iter().map(str::to_owned).collect();
+    OpenAiError(AppError::UnknownModel { name: id, models }).into_response()
+}
+
+/// The configured model routes' names, sorted.
+fn route_names(gateway: &Gateway) -> Vec<&str> {
     let mut names: Vec<&str> = gateway
         .inner
         .config
@@ -236,9 +255,10 @@ async fn list_models(State(gateway): State<Gateway>) -> Response {
         .map(|m| m.name.as_str())
         .collect();
     names.sort_unstable();
-    let data: Vec<_> = names
-        .iter()
-        .map(|name| json!({"id": name, "object": "model", "created": 0, "owned_by": "ballast"}))
-        .collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    names
+}
+
+/// A model route as OpenAI's model object.
+fn model_object(name: &str) -> serde_json::Value {
+    json!({"id": name, "object": "model", "created": 0, "owned_by": "ballast"})
 }
