@@ -323,6 +323,59 @@ async fn callers_with_short_timeouts_never_open_a_healthy_models_breaker() {
     assert_eq!(header(&headers, "ballast-attempts"), "1");
 }
 
+/// A provider that answers 429 with `Retry-After: 60` to everything: with 30 s left the call ends at once, code
+/// `deadline_exceeded` and a message saying the same (not "retries are spent"); and the answer passes the
+/// provider's wait on as `Retry-After` (jittered, at most 60 s), so a caller can back off by itself. With a
+/// `Retry-After` over `max_retry_after` (here 10 s, the call has 30 s), the same, code `upstream_error`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_providers_429_passes_its_wait_on_with_one_truth() {
+    let provider =
+        support::gateway::chaos("[endpoints.model]\nerrors = { 429 = 1.0 }\nretry_after = \"60s\"").await;
+    for (max_retry_after, code, says) in [
+        ("60s", "deadline_exceeded", "deadline"),
+        ("10s", "upstream_error", "max_retry_after"),
+    ] {
+        let config = format!(
+            "version = 1\n[store]\nurl = \"sqlite://{{dir}}/ballast.db\"\n[server]\nmax_retry_after = \"{max_retry_after}\"\n\
+             [[models]]\nname = \"limited\"\ndeployments = [ {{ base_url = \"{{limited}}/v1\", model = \"mock\" }} ]\n"
+        );
+        let gateway = support::gateway::Gateway::start_with(&config, &[("limited", &provider)], &[]);
+        let started = clock::now();
+        let body = chat("limited", "op-limited");
+        let (status, headers, answer) = read(
+            post(
+                &client(),
+                &gateway,
+                "/v1/chat/completions",
+                &body,
+                &[("ballast-timeout-ms", "30000")],
+            )
+            .await,
+        )
+        .await;
+        let took = clock::now().saturating_duration_since(started);
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (429, Some(code)),
+            "{answer}"
+        );
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && !message.contains("retries are spent"),
+            "{message}"
+        );
+        let retry_after: u64 = header(&headers, "retry-after")
+            .parse()
+            .expect("Retry-After in seconds");
+        assert!((55..=60).contains(&retry_after), "Retry-After: {retry_after}");
+        assert_eq!(header(&headers, "x-should-retry"), "false");
+        assert!(
+            took < Duration::from_secs(5),
+            "ended at once, not after a wait: {took:?}"
+        );
+    }
+}
+
 /// The Python SDK's read timeout bounds a stream's gaps: a provider gone silent ends the stream with the API's
 /// error event before the SDK's own timeout would cut it without one.
 #[tokio::test(flavor = "multi_thread")]

@@ -26,14 +26,16 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::model::{ModelAnswer, ModelStream, Truncation};
 use ballast::{CallError, OutcomeReport, Refusal};
-use ballast_core::ErrorCode;
+use ballast_core::{ErrorCode, Refused, StopReason};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 
 use super::request::Settled;
-use crate::error::{AppError, OpenAiError, bool_text, json_response, openai_body, openai_error};
+use crate::error::{
+    AppError, OpenAiError, bool_text, json_response, openai_body, openai_error, set_retry_after,
+};
 use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
 
 /// A call's answer or its error.
@@ -114,8 +116,12 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
     let attempts = attempts_made(error.report());
     let mut response = match error {
         CallError::Upstream {
-            status, body, bytes, ..
-        } => upstream_error(status, &body, bytes, code),
+            status,
+            body,
+            bytes,
+            report,
+            ..
+        } => upstream_error(status, &body, bytes, code, report.stop_reason()),
         CallError::Failed { target, error, .. } => {
             OpenAiError(without_an_answer(&target, code, &error, attempts, settled)).into_response()
         }
@@ -186,7 +192,13 @@ pub(super) fn unknown_response(id: &str) -> Response {
 }
 
 /// The provider's own error answer (module docs).
-fn upstream_error(status: u16, body: &Value, bytes: Bytes, code: ErrorCode) -> Response {
+fn upstream_error(
+    status: u16,
+    body: &Value,
+    bytes: Bytes,
+    code: ErrorCode,
+    stop: Option<&StopReason>,
+) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let refused_as_such = status.is_client_error()
         && !matches!(status.as_u16(), 408 | 409 | 429)
@@ -201,19 +213,14 @@ fn upstream_error(status: u16, body: &Value, bytes: Bytes, code: ErrorCode) -> R
     } else {
         let provider = body.get("error");
         let text = |key: &str| provider.and_then(|e| e.get(key)).and_then(Value::as_str);
+        // Why the gateway stopped, in the same words as the code: one truth per answer.
+        let why = match stop {
+            Some(stop @ (StopReason::Deadline(_) | StopReason::RetryAfterTooLong { .. })) => stop.to_string(),
+            _ => "the gateway's retries are spent".to_owned(),
+        };
         let message = text("message").map_or_else(
-            || {
-                format!(
-                    "the upstream answered {} and the gateway's retries are spent",
-                    status.as_u16()
-                )
-            },
-            |m| {
-                format!(
-                    "{m} (the upstream answered {}; the gateway's retries are spent)",
-                    status.as_u16()
-                )
-            },
+            || format!("the upstream answered {} and {why}", status.as_u16()),
+            |m| format!("{m} (the upstream answered {}; {why})", status.as_u16()),
         );
         let mut body = openai_body(status, code.as_str(), &message);
         if let (Some(provider), Some(error)) =
@@ -230,8 +237,29 @@ fn upstream_error(status: u16, body: &Value, bytes: Bytes, code: ErrorCode) -> R
         }
         json_response(status, &body)
     };
+    // The provider's own wait, passed on so the caller can back off by itself (jittered and capped at 60 s as
+    // every `Retry-After` the gateway sends).
+    if let Some(wait) = asked_wait(status, stop) {
+        set_retry_after(response.headers_mut(), wait);
+    }
     not_retryable(&mut response, code);
     response
+}
+
+/// The wait a refusal for load (429, 503) asked for, when it is what stopped the call: longer than the deadline
+/// could hold, or than `max_retry_after`.
+fn asked_wait(status: StatusCode, stop: Option<&StopReason>) -> Option<std::time::Duration> {
+    if !matches!(status.as_u16(), 429 | 503) {
+        return None;
+    }
+    match stop? {
+        StopReason::Deadline(exceeded) => match exceeded.refused {
+            Refused::Wait(wait) => Some(wait),
+            _ => None,
+        },
+        StopReason::RetryAfterTooLong { asked, .. } => Some(*asked),
+        _ => None,
+    }
 }
 
 /// A call refused before anything was sent.
