@@ -79,32 +79,20 @@ fn the_demo_serves_what_it_prints_until_interrupted() {
     let answer = shell(status);
     assert!(answer.contains("\"breaker\""), "{answer}");
     if support::sdk::installed() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let sdk = root.join("target/sdk");
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let python = dir.path().join("agent.py");
-        std::fs::write(&python, snippet(&lines, "An agent in Python")).unwrap();
-        // Inside the Node project, so that `openai` resolves.
-        let typescript = sdk.join(format!("node/demo-agent-{}.ts", std::process::id()));
-        std::fs::write(&typescript, snippet(&lines, "The same agent in TypeScript")).unwrap();
-        for (program, script, op) in [
-            (sdk.join("venv/bin/python"), &python, "demo-py"),
-            (sdk.join("node/node_modules/.bin/tsx"), &typescript, "demo-ts"),
+        // As a newcomer runs them: in a new directory (TypeScript in the CommonJS project `npm install openai` makes).
+        for (language, title, op) in [
+            ("python", "An agent in Python", "demo-py"),
+            ("typescript", "The same agent in TypeScript", "demo-ts"),
         ] {
-            let output = Command::new(&program)
-                .arg(script)
-                .output()
-                .expect("the snippet runs");
+            let output = support::sdk::run_snippet(language, &snippet(&lines, title));
             let printed = String::from_utf8_lossy(&output.stdout);
             assert!(
                 output.status.success()
                     && printed.contains(&format!("Done: the refund of order 1234 went through (op {op})")),
-                "{}: {printed}\n{}",
-                script.display(),
+                "{language}: {printed}\n{}",
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let _ = std::fs::remove_file(typescript);
     }
     demo.signal("-INT");
     assert_eq!(demo.wait_for_exit(PATIENCE), Some(0), "{}", demo.stderr());

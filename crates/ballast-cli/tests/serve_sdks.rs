@@ -274,15 +274,16 @@ async fn openai_agents() {
     );
 }
 
-/// README's quick starts work as printed: the Python agent loop through the Responses API and the TypeScript one
-/// through Chat Completions, against the gateway of examples/quickstart.toml (only the addresses changed).
+/// Every snippet a user reads — each Python, TypeScript and curl block of README.md and docs/gateway.md — runs as
+/// printed on a fresh machine (in a new directory: TypeScript as `npx tsx agent.ts` in the CommonJS project `npm
+/// install openai` makes), against the gateway of examples/quickstart.toml in front of the chaos upstream (only
+/// the addresses changed). The agent loops finish their refund, the curls are answered 200.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_readme_quick_starts_work_as_printed() {
+async fn every_printed_snippet_runs_as_printed() {
     if !installed() {
         return;
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let config =
         std::fs::read_to_string(root.join("examples/quickstart.toml")).expect("examples/quickstart.toml");
     let upstream = support::gateway::chaos("").await;
@@ -291,51 +292,81 @@ async fn the_readme_quick_starts_work_as_printed() {
         &upstream,
         &[("BALLAST_KEY_DEV", "dev-key-1")],
     );
-    let block = |language: &str| -> String {
-        let fence = format!("```{language}\n");
-        let start = readme
-            .find(&fence)
-            .unwrap_or_else(|| panic!("README has a {language} block"))
-            + fence.len();
-        let end = start + readme[start..].find("```").expect("the block ends");
-        readme[start..end].replace("http://127.0.0.1:8080", &gateway.url(""))
-    };
-    let sdk = root.join("target/sdk");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let python = dir.path().join("agent.py");
-    std::fs::write(&python, block("python")).unwrap();
-    // Inside the Node project, so that `openai` resolves.
-    let typescript = sdk.join(format!("node/readme-agent-{}.ts", std::process::id()));
-    std::fs::write(&typescript, block("typescript")).unwrap();
-    let runs = [
-        (sdk.join("venv/bin/python"), python, "op-77"),
-        (
-            sdk.join("node/node_modules/.bin/tsx"),
-            typescript.clone(),
-            "op-78",
-        ),
-    ];
-    for (program, script, op) in runs {
-        let output = tokio::task::block_in_place(|| {
-            std::process::Command::new(&program)
-                .arg(&script)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .expect("the quick start runs")
-        });
-        let printed = String::from_utf8_lossy(&output.stdout);
+    // README's chaos section talks to `ballast chaos` itself: a second upstream of its own, so that the ledger
+    // checked below counts the gateway's refunds only.
+    let chaos_alone = support::gateway::chaos("").await;
+    let (address, chaos_address) = (gateway.url(""), chaos_alone.url(""));
+    let mut ran = Vec::new();
+    for doc in ["README.md", "docs/gateway.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("the doc");
+        for (language, code) in runnable_blocks(&text) {
+            let code = code
+                .replace("http://127.0.0.1:8080", &address)
+                .replace("localhost:8080", &address)
+                .replace("localhost:9000", &chaos_address);
+            let output = tokio::task::block_in_place(|| support::sdk::run_snippet(language, &code));
+            let printed = String::from_utf8_lossy(&output.stdout);
+            let done = match language {
+                // Every answer shown with its status (`-i`) is a 200.
+                "sh" => {
+                    !printed.is_empty()
+                        && printed.matches("HTTP/1.1 200").count() == code.matches("curl -s -i").count()
+                }
+                _ => {
+                    !code.contains("print") || printed.contains("Done: the refund of order 1234 went through")
+                }
+            };
+            assert!(
+                output.status.success() && done,
+                "{doc}'s {language} block failed as printed:\n{code}\n--- stdout:\n{printed}\n--- stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            ran.push(format!("{doc} {language}"));
+        }
+    }
+    for expected in [
+        "README.md python",
+        "README.md typescript",
+        "README.md sh",
+        "docs/gateway.md python",
+        "docs/gateway.md sh",
+    ] {
         assert!(
-            output.status.success()
-                && printed.contains(&format!("Done: the refund of order 1234 went through (op {op})")),
-            "{}: {printed}\n{}",
-            script.display(),
-            String::from_utf8_lossy(&output.stderr)
+            ran.iter().any(|r| r == expected),
+            "no {expected} block ran: {ran:?}"
         );
     }
-    let _ = std::fs::remove_file(typescript);
     assert_eq!(
         support::gateway::executions(&upstream, "op-77").await,
         1,
         "one refund, through the gateway"
     );
+}
+
+/// The fenced blocks a user runs: `python`, `typescript`, and `sh` blocks of curl commands only (the others start
+/// Ballast itself or build it).
+fn runnable_blocks(text: &str) -> Vec<(&'static str, String)> {
+    let mut blocks = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("```") {
+        let after = &rest[start + 3..];
+        let Some(line_end) = after.find('\n') else { break };
+        let language = after[..line_end].trim();
+        let body = &after[line_end + 1..];
+        let Some(end) = body.find("```") else { break };
+        let code = &body[..end];
+        rest = &body[end + 3..];
+        let curls = code
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .all(|l| l.starts_with("curl ") || l.starts_with("  "));
+        let language = match language {
+            "python" => "python",
+            "typescript" => "typescript",
+            "sh" if curls && code.contains("curl ") => "sh",
+            _ => continue,
+        };
+        blocks.push((language, code.to_owned()));
+    }
+    blocks
 }

@@ -35,26 +35,31 @@ const TYPESCRIPT: &str = r#"import OpenAI from "openai";
 const GATEWAY = "{url}", KEY = "{key}";
 const run = { "ballast-run-id": crypto.randomUUID(), "ballast-timeout-ms": "30000" }; // one agent request, one deadline
 const model = new OpenAI({ baseURL: `${GATEWAY}/v1`, apiKey: KEY, defaultHeaders: run });
-const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Refund order 1234, op=demo-ts" }];
-for (let turn = 1; turn <= 4; turn++) {
-  const message = (await model.chat.completions.create({ model: "agent", messages })).choices[0].message;
-  messages.push(message);
-  if (!message.tool_calls?.length) {
-    console.log(message.content);
-    break;
+// CommonJS, what `npm install openai` sets up, has no top-level await: the loop is in a function.
+async function main() {
+  const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: "Refund order 1234, op=demo-ts" }];
+  for (let turn = 1; turn <= 4; turn++) {
+    const message = (await model.chat.completions.create({ model: "agent", messages })).choices[0].message;
+    messages.push(message);
+    if (!message.tool_calls?.length) {
+      console.log(message.content);
+      break;
+    }
+    for (const call of message.tool_calls) {
+      if (call.type !== "function") continue;
+      // The side effect's key derives from the run and the step: a re-sent step is replayed.
+      const headers = { Authorization: `Bearer ${KEY}`, "content-type": "application/json", "ballast-step-id": `turn-${turn}` };
+      const answer = await fetch(`${GATEWAY}/v1/tools/${call.function.name}`, {
+        method: "POST",
+        body: call.function.arguments,
+        headers: { ...headers, ...run },
+      });
+      messages.push({ role: "tool", tool_call_id: call.id, content: await answer.text() });
+    }
   }
-  for (const call of message.tool_calls) {
-    if (call.type !== "function") continue;
-    // The side effect's key derives from the run and the step: a re-sent step is replayed.
-    const headers = { Authorization: `Bearer ${KEY}`, "content-type": "application/json", "ballast-step-id": `turn-${turn}` };
-    const answer = await fetch(`${GATEWAY}/v1/tools/${call.function.name}`, {
-      method: "POST",
-      body: call.function.arguments,
-      headers: { ...headers, ...run },
-    });
-    messages.push({ role: "tool", tool_call_id: call.id, content: await answer.text() });
-  }
-}"#;
+}
+
+main();"#;
 
 /// The snippets with the gateway's root URL (`http://HOST:PORT`) and key filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -107,3 +107,41 @@ pub(crate) fn run(
     );
     lines
 }
+
+/// Runs a printed snippet as a newcomer would on a fresh machine, in a new directory, and its output: `python`
+/// with the venv's interpreter (what `pip install openai` gives), `typescript` as `npx tsx agent.ts` in a project
+/// like the one `npm install openai` makes in an empty directory — a `package.json` with no `"type"`, so CommonJS,
+/// where a top-level `await` fails (the SDKs' packages are linked from `target/sdk/node`) — and `sh` with `sh`.
+pub(crate) fn run_snippet(language: &str, code: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sdk = root().join("target/sdk");
+    let mut command = match language {
+        "python" => {
+            std::fs::write(dir.path().join("agent.py"), code).unwrap();
+            let mut c = Command::new(sdk.join("venv/bin/python"));
+            c.arg("agent.py");
+            c
+        }
+        "typescript" => {
+            let package = r#"{"name": "agent", "version": "1.0.0", "dependencies": {"openai": "^7.59.0"}}"#;
+            std::fs::write(dir.path().join("package.json"), package).unwrap();
+            std::os::unix::fs::symlink(sdk.join("node/node_modules"), dir.path().join("node_modules"))
+                .unwrap();
+            std::fs::write(dir.path().join("agent.ts"), code).unwrap();
+            let mut c = Command::new("npx");
+            c.args(["--no-install", "tsx", "agent.ts"]);
+            c
+        }
+        "sh" => {
+            let mut c = Command::new("sh");
+            c.args(["-c", code]);
+            c
+        }
+        other => panic!("no way to run a {other} snippet"),
+    };
+    command
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the snippet runs")
+}
