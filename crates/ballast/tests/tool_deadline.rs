@@ -12,8 +12,10 @@ use serde_json::json;
 
 use support::tools::clients_over;
 
-/// An upstream that never answers.
-fn hung() -> impl tower::Service<
+/// An upstream that answers `{"status": "shipped"}` after `delay`, or never (`None`: it hangs).
+fn upstream(
+    delay: Option<Duration>,
+) -> impl tower::Service<
     http::Request<bytes::Bytes>,
     Response = http::Response<bytes::Bytes>,
     Error = Error,
@@ -22,8 +24,14 @@ fn hung() -> impl tower::Service<
 + Send
 + Sync
 + 'static {
-    tower::service_fn(|_request: http::Request<bytes::Bytes>| {
-        std::future::pending::<Result<http::Response<bytes::Bytes>, Error>>()
+    tower::service_fn(move |_request: http::Request<bytes::Bytes>| async move {
+        let Some(delay) = delay else {
+            return std::future::pending().await;
+        };
+        tokio::time::sleep(delay).await;
+        Ok::<_, Error>(http::Response::new(bytes::Bytes::from_static(
+            b"{\"status\":\"shipped\"}",
+        )))
     })
 }
 
@@ -44,7 +52,7 @@ fn lookup(deadline: Duration) -> ToolCall {
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_attempt_ends_at_the_deadline_minus_the_reserve() {
-    let tools = clients_over(TOOL, hung());
+    let tools = clients_over(TOOL, upstream(None));
     let tool = tools.get("lookup_order").unwrap();
     let started = clock::now();
     let error = tool.call(lookup(Duration::from_secs(3))).await.unwrap_err();
@@ -62,7 +70,7 @@ async fn a_hung_attempt_ends_at_the_deadline_minus_the_reserve() {
 
 #[tokio::test(start_paused = true)]
 async fn a_queued_call_ends_when_its_deadline_can_no_longer_hold_an_attempt() {
-    let tools = clients_over(TOOL, hung());
+    let tools = clients_over(TOOL, upstream(None));
     let tool = tools.get("lookup_order").unwrap().clone();
     let busy = tool.clone();
     let holder = tokio::spawn(async move { busy.call(lookup(Duration::from_secs(60))).await });
@@ -82,25 +90,8 @@ async fn a_queued_call_ends_when_its_deadline_can_no_longer_hold_an_attempt() {
     holder.abort();
 }
 
-/// A healthy tool that answers in 4 s, under its 10 s per-try timeout.
-fn slow() -> impl tower::Service<
-    http::Request<bytes::Bytes>,
-    Response = http::Response<bytes::Bytes>,
-    Error = Error,
-    Future = impl Send + 'static,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    tower::service_fn(|_request: http::Request<bytes::Bytes>| async {
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        Ok::<_, Error>(http::Response::new(bytes::Bytes::from_static(
-            b"{\"status\":\"shipped\"}",
-        )))
-    })
-}
-
-/// Callers whose own deadlines (1 s) are shorter than a healthy tool's answers: each is ended by its deadline, and
+/// Callers whose own deadlines (1 s) are shorter than a healthy tool's answers (4 s, under its 10 s per-try
+/// timeout): each is ended by its deadline, and
 /// none of it is held against the tool — its breaker stays closed, its throttle counts nothing — so the next
 /// caller, with time to spare, is served.
 #[tokio::test(start_paused = true)]
@@ -112,7 +103,7 @@ async fn callers_in_a_hurry_never_open_a_slow_healthy_tools_breaker() {
         upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
         per_try_timeout = "10s"
     "#;
-    let tools = clients_over(toml, slow());
+    let tools = clients_over(toml, upstream(Some(Duration::from_secs(4))));
     let tool = tools.get("lookup_order").unwrap();
     for round in 0..3 {
         let hurried = (0..10).map(|_| tool.call(lookup(Duration::from_secs(1))));
