@@ -91,9 +91,8 @@ async fn a_queued_call_ends_when_its_deadline_can_no_longer_hold_an_attempt() {
 }
 
 /// Callers whose own deadlines (1 s) are shorter than a healthy tool's answers (4 s, under its 10 s per-try
-/// timeout): each is ended by its deadline, and
-/// none of it is held against the tool — its breaker stays closed, its throttle counts nothing — so the next
-/// caller, with time to spare, is served.
+/// timeout): each is ended by its deadline, and none of it is held against the tool — its breaker stays closed,
+/// its throttle counts nothing — so the next caller, with time to spare, is served.
 #[tokio::test(start_paused = true)]
 async fn callers_in_a_hurry_never_open_a_slow_healthy_tools_breaker() {
     let toml = r#"
