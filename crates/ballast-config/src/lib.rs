@@ -56,10 +56,10 @@ pub use typed::{
     Api, ApiSet, BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT,
     DEFAULT_DRAIN_DELAY, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, DEFAULT_MODEL_CONCURRENCY,
-    DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_SEND_TIMEOUT,
-    DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT,
-    DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, ModelRoute, OnOverflow, Principal,
-    PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig,
-    ToolFallback, Upstream, UpstreamHeader,
+    DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW,
+    DEFAULT_SEND_TIMEOUT, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, ModelRoute,
+    OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind,
+    StoreLocation, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
 pub use validate::validate;

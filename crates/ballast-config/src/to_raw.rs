@@ -38,6 +38,7 @@ impl From<&Config> for RawConfig {
                 grace: duration(s.grace),
                 drain_delay: duration(s.drain_delay),
                 max_retry_after: duration(s.max_retry_after),
+                repeat_window: duration(s.repeat_window),
                 header_timeout: duration(s.header_timeout),
                 body_timeout: duration(s.body_timeout),
                 idle_timeout: duration(s.idle_timeout),

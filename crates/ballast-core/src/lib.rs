@@ -18,6 +18,7 @@
 //! - `idempotency` — idempotency keys (UUIDv4, derived UUIDv5) and request fingerprints (SHA-256 over the
 //!   media type and the body in JCS form with exact numbers).
 //! - `code` — [`ErrorCode`], the stable error codes every failure maps to.
+//! - `repeat` — [`RecentFailures`]: a status-only client's retries of a final failure, told from new requests.
 
 mod admission;
 mod backoff;
@@ -28,6 +29,7 @@ mod code;
 mod deadline;
 mod idempotency;
 mod name;
+mod repeat;
 mod retry;
 mod throttle;
 mod time;
@@ -58,6 +60,8 @@ pub use idempotency::{
 };
 // name
 pub use name::UnknownName;
+// repeat
+pub use repeat::{RecentFailures, Repeat, RepeatKey, is_final_failure};
 // retry
 pub use retry::{
     AttemptOutcome, CallKind, CallState, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER,

@@ -12,6 +12,7 @@ pub(crate) const BALLAST_OUTCOME: HeaderName = HeaderName::from_static(ballast_c
 pub(crate) const BALLAST_PRIORITY: HeaderName = HeaderName::from_static("ballast-priority");
 pub(crate) const BALLAST_REMAINING_MS: HeaderName =
     HeaderName::from_static(ballast_core::BALLAST_REMAINING_MS);
+pub(crate) const BALLAST_REPEAT: HeaderName = HeaderName::from_static("ballast-repeat");
 pub(crate) const BALLAST_RUN: HeaderName = HeaderName::from_static("ballast-run");
 pub(crate) const BALLAST_RUN_ID: HeaderName = HeaderName::from_static("ballast-run-id");
 pub(crate) const BALLAST_SHED: HeaderName = HeaderName::from_static("ballast-shed");

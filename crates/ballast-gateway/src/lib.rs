@@ -32,6 +32,7 @@ mod headers;
 mod inbound;
 mod metrics;
 mod models;
+mod repeats;
 mod serve;
 mod state;
 mod tools;

@@ -35,6 +35,8 @@ pub(crate) struct Inner {
     pub(crate) checked_store: Arc<CheckedStore>,
     pub(crate) store_url: String,
     pub(crate) runs: Arc<Runs>,
+    /// The final failures answered lately: what a status-only client's retry is answered with.
+    pub(crate) repeats: crate::repeats::Repeats,
     pub(crate) principals: Principals,
     pub(crate) metrics: Option<PrometheusHandle>,
     pub(crate) draining: AtomicBool,
@@ -102,6 +104,7 @@ impl Gateway {
         let models =
             ModelClients::from_config_with_records(&config, env, transport, Arc::clone(&runs), records)
                 .map_err(|e| StartError::Model(e.to_string()))?;
+        let repeats = crate::repeats::Repeats::new(config.server.repeat_window);
         Ok(Gateway {
             inner: Arc::new(Inner {
                 store_url: redacted(&store_url),
@@ -111,6 +114,7 @@ impl Gateway {
                 store,
                 checked_store,
                 runs,
+                repeats,
                 principals,
                 metrics: None,
                 draining: AtomicBool::new(false),

@@ -96,6 +96,7 @@ fn fully_populated() -> RawConfig {
             grace: text("5s"),
             drain_delay: text("2s"),
             max_retry_after: text("30s"),
+            repeat_window: text("5s"),
             header_timeout: text("5s"),
             body_timeout: text("20s"),
             idle_timeout: text("90s"),

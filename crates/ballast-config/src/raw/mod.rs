@@ -96,6 +96,9 @@ pub struct RawServer {
     /// Longest `Retry-After` waited for (`"60s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_retry_after: Option<HumanValue>,
+    /// How long a final failure answers the requests that repeat it (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat_window: Option<HumanValue>,
     /// Time a connection has to send a request's headers (`"10s"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub header_timeout: Option<HumanValue>,

@@ -88,6 +88,9 @@ pub struct ServerConfig {
     pub drain_delay: Duration,
     /// Longest upstream `Retry-After` that is waited for; longer stops the call (default 60 s).
     pub max_retry_after: Duration,
+    /// How long a request that repeats one just answered with a final failure is answered again from that
+    /// failure, nothing sent (default [`DEFAULT_REPEAT_WINDOW`]; zero: never).
+    pub repeat_window: Duration,
     /// Time a connection has to send a request's headers, counted from the request's first byte (or, for a
     /// new connection, from its accept) (default [`DEFAULT_HEADER_TIMEOUT`]; more than zero).
     pub header_timeout: Duration,
@@ -104,6 +107,11 @@ pub struct ServerConfig {
     /// [`DEFAULT_MAX_CONNECTIONS`]; at least 1).
     pub max_connections: u32,
 }
+
+/// Default `server.repeat_window`: 10 s. Clients that retry on status alone come back within it — the Vercel AI
+/// SDK after 2 s and 4 s, the OpenAI SDKs within 0.5-8 s, a hand-written loop of 1, 2 and 4 s — so their retries
+/// of a final failure are answered from it; a later repeat is served again, in case the upstream recovered.
+pub const DEFAULT_REPEAT_WINDOW: Duration = Duration::from_secs(10);
 
 /// Default `server.header_timeout`: 10 s. An SDK sends its headers in one packet; 10 s tolerates a congested
 /// link and frees a connection that trickles its headers (slowloris) six times sooner than nginx's 60 s.
@@ -150,6 +158,7 @@ impl Default for ServerConfig {
             grace: Duration::from_secs(10),
             drain_delay: DEFAULT_DRAIN_DELAY,
             max_retry_after: DEFAULT_MAX_RETRY_AFTER,
+            repeat_window: DEFAULT_REPEAT_WINDOW,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,

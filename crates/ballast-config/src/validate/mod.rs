@@ -91,6 +91,12 @@ impl Checker {
             d.max_retry_after,
             DurationRule::Any,
         );
+        let repeat_window = self.duration(
+            "server.repeat_window",
+            raw.repeat_window.as_ref(),
+            d.repeat_window,
+            DurationRule::Any,
+        );
         let timeout = |c: &mut Self, key: &str, raw: Option<&HumanValue>, default: Duration| {
             c.duration(&format!("server.{key}"), raw, default, DurationRule::Positive)
                 .unwrap_or(default)
@@ -126,6 +132,7 @@ impl Checker {
             grace: grace.unwrap_or(d.grace),
             drain_delay: drain_delay.unwrap_or(d.drain_delay),
             max_retry_after: max_retry_after.unwrap_or(d.max_retry_after),
+            repeat_window: repeat_window.unwrap_or(d.repeat_window),
         }
     }
 

@@ -29,7 +29,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use ballast::idempotency::Principal;
 use ballast::model::{
-    Api, ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ResponseIdCall, ResponseStream,
+    Api, ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ModelClient, ResponseIdCall, ResponseStream,
     ResponsesRequest,
 };
 use http::HeaderMap;
@@ -69,16 +69,18 @@ async fn create_response(
             Ok(prepared) => prepared,
             Err(refused) => return refused.into_openai(),
         };
-    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
-    if settled.stream {
-        answer::from_stream(
-            client.respond_stream(call).await,
-            ResponseStream::into_sse,
-            &settled,
-        )
-    } else {
-        answer::from_answer(client.respond(call).await, &settled)
-    }
+    once(&gateway, prepared, async |client, call, settled| {
+        if settled.stream {
+            answer::from_stream(
+                client.respond_stream(call).await,
+                ResponseStream::into_sse,
+                settled,
+            )
+        } else {
+            answer::from_answer(client.respond(call).await, settled)
+        }
+    })
+    .await
 }
 
 /// `POST /v1/chat/completions`.
@@ -92,12 +94,14 @@ async fn chat_completion(
         Ok(prepared) => prepared,
         Err(refused) => return refused.into_openai(),
     };
-    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
-    if settled.stream {
-        answer::from_stream(client.stream(call).await, ChatStream::into_sse, &settled)
-    } else {
-        answer::from_answer(client.complete(call).await, &settled)
-    }
+    once(&gateway, prepared, async |client, call, settled| {
+        if settled.stream {
+            answer::from_stream(client.stream(call).await, ChatStream::into_sse, settled)
+        } else {
+            answer::from_answer(client.complete(call).await, settled)
+        }
+    })
+    .await
 }
 
 /// `POST /v1/embeddings`.
@@ -113,8 +117,31 @@ async fn embeddings(
             Ok(prepared) => prepared,
             Err(refused) => return refused.into_openai(),
         };
-    let (client, call, settled) = (prepared.client, prepared.call, prepared.settled);
-    answer::from_answer(client.embed(call).await, &settled)
+    once(&gateway, prepared, async |client, call, settled| {
+        answer::from_answer(client.embed(call).await, settled)
+    })
+    .await
+}
+
+/// The answer `call` makes of a prepared request — unless the request repeats one just answered with a final
+/// failure: then that failure again, nothing sent. A final failure is kept for the repeats to come (`repeats.rs`).
+async fn once<R>(
+    gateway: &Gateway,
+    prepared: request::Prepared<R>,
+    call: impl AsyncFnOnce(ModelClient, ModelCall<R>, &request::Settled) -> Response,
+) -> Response {
+    let request::Prepared {
+        client,
+        call: model_call,
+        settled,
+        identity,
+    } = prepared;
+    let repeats = &gateway.inner.repeats;
+    if let Some(replay) = repeats.answer(&identity, client.name(), &settled.deadline) {
+        return replay;
+    }
+    let response = call(client, model_call, &settled).await;
+    repeats.keep(&identity, response).await
 }
 
 /// `GET /v1/responses/{id}`.

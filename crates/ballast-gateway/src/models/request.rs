@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use crate::Gateway;
 use crate::error::{AppError, Refused};
 use crate::inbound::{Inbound, call_deadline};
+use crate::repeats::Identity;
 
 /// A model request of an API: what routing and the deadline read of it.
 pub(super) trait ModelRequest: DeserializeOwned {
@@ -83,6 +84,8 @@ pub(super) struct Prepared<R> {
     pub(super) client: ModelClient,
     pub(super) call: ModelCall<R>,
     pub(super) settled: Settled,
+    /// What tells it from a repeat of a failure just answered.
+    pub(super) identity: Identity,
 }
 
 /// Reads and checks a request of `api` (module docs). Its body is read within the deadline of a call that is
@@ -152,10 +155,18 @@ pub(super) async fn prepare<R: ModelRequest>(
         })?;
     settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
+    let identity = Identity::of(
+        caller.name(),
+        api.title(),
+        headers,
+        bytes,
+        settled.inbound.sdk_retry,
+    );
     Ok(Prepared {
         client: client.clone(),
         call,
         settled,
+        identity,
     })
 }
 

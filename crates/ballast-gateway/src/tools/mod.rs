@@ -40,6 +40,7 @@ use crate::headers::{
     BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY,
 };
 use crate::inbound::Inbound;
+use crate::repeats::Identity;
 
 mod answer;
 mod route;
@@ -146,22 +147,29 @@ where
     let deadline = prepared.deadline;
     let run_restarted = prepared.run_restarted;
     let key = prepared.key.clone();
-    let (mut parts, body) = request.into_parts();
-    if let Some(key) = &key
-        && let Ok(value) = HeaderValue::from_str(key.as_str())
-    {
-        parts.headers.insert(IDEMPOTENCY_KEY, value);
-    }
-    let kind = CallKind::tool(client.config().side_effects, client.config().upstream_idempotency);
-    parts.extensions.insert(CallContext::new(kind, deadline));
-    parts.extensions.insert(Arc::new(prepared));
-    // Ready at once: the idempotency service drives its own clone of the handler to readiness.
-    let ready = std::future::poll_fn(|cx| inner.poll_ready(cx)).await;
-    let mut response = match ready {
-        Ok(()) => inner.call(Request::from_parts(parts, body)).await,
-        Err(never) => Err(never),
-    }
-    .unwrap_or_else(|never| match never {});
+    // A keyed call's repeats are the idempotency layer's: replayed by key.
+    let identity = key.is_none().then(|| {
+        let (path, headers) = (request.uri().path(), request.headers());
+        Identity::of(
+            &prepared.owner,
+            path,
+            headers,
+            prepared.arguments.clone(),
+            prepared.inbound.sdk_retry,
+        )
+    });
+    let repeats = &gateway.inner.repeats;
+    let replay = (identity.as_ref()).and_then(|identity| repeats.answer(identity, client.name(), &deadline));
+    let mut response = match replay {
+        Some(replay) => replay,
+        None => {
+            let response = call_once(&client, &mut inner, request, prepared, key.as_ref()).await;
+            match &identity {
+                Some(identity) => repeats.keep(identity, response).await,
+                None => response,
+            }
+        }
+    };
     let headers = response.headers_mut();
     crate::error::insert_remaining(headers, &deadline);
     crate::inbound::tell_restart(headers, run_restarted);
@@ -173,6 +181,36 @@ where
         headers.insert(BALLAST_ATTEMPTS, HeaderValue::from_static("0"));
     }
     response
+}
+
+/// Calls `inner` (the idempotency layer over the handler) with `request`, as `prepare` settled it.
+async fn call_once<S>(
+    client: &ToolClient,
+    inner: &mut S,
+    request: Request,
+    prepared: Prepared,
+    key: Option<&IdempotencyKey>,
+) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let deadline = prepared.deadline;
+    let (mut parts, body) = request.into_parts();
+    if let Some(key) = key
+        && let Ok(value) = HeaderValue::from_str(key.as_str())
+    {
+        parts.headers.insert(IDEMPOTENCY_KEY, value);
+    }
+    let kind = CallKind::tool(client.config().side_effects, client.config().upstream_idempotency);
+    parts.extensions.insert(CallContext::new(kind, deadline));
+    parts.extensions.insert(Arc::new(prepared));
+    // Ready at once: the idempotency service drives its own clone of the handler to readiness.
+    let ready = std::future::poll_fn(|cx| inner.poll_ready(cx)).await;
+    match ready {
+        Ok(()) => inner.call(Request::from_parts(parts, body)).await,
+        Err(never) => Err(never),
+    }
+    .unwrap_or_else(|never| match never {})
 }
 
 /// The checks of `prepare`, in order; the request with its body put back, as the tool's arguments: JSON, an

@@ -45,7 +45,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[server]\nlisen = \"x\"\n",
-            "server.lisen: unknown field `lisen`, expected one of `listen`, `admin_listen`, `default_timeout`, `max_timeout`, `reserve`, `min_attempt`, `body_limit`, `grace`, `drain_delay`, `max_retry_after`, `header_timeout`, `body_timeout`, `idle_timeout`, `send_timeout`, `max_connections` (line 3, column 1)",
+            "server.lisen: unknown field `lisen`, expected one of `listen`, `admin_listen`, `default_timeout`, `max_timeout`, `reserve`, `min_attempt`, `body_limit`, `grace`, `drain_delay`, `max_retry_after`, `repeat_window`, `header_timeout`, `body_timeout`, `idle_timeout`, `send_timeout`, `max_connections` (line 3, column 1)",
         ),
         (
             "[metrics]\n",
