@@ -131,7 +131,7 @@ fn describe() {
     );
     describe_counter!(
         "ballast_sdk_retries_total",
-        "Requests that were an SDK's own retry (x-stainless-retry-count > 0)."
+        "Requests that were a client's own retry: x-stainless-retry-count > 0, or a repeat of a final failure answered from it."
     );
     describe_histogram!(
         "ballast_request_duration_seconds",

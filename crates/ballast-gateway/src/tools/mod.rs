@@ -11,6 +11,9 @@
 //!   side-effecting call without a key (nor a run and step to derive one), a body over the limit or not JSON,
 //!   a deadline (the run's included) that cannot hold an attempt. It settles the call's deadline once — the
 //!   smallest deadline header, else the run's, else the default — so the store waits and the call share it.
+//! - A keyless call that repeats one just answered with a final failure is answered from it (`repeats.rs`):
+//!   a client that retries on status alone adds no upstream load. A keyed call's repeats are the idempotency
+//!   layer's.
 //! - The idempotency layer answers replays and in-progress keys from the store, before admission: they never
 //!   queue or get shed. A claimed call runs in a task of its own, so a caller that disconnects does not cut a
 //!   side effect half-way: its answer is stored for the retry.
