@@ -376,6 +376,43 @@ async fn a_rate_limited_providers_429_passes_its_wait_on_with_one_truth() {
     }
 }
 
+/// A provider that answers 429 with `Retry-After: 1` to everything: the gateway waits it out once per retry, and
+/// when its attempts are spent the final 429 passes the provider's wait on (`Retry-After` and `retry-after-ms`,
+/// jittered by at most a second), on a model route and on a tool route alike, so a caller can back off by itself.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_after_the_retries_passes_the_providers_wait_on() {
+    let provider = support::gateway::chaos(
+        "[endpoints.model]\nerrors = { 429 = 1.0 }\nretry_after = \"1s\"\n\
+         [endpoints.lookup_order]\nerrors = { 429 = 1.0 }\nretry_after = \"1s\"",
+    )
+    .await;
+    let config = "version = 1\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n\
+                  [[models]]\nname = \"limited\"\nretry = { max_attempts = 2 }\n\
+                  deployments = [ { base_url = \"{chaos}/v1\", model = \"mock\" } ]\n\
+                  [[tools]]\nname = \"lookup_order\"\nretry = { max_attempts = 2 }\n\
+                  upstream = { method = \"POST\", url = \"{chaos}/tools/lookup_order\" }\n";
+    let gateway = support::gateway::Gateway::start(config, &provider, &[]);
+    let deadline = [("ballast-timeout-ms", "30000")];
+    for (route, path, body) in [
+        ("model", "/v1/chat/completions", chat("limited", "op-limited")),
+        ("tool", "/v1/tools/lookup_order", json!({"order_id": "A1"})),
+    ] {
+        let (status, headers, body) = read(post(&client(), &gateway, path, &body, &deadline).await).await;
+        assert_eq!(status, 429, "{route}: {body}");
+        assert_eq!(header(&headers, "ballast-attempts"), "2", "{route}");
+        assert_eq!(header(&headers, "x-should-retry"), "false", "{route}");
+        let millis: u64 = header(&headers, "retry-after-ms")
+            .parse()
+            .expect("retry-after-ms");
+        assert!(
+            (1000..=2000).contains(&millis),
+            "{route}: retry-after-ms {millis}"
+        );
+        let seconds: u64 = header(&headers, "retry-after").parse().expect("Retry-After");
+        assert!((1..=2).contains(&seconds), "{route}: Retry-After {seconds}");
+    }
+}
+
 /// The Python SDK's read timeout bounds a stream's gaps: a provider gone silent ends the stream with the API's
 /// error event before the SDK's own timeout would cut it without one.
 #[tokio::test(flavor = "multi_thread")]

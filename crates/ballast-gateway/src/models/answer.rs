@@ -26,7 +26,7 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::model::{ModelAnswer, ModelStream, Truncation};
 use ballast::{CallError, OutcomeReport, Refusal};
-use ballast_core::{ErrorCode, Refused, StopReason};
+use ballast_core::{ErrorCode, StopReason};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
 use http::{HeaderValue, StatusCode, header};
@@ -114,6 +114,7 @@ fn streamed(
 pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
     let code = error.code();
     let attempts = attempts_made(error.report());
+    let retry_after = error.retry_after();
     let mut response = match error {
         CallError::Upstream {
             status,
@@ -121,7 +122,7 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
             bytes,
             report,
             ..
-        } => upstream_error(status, &body, bytes, code, report.stop_reason()),
+        } => upstream_error(status, &body, bytes, code, report.stop_reason(), retry_after),
         CallError::Failed { target, error, .. } => {
             OpenAiError(without_an_answer(&target, code, &error, attempts, settled)).into_response()
         }
@@ -198,6 +199,7 @@ fn upstream_error(
     bytes: Bytes,
     code: ErrorCode,
     stop: Option<&StopReason>,
+    retry_after: Option<std::time::Duration>,
 ) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     let refused_as_such = status.is_client_error()
@@ -239,27 +241,11 @@ fn upstream_error(
     };
     // The provider's own wait, passed on so the caller can back off by itself (jittered and capped at 60 s as
     // every `Retry-After` the gateway sends).
-    if let Some(wait) = asked_wait(status, stop) {
+    if let Some(wait) = retry_after {
         set_retry_after(response.headers_mut(), wait);
     }
     not_retryable(&mut response, code);
     response
-}
-
-/// The wait a refusal for load (429, 503) asked for, when it is what stopped the call: longer than the deadline
-/// could hold, or than `max_retry_after`.
-fn asked_wait(status: StatusCode, stop: Option<&StopReason>) -> Option<std::time::Duration> {
-    if !matches!(status.as_u16(), 429 | 503) {
-        return None;
-    }
-    match stop? {
-        StopReason::Deadline(exceeded) => match exceeded.refused {
-            Refused::Wait(wait) => Some(wait),
-            _ => None,
-        },
-        StopReason::RetryAfterTooLong { asked, .. } => Some(*asked),
-        _ => None,
-    }
 }
 
 /// A call refused before anything was sent.

@@ -9,7 +9,7 @@ use ballast::{CallError, Error, IdempotencyKey};
 use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
 
-use crate::error::AppError;
+use crate::error::{AppError, set_retry_after};
 use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, X_SHOULD_RETRY};
 
 /// The answer to a tool call's result.
@@ -62,6 +62,7 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
         .into_response();
     }
     let code = error.code();
+    let retry_after = error.retry_after();
     match error {
         CallError::Upstream {
             status,
@@ -74,6 +75,11 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
+            // The provider's own wait, passed on so the caller can back off by itself (capped and jittered as
+            // every `Retry-After` the gateway sends).
+            if let Some(wait) = retry_after {
+                set_retry_after(headers, wait);
+            }
             // An overload refusal acted on nothing: a later retry with the same key must run, not replay it.
             if status == 429 || status == 503 {
                 response.extensions_mut().insert(NotStored);

@@ -1,6 +1,8 @@
 //! [`CallError`]: the one shape of a tool or model call that did not succeed.
 
-use ballast_core::{ErrorCode, StopReason};
+use std::time::Duration;
+
+use ballast_core::{ErrorCode, Refused, StopReason};
 use serde_json::Value;
 
 use crate::{Error, OutcomeReport};
@@ -30,6 +32,9 @@ pub enum CallError {
         /// The body's bytes as the upstream sent them (`body` is them, parsed): what a proxy passes on, every
         /// number and the key order as they were.
         bytes: bytes::Bytes,
+        /// The wait the answer asked for (`retry-after-ms`, else `Retry-After`), when it sent one
+        /// ([`retry_after`](CallError::retry_after) is what to pass on).
+        asked_wait: Option<Duration>,
         /// What happened (boxed: an error travels by value through every `?`).
         report: Box<OutcomeReport>,
     },
@@ -96,6 +101,31 @@ impl CallError {
     /// Whether a side effect may or may not have happened (here or in a fallback): check before doing it again.
     pub fn outcome_unknown(&self) -> bool {
         self.report().outcome_unknown
+    }
+
+    /// How long the caller should wait before asking again, for an upstream's refusal for load (429, 503): the
+    /// wait that stopped the retries (longer than the deadline could hold, or than `max_retry_after`), else the
+    /// wait the last answer asked for. `None` for any other answer or error (a gateway's own refusals say their
+    /// wait in theirs).
+    pub fn retry_after(&self) -> Option<Duration> {
+        let CallError::Upstream {
+            status: 429 | 503,
+            asked_wait,
+            report,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let stopped_by = match report.stop_reason() {
+            Some(StopReason::Deadline(exceeded)) => match exceeded.refused {
+                Refused::Wait(wait) => Some(wait),
+                _ => None,
+            },
+            Some(StopReason::RetryAfterTooLong { asked, .. }) => Some(*asked),
+            _ => None,
+        };
+        stopped_by.or(*asked_wait)
     }
 
     /// Why the call stopped: the stop reason of the call that gave the final answer (the last fallback or
@@ -194,6 +224,7 @@ mod tests {
             content_type: None,
             body: json!({"error": {"message": "overloaded, try later"}}),
             bytes: bytes::Bytes::new(),
+            asked_wait: None,
             report: Box::new(report),
         };
         let text = error.to_string();
@@ -213,5 +244,36 @@ mod tests {
             Some(&StopReason::AttemptsExhausted { attempts: 3 })
         );
         assert_eq!(error.report().answering().target, "fallback");
+    }
+
+    #[test]
+    fn a_refusal_for_load_passes_on_the_wait_that_stopped_it_else_the_one_it_asked() {
+        let answer = |status: u16, stop: StopReason| CallError::Upstream {
+            target: "model".into(),
+            status,
+            content_type: None,
+            body: Value::Null,
+            bytes: bytes::Bytes::new(),
+            asked_wait: Some(Duration::from_secs(2)),
+            report: Box::new(OutcomeReport {
+                stop: Some(stop),
+                ..OutcomeReport::default()
+            }),
+        };
+        let spent = StopReason::AttemptsExhausted { attempts: 3 };
+        let too_long = StopReason::RetryAfterTooLong {
+            asked: Duration::from_secs(90),
+            max: Duration::from_secs(60),
+        };
+        assert_eq!(
+            answer(429, spent.clone()).retry_after(),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            answer(503, spent.clone()).retry_after(),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(answer(429, too_long).retry_after(), Some(Duration::from_secs(90)));
+        assert_eq!(answer(500, spent).retry_after(), None, "not a refusal for load");
     }
 }

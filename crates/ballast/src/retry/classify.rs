@@ -12,6 +12,7 @@ use http::HeaderName;
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Response};
 use serde_json::Value;
+use std::time::Duration;
 
 use crate::headers::{BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
 use crate::{Body, clock};
@@ -51,10 +52,8 @@ use crate::{Body, clock};
 pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
     let headers = response.headers();
     let status = response.status().as_u16();
-    let mut info = ResponseInfo::status(status).with_retry_after_headers(
-        header(headers, &RETRY_AFTER, clock::retry_after),
-        header(headers, &RETRY_AFTER_MS, parse_retry_after_ms),
-    );
+    let mut info = ResponseInfo::status(status);
+    info.retry_after = asked_wait(headers);
     if let Some(should_retry) = header(headers, &X_SHOULD_RETRY, parse_should_retry) {
         info = info.with_should_retry(should_retry);
     }
@@ -68,6 +67,17 @@ pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
         info = info.with_problem(ProblemKind::OutcomeUnknown);
     }
     info
+}
+
+/// The wait an answer asks for: `retry-after-ms`, else `Retry-After` ([`ResponseInfo::with_retry_after_headers`]);
+/// `None` when it sent neither, or only malformed ones.
+pub(crate) fn asked_wait(headers: &HeaderMap) -> Option<Duration> {
+    ResponseInfo::status(0)
+        .with_retry_after_headers(
+            header(headers, &RETRY_AFTER, clock::retry_after),
+            header(headers, &RETRY_AFTER_MS, parse_retry_after_ms),
+        )
+        .retry_after
 }
 
 /// Whether the answer carries `ballast-outcome: unknown`.

@@ -212,6 +212,7 @@ pub(super) enum Ended {
         content_type: Option<http::HeaderValue>,
         body: Value,
         bytes: Bytes,
+        asked_wait: Option<std::time::Duration>,
     },
     Failed {
         error: Error,
@@ -240,6 +241,7 @@ impl Ended {
                 content_type: content_type(&response),
                 body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
+                asked_wait: crate::retry::asked_wait(response.headers()),
             },
             Failure::Error(error) => Ended::Failed { error },
         }
@@ -268,6 +270,7 @@ impl Ended {
                 content_type,
                 body,
                 bytes,
+                asked_wait,
                 report,
                 ..
             }) => (
@@ -276,6 +279,7 @@ impl Ended {
                     content_type: content_type.map(|t| *t),
                     body,
                     bytes,
+                    asked_wait,
                 },
                 *report,
             ),
@@ -320,12 +324,14 @@ impl Ended {
                 content_type,
                 body,
                 bytes,
+                asked_wait,
             } => Err(CallError::Upstream {
                 target,
                 status,
                 content_type: content_type.map(Box::new),
                 body,
                 bytes,
+                asked_wait,
                 report: Box::new(report),
             }),
             Ended::Failed { error } => Err(CallError::Failed {
