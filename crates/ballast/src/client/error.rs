@@ -265,14 +265,8 @@ mod tests {
             asked: Duration::from_secs(90),
             max: Duration::from_secs(60),
         };
-        assert_eq!(
-            answer(429, spent.clone()).retry_after(),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            answer(503, spent.clone()).retry_after(),
-            Some(Duration::from_secs(2))
-        );
+        assert_eq!(answer(429, spent).retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(answer(503, spent).retry_after(), Some(Duration::from_secs(2)));
         assert_eq!(answer(429, too_long).retry_after(), Some(Duration::from_secs(90)));
         assert_eq!(answer(500, spent).retry_after(), None, "not a refusal for load");
     }
