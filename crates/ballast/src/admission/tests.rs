@@ -1,5 +1,5 @@
 //! The slot hand-over under the races a parked call can lose, and the layer without a call context. The
-//! issue's admission scenarios are in `tests/admission_priority.rs`.
+//! issue's admission scenarios are in `tests/it/admission_priority.rs`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,5 +1,5 @@
 //! The breaker layer over `service_fn` doubles: what each outcome tells the breaker, latency on the clock, the
-//! report. The breaker scenario against the chaos upstream is in `tests/breaker_chaos.rs`.
+//! report. The breaker scenario against the chaos upstream is in `tests/it/breaker_chaos.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! slot, the retry loop — is the same code the [`DeadlineLayer`](crate::layer::DeadlineLayer),
 //! [`AdmissionLayer`] and [`RetryLayer`] run as tower services, run here in the caller's future: so the client
 //! gets the retry loop's [`Trip`] back as a value (a tower service can only answer with a response), and a trip
-//! boxes one future (the retry loop over the transport's type) rather than one per layer. `tests/stack_equivalence.rs` pins a client's calls equal to the
+//! boxes one future (the retry loop over the transport's type) rather than one per layer. `tests/it/stack_equivalence.rs` pins a client's calls equal to the
 //! composed tower stack's on the same inputs.
 
 use std::fmt;

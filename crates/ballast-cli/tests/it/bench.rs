@@ -1,0 +1,251 @@
+//! `ballast bench flash-sale` and `ballast bench overhead` as a user runs them: the real binary, short runs, their
+//! JSON (and the flash sale's chart).
+
+use crate::support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::process::{Running, alive, children, within};
+use support::{ballast, text};
+
+/// The longest any bounded wait of these tests lasts.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A port nobody listens on now (the system's choice, released at once).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("an address").port()
+}
+
+/// The flash sale as CI runs it: short (24 agents, two seeds, a twentieth of real time: a gateway built for tests
+/// and a busy machine still have the time they need) and every default strategy —
+/// naive code, the `ballast` crate in process, agents through `ballast serve` — on the same faults. Seeds 5 and 6
+/// each hold a refund whose answer is lost after it committed: the naive code refunds it again, Ballast never.
+#[test]
+fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let chart = dir.path().join("flash-sale.svg");
+    let out = ballast(&[
+        "bench",
+        "flash-sale",
+        "--agents",
+        "24",
+        "--time-scale",
+        "0.05",
+        "--seed",
+        "5..6",
+        "--json",
+        "--chart",
+        chart.to_str().expect("a UTF-8 path"),
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let report = &reports[0];
+    assert_eq!(report["scenario"], "flash-sale");
+    assert_eq!(report["per_seed"].as_array().map(Vec::len), Some(2));
+    let pooled = report["pooled"].as_array().expect("pooled over the two seeds");
+    let strategies: Vec<&str> = pooled.iter().filter_map(|s| s["strategy"].as_str()).collect();
+    assert_eq!(strategies, ["naive", "ballast", "gateway"]);
+    for summary in &pooled[1..] {
+        assert_eq!(summary["conversations"], 48, "{summary}");
+        assert_eq!(summary["duplicates"], 0, "{summary}");
+        assert_eq!(summary["overruns"], 0, "{summary}");
+    }
+    assert!(pooled[0]["duplicates"].as_u64() >= Some(1), "{}", pooled[0]);
+    assert!(
+        pooled[2]["succeeded"].as_u64() >= Some(44),
+        "through the gateway as in process: {}",
+        pooled[2]
+    );
+    let svg = std::fs::read_to_string(&chart).expect("the chart was written");
+    assert!(svg.starts_with("<svg") && svg.contains("gateway: succeeded"));
+}
+
+/// `--against` with something real: a second `ballast serve`, configured as a user configures the gateway they
+/// already run (the model `agent` to the bench's upstream, at the address `--upstream-listen` fixes), and the chaos
+/// upstream itself (agents with no gateway at all).
+#[test]
+fn against_runs_the_agents_through_another_gateway_on_the_same_faults() {
+    let port = free_port();
+    let upstream = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = dir.path().join("other.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "version = 1\n[store]\nurl = \"sqlite://{}/other.db\"\n[[models]]\nname = \"agent\"\n\
+             deployments = [ {{ base_url = \"http://{upstream}/v1\", model = \"mock\" }} ]\n",
+            dir.path().display()
+        ),
+    )
+    .expect("the config is written");
+    let mut other = Running::start(&[
+        "serve",
+        "--config",
+        config.to_str().expect("a UTF-8 path"),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let first = other.lines_until(PATIENCE, |line| line.contains("http://"));
+    let other_url = first[0]
+        .rsplit("http://")
+        .next()
+        .expect("an address")
+        .trim()
+        .to_owned();
+    for (url, name) in [
+        (format!("http://{other_url}/v1"), "a second ballast serve"),
+        (format!("http://{upstream}/v1"), "the upstream itself"),
+    ] {
+        let out = ballast(&[
+            "bench",
+            "flash-sale",
+            "--agents",
+            "12",
+            "--time-scale",
+            "0.05",
+            "--seed",
+            "5",
+            "--strategies",
+            "against",
+            "--against",
+            &url,
+            "--upstream-listen",
+            &upstream,
+            "--json",
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(
+            stderr.contains("\"agent\"") && stderr.contains(&format!("http://{upstream}/v1")),
+            "it says what the other gateway must route where: {stderr}"
+        );
+        let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+        let summaries = reports[0]["per_seed"][0]["summaries"]
+            .as_array()
+            .expect("summaries");
+        let against = &summaries[0];
+        assert_eq!(against["strategy"], "against", "{name}");
+        assert_eq!(against["conversations"], 12, "{name}: {against}");
+        assert!(against["succeeded"].as_u64() >= Some(10), "{name}: {against}");
+        assert_eq!(
+            against["duplicates"], 0,
+            "{name}: a side effect's key is kept across the SDK's retries: {against}"
+        );
+    }
+    other.signal("-TERM");
+    assert_eq!(other.wait_for_exit(PATIENCE), Some(0));
+}
+
+/// An interrupted bench leaves nothing behind: the gateway it started is stopped before it exits.
+#[test]
+fn an_interrupted_bench_stops_the_gateway_it_started() {
+    let mut bench = Running::start(&[
+        "bench",
+        "flash-sale",
+        "--strategies",
+        "gateway",
+        "--agents",
+        "10",
+        "--time-scale",
+        "2",
+    ]);
+    let mut gateways = Vec::new();
+    let started = within(PATIENCE, || {
+        gateways = children(bench.pid())
+            .into_iter()
+            .filter(|(_, command)| command.contains(" serve "))
+            .map(|(pid, _)| pid)
+            .collect();
+        !gateways.is_empty()
+    });
+    assert!(
+        started,
+        "the bench started no gateway; stderr:\n{}",
+        bench.stderr()
+    );
+    bench.signal("-INT");
+    assert_eq!(bench.wait_for_exit(PATIENCE), Some(1), "{}", bench.stderr());
+    assert!(bench.stderr().contains("stopped by SIGINT"), "{}", bench.stderr());
+    for pid in gateways {
+        assert!(!alive(pid), "the gateway {pid} outlived the bench");
+    }
+}
+
+#[test]
+fn bad_arguments_say_what_is_accepted() {
+    for (args, expected) in [
+        (&["--scenario", "dead-upstream:gone"][..], "dead-upstream:refused"),
+        (&["--seed", "5..1"][..], "ends before it starts"),
+        (&["--strategies", "magic"][..], "naive, ballast, gateway, against"),
+        (&["--strategies", "against"][..], "needs --against URL"),
+        (&["--api", "soap"][..], "mixed, responses, chat"),
+        (&["--time-scale", "0"][..], "positive"),
+        (&["--arrivals", "flood"][..], "burst, ramp, poisson, steady"),
+    ] {
+        let mut all = vec!["bench", "flash-sale"];
+        all.extend_from_slice(args);
+        let out = ballast(&all);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// `bench overhead` for one short round at 4 connections with `extra` arguments: its JSON report.
+fn short_overhead_run(extra: &[&str]) -> Value {
+    let mut args = vec![
+        "bench",
+        "overhead",
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.2",
+        "--connections",
+        "4",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = ballast(&args);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[test]
+fn a_short_overhead_run_measures_every_target_without_errors() {
+    let report = short_overhead_run(&[]);
+    let targets = report["targets"].as_array().expect("targets");
+    let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names[..4], ["direct", "floor", "gateway", "gateway, idempotent"]);
+    for group in ["chat", "chat streamed", "responses", "responses streamed"] {
+        for who in ["direct", "floor", "gateway"] {
+            assert!(
+                names.contains(&format!("{who}, {group}").as_str()),
+                "{who}, {group}: {names:?}"
+            );
+        }
+    }
+    for target in targets {
+        assert_eq!(target["errors"], 0, "{target}");
+        assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");
+    }
+    assert!(
+        targets[2]["peak_rss_mib"].as_f64() > Some(0.0),
+        "the gateway's memory is read"
+    );
+}
+
+/// `--unpaced`: the upstream streams without pausing between events, every stream still read to its end through
+/// each target, and the report says so.
+#[test]
+fn an_unpaced_overhead_run_streams_through_every_target() {
+    let report = short_overhead_run(&["--groups", "chat streamed,responses streamed", "--unpaced"]);
+    assert_eq!(report["unpaced"], true);
+    let targets = report["targets"].as_array().expect("targets");
+    assert_eq!(targets.len(), 6, "{targets:?}");
+    for target in targets {
+        assert_eq!(target["errors"], 0, "{target}");
+        assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");
+    }
+}
