@@ -8,13 +8,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ballast::idempotency::operations_route;
-use http::{HeaderValue, header};
+use http::HeaderValue;
 use rand::RngExt as _;
 
 use crate::edge::{AuthenticateLayer, FinishLayer};
 use crate::error::{AppError, OpenAiError, set_retry_after};
-use crate::headers::{RETRY_AFTER_MS, TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
 use crate::{Gateway, StartError, admin, models, tools};
+use ballast::headers::{TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
 
 /// The longest `Retry-After` the gateway sends (some SDK versions obey any value).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
@@ -148,7 +148,7 @@ pub(crate) fn finish(mut response: Response, request_id: HeaderValue, span: &tra
     if status.as_u16() >= 400 && !headers.contains_key(X_SHOULD_RETRY) {
         headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
     }
-    if let Some(wait) = retry_after(headers) {
+    if let Some(wait) = ballast::headers::retry_after(headers) {
         set_retry_after(headers, jittered(wait, &mut rand::rng()));
     }
     response
@@ -184,17 +184,6 @@ fn new_request_id() -> String {
         .into_uuid()
         .simple()
         .to_string()
-}
-
-/// The wait an answer asks for: `retry-after-ms`, else `Retry-After` in seconds.
-fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
-    let read = |name: &http::HeaderName| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = read(&RETRY_AFTER_MS).and_then(|v| v.parse::<u64>().ok()) {
-        return Some(Duration::from_millis(ms));
-    }
-    read(&header::RETRY_AFTER)
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs)
 }
 
 #[cfg(test)]

@@ -12,9 +12,8 @@ use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
-use crate::headers::{
-    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_SHED, RETRY_AFTER_MS,
-    X_SHOULD_RETRY,
+use ballast::headers::{
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_SHED, X_SHOULD_RETRY,
 };
 
 /// Why the gateway answered without an upstream answer to pass on.
@@ -510,16 +509,7 @@ pub(crate) fn bool_text(value: bool) -> &'static str {
     if value { "true" } else { "false" }
 }
 
-/// `Retry-After` in whole seconds (rounded up: never earlier than meant) and `retry-after-ms` exactly, which the
-/// OpenAI SDKs read first.
-pub(crate) fn set_retry_after(headers: &mut http::HeaderMap, wait: Duration) {
-    let millis = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-    headers.insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(millis.div_ceil(1000).max(1)),
-    );
-    headers.insert(RETRY_AFTER_MS, HeaderValue::from(millis));
-}
+pub(crate) use ballast::headers::set_retry_after;
 
 /// A title per stable code.
 fn code_title(code: ErrorCode) -> &'static str {

@@ -11,7 +11,7 @@ use ballast_core::{DeadlineHeader, IdempotencyKey, Priority, TraceContext, inbou
 use http::HeaderMap;
 
 use crate::error::AppError;
-use crate::headers::{
+use ballast::headers::{
     BALLAST_CALL_ORDINAL, BALLAST_HOP, BALLAST_PRIORITY, BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY,
     TRACEPARENT, X_STAINLESS_RETRY_COUNT,
 };
@@ -133,7 +133,7 @@ pub(crate) fn call_deadline(
 pub(crate) fn tell_restart(headers: &mut HeaderMap, restarted: bool) {
     if restarted {
         headers.insert(
-            crate::headers::BALLAST_RUN,
+            ballast::headers::BALLAST_RUN,
             http::HeaderValue::from_static("restarted"),
         );
     }

@@ -1,26 +1,32 @@
-//! The Ballast gateway: tool calls from any language — Python, TypeScript, curl — get one deadline, safe retries,
-//! Stripe-grade idempotency, circuit breakers, adaptive throttling and priority admission by going through it.
-//! `ballast serve` runs it; the binary only parses arguments and calls [`run`].
+//! The Ballast gateway: model and tool calls from any language — Python, TypeScript, curl, the OpenAI SDKs — get
+//! one deadline, safe retries, Stripe-grade idempotency, circuit breakers, adaptive throttling and priority
+//! admission by going through it. `ballast serve` runs it; the binary only parses arguments and calls [`run`].
 //!
 //! ```text
-//! POST /v1/tools/{name}        the tool's JSON arguments -> its upstream, under its policy (tools.rs)
+//! POST /v1/chat/completions    OpenAI's Chat Completions, streamed or not -> the route's deployments (models/)
+//! POST /v1/responses           OpenAI's Responses, and GET/DELETE/cancel of a response where it was made
+//! POST /v1/embeddings          OpenAI's embeddings
+//! GET  /v1/models[/{id}]       the model routes, as OpenAI's model objects
+//! POST /v1/tools/{name}        the tool's JSON arguments -> its upstream, under its policy (tools/)
 //! GET  /v1/operations/{key}    where a keyed operation is: in_progress, completed, outcome_unknown, not_found
 //! GET  /healthz, /readyz       alive; ready (not draining)
 //! GET  /metrics, /status       Prometheus text; breakers, budgets, throttles, queues, runs, the store (JSON)
 //! ```
 //!
-//! docs/gateway.md has every endpoint, header and answer. The model routes (`/v1/responses`,
-//! `/v1/chat/completions`) plug into the same router, auth and answers when they come.
+//! docs/gateway.md has every endpoint, header and answer.
 //!
 //! Layout:
-//! - `state` — [`Gateway`]: the config, a `ToolClient` per tool, the store, the runs, the principals;
+//! - `state` — [`Gateway`]: the config, the model and tool clients, the store, the runs, the principals;
 //! - `app` — the router ([`app`], [`admin_app`]), auth in front of `/v1/*`, and what every answer carries
 //!   (`x-request-id`, an explicit `x-should-retry`, jittered `Retry-After`); `edge` — the services that run
 //!   those two on every request;
-//! - `auth` — principals and the constant-time key check; `inbound` — the headers a tool call reads;
-//! - `tools` — the tool routes; `error` — every answer of the gateway's own, in one place;
+//! - `auth` — principals and the constant-time key check; `inbound` — the headers a call reads (their names are
+//!   `ballast::headers`, the one table the library and the gateway share);
+//! - `models` — the model routes; `tools` — the tool routes; `repeats` — a repeat of a final failure answered
+//!   from it; `body` — reading a request's body within its limits; `error` — every answer of the gateway's own,
+//!   in one place;
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
-//! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
+//! - `serve` — [`run`] / [`serve`]: serving, the connection bounds and the graceful shutdown.
 
 mod admin;
 mod app;
@@ -28,7 +34,6 @@ mod auth;
 mod body;
 mod edge;
 mod error;
-mod headers;
 mod inbound;
 mod metrics;
 mod models;

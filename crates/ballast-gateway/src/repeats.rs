@@ -23,9 +23,9 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt as _;
 
-use crate::headers::{
+use ballast::headers::{
     BALLAST_ATTEMPTS, BALLAST_CALL_ORDINAL, BALLAST_REPEAT, BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY,
-    RETRY_AFTER_MS, X_SHOULD_RETRY,
+    X_SHOULD_RETRY,
 };
 
 /// What all the failures kept may cost together, in bytes (their bodies and headers).
@@ -173,22 +173,10 @@ impl Repeats {
             body: body.clone(),
         };
         let cost = body.len() + header_bytes(&answer.headers) + 256;
-        let wait = waited(&answer.headers);
+        let wait = ballast::headers::retry_after(&answer.headers);
         self.lock()
             .remember(request.key(), answer, cost, wait, ballast::clock::now());
         Response::from_parts(parts, Body::from(body))
-    }
-}
-
-/// The wait an answer said, if any: `retry-after-ms`, else `Retry-After` in seconds.
-fn waited(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = text(RETRY_AFTER_MS).and_then(|v| ballast_core::parse_retry_after_ms(v).ok()) {
-        return Some(ms);
-    }
-    match text(http::header::RETRY_AFTER).map(ballast_core::parse_retry_after) {
-        Some(Ok(ballast_core::RetryAfter::Delay(wait))) => Some(wait),
-        _ => None,
     }
 }
 

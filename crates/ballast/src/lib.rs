@@ -81,7 +81,8 @@
 //! Beside the public modules: `client` (the core both clients are thin over: one upstream's stack and its trip),
 //! `settings` (what the builders share: settings given in code validated by ballast-config's rules),
 //! `outcome` (what an attempt may have done; the one rule for "outcome unknown"), `admission`, `retry`,
-//! `breaker`, `attempt` and `deadline` (the layers, re-exported by [`layer`]), `headers` and `sse`.
+//! `breaker`, `attempt` and `deadline` (the layers, re-exported by [`layer`]) and `sse`; [`headers`] is the one table
+//! of header names, shared with the gateway.
 
 mod admission;
 mod attempt;
@@ -93,7 +94,7 @@ pub mod clock;
 pub mod context;
 mod deadline;
 mod error;
-mod headers;
+pub mod headers;
 #[cfg(feature = "idempotency")]
 pub mod idempotency;
 pub mod layer;

@@ -36,7 +36,7 @@ use super::request::Settled;
 use crate::error::{
     AppError, OpenAiError, bool_text, json_response, openai_body, openai_error, set_retry_after,
 };
-use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
+use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
 
 /// A call's answer or its error.
 pub(super) fn from_answer<T>(result: Result<ModelAnswer<T>, CallError>, settled: &Settled) -> Response {

@@ -10,7 +10,7 @@ use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
 
 use crate::error::{AppError, set_retry_after};
-use crate::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, X_SHOULD_RETRY};
+use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, X_SHOULD_RETRY};
 
 /// The answer to a tool call's result.
 pub(super) fn answer(

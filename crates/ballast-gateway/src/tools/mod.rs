@@ -39,11 +39,11 @@ use tower::{Layer as _, Service};
 
 use crate::Gateway;
 use crate::error::{AppError, Refused};
-use crate::headers::{
-    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY,
-};
 use crate::inbound::Inbound;
 use crate::repeats::Identity;
+use ballast::headers::{
+    BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY,
+};
 
 mod answer;
 mod route;

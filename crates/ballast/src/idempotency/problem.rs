@@ -11,7 +11,7 @@ use ballast_core::{AmbiguousJson, ErrorCode, InvalidKey, WireError};
 use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::json;
 
-use crate::headers::{BALLAST_CODE, BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
+use crate::headers::{BALLAST_CODE, BALLAST_OUTCOME, X_SHOULD_RETRY, set_retry_after};
 
 /// Why the layer answered instead of the handler (or alongside it, for the outcome of a crashed handler).
 #[derive(Debug)]
@@ -89,10 +89,7 @@ impl Problem {
             HeaderValue::from_static(if retry_after.is_some() { "true" } else { "false" }),
         );
         if let Some(retry_after) = retry_after {
-            // Retry-After is whole seconds (rounded up, so never earlier than asked); retry-after-ms is exact.
-            let seconds = retry_after.as_millis().div_ceil(1000).max(1);
-            headers.insert(RETRY_AFTER, HeaderValue::from(seconds as u64));
-            headers.insert(RETRY_AFTER_MS, HeaderValue::from(retry_after.as_millis() as u64));
+            set_retry_after(headers, retry_after);
         }
         response
     }
@@ -233,6 +230,7 @@ impl Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::{RETRY_AFTER, RETRY_AFTER_MS};
 
     async fn body_json(response: Response<Body>) -> serde_json::Value {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)

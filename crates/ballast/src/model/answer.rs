@@ -67,7 +67,7 @@ impl ModelClient {
                     content_type: crate::client::content_type(&response).map(Box::new),
                     body: json_body(response.body()),
                     bytes: crate::client::body_bytes(response.body()),
-                    asked_wait: crate::retry::asked_wait(response.headers()),
+                    asked_wait: crate::headers::retry_after(response.headers()),
                     report: Box::new(tried.report()),
                 }
             }

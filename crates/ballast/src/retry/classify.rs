@@ -5,17 +5,13 @@
 //! finds the headers and the structured problem code, and turns a malformed header into "not sent" (logged at
 //! debug level) rather than a failure: a retry decision must never fail because an upstream sent a bad hint.
 
-use ballast_core::{
-    ProblemKind, ResponseInfo, WireError, is_json_content_type, parse_retry_after_ms, parse_should_retry,
-};
-use http::HeaderName;
+use ballast_core::{ProblemKind, ResponseInfo, is_json_content_type, parse_should_retry};
 use http::header::CONTENT_TYPE;
 use http::{HeaderMap, Response};
 use serde_json::Value;
-use std::time::Duration;
 
-use crate::headers::{BALLAST_OUTCOME, RETRY_AFTER, RETRY_AFTER_MS, X_SHOULD_RETRY};
-use crate::{Body, clock};
+use crate::Body;
+use crate::headers::{self, BALLAST_OUTCOME, X_SHOULD_RETRY};
 
 /// What the retry decision needs from an upstream's answer: the status, `x-should-retry`, the wait asked for
 /// (`retry-after-ms`, else `Retry-After` as delta-seconds or HTTP-date), and the structured problem the body
@@ -53,8 +49,8 @@ pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
     let headers = response.headers();
     let status = response.status().as_u16();
     let mut info = ResponseInfo::status(status);
-    info.retry_after = asked_wait(headers);
-    if let Some(should_retry) = header(headers, &X_SHOULD_RETRY, parse_should_retry) {
+    info.retry_after = headers::retry_after(headers);
+    if let Some(should_retry) = headers::read(headers, &X_SHOULD_RETRY, parse_should_retry) {
         info = info.with_should_retry(should_retry);
     }
     // Error answers are always read whole; a stream (a 2xx) has no problem to read.
@@ -69,43 +65,12 @@ pub fn classify_response(response: &Response<Body>) -> ResponseInfo {
     info
 }
 
-/// The wait an answer asks for: `retry-after-ms`, else `Retry-After` ([`ResponseInfo::with_retry_after_headers`]);
-/// `None` when it sent neither, or only malformed ones.
-pub(crate) fn asked_wait(headers: &HeaderMap) -> Option<Duration> {
-    ResponseInfo::status(0)
-        .with_retry_after_headers(
-            header(headers, &RETRY_AFTER, clock::retry_after),
-            header(headers, &RETRY_AFTER_MS, parse_retry_after_ms),
-        )
-        .retry_after
-}
-
 /// Whether the answer carries `ballast-outcome: unknown`.
 fn says_outcome_unknown(headers: &HeaderMap) -> bool {
     headers
         .get(BALLAST_OUTCOME)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("unknown"))
-}
-
-/// The header `name` read by `parse`; `None` when absent, not text, or malformed (logged).
-fn header<T>(
-    headers: &HeaderMap,
-    name: &HeaderName,
-    parse: impl Fn(&str) -> Result<T, WireError>,
-) -> Option<T> {
-    let value = headers.get(name)?;
-    let Ok(text) = value.to_str() else {
-        tracing::debug!(header = %name, value = ?value, "ignoring an upstream header that is not text");
-        return None;
-    };
-    match parse(text) {
-        Ok(parsed) => Some(parsed),
-        Err(error) => {
-            tracing::debug!(header = %name, %error, "ignoring a malformed upstream header");
-            None
-        }
-    }
 }
 
 fn looks_like_json(headers: &HeaderMap, body: &[u8]) -> bool {

@@ -86,7 +86,6 @@ use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, clock};
 
 pub(crate) use call::run;
-pub(crate) use classify::asked_wait;
 pub use classify::classify_response;
 pub(crate) use poll::Polling;
 

@@ -241,7 +241,7 @@ impl Ended {
                 content_type: content_type(&response),
                 body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
-                asked_wait: crate::retry::asked_wait(response.headers()),
+                asked_wait: crate::headers::retry_after(response.headers()),
             },
             Failure::Error(error) => Ended::Failed { error },
         }
