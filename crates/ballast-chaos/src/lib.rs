@@ -25,15 +25,15 @@ mod model;
 mod profile;
 mod server;
 
-pub use fault::{Draw, Fault, LATENCY_CAP_FACTOR, LoseMode, draw};
+pub use fault::{Draw, LATENCY_CAP_FACTOR, draw};
 pub use model::{
     DEFAULT_DIMENSIONS, ModelError, Reply, ResponsesError, ResponsesReply, SSE_DONE, SSE_KEEP_ALIVE,
     embedding, embeddings, error_body, models_list, operation_id, reply, responses_reply, sse_data,
     sse_event,
 };
 pub use profile::{
-    Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, FieldError, KeyMode, Latency,
-    ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, RetryAfterForm, Script, ScriptStep,
-    StreamFaults, Window,
+    Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, Fault, FieldError, KeyMode, Latency,
+    LoseMode, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, RetryAfterForm, Script,
+    ScriptStep, StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};

@@ -48,7 +48,7 @@ impl ConfigErrors {
 
     /// Gives each rule error the line its path names in `text`, the file the config was read from.
     pub(crate) fn located(mut self, text: &str) -> Self {
-        let lines = crate::load::Lines::of(text);
+        let lines = crate::lines::Lines::of(text);
         for error in &mut self.errors {
             if let ConfigError::Invalid { path, line, .. } = error
                 && line.is_none()

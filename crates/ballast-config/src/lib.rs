@@ -30,6 +30,7 @@
 //! - `plan` — [`Plan`]: the worst case of a config on paper (`ballast plan`), and its table.
 
 mod error;
+mod lines;
 mod load;
 mod plan;
 mod raw;

@@ -14,12 +14,15 @@ use std::task::{Context, Poll};
 
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
+use ballast::headers::{TRACEPARENT, X_REQUEST_ID, X_SHOULD_RETRY};
+use http::HeaderValue;
+use rand::RngExt as _;
 use tower::{Layer, Service};
 use tracing::Instrument as _;
 
 use crate::Gateway;
 use crate::auth::Unauthenticated;
-use crate::error::{AppError, OpenAiError};
+use crate::error::{AppError, OpenAiError, set_retry_after};
 
 /// A boxed answer.
 type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -36,7 +39,7 @@ impl<S> Layer<S> for FinishLayer {
     }
 }
 
-/// Runs the request in its span and finishes its answer ([`crate::app::finish`]).
+/// Runs the request in its span and finishes its answer ([`finish`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Finish<S> {
     inner: S,
@@ -56,14 +59,14 @@ where
     }
 
     fn call(&mut self, request: Request) -> Answer {
-        let (request_id, span) = crate::app::request_span(&request);
+        let (request_id, span) = request_span(&request);
         let answer = span.in_scope(|| self.inner.call(request));
         Box::pin(async move {
             let response = match answer.instrument(span.clone()).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            Ok(crate::app::finish(response, request_id, &span))
+            Ok(finish(response, request_id, &span))
         })
     }
 }
@@ -130,5 +133,76 @@ where
                 Box::pin(std::future::ready(Ok(response)))
             }
         }
+    }
+}
+
+/// The request's id — its `x-request-id`, else the trace id of its `traceparent`, else a new one — and its span,
+/// in which every log line of the request carries that id ([`FinishLayer`] runs the request in it).
+pub(crate) fn request_span(request: &Request) -> (HeaderValue, tracing::Span) {
+    let request_id = request_id(request);
+    let span = tracing::info_span!(
+        "ballast.request",
+        request_id = %request_id.to_str().unwrap_or_default(),
+        method = %request.method(),
+        path = %request.uri().path(),
+        status = tracing::field::Empty,
+    );
+    (request_id, span)
+}
+
+/// What every answer carries: `x-request-id` (see [`request_span`]), an explicit `x-should-retry` on every error,
+/// and every `Retry-After` jittered and capped at 60 s; its status is recorded on the request's span.
+pub(crate) fn finish(mut response: Response, request_id: HeaderValue, span: &tracing::Span) -> Response {
+    span.record("status", response.status().as_u16());
+    let status = response.status();
+    let headers = response.headers_mut();
+    headers.insert(X_REQUEST_ID, request_id);
+    if status.as_u16() >= 400 && !headers.contains_key(X_SHOULD_RETRY) {
+        headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
+    }
+    if let Some(wait) = ballast::headers::retry_after(headers) {
+        set_retry_after(headers, crate::error::jittered(wait, &mut rand::rng()));
+    }
+    response
+}
+
+/// The request's id: its `x-request-id` when it is short printable ASCII, else its trace's id, else a new one.
+fn request_id(request: &Request) -> HeaderValue {
+    let headers = request.headers();
+    if let Some(id) = headers.get(X_REQUEST_ID).filter(|v| {
+        (1..=128).contains(&v.len()) && v.to_str().is_ok_and(|s| s.bytes().all(|b| b.is_ascii_graphic()))
+    }) {
+        return id.clone();
+    }
+    let id = headers
+        .get(TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| ballast_core::TraceContext::parse(v).ok())
+        .map_or_else(new_request_id, |trace| trace.trace_id_hex().to_string());
+    HeaderValue::from_str(&id).expect("hex is a valid header value")
+}
+
+/// A new request id: a UUIDv4 (32 hex digits) from the thread's generator (rand's `ThreadRng`, seeded by the
+/// system), as the library draws trace ids — not `Uuid::new_v4`, which asks the kernel for every id (a
+/// `getrandom` system call on each request that brings no id of its own).
+fn new_request_id() -> String {
+    uuid::Builder::from_random_bytes(rand::rng().random())
+        .into_uuid()
+        .simple()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_request_id_is_a_uuid_v4_in_32_hex_digits() {
+        let (a, b) = (new_request_id(), new_request_id());
+        assert_ne!(a, b);
+        let parsed = uuid::Uuid::parse_str(&a).unwrap();
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 }

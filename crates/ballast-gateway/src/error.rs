@@ -9,12 +9,18 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::idempotency::{NotStored, OutcomeUnknown};
 use ballast_core::ErrorCode;
-use http::{HeaderValue, StatusCode, header};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use rand::RngExt as _;
 use serde_json::{Value, json};
 
 use ballast::headers::{
     BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_OUTCOME, BALLAST_REMAINING_MS, BALLAST_SHED, X_SHOULD_RETRY,
 };
+
+/// The longest `Retry-After` the gateway sends (some SDK versions obey any value).
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// The spread added to every `Retry-After` the gateway sends: a crowd told "1 s" comes back over a second.
+const RETRY_AFTER_JITTER: Duration = Duration::from_secs(1);
 
 /// Why the gateway answered without an upstream answer to pass on.
 #[derive(Debug)]
@@ -442,8 +448,19 @@ impl Refused {
     }
 }
 
+/// `ballast-run: restarted` on the answer of a call that started its run again after the run was evicted for
+/// room (`[run] max_runs`): its deadline and retry allowance started over with this call.
+pub(crate) fn tell_restart(headers: &mut HeaderMap, restarted: bool) {
+    if restarted {
+        headers.insert(
+            ballast::headers::BALLAST_RUN,
+            http::HeaderValue::from_static("restarted"),
+        );
+    }
+}
+
 fn told_restart(mut response: Response, restarted: bool) -> Response {
-    crate::inbound::tell_restart(response.headers_mut(), restarted);
+    tell_restart(response.headers_mut(), restarted);
     response
 }
 
@@ -526,6 +543,12 @@ fn code_title(code: ErrorCode) -> &'static str {
     }
 }
 
+/// `wait` plus up to [`RETRY_AFTER_JITTER`], at most [`MAX_RETRY_AFTER`]: never earlier than asked, and a crowd
+/// told the same wait comes back spread over a second.
+pub(crate) fn jittered(wait: Duration, rng: &mut impl rand::Rng) -> Duration {
+    (wait + rng.random_range(Duration::ZERO..RETRY_AFTER_JITTER)).min(MAX_RETRY_AFTER)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,5 +573,25 @@ mod tests {
         assert!(!sent.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(sent.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(sent.headers()[BALLAST_SHED], "queue_full");
+    }
+
+    #[test]
+    fn a_retry_after_is_never_earlier_than_asked_spread_over_a_second_and_at_most_60_s() {
+        let mut rng = ballast_core::default_rng(Some(7));
+        let waits: Vec<Duration> = (0..200)
+            .map(|_| jittered(Duration::from_secs(1), &mut rng))
+            .collect();
+        assert!(
+            waits
+                .iter()
+                .all(|w| *w >= Duration::from_secs(1) && *w < Duration::from_secs(2))
+        );
+        let (low, high) = (waits.iter().min().unwrap(), waits.iter().max().unwrap());
+        assert!(
+            *high - *low > Duration::from_millis(800),
+            "spread over the second: {low:?}..{high:?}"
+        );
+        assert!(jittered(Duration::from_millis(59_900), &mut rng) <= MAX_RETRY_AFTER);
+        assert_eq!(jittered(Duration::from_secs(600), &mut rng), MAX_RETRY_AFTER);
     }
 }

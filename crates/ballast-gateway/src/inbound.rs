@@ -128,17 +128,6 @@ pub(crate) fn call_deadline(
     (deadline, restarted)
 }
 
-/// `ballast-run: restarted` on the answer of a call that started its run again after the run was evicted for
-/// room (`[run] max_runs`): its deadline and retry allowance started over with this call.
-pub(crate) fn tell_restart(headers: &mut HeaderMap, restarted: bool) {
-    if restarted {
-        headers.insert(
-            ballast::headers::BALLAST_RUN,
-            http::HeaderValue::from_static("restarted"),
-        );
-    }
-}
-
 /// The smallest deadline header of each kind, each capped by `max_timeout`.
 struct Timeouts {
     any: Option<Duration>,

@@ -32,6 +32,7 @@ mod admin;
 mod app;
 mod auth;
 mod body;
+mod connections;
 mod edge;
 mod error;
 mod inbound;

@@ -43,8 +43,8 @@ pub(crate) struct Inner {
     /// Cancelled when the grace period of a shutdown ends: the streams still open end with their error event.
     pub(crate) closing: CancellationToken,
     /// What `listen`'s connections did (open, the cap, evicted, refused, timed out), and the admin listener's.
-    pub(crate) connections: Arc<crate::serve::ConnectionStats>,
-    pub(crate) admin_connections: Arc<crate::serve::ConnectionStats>,
+    pub(crate) connections: Arc<crate::connections::ConnectionStats>,
+    pub(crate) admin_connections: Arc<crate::connections::ConnectionStats>,
 }
 
 impl Gateway {

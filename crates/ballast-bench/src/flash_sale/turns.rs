@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::over_http::MODEL;
+use super::with_ballast::ROUTE as MODEL;
 use super::scenario::Conversation;
 
 /// The tools the agents declare to the model.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::uniform::{uniforms, words};
 use super::*;
-use crate::profile::{ErrorRate, Latency, StreamFaults};
+use crate::profile::{ErrorRate, Latency, LoseMode, RetryAfterForm, StreamFaults};
 
 const N: usize = 20_000;
 

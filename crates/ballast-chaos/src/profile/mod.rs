@@ -8,6 +8,7 @@
 
 mod error;
 mod load;
+mod outcome;
 mod presets;
 mod raw;
 mod summary;
@@ -19,10 +20,10 @@ mod tests;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::Draw;
-
 pub use ballast_human::DurationError;
 pub use error::{FieldError, Problem, ProfileError};
+pub use outcome::Fault;
+pub(crate) use outcome::exclusive_outcomes;
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
 ///
@@ -94,31 +95,6 @@ impl Profile {
     /// The faults of `endpoint` (its own entry, else `default`).
     pub fn endpoint(&self, endpoint: &str) -> &EndpointProfile {
         self.endpoints.get(endpoint).unwrap_or(&self.default)
-    }
-
-    /// What attempt `attempt` (1-based) of operation `op` on `endpoint` meets: a scripted step when a script
-    /// covers it, else the deterministic draw.
-    pub fn fault_for(&self, endpoint: &str, op: &str, attempt: u32) -> Draw {
-        let faults = self.endpoint(endpoint);
-        let scripted = self
-            .scripts
-            .iter()
-            // On the model endpoint the op is `op/turn-N`: a script naming the conversation's op covers its turns.
-            .find(|s| {
-                s.endpoint == endpoint
-                    && (s.op == op
-                        || op
-                            .strip_prefix(s.op.as_str())
-                            .is_some_and(|turn| turn.starts_with("/turn-")))
-            })
-            .and_then(|s| s.steps.get(attempt.saturating_sub(1) as usize));
-        match scripted {
-            Some(step) => Draw {
-                latency: Duration::ZERO,
-                fault: step.fault(faults),
-            },
-            None => crate::draw(self.seed, endpoint, op, attempt, faults),
-        }
     }
 }
 
@@ -327,18 +303,4 @@ pub enum ScriptStep {
     CommitThenLose,
     /// A 429 with OpenAI's `insufficient_quota` code and no `Retry-After`.
     InsufficientQuota,
-}
-
-impl ScriptStep {
-    fn fault(self, faults: &EndpointProfile) -> crate::Fault {
-        use crate::Fault;
-        match self {
-            ScriptStep::Ok => Fault::None,
-            ScriptStep::Status(status) => Fault::status(status, faults),
-            ScriptStep::Hang => Fault::Hang,
-            ScriptStep::Reset => Fault::Reset,
-            ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
-            ScriptStep::InsufficientQuota => Fault::INSUFFICIENT_QUOTA,
-        }
-    }
 }

@@ -3,9 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::outcome::{Fault, exclusive_outcomes};
 use super::{EndpointProfile, ErrorDelivery, KeyMode, LoseMode, Profile, RetryAfterForm, ScriptStep};
-use crate::Fault;
-use crate::fault::exclusive_outcomes;
 use ballast_human::format_duration as human;
 
 impl Profile {

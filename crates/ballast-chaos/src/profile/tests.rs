@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::{Fault, draw};
+use crate::{Draw, Fault, draw};
 
 const DOCS: &str = include_str!("../../../../docs/chaos.md");
 

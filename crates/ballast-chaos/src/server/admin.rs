@@ -16,7 +16,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::answer::Answer;
-use super::state::{App, lock};
+use super::lock::lock;
+use super::state::App;
 use crate::Profile;
 
 /// `GET /ledger`.

@@ -15,7 +15,7 @@ use axum::http::HeaderMap;
 use serde_json::Value;
 
 use super::answer::Answer;
-use super::state::lock;
+use super::lock::lock;
 
 /// A key's state.
 #[derive(Debug)]

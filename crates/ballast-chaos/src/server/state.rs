@@ -8,7 +8,7 @@
 //! faults it meets).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use tokio_util::sync::CancellationToken;
 
@@ -16,15 +16,10 @@ use super::capacity::CapacityGate;
 use super::clock;
 use super::keys::Keys;
 use super::ledger::Ledger;
-use super::responses::ResponseStore;
+use super::lock::lock;
+use super::response_store::ResponseStore;
 use super::stats::Stats;
 use crate::Profile;
-
-/// Locks `mutex`, ignoring poisoning: no critical section of the server panics halfway through an update (they
-/// are short, allocation-only), so the data behind a poisoned lock is still consistent.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// The shared state of the handlers.
 #[derive(Clone, Debug)]

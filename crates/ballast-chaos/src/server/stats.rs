@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use super::state::lock;
+use super::lock::lock;
 
 /// How one request ended, as a stats bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

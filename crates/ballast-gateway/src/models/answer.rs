@@ -293,7 +293,7 @@ fn what_ballast_did(
 /// its run again.
 fn remaining(headers: &mut http::HeaderMap, settled: &Settled) {
     crate::error::insert_remaining(headers, &settled.deadline);
-    crate::inbound::tell_restart(headers, settled.run_restarted);
+    crate::error::tell_restart(headers, settled.run_restarted);
 }
 
 /// The attempts handed to providers, over every deployment tried.

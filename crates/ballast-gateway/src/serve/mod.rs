@@ -1,6 +1,6 @@
 //! Serving, and stopping without losing anything (DESIGN.md, "Gateway HTTP interface", graceful shutdown).
 //! Connections are accepted and bounded — header and idle timeouts, a cap below the file limit — by
-//! `connections.rs`. Stopping:
+//! `crate::connections`. Stopping:
 //!
 //! 1. the shutdown future completes (the binary: SIGTERM or Ctrl-C);
 //! 2. `/readyz` fails at once, and for `server.drain_delay` the gateway keeps serving so that load balancers
@@ -13,8 +13,6 @@
 //!    others) its key answers `outcome_unknown` — or, for an upstream that deduplicates, is sent again with the
 //!    same key.
 
-mod connections;
-
 use std::future::Future;
 use std::time::Duration;
 
@@ -22,8 +20,7 @@ use ballast_config::{Config, ProcessEnv};
 use tokio::net::TcpListener;
 use tokio_util::task::AbortOnDropHandle;
 
-pub(crate) use connections::ConnectionStats;
-use connections::{ADMIN_CONNECTIONS, Limits};
+use crate::connections::{self, ADMIN_CONNECTIONS, Limits};
 
 use crate::{Gateway, StartError, admin_app, app};
 

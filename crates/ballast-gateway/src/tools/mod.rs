@@ -175,7 +175,7 @@ where
     };
     let headers = response.headers_mut();
     crate::error::insert_remaining(headers, &deadline);
-    crate::inbound::tell_restart(headers, run_restarted);
+    crate::error::tell_restart(headers, run_restarted);
     if let Some(key) = key.and_then(|k| HeaderValue::from_str(k.as_str()).ok()) {
         headers.insert(BALLAST_IDEMPOTENCY_KEY, key);
     }

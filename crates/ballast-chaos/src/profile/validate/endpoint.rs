@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::Fault;
-use crate::fault::exclusive_outcomes;
 use crate::profile::error::{Problem, Problems};
 use crate::profile::raw::{RawCapacity, RawEndpoint, RawLatency, RawOutage, RawStream};
-use crate::profile::{Capacity, EndpointProfile, ErrorRate, Latency, Outage, StreamFaults};
+use crate::profile::{
+    Capacity, EndpointProfile, ErrorRate, Fault, Latency, Outage, StreamFaults, exclusive_outcomes,
+};
 
 use super::check;
 

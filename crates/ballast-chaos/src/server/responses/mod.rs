@@ -19,7 +19,6 @@
 //! request that also streams is streamed as a foreground one.
 
 mod retrieve;
-mod store;
 
 use axum::Extension;
 use axum::extract::State;
@@ -28,9 +27,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::response_store::Stored;
 pub(crate) use retrieve::{cancel_response, delete_response, get_response};
-pub(crate) use store::ResponseStore;
-use store::Stored;
 
 use super::answer::{Answer, CHAOS_FAULT, Flavor};
 use super::arrival::{Arrival, Door, answer, arrive, injected};

@@ -137,9 +137,9 @@ pub(crate) fn without_nagle(stream: &TcpStream) {
 
 /// The answer to a connection over the cap when none can make room, as bytes: no request was read, and the
 /// answer is written to the socket before hyper ever sees it, so it is composed here rather than by `AppError`
-/// (same code, same headers: `x-should-retry: true`, a jittered `Retry-After` of 1-2 s, as `app::finish` sends).
+/// (same code, same headers: `x-should-retry: true`, a jittered `Retry-After` of 1-2 s, as `edge::finish` sends).
 fn refusal() -> Vec<u8> {
-    let wait = crate::app::jittered(Duration::from_secs(1), &mut rand::rng());
+    let wait = crate::error::jittered(Duration::from_secs(1), &mut rand::rng());
     let body = serde_json::json!({
         "type": "urn:ballast:overloaded",
         "title": "Too many connections",

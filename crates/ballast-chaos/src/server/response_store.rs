@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::ResponsesError;
-use crate::server::state::lock;
+use crate::server::lock::lock;
 
 /// The most responses, and the most conversations, a server keeps.
 pub(crate) const MAX_STORED: usize = 10_000;

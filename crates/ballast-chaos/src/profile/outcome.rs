@@ -1,0 +1,106 @@
+//! What an endpoint can do with one attempt ([`Fault`]), and its mutually exclusive outcomes in the one order the
+//! draw, the validation and the summary all use.
+
+use std::time::Duration;
+
+use super::{EndpointProfile, LoseMode, RetryAfterForm, ScriptStep};
+
+/// What an endpoint does with one attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Fault {
+    /// Serve it normally.
+    #[default]
+    None,
+    /// Answer with an error status, without executing anything.
+    Status {
+        /// The status.
+        status: u16,
+        /// `Retry-After` on the answer.
+        retry_after: Option<RetryAfterForm>,
+        /// A 429 with OpenAI's `insufficient_quota` code (a quota that waiting does not fix).
+        insufficient_quota: bool,
+    },
+    /// Never answer, execute nothing.
+    Hang,
+    /// Reset the connection before any answer, execute nothing.
+    Reset,
+    /// Execute the side effect, then lose the response.
+    CommitThenLose(LoseMode),
+    /// Stream normally but cut the connection after this many chunks (no `[DONE]`). Drawn only from stream
+    /// rates; an answer that is not streamed has no chunks to cut and is served as [`Fault::None`].
+    StreamCut {
+        /// Chunks sent first.
+        after_chunks: u32,
+    },
+    /// Stream normally but stall after this many chunks, then go on. As with a cut, an answer that is not
+    /// streamed is served as [`Fault::None`].
+    StreamStall {
+        /// Chunks sent first.
+        after_chunks: u32,
+        /// How long the stall lasts.
+        stall: Duration,
+    },
+}
+
+impl Fault {
+    /// An error answer with `status`, carrying `faults.retry_after` when the status is 429 or 503 (the two
+    /// statuses `Retry-After` is defined for), none otherwise.
+    pub fn status(status: u16, faults: &EndpointProfile) -> Fault {
+        Fault::Status {
+            status,
+            retry_after: matches!(status, 429 | 503)
+                .then_some(faults.retry_after)
+                .flatten(),
+            insufficient_quota: false,
+        }
+    }
+
+    /// The 429 with OpenAI's `insufficient_quota` code: no `Retry-After`, since waiting does not fix a quota.
+    pub const INSUFFICIENT_QUOTA: Fault = Fault::Status {
+        status: 429,
+        retry_after: None,
+        insufficient_quota: true,
+    };
+}
+
+/// The mutually exclusive faults of an endpoint with their rates, in the order the draw tries them. The one
+/// place that order is written: validation sums these rates and the summary lists them in it.
+pub(crate) fn exclusive_outcomes(faults: &EndpointProfile) -> impl Iterator<Item = (f64, Fault)> + '_ {
+    let errors = faults
+        .errors
+        .iter()
+        .map(|e| (e.rate, Fault::status(e.status, faults)));
+    let stream = &faults.stream;
+    errors.chain([
+        (faults.insufficient_quota, Fault::INSUFFICIENT_QUOTA),
+        (faults.hang, Fault::Hang),
+        (faults.reset, Fault::Reset),
+        (faults.commit_then_lose, Fault::CommitThenLose(faults.lose_with)),
+        (
+            stream.cut,
+            Fault::StreamCut {
+                after_chunks: stream.cut_after_chunks,
+            },
+        ),
+        (
+            stream.stall,
+            Fault::StreamStall {
+                after_chunks: stream.stall_after_chunks,
+                stall: stream.stall_for,
+            },
+        ),
+    ])
+}
+
+impl ScriptStep {
+    pub(crate) fn fault(self, faults: &EndpointProfile) -> Fault {
+        match self {
+            ScriptStep::Ok => Fault::None,
+            ScriptStep::Status(status) => Fault::status(status, faults),
+            ScriptStep::Hang => Fault::Hang,
+            ScriptStep::Reset => Fault::Reset,
+            ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
+            ScriptStep::InsufficientQuota => Fault::INSUFFICIENT_QUOTA,
+        }
+    }
+}
