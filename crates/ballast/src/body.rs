@@ -25,9 +25,9 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use http_body_util::combinators::UnsyncBoxBody;
 
+use ballast_core::{BreakerState, CallResult, Instant};
+
 use crate::BoxError;
-use crate::admission::Slot;
-use crate::breaker::StreamPermit;
 
 /// An answer's body: whole bytes, or a stream committed at its first event (module docs).
 pub struct Body(Kind);
@@ -48,10 +48,49 @@ pub(crate) struct Stream {
     /// The most bytes one event of the rest may hold (the transport's body limit).
     pub(crate) event_limit: usize,
     /// The attempt's breaker permit, once the breaker layer has seen the answer.
-    pub(crate) permit: Option<StreamPermit>,
-    /// The call's admission slot: a stream occupies its upstream until it ends.
-    pub(crate) slot: Option<Slot>,
+    pub(crate) permit: Option<Box<dyn StreamEnd>>,
+    /// The call's admission slot: a stream occupies its upstream until it ends (dropped with the stream).
+    pub(crate) slot: Option<Box<dyn Send>>,
 }
+
+/// What whoever reads a stream to its end records there: the attempt's breaker permit (the breaker's
+/// `StreamPermit`). A trait here so that the body, below every layer, names none of them.
+pub(crate) trait StreamEnd: Send + fmt::Debug {
+    /// Records the stream's outcome at `now` (its end); returns the breaker's state after it.
+    fn record(self: Box<Self>, result: CallResult, now: Instant) -> BreakerState;
+}
+
+/// What an event of a streamed answer read before its commit point means (DESIGN.md, "Streaming").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Commit {
+    /// It carries content (or ends the answer): the stream commits here.
+    Now,
+    /// It carries nothing for the caller yet (the preamble: the Responses API's `response.created`, a chat chunk
+    /// with only the role): held back with the status line, and the next event is read. The hold is bounded
+    /// ([`HOLD_EVENTS`]): past it the stream commits.
+    Hold,
+    /// The provider's error, sent as an event before the commit point (`event: error`, `response.failed`, a chat
+    /// `data: {"error": ...}`): the attempt's answer is that error as if the provider had answered it with
+    /// `status` and `body` (OpenAI's `{"error": {...}}`), so the retry decision, the breaker and the route's
+    /// fallback rule read it as they read any error answer — an insufficient quota moves on to the next
+    /// deployment, a server error is retried.
+    Error {
+        /// The status the error's code stands for.
+        status: ::http::StatusCode,
+        /// The error, in OpenAI's envelope.
+        body: bytes::Bytes,
+    },
+    /// It cannot begin an answer (a `[DONE]` before any content, not the API's event): the attempt failed before
+    /// its commit point, and why.
+    Fail(String),
+}
+
+/// The most events held back before a stream commits anyway: a preamble is one or two events, and what is held
+/// is memory and the caller's time to first byte.
+pub(crate) const HOLD_EVENTS: usize = 8;
+
+/// The commit point of an API's streams: what each event read before it means.
+pub(crate) type CommitRule = fn(&str) -> Commit;
 
 impl Body {
     /// An empty whole body.
@@ -91,17 +130,23 @@ impl Body {
 
     /// Gives a stream its attempt's breaker permit, to be recorded when the stream ends. A whole body gives the
     /// permit back.
-    pub(crate) fn keep_permit(&mut self, permit: StreamPermit) -> Option<StreamPermit> {
+    pub(crate) fn keep_permit<P: StreamEnd + 'static>(&mut self, permit: P) -> Option<P> {
         match &mut self.0 {
-            Kind::Stream(stream) => stream.permit.replace(permit),
+            Kind::Stream(stream) => {
+                drop(stream.permit.replace(Box::new(permit)));
+                None
+            }
             Kind::Whole(_) => Some(permit),
         }
     }
 
     /// Gives a stream its call's admission slot, freed when the stream ends. A whole body gives the slot back.
-    pub(crate) fn keep_slot(&mut self, slot: Slot) -> Option<Slot> {
+    pub(crate) fn keep_slot<S: Send + 'static>(&mut self, slot: S) -> Option<S> {
         match &mut self.0 {
-            Kind::Stream(stream) => stream.slot.replace(slot.for_stream()),
+            Kind::Stream(stream) => {
+                drop(stream.slot.replace(Box::new(slot)));
+                None
+            }
             Kind::Whole(_) => Some(slot),
         }
     }

@@ -16,7 +16,7 @@ use ballast_core::{CallKind, Deadline, Instant, Priority};
 pub use ballast_core::{InvalidTraceparent, TraceContext};
 pub use tokio_util::sync::CancellationToken;
 
-use crate::transport::CommitRule;
+use crate::body::CommitRule;
 use crate::{Report, Run};
 
 /// The state of one logical call, shared by every layer of the stack (request extensions).

@@ -5,12 +5,54 @@
 //! [`ErrorCode`] (DESIGN.md, "Error answers"), and tells the retry decision what kind of attempt outcome it was
 //! ([`Error::attempt_outcome`]).
 
+use std::fmt;
 use std::time::Duration;
 
 use ballast_core::{AttemptOutcome, DeadlineExceeded, ErrorCode, StopReason};
 
 /// A boxed error from below (a transport, a body).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a call was refused for overload with nothing sent: [`Error::Overloaded`]'s reason, and the value of the
+/// `ballast-shed` header ([`as_str`](Self::as_str)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Overload {
+    /// The upstream's queue is full of work of the same or a higher class: nothing below the call could make room.
+    QueueFull,
+    /// The call was pushed out of a full queue by a call of a higher class.
+    Evicted,
+    /// The deadline would pass before the call could finish: the expected wait for a slot plus the typical
+    /// latency is longer than what is left.
+    DeadlineTooShort,
+    /// The upstream's adaptive throttle refused it: the upstream has been refusing most requests (DESIGN.md,
+    /// "Overload").
+    Throttled,
+}
+
+impl Overload {
+    /// The value of the `ballast-shed` header and the `reason` label of `ballast_shed_total`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Overload::QueueFull => "queue_full",
+            Overload::Evicted => "evicted",
+            Overload::DeadlineTooShort => "deadline_too_short",
+            Overload::Throttled => "throttled",
+        }
+    }
+
+    /// Whether a later try may find room: refused for room or by the throttle, not because the deadline
+    /// cannot hold the wait (a retry cannot help that).
+    pub fn for_room(self) -> bool {
+        !matches!(self, Overload::DeadlineTooShort)
+    }
+}
+
+impl fmt::Display for Overload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Why a call failed without an upstream answer to return.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +64,8 @@ pub enum Error {
     /// Shed by admission: the upstream's queue is full or the call could not be served before its deadline.
     #[error("overloaded ({reason}); {}", retry_hint(*retry_after))]
     Overloaded {
-        /// Why (the `ballast-shed` reason: `queue_full`, `evicted`, `deadline_too_short`).
-        reason: &'static str,
+        /// Why (the `ballast-shed` header's value).
+        reason: Overload,
         /// When a retry may find room.
         retry_after: Option<Duration>,
     },
@@ -185,7 +227,7 @@ mod tests {
             Error::transport(false, "connection refused"),
             Error::CircuitOpen { retry_in: None },
             Error::Overloaded {
-                reason: "queue_full",
+                reason: Overload::QueueFull,
                 retry_after: None,
             },
         ];

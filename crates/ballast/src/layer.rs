@@ -12,6 +12,6 @@
 
 pub use crate::admission::{AdmissionLayer, AdmissionService};
 pub use crate::attempt::{AttemptLayer, AttemptService};
-pub use crate::breaker::{BreakerLayer, BreakerService, THROTTLED};
+pub use crate::breaker::{BreakerLayer, BreakerService};
 pub use crate::deadline::{DeadlineLayer, DeadlineService};
 pub use crate::retry::{Retry, RetryLayer, classify_response};

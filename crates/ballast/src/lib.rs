@@ -127,7 +127,7 @@ pub mod config {
 pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
 pub use body::Body;
 pub use client::{CallError, Refusal};
-pub use error::{BoxError, Error};
+pub use error::{BoxError, Error, Overload};
 pub use model::{ChatRequest, ModelClient, ModelClients};
 pub use report::{OutcomeReport, Report};
 pub use run::{Run, RunOrigin, Runs};
@@ -135,7 +135,5 @@ pub use tool::{ToolCall, ToolClient, ToolClients};
 
 // The crate's own short paths to the names its modules share.
 pub(crate) use context::{AttemptNumber, CallContext, Cancel, current_deadline};
-pub(crate) use layer::{
-    AdmissionLayer, AttemptLayer, BreakerLayer, RetryLayer, THROTTLED, classify_response,
-};
+pub(crate) use layer::{AdmissionLayer, AttemptLayer, BreakerLayer, RetryLayer, classify_response};
 pub(crate) use report::{AttemptResult, TokenUsage, Tokens};

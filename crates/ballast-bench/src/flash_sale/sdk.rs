@@ -101,7 +101,8 @@ impl Failure {
             return false;
         };
         let shed = headers.get("ballast-shed").and_then(|v| v.to_str().ok());
-        self.code() == "overloaded" && shed.is_some_and(|reason| reason != ballast::layer::THROTTLED)
+        self.code() == "overloaded"
+            && shed.is_some_and(|reason| reason != ballast::Overload::Throttled.as_str())
     }
 }
 

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::with_ballast::ROUTE as MODEL;
 use super::scenario::Conversation;
+use super::with_ballast::ROUTE as MODEL;
 
 /// The tools the agents declare to the model.
 const TOOLS: [&str; 3] = ["lookup_order", "create_refund", "process_payment"];

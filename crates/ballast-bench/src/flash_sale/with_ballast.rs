@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatRequest, Error, ModelClients, Runs, ToolCall, ToolClients, clock,
+    CallError, ChatRequest, Error, ModelClients, Overload, Runs, ToolCall, ToolClients, clock,
     context::scope,
-    layer::THROTTLED,
     model::{ChatCall, Message, Role, ToolCallRef},
     tool::ToolError,
     transport::HttpTransport,
@@ -319,7 +318,7 @@ impl BallastAgents {
 fn shed_by_admission(error: &ToolError) -> bool {
     matches!(
         error,
-        CallError::Failed { error: Error::Overloaded { reason, .. }, .. } if *reason != THROTTLED
+        CallError::Failed { error: Error::Overloaded { reason, .. }, .. } if *reason != Overload::Throttled
     )
 }
 

@@ -119,13 +119,13 @@ pub(crate) fn call_error(tool: &str, code: ErrorCode, error: &Error) -> AppError
         Error::Overloaded { reason, retry_after } => {
             // Shed for room or throttled: nothing reached the upstream, a later try may find room. Shed because
             // the deadline cannot hold the wait: a retry cannot help.
-            let for_room = matches!(*reason, "queue_full" | "evicted" | ballast::layer::THROTTLED);
+            let for_room = reason.for_room();
             let status = if code == ErrorCode::DeadlineExceeded {
                 StatusCode::GATEWAY_TIMEOUT
             } else {
                 StatusCode::SERVICE_UNAVAILABLE
             };
-            (status, *retry_after, for_room, Some(*reason))
+            (status, *retry_after, for_room, Some(reason.as_str()))
         }
         Error::CircuitOpen { retry_in } => (StatusCode::SERVICE_UNAVAILABLE, *retry_in, false, None),
         Error::DeadlineExceeded(_) => (StatusCode::GATEWAY_TIMEOUT, None, false, None),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ballast_core::{Deadline, DeadlineExceeded, Instant, Priority, Refused, ShedReason};
 
-use crate::{CallContext, Cancel, Error, Report, current_deadline};
+use crate::{CallContext, Cancel, Error, Overload, Report, current_deadline};
 
 /// A call's class, deadline, cancellation and report. Without a [`CallContext`] (the layer used alone): class
 /// `critical`, the enclosing [`scope`](crate::context::scope)'s deadline or none (it waits until a slot frees or its
@@ -80,10 +80,13 @@ impl Call {
             ShedReason::Expired => self.deadline_exceeded(now),
             _ => {
                 crate::metrics::shed(self.target.as_ref(), self.priority.as_str(), reason.as_str());
-                Error::Overloaded {
-                    reason: reason.as_str(),
-                    retry_after,
-                }
+                let reason = match reason {
+                    ShedReason::QueueFull => Overload::QueueFull,
+                    ShedReason::Evicted => Overload::Evicted,
+                    // `DeadlineTooShort` (an expired deadline is answered above).
+                    _ => Overload::DeadlineTooShort,
+                };
+                Error::Overloaded { reason, retry_after }
             }
         }
     }

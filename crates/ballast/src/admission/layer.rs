@@ -72,7 +72,7 @@ use super::slot::Shared;
 /// let running = tokio::spawn(slow.clone().oneshot(http::Request::new(Bytes::new())));
 /// tokio::task::yield_now().await;
 /// let shed = slow.oneshot(http::Request::new(Bytes::new())).await.unwrap_err();
-/// assert!(matches!(shed, Error::Overloaded { reason: "queue_full", .. }));
+/// assert!(matches!(shed, Error::Overloaded { reason: ballast::Overload::QueueFull, .. }));
 /// running.abort();
 /// # }
 /// ```

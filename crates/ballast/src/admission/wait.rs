@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use super::call::Call;
 use super::slot::{Shared, Slot, Wake, answer_sheds};
-use crate::{Error, clock};
+use crate::{Error, Overload, clock};
 
 /// The admission's first answer to `call`: a slot, a refusal, or a place in the queue to wait in.
 pub(super) enum Admit {
@@ -71,7 +71,7 @@ impl Waiting {
                 Ok(Wake::Shed { reason, retry_after }) => Err(call.refusal(reason, retry_after, clock::now())),
                 // The core dropped the waiter without an answer: only possible if this upstream's admission
                 // state were torn down, which the shared `Arc` prevents. Answer as a shed all the same.
-                Err(_) => Err(Error::Overloaded { reason: "evicted", retry_after: None }),
+                Err(_) => Err(Error::Overloaded { reason: Overload::Evicted, retry_after: None }),
             },
             () = give_up => Err(call.deadline_exceeded(clock::now())),
             () = call.cancelled() => Err(Error::Cancelled),

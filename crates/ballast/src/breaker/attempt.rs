@@ -3,13 +3,11 @@
 
 use std::sync::Arc;
 
-use ballast_core::{
-    AdaptiveThrottle, BreakerState, CallResult, CircuitBreaker, Instant, ThrottleOutcome, TransitionReason,
-};
+use ballast_core::{AdaptiveThrottle, CallResult, CircuitBreaker, Instant, ThrottleOutcome};
 use tower::Service;
 
-use super::StreamPermit;
-use crate::{AttemptNumber, Body, Error, Report, clock};
+use super::stream::{StreamPermit, restart_on_close};
+use crate::{AttemptNumber, Body, Error, Overload, Report, clock};
 
 /// Sends `request` through `inner` if `breaker` grants a permit, and records the outcome on it — or, for a 2xx
 /// whose body is a stream, puts the permit in the body ([`StreamPermit`]), for its reader to record at its end.
@@ -60,7 +58,7 @@ where
         tracing::debug!(%throttled, "adaptive throttle refused the attempt; nothing sent");
         drop(permit);
         return refuse(Error::Overloaded {
-            reason: THROTTLED,
+            reason: Overload::Throttled,
             retry_after: throttled.retry_in.or(Some(throttle.config().window() / 2)),
         });
     }
@@ -99,24 +97,6 @@ where
     }
     write_state(report.as_ref(), &breaker, answered);
     result
-}
-
-/// The `reason` of an [`Error::Overloaded`] the adaptive throttle answers (`ballast-shed: throttled`).
-pub const THROTTLED: &str = "throttled";
-
-/// The throttle's window restarts when the breaker closes after successful probes: what it counted before
-/// says nothing about the recovered upstream (DESIGN.md, "Overload").
-pub(super) fn restart_on_close(
-    throttle: Option<&AdaptiveThrottle>,
-    to: BreakerState,
-    reason: TransitionReason,
-) {
-    if let Some(throttle) = throttle
-        && to == BreakerState::Closed
-        && matches!(reason, TransitionReason::ProbesSucceeded(_))
-    {
-        throttle.restart();
-    }
 }
 
 /// Whether an answer carried a `Retry-After` (or `retry-after-ms`).

@@ -112,7 +112,7 @@ impl BreakerLayer {
 
     /// The same layer with the upstream's adaptive throttle in front of its breaker (DESIGN.md's order: retry
     /// -> throttle -> breaker -> attempt). The throttle is asked first and refuses locally with
-    /// [`Error::Overloaded`](crate::Error::Overloaded) (`reason` [`THROTTLED`](crate::layer::THROTTLED)); an attempt the breaker then refuses
+    /// [`Error::Overloaded`](crate::Error::Overloaded) (`reason` [`Overload::Throttled`](crate::Overload::Throttled)); an attempt the breaker then refuses
     /// is not counted by the throttle; every other attempt is (an overload answer — 429, 529, 503 with
     /// `Retry-After` — a request not accepted; a timeout or transport error the same; any other answer an
     /// accept), and the throttle's window restarts when the breaker closes after successful probes.

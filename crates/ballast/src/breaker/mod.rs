@@ -18,8 +18,8 @@ use tower::Service;
 
 use crate::{Body, CallContext, Error};
 
-pub use attempt::THROTTLED;
 pub use layer::BreakerLayer;
+#[cfg(test)]
 pub(crate) use stream::StreamPermit;
 
 /// A service whose attempts go through one upstream's circuit breaker; see [`BreakerLayer`].

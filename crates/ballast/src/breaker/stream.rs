@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AdaptiveThrottle, BreakerState, CallResult, Instant, OwnedPermit};
+use crate::body::StreamEnd;
+use ballast_core::{AdaptiveThrottle, BreakerState, CallResult, Instant, OwnedPermit, TransitionReason};
 
 /// The permit of a streamed attempt that answered 2xx, not recorded yet. Whatever reads the stream records its
 /// outcome when it ends ([`record`](StreamPermit::record)), with the time to first byte as the latency. Dropped
@@ -33,15 +34,32 @@ impl StreamPermit {
             throttle,
         }
     }
+}
 
+impl StreamEnd for StreamPermit {
     /// Records the stream's outcome at `now` (its end), with the time to first byte as its latency; returns the
     /// breaker's state after it.
-    pub(crate) fn record(self, result: CallResult, now: Instant) -> BreakerState {
+    fn record(self: Box<Self>, result: CallResult, now: Instant) -> BreakerState {
         let breaker = Arc::clone(self.permit.breaker());
         if let Some(transition) = self.permit.record(result, self.first_byte, now) {
             tracing::info!(%transition, "circuit breaker changed state at the end of a stream");
-            super::attempt::restart_on_close(self.throttle.as_deref(), transition.to, transition.reason);
+            restart_on_close(self.throttle.as_deref(), transition.to, transition.reason);
         }
         breaker.state(now)
+    }
+}
+
+/// The throttle's window restarts when the breaker closes after successful probes: what it counted before
+/// says nothing about the recovered upstream (DESIGN.md, "Overload").
+pub(super) fn restart_on_close(
+    throttle: Option<&AdaptiveThrottle>,
+    to: BreakerState,
+    reason: TransitionReason,
+) {
+    if let Some(throttle) = throttle
+        && to == BreakerState::Closed
+        && matches!(reason, TransitionReason::ProbesSucceeded(_))
+    {
+        throttle.restart();
     }
 }

@@ -52,7 +52,7 @@ fn streamed(status: u16) -> http::Response<Body> {
 }
 
 /// The permit a streamed answer carries.
-fn permit_of(response: http::Response<Body>) -> super::StreamPermit {
+fn permit_of(response: http::Response<Body>) -> Box<dyn crate::body::StreamEnd> {
     let stream = response.into_body().into_stream().expect("a stream");
     stream.permit.expect("the permit travels in the body")
 }
@@ -127,7 +127,7 @@ fn results_map_as_the_design_says() {
         (Err(Error::CircuitOpen { retry_in: None }), None),
         (
             Err(Error::Overloaded {
-                reason: "queue_full",
+                reason: crate::Overload::QueueFull,
                 retry_after: None,
             }),
             None,

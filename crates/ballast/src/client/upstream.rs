@@ -170,7 +170,9 @@ impl ReachedUpstream for Trip {
 
     fn keep_slot(&mut self, slot: crate::admission::Slot) -> Option<crate::admission::Slot> {
         match &mut self.result {
-            Ok(response) if response.status().is_success() => response.body_mut().keep_slot(slot),
+            Ok(response) if response.status().is_success() && response.body().is_stream() => {
+                response.body_mut().keep_slot(slot.for_stream())
+            }
             _ => Some(slot),
         }
     }

@@ -171,7 +171,7 @@ impl IdempotencyLayer {
     /// Default lease of a claim (DESIGN.md: 10 s), renewed every third of it while its request runs.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
     /// The principal of requests without a [`Principal`](crate::idempotency::Principal) extension, unless configured.
-    pub const DEFAULT_PRINCIPAL: &str = "anonymous";
+    pub const DEFAULT_PRINCIPAL: &str = super::markers::DEFAULT_PRINCIPAL;
 
     /// Response headers stored and replayed by default: those that describe the representation or where it lives.
     /// Anything per-exchange (dates, request ids, cookies, hop-by-hop headers) is left out: replaying it would lie.

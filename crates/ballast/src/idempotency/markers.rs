@@ -22,6 +22,9 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Principal(Arc<str>);
 
+/// The principal of requests without a [`Principal`] extension, unless the layer is configured with another.
+pub(crate) const DEFAULT_PRINCIPAL: &str = "anonymous";
+
 impl Principal {
     /// The principal named `name`.
     pub fn new(name: impl Into<Arc<str>>) -> Self {

@@ -13,8 +13,8 @@ use ballast_store::{IdempotencyStore, InFlight, RecordState, Scope, StoreError, 
 use http::{Extensions, StatusCode};
 use serde_json::{Value, json};
 
-use super::IdempotencyLayer;
 use super::Principal;
+use super::markers::DEFAULT_PRINCIPAL;
 use super::problem::Problem;
 
 /// Where an operation is, as [`operation_status`] finds it.
@@ -101,7 +101,7 @@ pub fn operations_route<S>(store: Arc<dyn IdempotencyStore>, routes: Vec<String>
 where
     S: Clone + Send + Sync + 'static,
 {
-    operations_route_for(store, routes, IdempotencyLayer::DEFAULT_PRINCIPAL.into())
+    operations_route_for(store, routes, DEFAULT_PRINCIPAL.into())
 }
 
 /// [`operations_route`] with `default_principal` for requests that carry no [`Principal`].

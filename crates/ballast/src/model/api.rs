@@ -13,7 +13,7 @@ use super::stream::Read;
 use super::{
     CannotTruncate, ChatChunk, ChatRequest, ChatResponse, Truncation, TruncationGoal, commit, truncate, usage,
 };
-use crate::transport::CommitRule;
+use crate::body::CommitRule;
 
 /// One API of a model route.
 pub(crate) trait Protocol: Send + Sync + 'static {

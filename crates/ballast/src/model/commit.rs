@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::ChatChunk;
 use super::provider::status_of_error_event;
+use crate::body::Commit;
 use crate::sse::DONE;
-use crate::transport::Commit;
 
 /// What event `data` of a chat stream means before the commit point (module docs).
 pub(super) fn commit(data: &str) -> Commit {

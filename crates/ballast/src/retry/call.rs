@@ -17,7 +17,7 @@ use tower::Service;
 use super::poll::Polling;
 use super::{Shared, classify_response};
 use crate::outcome::{Reach, Trip, stop_of};
-use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Run, THROTTLED, clock, current_deadline};
+use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Overload, Run, clock, current_deadline};
 
 /// The deadline of a call with no [`CallContext`] and no enclosing deadline scope: DESIGN.md's default
 /// `max_timeout`, the longest deadline Ballast accepts from anyone.
@@ -90,7 +90,8 @@ where
                     }
                 }
                 if let Error::Overloaded {
-                    reason: THROTTLED, ..
+                    reason: Overload::Throttled,
+                    ..
                 } = &error
                 {
                     crate::metrics::throttled(ctx.target.as_ref());
@@ -98,7 +99,8 @@ where
                 // A retry the throttle refused ends with the last real answer (DESIGN.md, "Overload").
                 if let (
                     Error::Overloaded {
-                        reason: THROTTLED, ..
+                        reason: Overload::Throttled,
+                        ..
                     },
                     Some(last),
                 ) = (&error, last.take())

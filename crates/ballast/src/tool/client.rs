@@ -11,15 +11,24 @@ use http::HeaderValue;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::send::Operation;
 use super::{ToolAnswer, ToolCall, ToolError};
 use crate::client::{
     CallError, Core, Failure, Upstream, body_bytes, call_span, content_type, json_body, record_end,
     record_request_id,
 };
 use crate::metrics::CallMetrics;
-use crate::outcome::{SideEffect, Verdict};
+use crate::outcome::{SideEffect, Trip, Verdict};
 use crate::{CallContext, Error, OutcomeReport, Report, clock};
+
+/// An operation's trips through the stack, as one: the last trip's answer or error and why it stopped, the
+/// attempts numbered over all of them, and what any of them may have done at the upstream.
+#[derive(Debug)]
+pub(super) struct Operation {
+    pub(super) trip: Trip,
+    /// The upstream said the operation was in progress (a 409), and no later answer said how it ended unless
+    /// the last trip succeeded.
+    pub(super) in_progress: bool,
+}
 
 /// What the tool falls back to when its upstream is failing.
 #[derive(Clone, Debug)]

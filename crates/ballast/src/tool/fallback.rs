@@ -20,8 +20,7 @@
 
 use ballast_core::StopReason;
 
-use super::client::{Ended, Fallback};
-use super::send::Operation;
+use super::client::{Ended, Fallback, Operation};
 use super::{ToolCall, ToolClient};
 use crate::client::Failure;
 use crate::outcome::{Reach, Trip};

@@ -11,22 +11,13 @@ use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 
 use super::call::Arguments;
+use super::client::Operation;
 use super::poll::PollWaits;
 use super::{ToolCall, ToolClient};
 use crate::headers::{BALLAST_RUN_ID, BALLAST_STEP_ID, IDEMPOTENCY_KEY};
 use crate::outcome::Trip;
 use crate::retry::Polling;
 use crate::{Body, CallContext, Error, classify_response, clock};
-
-/// An operation's trips through the stack, as one: the last trip's answer or error and why it stopped, the
-/// attempts numbered over all of them, and what any of them may have done at the upstream.
-#[derive(Debug)]
-pub(super) struct Operation {
-    pub(super) trip: Trip,
-    /// The upstream said the operation was in progress (a 409), and no later answer said how it ended unless
-    /// the last trip succeeded.
-    pub(super) in_progress: bool,
-}
 
 impl ToolClient {
     /// Sends the call through the stack; while the upstream answers 409 "in progress" for this key, waits (see

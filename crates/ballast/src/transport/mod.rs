@@ -69,35 +69,3 @@ pub use crate::body::Body;
 fn answer_limit(limit: u64) -> usize {
     usize::try_from(limit).unwrap_or(usize::MAX)
 }
-
-/// What an event of a streamed answer read before its commit point means (DESIGN.md, "Streaming").
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Commit {
-    /// It carries content (or ends the answer): the stream commits here.
-    Now,
-    /// It carries nothing for the caller yet (the preamble: the Responses API's `response.created`, a chat chunk
-    /// with only the role): held back with the status line, and the next event is read. The hold is bounded
-    /// ([`HOLD_EVENTS`]): past it the stream commits.
-    Hold,
-    /// The provider's error, sent as an event before the commit point (`event: error`, `response.failed`, a chat
-    /// `data: {"error": ...}`): the attempt's answer is that error as if the provider had answered it with
-    /// `status` and `body` (OpenAI's `{"error": {...}}`), so the retry decision, the breaker and the route's
-    /// fallback rule read it as they read any error answer — an insufficient quota moves on to the next
-    /// deployment, a server error is retried.
-    Error {
-        /// The status the error's code stands for.
-        status: ::http::StatusCode,
-        /// The error, in OpenAI's envelope.
-        body: bytes::Bytes,
-    },
-    /// It cannot begin an answer (a `[DONE]` before any content, not the API's event): the attempt failed before
-    /// its commit point, and why.
-    Fail(String),
-}
-
-/// The most events held back before a stream commits anyway: a preamble is one or two events, and what is held
-/// is memory and the caller's time to first byte.
-pub(crate) const HOLD_EVENTS: usize = 8;
-
-/// The commit point of an API's streams: what each event read before it means.
-pub(crate) type CommitRule = fn(&str) -> Commit;

@@ -7,7 +7,7 @@ use http_body::Body as HttpBody;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 
-use super::{Commit, CommitRule};
+use crate::body::{Commit, CommitRule, HOLD_EVENTS};
 use crate::sse::SseDecoder;
 use crate::{Body, BoxError, Error};
 
@@ -84,7 +84,7 @@ where
 
 /// Reads server-sent events from `body` until one commits the stream (DESIGN.md, "Streaming"): the answer is then
 /// a stream of the bytes read so far and the rest. Events of the preamble are held back ([`Commit::Hold`], at most
-/// [`HOLD_EVENTS`](super::HOLD_EVENTS) of them), and comments (keep-alives) never commit. Until the commit
+/// [`HOLD_EVENTS`](HOLD_EVENTS) of them), and comments (keep-alives) never commit. Until the commit
 /// nothing has reached the caller, so a stream that ends, fails or sends an event the rule refuses is a failed
 /// attempt like a reset (sent: the upstream may have done the work), and an error event is the attempt's error
 /// answer — retried or moved to a fallback by the layers above.
@@ -109,7 +109,7 @@ where
     loop {
         while let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
             match commits(&event) {
-                Commit::Hold if held < super::HOLD_EVENTS => held += 1,
+                Commit::Hold if held < HOLD_EVENTS => held += 1,
                 Commit::Now | Commit::Hold => {
                     return Ok(Committed::Stream(Body::stream(read.freeze(), body, limit)));
                 }
@@ -277,7 +277,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_hold_is_bounded() {
-        let mut body = b"data: hold\n\n".repeat(crate::transport::HOLD_EVENTS + 1);
+        let mut body = b"data: hold\n\n".repeat(HOLD_EVENTS + 1);
         body.extend_from_slice(b"data: hold\n\n");
         let body: &'static [u8] = Box::leak(body.into_boxed_slice());
         let read = read_answer(answer(200, body), 4096, Some(rule), failed)
@@ -286,7 +286,7 @@ mod tests {
         assert!(
             read.body().is_stream(),
             "committed after {} held events",
-            crate::transport::HOLD_EVENTS
+            HOLD_EVENTS
         );
     }
 

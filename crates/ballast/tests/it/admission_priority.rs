@@ -141,7 +141,7 @@ fn assert_overloaded(answer: &Answer, reason: &str) {
             reason: got,
             retry_after,
         }) => {
-            assert_eq!(*got, reason);
+            assert_eq!(got.as_str(), reason);
             assert!(
                 retry_after.is_some_and(|r| r >= Duration::from_secs(1)),
                 "{retry_after:?}"

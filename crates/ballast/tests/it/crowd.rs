@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ballast::{ModelClient, clock, layer::THROTTLED};
+use ballast::{ModelClient, Overload, clock};
 use ballast_core::{BreakerState, Deadline, ErrorCode, Priority};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};
@@ -271,7 +271,10 @@ async fn a_throttled_retry_ends_with_the_last_real_answer() {
                 if report.stop == Some(ballast_core::StopReason::Throttled) =>
             {
                 assert_eq!(status, 429);
-                assert!(report.to_string().contains(THROTTLED), "{report}");
+                assert!(
+                    report.to_string().contains(Overload::Throttled.as_str()),
+                    "{report}"
+                );
                 throttled_retries += 1;
             }
             Err(_) => {}

@@ -518,7 +518,7 @@ fn refused_below(n: usize) -> Result<Response<Bytes>, Error> {
                 .expect_err("10 ms cannot hold an attempt"),
         ),
         _ => Error::Overloaded {
-            reason: "queue_full",
+            reason: ballast::Overload::QueueFull,
             retry_after: None,
         },
     })

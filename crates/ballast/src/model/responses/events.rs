@@ -16,10 +16,10 @@
 use serde_json::{Map, Value};
 
 use super::ResponseEvent;
+use crate::body::Commit;
 use crate::model::commit::error_answer;
 use crate::model::stream::Read;
 use crate::model::usage::token_usage_of;
-use crate::transport::Commit;
 
 /// The events that only say a response exists: held back until content comes.
 const PREAMBLE: [&str; 3] = ["response.created", "response.in_progress", "response.queued"];

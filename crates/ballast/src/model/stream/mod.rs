@@ -60,7 +60,7 @@ use super::responses::ResponseEvent;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
 use super::{ChatChunk, Truncation};
-use crate::breaker::StreamPermit;
+use crate::body::StreamEnd;
 use crate::sse::SseDecoder;
 use crate::{BoxError, CallContext, Cancel, OutcomeReport, Report, TokenUsage, clock};
 
@@ -214,9 +214,9 @@ pub(super) struct Reader<E> {
     /// How the stream failed, once it did: every later read says so again.
     failed: Option<StreamErrorKind>,
     /// The attempt's breaker permit, recorded when the stream ends (`None` without a breaker layer).
-    permit: Option<StreamPermit>,
+    permit: Option<Box<dyn StreamEnd>>,
     /// The call's admission slot, freed when the stream ends (with the reader).
-    _slot: Option<crate::admission::Slot>,
+    _slot: Option<Box<dyn Send>>,
 }
 
 /// Where a committed stream comes from and how to read it.

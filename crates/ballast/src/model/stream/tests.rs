@@ -99,7 +99,7 @@ async fn the_breaker_learns_how_the_stream_ended() {
             Bytes::from(format!("{rest}{}", "a".repeat(100))),
         ];
         let mut reader = reader(frames, 64, &Arc::default());
-        reader.permit = Some(StreamPermit::new(permit, Duration::ZERO, None));
+        reader.permit = Some(Box::new(StreamPermit::new(permit, Duration::ZERO, None)));
         assert!(reader.next_item().await.expect("the first chunk").is_ok());
         let end = reader.next_item().await;
         let s = breaker.snapshot(clock::now());
