@@ -34,7 +34,7 @@ impl ModelClient {
                     body: bytes,
                     status: parts.status.as_u16(),
                     headers: parts.headers,
-                    deployment: self.inner.deployments[index].name.clone(),
+                    deployment: self.route.deployments[index].name.clone(),
                     truncated: tried.truncated,
                     report: tried.report(),
                 })

@@ -16,9 +16,9 @@ use http::{HeaderValue, Request, Response};
 use tower::Service;
 
 use super::ModelClient;
-use super::client::Inner;
 use super::deployment::{DeploymentClient, InvalidModelRoute, authorization_from_env, bearer};
 use super::responses::{MemoryStateRecords, StateRecords};
+use super::route::Route;
 use crate::client::Core;
 use crate::settings::validated;
 use crate::{Body, Error, Runs};
@@ -119,8 +119,8 @@ impl ModelClient {
         let deployments = (authorization.into_iter().enumerate())
             .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(ModelClient::from_inner(Inner {
-            route,
+        Ok(ModelClient::from_route(Route {
+            config: route,
             core: Core::new(server, runs),
             deployments,
             states,

@@ -199,3 +199,11 @@ pub type ChatError = CallError;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("no model route named {0:?}")]
 pub struct UnknownRoute(pub String);
+
+/// The owner of records no caller named (a library user's calls).
+const NO_OWNER: &str = "";
+
+/// Whose call it is, for its records.
+pub(super) fn owner_of<R>(call: &ModelCall<R>) -> &str {
+    call.options.run_owner.as_deref().unwrap_or(NO_OWNER)
+}

@@ -1,7 +1,7 @@
 //! One model route's client: the call's context, the trip through the deployments (`route.rs`), then the
 //! answer, the stream, or the error — each with the report of everything tried. Every API goes the same way
 //! (`api.rs` says what differs; `answer.rs` reads an answer or a failure); the Responses API's own calls are in
-//! `responses/calls.rs`, where they may go and what they record in `responses/routing.rs`.
+//! `respond.rs`, where they may go and what they record in `routing.rs`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,19 +12,16 @@ use ballast_core::CallKind;
 use serde_json::Value;
 use tracing::Instrument as _;
 
-use super::api::{Chat, Embeddings, Protocol, Streamed};
+use super::api::{Protocol, Streamed};
 use super::call::{ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall};
-use super::deployment::DeploymentClient;
-use super::responses::StateRecords;
-use super::route::{Committed, Targets, Tried};
+use super::chat::Chat;
+use super::embeddings::Embeddings;
+use super::route::{Committed, Route, Targets, Tried};
 use super::stream::{ChatStream, ModelStream, Source};
-use crate::client::{CallError, Core, Refusal, call_span, record_end, record_request_id};
+use crate::client::{CallError, Refusal, call_span, record_end, record_request_id};
 use crate::context::scoped;
 use crate::metrics::CallMetrics;
 use crate::{CallContext, Report, clock};
-
-/// The owner of records no caller named (a library user's calls).
-const NO_OWNER: &str = "";
 
 /// A client for one configured model route: its deployments in fallback order, under one deadline, for every
 /// API the deployments speak — Chat Completions ([`complete`](ModelClient::complete),
@@ -44,7 +41,7 @@ const NO_OWNER: &str = "";
 /// upstream as the caller sent it; every field of the answer comes back as the upstream sent it.
 ///
 /// A Responses request that continues state a provider keeps (`previous_response_id`, `conversation`) goes only
-/// to the deployment that made it, with no fallback (`model/responses/state.rs`).
+/// to the deployment that made it, with no fallback (`model/routing.rs`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -75,52 +72,43 @@ const NO_OWNER: &str = "";
 /// ```
 #[derive(Clone, Debug)]
 pub struct ModelClient {
-    pub(super) inner: Arc<Inner>,
+    pub(super) route: Arc<Route>,
     metrics: Arc<CallMetrics>,
 }
 
-#[derive(Debug)]
-pub(super) struct Inner {
-    pub(super) route: ModelRoute,
-    pub(super) core: Core,
-    pub(super) deployments: Vec<DeploymentClient>,
-    /// Which deployment keeps which response's state.
-    pub(super) states: Arc<dyn StateRecords>,
-}
-
 impl ModelClient {
-    pub(super) fn from_inner(inner: Inner) -> Self {
-        let targets: Vec<&str> = inner.deployments.iter().map(|d| &*d.target).collect();
-        let metrics = Arc::new(CallMetrics::new(&inner.route.name, &targets));
+    pub(super) fn from_route(route: Route) -> Self {
+        let targets: Vec<&str> = route.deployments.iter().map(|d| &*d.target).collect();
+        let metrics = Arc::new(CallMetrics::new(&route.config.name, &targets));
         ModelClient {
-            inner: Arc::new(inner),
+            route: Arc::new(route),
             metrics,
         }
     }
 
     /// The route's name (what callers put in `model`).
     pub fn name(&self) -> &str {
-        &self.inner.route.name
+        &self.route.config.name
     }
 
     /// The route's configuration.
     pub fn config(&self) -> &ModelRoute {
-        &self.inner.route
+        &self.route.config
     }
 
     /// Whether any deployment of the route speaks `api`.
     pub fn speaks(&self, api: Api) -> bool {
-        self.inner.deployments.iter().any(|d| d.speaks(api))
+        self.route.deployments.iter().any(|d| d.speaks(api))
     }
 
     /// The circuit breaker of deployment `index` (for `/status` and tests).
     pub fn breaker(&self, index: usize) -> Option<&Arc<ballast_core::CircuitBreaker>> {
-        self.inner.deployments.get(index).map(|d| d.upstream.breaker())
+        self.route.deployments.get(index).map(|d| d.upstream.breaker())
     }
 
     /// The adaptive throttle of deployment `index` (`None` when off or no such deployment).
     pub fn throttle(&self, index: usize) -> Option<&Arc<ballast_core::AdaptiveThrottle>> {
-        self.inner
+        self.route
             .deployments
             .get(index)
             .and_then(|d| d.upstream.throttle())
@@ -128,7 +116,7 @@ impl ModelClient {
 
     /// The admission of deployment `index`: its concurrency limit and priority queue, for `/status`.
     pub fn admission(&self, index: usize) -> Option<&crate::layer::AdmissionLayer> {
-        self.inner
+        self.route
             .deployments
             .get(index)
             .and_then(|d| d.upstream.admission())
@@ -136,12 +124,12 @@ impl ModelClient {
 
     /// The name of deployment `index` (`route[index] model`), as reports and metrics give it.
     pub fn deployment(&self, index: usize) -> Option<&str> {
-        self.inner.deployments.get(index).map(|d| d.name.as_str())
+        self.route.deployments.get(index).map(|d| d.name.as_str())
     }
 
     /// The retry budget of deployment `index`.
     pub fn budget(&self, index: usize) -> Option<&Arc<dyn ballast_core::RetryBudget>> {
-        self.inner.deployments.get(index).map(|d| d.upstream.budget())
+        self.route.deployments.get(index).map(|d| d.upstream.budget())
     }
 
     /// Asks the route for a chat completion (not streamed: a request's `stream: true` and `stream_options` are
@@ -209,7 +197,7 @@ impl ModelClient {
 
     /// The span of `call` (`ballast.call`, kind `model`), for work that takes the call by value.
     pub(super) fn span_of<R>(&self, call: &ModelCall<R>) -> tracing::Span {
-        call_span("model", &self.inner.route.name, call.options.run_id.as_deref())
+        call_span("model", &self.route.config.name, call.options.run_id.as_deref())
     }
 
     /// A call of API `P` through `targets`, not streamed: its answer read as `P`'s (its tokens counted as the
@@ -225,7 +213,10 @@ impl ModelClient {
         self.refuse_unspoken(P::API, &targets)?;
         record_request_id(&span, &ctx);
         let mut tried = Tried::default();
-        let sent = self.through_route::<P>(request, &ctx, &mut tried, &targets).await;
+        let sent = self
+            .route
+            .through_route::<P>(request, &ctx, &mut tried, &targets)
+            .await;
         let result = match sent {
             Ok(committed) => self.answer::<P::Answer>(P::API, committed, &tried, count_tokens),
             Err(failure) => Err(self.failed(failure, &tried)),
@@ -270,14 +261,18 @@ impl ModelClient {
         // Each arm makes its own future: one held in a local across the await would be kept twice.
         let sent = match commit_by {
             Some(by) => {
-                let settle = self.inner.core.settle(by);
+                let settle = self.route.core.settle(by);
                 scoped(
                     settle,
-                    self.through_route::<P>(request, &ctx, &mut tried, targets),
+                    self.route.through_route::<P>(request, &ctx, &mut tried, targets),
                 )
                 .await
             }
-            None => self.through_route::<P>(request, &ctx, &mut tried, targets).await,
+            None => {
+                self.route
+                    .through_route::<P>(request, &ctx, &mut tried, targets)
+                    .await
+            }
         };
         match sent {
             Ok(committed) => {
@@ -305,10 +300,10 @@ impl ModelClient {
         committed: &Committed,
         idle: Option<Duration>,
     ) -> Source<P::Event> {
-        let route_idle = self.inner.route.stream_idle_timeout;
+        let route_idle = self.route.config.stream_idle_timeout;
         Source {
             route: self.name().to_owned(),
-            deployment: self.inner.deployments[committed.index].name.clone(),
+            deployment: self.route.deployments[committed.index].name.clone(),
             idle: idle.map_or(route_idle, |idle| idle.min(route_idle)),
             read: P::READ,
         }
@@ -318,7 +313,7 @@ impl ModelClient {
     fn refuse_unspoken(&self, api: Api, targets: &Targets) -> Result<(), CallError> {
         let speaks = match targets {
             Targets::Speaking(api) => self.speaks(*api),
-            Targets::Pinned(index) => self.inner.deployments[*index].speaks(api),
+            Targets::Pinned(index) => self.route.deployments[*index].speaks(api),
         };
         if speaks {
             Ok(())
@@ -328,11 +323,7 @@ impl ModelClient {
     }
 
     pub(super) fn refused(&self, refusal: Refusal) -> CallError {
-        CallError::Refused {
-            target: self.name().to_owned(),
-            refusal,
-            report: Box::default(),
-        }
+        self.route.refused(refusal)
     }
 
     /// The call's context (deadline: the call's, the scope's and the run's earliest; cancellation); each
@@ -340,9 +331,9 @@ impl ModelClient {
     pub(super) fn context<R>(&self, call: &ModelCall<R>) -> CallContext {
         let kind = CallKind::Model;
         let report = Report::default();
-        let configured = self.inner.route.priority;
+        let configured = self.route.config.priority;
         let priority = call.priority.map_or(configured, |p| p.min(configured));
-        self.inner
+        self.route
             .core
             .context(&call.options, kind, priority, None, report, clock::now())
     }
@@ -362,23 +353,4 @@ fn ask_for_usage(extra: &mut serde_json::Map<String, Value>) -> bool {
     let asked = options.get("include_usage") == Some(&Value::Bool(true));
     options.insert("include_usage".into(), Value::Bool(true));
     asked
-}
-
-/// Whose call it is, for its records.
-pub(super) fn owner_of<R>(call: &ModelCall<R>) -> &str {
-    call.options.run_owner.as_deref().unwrap_or(NO_OWNER)
-}
-
-/// The id of the response a Responses stream's first events name (`response.created`'s `response.id`).
-pub(super) fn response_id_in(head: &[u8]) -> Option<String> {
-    let mut decoder = crate::sse::SseDecoder::new(head.len().max(1));
-    decoder.push(head);
-    while let Ok(Some(event)) = decoder.next_event() {
-        if let Ok(value) = serde_json::from_str::<Value>(&event)
-            && let Some(id) = value.pointer("/response/id").and_then(Value::as_str)
-        {
-            return Some(id.to_owned());
-        }
-    }
-    None
 }

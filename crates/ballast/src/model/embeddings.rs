@@ -4,7 +4,11 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+use ballast_config::Api;
+
+use super::api::Protocol;
 use super::object::{ObjectWriter, read_object};
+use super::{CannotTruncate, Truncation, TruncationGoal};
 
 /// A `POST /embeddings` request.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +94,24 @@ impl Serialize for EmbeddingsResponse {
         object.field("data", Some(&self.data))?;
         object.field("usage", self.usage.as_ref())?;
         object.end()
+    }
+}
+
+/// Embeddings: `POST /embeddings`.
+pub(crate) struct Embeddings;
+
+impl Protocol for Embeddings {
+    const API: Api = Api::Embeddings;
+    type Request = EmbeddingsRequest;
+    type Answer = EmbeddingsResponse;
+
+    fn set_model(request: &mut EmbeddingsRequest, model: &str) {
+        model.clone_into(&mut request.model);
+    }
+
+    fn truncate(_: &mut EmbeddingsRequest, _: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+        // An input to embed has no turns: a text too long for the model is the caller's to shorten.
+        Err(CannotTruncate::NothingToDrop)
     }
 }
 

@@ -2,17 +2,30 @@
 //! API they speak — Chat Completions, the Responses API and embeddings — with what an upstream's error answer
 //! means and how a conversation is cut to fit a context window.
 //!
+//! Plain data and the protocols (nothing here sends anything):
 //! - `types` — [`ChatRequest`], [`Message`], [`ChatResponse`], [`ChatChunk`], [`Usage`]: the chat bodies, typed
 //!   where Ballast reads a field, every other key passed through untouched both ways.
+//! - `api` (private) — the `Protocol` trait each API implements: how a request names its model and is
+//!   cut to fit, where its stream commits and what each later event means. It names no API.
+//! - `chat` (private) — Chat Completions as a protocol, beside its commit rule.
 //! - `responses` — [`ResponsesRequest`], [`InputItem`], [`ResponseObject`], [`ResponseEvent`]: the Responses
-//!   bodies, kept the same way; where a Responses stream commits; [`truncate_input`]; and [`StateRecords`], which
-//!   deployment keeps which response.
-//! - `embeddings` — [`EmbeddingsRequest`], [`EmbeddingsResponse`].
+//!   bodies, kept the same way; the protocol and where its stream commits; [`truncate_input`]; and
+//!   [`StateRecords`], which deployment keeps which response.
+//! - `embeddings` — [`EmbeddingsRequest`], [`EmbeddingsResponse`], and the protocol.
 //! - `provider` — [`ProviderError`]: an upstream's error answer classified (context length, quota, rate limit,
 //!   overload, ...) from its structured code first, then the per-provider context-length wordings.
 //! - `truncate` — [`truncate`]: drop whole older turns to fit a context window, never splitting a tool group.
-//! - `api` (private) — what differs between the APIs, so that one client core (`client`, `route`) and one
-//!   stream core (`stream`: [`ModelStream`]) serve them all.
+//!
+//! The pipeline, each module using only those above it (`scripts/module-cycles` checks it):
+//! - `deployment` — one deployment's stack (deadline, retry, breaker, attempt) and what it speaks;
+//! - `context` — what a route does with a context-length error;
+//! - `call` — the call and answer types;
+//! - `route` — the route (`Route`: its settings and deployments) and its walk through them, generic over the
+//!   protocol: the primary's share, the fallback rule, the verdict of each trip; `routing` — where a Responses
+//!   call may go and what it records, asked of the route before and after its walk;
+//! - `stream` — [`ModelStream`]: a stream after its commit point, for every streamed protocol;
+//! - `client` — [`ModelClient`]: a call's context, the walk, then the answer (`answer`) or the stream; `respond`
+//!   — its Responses calls; `builder`, `clients` — building clients from code or config.
 //!
 //! The clients: [`ModelClient`] (one model route over its deployments) and [`ModelClients`] (every route of a
 //! config: [`ModelClients::from_config`], API keys from the process environment, or
@@ -43,15 +56,17 @@ mod answer;
 mod api;
 mod builder;
 mod call;
+mod chat;
 mod client;
 mod clients;
-mod commit;
 mod context;
 mod deployment;
 mod embeddings;
 mod object;
+mod respond;
 mod responses;
 mod route;
+mod routing;
 mod stream;
 mod usage;
 

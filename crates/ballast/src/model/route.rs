@@ -30,11 +30,13 @@ use bytes::Bytes;
 use http::Response;
 
 use super::api::Protocol;
-use super::client::ModelClient;
 use super::context::{ContextVerdict, classify, on_context_length};
 use super::deployment::DeploymentClient;
+use super::responses::StateRecords;
 use super::{ProviderErrorKind, Truncation};
-use crate::client::Failure;
+use ballast_config::ModelRoute;
+
+use crate::client::{CallError, Core, Failure, Refusal};
 use crate::context::shared;
 use crate::outcome::{Trip, Verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock};
@@ -106,11 +108,43 @@ pub(super) enum Targets {
     Pinned(usize),
 }
 
-impl ModelClient {
+/// A model route as its calls walk it: its settings, the client core (runs, deadlines, the body limit), its
+/// deployments in fallback order, and where each kept response's state lives.
+#[derive(Debug)]
+pub(super) struct Route {
+    pub(super) config: ModelRoute,
+    pub(super) core: Core,
+    pub(super) deployments: Vec<DeploymentClient>,
+    /// Which deployment keeps which response's state.
+    pub(super) states: Arc<dyn StateRecords>,
+}
+
+impl Route {
+    /// The route's name (what callers put in `model`).
+    pub(super) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// A refusal of the route's, with nothing sent.
+    pub(super) fn refused(&self, refusal: Refusal) -> CallError {
+        CallError::Refused {
+            target: self.name().to_owned(),
+            refusal,
+            report: Box::default(),
+        }
+    }
+
+    /// The index of the deployment named `name` (`route[index] model`).
+    pub(super) fn index_of(&self, name: &str) -> usize {
+        (self.deployments.iter())
+            .position(|d| d.name == name)
+            .expect("an answer names a deployment of its route")
+    }
+
     /// The deployments `targets` names, in order.
     pub(super) fn order(&self, targets: &Targets) -> Vec<usize> {
         match targets {
-            Targets::Speaking(api) => (self.inner.deployments.iter().enumerate())
+            Targets::Speaking(api) => (self.deployments.iter().enumerate())
                 .filter(|(_, d)| d.speaks(*api))
                 .map(|(index, _)| index)
                 .collect(),
@@ -127,13 +161,13 @@ impl ModelClient {
         tried: &mut Tried,
         targets: &Targets,
     ) -> Result<Committed, Failure> {
-        let deployments = &self.inner.deployments;
+        let deployments = &self.deployments;
         let order = self.order(targets);
         let started = clock::now();
         tried.started = Some(started);
         let share_until = (order.len() > 1).then(|| {
             let remaining = ctx.effective_deadline().remaining(started);
-            started + remaining.mul_f64(self.inner.route.primary_share)
+            started + remaining.mul_f64(self.config.primary_share)
         });
         let mut failure = Failure::Error(Error::Cancelled);
         for (place, &index) in order.iter().enumerate() {
@@ -215,7 +249,7 @@ impl ModelClient {
         ctx: &CallContext,
         tried: &mut Tried,
     ) -> Result<Committed, Failure> {
-        let deployment = &self.inner.deployments[index];
+        let deployment = &self.deployments[index];
         tried.started = Some(clock::now());
         let report = Report::default();
         report.update(|r| r.target.clone_from(&deployment.name));
@@ -277,7 +311,7 @@ impl ModelClient {
     ) -> Result<Bytes, Error> {
         let mut request = request.clone();
         P::set_model(&mut request, &deployment.config.model);
-        self.inner.core.encode(&request)
+        self.core.encode(&request)
     }
 
     /// What to do after a trip that did not succeed and stopped for `stop` (module docs).
@@ -291,7 +325,7 @@ impl ModelClient {
     ) -> Then {
         if let Failure::Answer(response) = failure {
             let error = classify(response);
-            match on_context_length::<P>(&self.inner.route, &error, request) {
+            match on_context_length::<P>(&self.config, &error, request) {
                 ContextVerdict::NotContextLength => {}
                 ContextVerdict::Fallback => return Then::NextDeployment,
                 ContextVerdict::Answer => return Then::End,

@@ -1,5 +1,5 @@
-//! A Responses stream's events (DESIGN.md, "Streaming"): where it commits (`commit`) and what each event after
-//! that means (`read_event`).
+//! The Responses API as a protocol of the model pipeline ([`Responses`]): where its stream commits (DESIGN.md,
+//! "Streaming": `commit`) and what each event after that means (`read_event`).
 //!
 //! Before the commit point: `response.created`, `response.in_progress` and `response.queued` carry nothing for
 //! the caller and are held back with the status line; every other event commits — output items, content parts,
@@ -15,17 +15,49 @@
 
 use serde_json::{Map, Value};
 
-use super::ResponseEvent;
-use crate::body::Commit;
-use crate::model::commit::error_answer;
-use crate::model::stream::Read;
+use super::{Input, ResponseEvent, ResponseObject, ResponsesRequest, truncate_input};
+use crate::body::{Commit, CommitRule};
+use crate::model::api::{Protocol, Read, Streamed, error_answer, set_stream};
 use crate::model::usage::token_usage_of;
+use crate::model::{CannotTruncate, Truncation, TruncationGoal};
+use ballast_config::Api;
 
 /// The events that only say a response exists: held back until content comes.
 const PREAMBLE: [&str; 3] = ["response.created", "response.in_progress", "response.queued"];
 
 /// The events after which a response's stream is over, and went well.
 const TERMINAL: [&str; 2] = ["response.completed", "response.incomplete"];
+
+/// The Responses API: `POST /responses`.
+pub(crate) struct Responses;
+
+impl Protocol for Responses {
+    const API: Api = Api::Responses;
+    type Request = ResponsesRequest;
+    type Answer = ResponseObject;
+
+    fn set_model(request: &mut ResponsesRequest, model: &str) {
+        model.clone_into(&mut request.model);
+    }
+
+    fn truncate(request: &mut ResponsesRequest, goal: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+        match &mut request.input {
+            Some(Input::Items(items)) => truncate_input(items, goal),
+            // A text, or state the provider keeps (`previous_response_id`): nothing here to drop.
+            _ => Err(CannotTruncate::NothingToDrop),
+        }
+    }
+}
+
+impl Streamed for Responses {
+    type Event = ResponseEvent;
+    const COMMIT: CommitRule = commit;
+    const READ: fn(&str) -> Read<ResponseEvent> = read_event;
+
+    fn set_stream(request: &mut ResponsesRequest, stream: bool) {
+        set_stream(&mut request.stream, &mut request.extra, stream);
+    }
+}
 
 /// What event `data` of a Responses stream means before the commit point (module docs).
 pub(crate) fn commit(data: &str) -> Commit {

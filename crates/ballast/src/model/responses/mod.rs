@@ -2,19 +2,17 @@
 //! bodies (`types`), the stream's commit point and events (`events`), truncation of input items (`truncate`),
 //! and the records of which deployment keeps a response's state (`state`).
 //!
-//! The calls are [`ModelClient`](crate::ModelClient)'s — [`respond`](crate::ModelClient::respond),
+//! Plain data and the protocol: nothing here calls anything. The calls are [`ModelClient`](crate::ModelClient)'s — [`respond`](crate::ModelClient::respond),
 //! [`respond_stream`](crate::ModelClient::respond_stream), [`retrieve_response`](crate::ModelClient::retrieve_response),
 //! [`delete_response`](crate::ModelClient::delete_response), [`cancel_response`](crate::ModelClient::cancel_response)
 //! — under the same deadline, retries, breakers, throttle, admission, fallbacks and token accounting as chat.
 
-mod calls;
 mod events;
-mod routing;
 mod state;
 mod truncate;
 mod types;
 
-pub(crate) use events::{commit, read_event};
+pub(crate) use events::Responses;
 #[cfg(feature = "idempotency")]
 pub use state::StoreStateRecords;
 pub use state::{MemoryStateRecords, StateHome, StateId, StateRecordError, StateRecords};

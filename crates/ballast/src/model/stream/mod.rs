@@ -56,6 +56,7 @@ use http_body_util::BodyExt as _;
 use http_body_util::combinators::UnsyncBoxBody;
 use serde_json::Value;
 
+use super::api::Read;
 use super::responses::ResponseEvent;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
@@ -136,23 +137,6 @@ fn describe(kind: &StreamErrorKind) -> String {
              stopped; the answer is incomplete"
         ),
     }
-}
-
-/// What one event after the commit point means (each API's rule, `model/api.rs`).
-#[derive(Debug)]
-pub(crate) enum Read<E> {
-    /// An event for the caller, with the usage it reports, if any.
-    Item(E, Option<TokenUsage>),
-    /// The API's end event, handed on too (`response.completed`): the stream ends well after it.
-    Last(E, Option<TokenUsage>),
-    /// The API's end marker, not handed on (`[DONE]`): the stream ends well.
-    End,
-    /// The upstream's error event: its error object.
-    Upstream(Value),
-    /// An event that is not the API's.
-    Malformed(String),
-    /// The stream ended in a way that is not its API's end.
-    Cut,
 }
 
 /// A streamed answer after its commit point: a [`Stream`] of events whose last item, when it fails, is an

@@ -25,7 +25,7 @@ fn reader(frames: Vec<Bytes>, limit: usize, pulled: &Arc<AtomicUsize>) -> Reader
         route: "agent".into(),
         decoder: SseDecoder::new(limit),
         body: Some(StreamBody::new(frames).boxed_unsync()),
-        read: <crate::model::api::Chat as crate::model::api::Streamed>::READ,
+        read: <crate::model::chat::Chat as crate::model::api::Streamed>::READ,
         idle: Duration::from_secs(30),
         deadline: Deadline::after(now, Duration::from_secs(60)),
         last_heard: now,

@@ -8,13 +8,13 @@ use ballast_config::Api;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::StateId;
+use super::api::Streamed;
+use super::call::{ModelAnswer, ResponseIdCall, ResponsesAnswer, ResponsesCall, owner_of};
+use super::client::ModelClient;
+use super::responses::{Responses, StateId};
+use super::route::Tried;
+use super::stream::{ModelStream, ResponseStream};
 use crate::client::{CallError, Refusal, record_request_id};
-use crate::model::api::{Responses, Streamed};
-use crate::model::call::{ModelAnswer, ResponseIdCall, ResponsesAnswer, ResponsesCall};
-use crate::model::client::{ModelClient, owner_of, response_id_in};
-use crate::model::route::Tried;
-use crate::model::stream::{ModelStream, ResponseStream};
 
 impl ModelClient {
     /// Asks the route for a response (the Responses API, not streamed: `stream` is dropped; use
@@ -30,18 +30,19 @@ impl ModelClient {
         Responses::set_stream(&mut call.request, false);
         self.in_span(self.span_of(&call), |span| async move {
             let ctx = self.context(&call);
-            let routed = self.route_responses(&call, &ctx).await?;
+            let routed = self.route.route_responses(&call, &ctx).await?;
             let answer = self
                 .unary::<Responses>(call.request, ctx.clone(), routed.targets.clone(), span, true)
                 .await?;
-            let index = self.index_of(&answer.deployment);
-            self.record_state(
-                &routed,
-                Some(answer.response.id.clone()),
-                index,
-                ctx.effective_deadline(),
-            )
-            .await;
+            let index = self.route.index_of(&answer.deployment);
+            self.route
+                .record_state(
+                    &routed,
+                    Some(answer.response.id.clone()),
+                    index,
+                    ctx.effective_deadline(),
+                )
+                .await;
             Ok(answer)
         })
     }
@@ -59,7 +60,7 @@ impl ModelClient {
         Responses::set_stream(&mut call.request, true);
         self.in_span(self.span_of(&call), |span| async move {
             let ctx = self.context(&call);
-            let routed = self.route_responses(&call, &ctx).await?;
+            let routed = self.route.route_responses(&call, &ctx).await?;
             let commit_by = call.commit_by;
             let (committed, tried, ctx) = self
                 .to_commit::<Responses>(call.request, ctx, &routed.targets, commit_by, &span)
@@ -71,8 +72,8 @@ impl ModelClient {
             let by = commit_by.map_or(ctx.effective_deadline(), |by| {
                 by.earliest(&ctx.effective_deadline())
             });
-            let index = self.index_of(stream.deployment());
-            self.record_state(&routed, id, index, by).await;
+            let index = self.route.index_of(stream.deployment());
+            self.route.record_state(&routed, id, index, by).await;
             Ok(stream)
         })
     }
@@ -122,20 +123,20 @@ impl ModelClient {
     ) -> Result<ModelAnswer<T>, CallError> {
         let ctx = self.context(&call);
         let id = StateId::Response(call.request.id.clone());
-        let index = self.home(owner_of(&call), &id, &ctx).await?;
+        let index = self.route.home(owner_of(&call), &id, &ctx).await?;
         let query = call
             .request
             .query
             .as_deref()
             .map_or_else(String::new, |q| format!("?{q}"));
         let Some(uri) =
-            self.inner.deployments[index].uri_of(&format!("/responses/{}{suffix}{query}", id.id()))
+            self.route.deployments[index].uri_of(&format!("/responses/{}{suffix}{query}", id.id()))
         else {
             return Err(self.refused(Refusal::InvalidId(id.id().to_owned())));
         };
         record_request_id(&span, &ctx);
         let mut tried = Tried::default();
-        let sent = self.state_trip(index, method, uri, &ctx, &mut tried).await;
+        let sent = self.route.state_trip(index, method, uri, &ctx, &mut tried).await;
         let result = match sent {
             Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried, false),
             Err(failure) => Err(self.failed(failure, &tried)),
@@ -143,11 +144,18 @@ impl ModelClient {
         self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
         result
     }
+}
 
-    /// The index of the deployment named `name` (`route[index] model`).
-    pub(super) fn index_of(&self, name: &str) -> usize {
-        (self.inner.deployments.iter())
-            .position(|d| d.name == name)
-            .expect("an answer names a deployment of its route")
+/// The id of the response a Responses stream's first events name (`response.created`'s `response.id`).
+pub(super) fn response_id_in(head: &[u8]) -> Option<String> {
+    let mut decoder = crate::sse::SseDecoder::new(head.len().max(1));
+    decoder.push(head);
+    while let Ok(Some(event)) = decoder.next_event() {
+        if let Ok(value) = serde_json::from_str::<Value>(&event)
+            && let Some(id) = value.pointer("/response/id").and_then(Value::as_str)
+        {
+            return Some(id.to_owned());
+        }
     }
+    None
 }

@@ -1,4 +1,5 @@
-//! Where a Responses call may go, and what it records (`state.rs` says why).
+//! Where a Responses call may go, and what it records (`responses/state.rs` says why): questions the route
+//! answers before and after its walk.
 //!
 //! - A call that continues a response (`previous_response_id`) goes to the deployment the records name for its
 //!   owner, and only there; a response the owner did not make here is refused, and nothing is sent.
@@ -17,11 +18,10 @@ use std::time::Duration;
 use ballast_config::Api;
 use ballast_core::Deadline;
 
-use super::{StateHome, StateId, StateRecordError, is_state_id};
+use super::call::{ResponsesCall, owner_of};
+use super::responses::{StateHome, StateId, StateRecordError, StateRecords, is_state_id};
+use super::route::{Route, Targets};
 use crate::client::{CallError, Refusal};
-use crate::model::call::ResponsesCall;
-use crate::model::client::{ModelClient, owner_of};
-use crate::model::route::Targets;
 use crate::{CallContext, clock};
 
 /// The owner every conversation is also recorded under, so a second caller cannot take over another's.
@@ -42,7 +42,7 @@ pub(in crate::model) struct Routed {
     starts: Option<StateId>,
 }
 
-impl ModelClient {
+impl Route {
     /// Where `call` may go (module docs), its records read within `ctx`'s deadline.
     pub(in crate::model) async fn route_responses(
         &self,
@@ -116,7 +116,7 @@ impl ModelClient {
     ) -> Result<Option<StateHome>, CallError> {
         let deadline = ctx.effective_deadline();
         let until = clock::to_tokio(deadline.instant() - deadline.reserve());
-        match tokio::time::timeout_at(until, self.inner.states.find(owner, id)).await {
+        match tokio::time::timeout_at(until, self.states.find(owner, id)).await {
             Ok(found) => found.map_err(|e| self.refused(Refusal::StateRecords(e))),
             Err(_late) => Err(self.refused(Refusal::StateRecords(StateRecordError {
                 id: id.to_string(),
@@ -128,7 +128,7 @@ impl ModelClient {
 
     /// The deployment `home` names, among those that speak the Responses API.
     fn index_of_home(&self, home: &StateHome, id: &StateId) -> Result<usize, CallError> {
-        (self.inner.deployments.iter())
+        (self.deployments.iter())
             .position(|d| d.speaks(Api::Responses) && d.home() == *home)
             .ok_or_else(|| self.refused(Refusal::UnknownState(id.to_string())))
     }
@@ -142,7 +142,7 @@ impl ModelClient {
         index: usize,
         by: Deadline,
     ) {
-        let home = self.inner.deployments[index].home();
+        let home = self.deployments[index].home();
         let mut records: Vec<(String, StateId)> = Vec::new();
         if let Some(id) = response.filter(|_| routed.keeps) {
             records.push((routed.owner.clone(), StateId::Response(id)));
@@ -155,7 +155,7 @@ impl ModelClient {
         if records.is_empty() {
             return;
         }
-        let states = std::sync::Arc::clone(&self.inner.states);
+        let states = std::sync::Arc::clone(&self.states);
         let route = self.name().to_owned();
         let writing = crate::background::spawn(async move {
             for (owner, id) in records {
@@ -170,7 +170,7 @@ impl ModelClient {
 
 /// Writes one record, trying again a few times when the store fails.
 async fn write_with_retries(
-    states: &dyn super::StateRecords,
+    states: &dyn StateRecords,
     route: &str,
     owner: &str,
     id: &StateId,

@@ -1,5 +1,6 @@
-//! Where a streamed answer commits (DESIGN.md, "Streaming"): what each event read before that point means, for
-//! chat completions (`commit`) and, shared by every API, an error sent as an event (`error_answer`).
+//! Chat Completions (`POST /chat/completions`) as a protocol of the model pipeline ([`Chat`]): where its stream
+//! commits (DESIGN.md, "Streaming": `commit`) and what each event after that means (`read_chat_event`); the
+//! bodies are `types.rs`'.
 //!
 //! The transport reads a streamed 2xx event by event until the API's rule says one commits; until then the
 //! stream is an attempt like any other, retried or moved to the next deployment when it fails.
@@ -16,12 +17,59 @@
 //! it as any error answer — an insufficient quota moves to the next deployment and skips this one, a server error
 //! is retried — and the caller never sees the failed deployment.
 
-use serde_json::{Value, json};
+use ballast_config::Api;
+use serde_json::Value;
 
-use super::ChatChunk;
-use super::provider::status_of_error_event;
-use crate::body::Commit;
+use super::api::{Protocol, Read, Streamed, error_answer, set_stream};
+use super::{
+    CannotTruncate, ChatChunk, ChatRequest, ChatResponse, Truncation, TruncationGoal, truncate, usage,
+};
+use crate::body::{Commit, CommitRule};
 use crate::sse::DONE;
+
+/// Chat Completions: `POST /chat/completions`.
+pub(crate) struct Chat;
+
+impl Protocol for Chat {
+    const API: Api = Api::Chat;
+    type Request = ChatRequest;
+    type Answer = ChatResponse;
+
+    fn set_model(request: &mut ChatRequest, model: &str) {
+        model.clone_into(&mut request.model);
+    }
+
+    fn truncate(request: &mut ChatRequest, goal: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+        truncate(&mut request.messages, goal)
+    }
+}
+
+impl Streamed for Chat {
+    type Event = ChatChunk;
+    const COMMIT: CommitRule = commit;
+    const READ: fn(&str) -> Read<ChatChunk> = read_chat_event;
+
+    fn set_stream(request: &mut ChatRequest, stream: bool) {
+        set_stream(&mut request.stream, &mut request.extra, stream);
+    }
+}
+
+/// A chat stream's event after its commit point: a chunk (its `usage` counted), `[DONE]` (the clean end), an
+/// error object, or something that is not a chunk.
+fn read_chat_event(data: &str) -> Read<ChatChunk> {
+    if data.trim() == DONE {
+        return Read::End;
+    }
+    match read_chat(data) {
+        ChatEvent::Chunk(chunk) => {
+            let tokens = (chunk.usage.as_ref()).and_then(|u| serde_json::to_value(u).ok());
+            let tokens = tokens.as_ref().and_then(usage::token_usage_of);
+            Read::Item(chunk, tokens)
+        }
+        ChatEvent::Error(error) => Read::Upstream(error),
+        ChatEvent::Neither { chunk, .. } => Read::Malformed(chunk.to_string()),
+    }
+}
 
 /// What event `data` of a chat stream means before the commit point (module docs).
 pub(super) fn commit(data: &str) -> Commit {
@@ -103,18 +151,6 @@ fn is_preamble(chunk: &ChatChunk) -> bool {
         };
         !finished && delta_is_bare
     })
-}
-
-/// An error sent as an event before the commit point, as the attempt's error answer: `error` (the error object,
-/// in whichever shape the API sends it) in OpenAI's envelope, with the status its code stands for.
-pub(super) fn error_answer(error: &Value) -> Commit {
-    let body = json!({ "error": error });
-    let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    let status = status_of_error_event(&bytes);
-    Commit::Error {
-        status,
-        body: bytes.into(),
-    }
 }
 
 #[cfg(test)]
