@@ -6,13 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ballast::idempotency::store::{self as stores, CheckedStore, IdempotencyStore, StoreOptions};
 use ballast::model::{ModelClients, StoreStateRecords};
-use ballast::{Body, Error, Runs, ToolClients};
+use ballast::transport::Transport;
+use ballast::{Runs, ToolClients};
 use ballast_config::{Config, Env, StoreLocation};
-use bytes::Bytes;
-use http::{Request, Response};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
-use tower::Service;
 
 use crate::StartError;
 use crate::auth::Principals;
@@ -66,15 +64,13 @@ impl Gateway {
 
     /// [`Gateway::open`], sending tool calls through `transport` (in tests, a `ServiceTransport` over the chaos
     /// router).
-    pub async fn open_with_transport<T, B>(
+    pub async fn open_with_transport<T>(
         config: Config,
         env: &dyn Env,
         transport: T,
     ) -> Result<Gateway, StartError>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let principals = Principals::from_config(&config, env)?;
         let store_url = match &config.store.location {

@@ -82,6 +82,7 @@ use self::headers::{PerTry, set_attempt_headers};
 use self::record::AttemptRecorder;
 use crate::context::share_end;
 use crate::deadline::kind_for_method;
+use crate::transport::Answer;
 use crate::{AttemptNumber, Body, CallContext, Cancel, Error, Report, clock, current_deadline};
 
 /// The header that names a side-effecting operation, logged when its attempt finishes after the caller left.
@@ -95,11 +96,11 @@ pub struct AttemptService<S> {
     per_try: Arc<PerTry>,
 }
 
-impl<S, B> Service<Request<Bytes>> for AttemptService<S>
+impl<S> Service<Request<Bytes>> for AttemptService<S>
 where
-    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + 'static,
+    S: Service<Request<Bytes>, Error = Error> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    B: Into<Body> + 'static,
+    S::Response: Answer,
 {
     type Response = Response<Body>;
     type Error = Error;
@@ -182,15 +183,15 @@ impl Call {
 /// labelled and its report line started now. A read-only or model attempt calls the transport now too, and its
 /// future waits for the answer; a side-effecting one calls it from its own task, which lives on if the caller
 /// leaves.
-fn attempt<S, B>(
+fn attempt<S>(
     mut inner: S,
     per_try: &PerTry,
     mut request: Request<Bytes>,
 ) -> BoxFuture<'static, Result<Response<Body>, Error>>
 where
-    S: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Send + 'static,
+    S: Service<Request<Bytes>, Error = Error> + Send + 'static,
     S::Future: Send + 'static,
-    B: Into<Body> + 'static,
+    S::Response: Answer,
 {
     let call = Call::of(&request);
     if call.cancel.is_cancelled() {
@@ -296,18 +297,18 @@ fn saturating_millis(duration: Duration) -> u64 {
 
 /// The transport's answer to an attempt (`exchange`: the transport's call and the reading of its answer), until
 /// `expiry` ([`Error::Timeout`] after `timeout`, `by_deadline` when that was what the call's deadline left).
-fn bounded<F, B>(
+fn bounded<F, A>(
     exchange: F,
     expiry: tokio::time::Instant,
     timeout: Duration,
     by_deadline: bool,
 ) -> impl Future<Output = Result<Response<Body>, Error>> + Send + 'static
 where
-    F: Future<Output = Result<Response<B>, Error>> + Send + 'static,
-    B: Into<Body> + 'static,
+    F: Future<Output = Result<A, Error>> + Send + 'static,
+    A: Answer,
 {
     tokio::time::timeout_at(expiry, exchange).map(move |outcome| match outcome {
-        Ok(answered) => answered.map(|response| response.map(Into::into)),
+        Ok(answered) => answered.map(Answer::into_answer),
         Err(_elapsed) => Err(Error::Timeout {
             after: timeout,
             by_deadline,

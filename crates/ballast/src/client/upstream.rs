@@ -26,6 +26,7 @@ use crate::admission::{ReachedUpstream, holding};
 use crate::deadline::{Bounded, bound};
 use crate::outcome::Trip;
 use crate::retry::{Polling, Shared, run};
+use crate::transport::Transport;
 use crate::{AdmissionLayer, AttemptLayer, Body, BreakerLayer, CallContext, Error, RetryLayer, clock};
 
 /// One upstream's stack: its admission, its retry policy and budget, its throttle and breaker, and the
@@ -50,11 +51,9 @@ pub(crate) struct Parts {
 
 impl Upstream {
     /// The upstream of `parts`, sending through `transport`.
-    pub(crate) fn new<T, B>(parts: Parts, transport: T) -> Self
+    pub(crate) fn new<T>(parts: Parts, transport: T) -> Self
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let attempts = BreakerLayer::new(Arc::clone(&parts.breaker))
             .with_throttle(parts.throttle.clone())

@@ -11,17 +11,16 @@ use ballast_config::{
     ServerConfig,
 };
 use ballast_core::{BreakerConfig, Priority, ThrottleConfig};
-use bytes::Bytes;
-use http::{HeaderValue, Request, Response};
-use tower::Service;
+use http::HeaderValue;
 
 use super::ModelClient;
 use super::deployment::{DeploymentClient, InvalidModelRoute, authorization_from_env, bearer};
 use super::responses::{MemoryStateRecords, StateRecords};
 use super::route::Route;
+use crate::Runs;
 use crate::client::Core;
 use crate::settings::validated;
-use crate::{Body, Error, Runs};
+use crate::transport::Transport;
 
 /// A [`ModelClient`] in the making: a model route's settings and `[server]`'s, each at the default a config file
 /// gives an omitted key, its deployments in fallback order; checked by the configuration's rules at
@@ -103,7 +102,7 @@ impl ModelClient {
 
     /// The client of `route` under `server`'s settings, each deployment sending its `authorization` (by index)
     /// through `transport`, its calls joining `runs`.
-    pub(super) fn assemble<T, B>(
+    pub(super) fn assemble<T>(
         route: ModelRoute,
         server: &ServerConfig,
         authorization: Vec<Option<HeaderValue>>,
@@ -112,9 +111,7 @@ impl ModelClient {
         states: Arc<dyn StateRecords>,
     ) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let deployments = (authorization.into_iter().enumerate())
             .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
@@ -315,11 +312,9 @@ impl ModelClientBuilder {
 
     /// The client, sending through `transport`; or every setting the configuration's rules refuse
     /// ([`InvalidModelRoute::Settings`], each with its field), or an API key that cannot be sent or is not set.
-    pub fn build<T, B>(self, transport: T) -> Result<ModelClient, InvalidModelRoute>
+    pub fn build<T>(self, transport: T) -> Result<ModelClient, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let mut route = self.route;
         let name = route.name.clone();

@@ -5,15 +5,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballast_config::{Config, Env, ProcessEnv};
-use bytes::Bytes;
-use http::{Request, Response};
-use tower::Service;
 
 use super::ModelClient;
 use super::call::UnknownRoute;
 use super::deployment::{InvalidModelRoute, authorization_from_env};
 use super::responses::{MemoryStateRecords, StateRecords};
-use crate::{Body, Error, Runs};
+use crate::Runs;
+use crate::transport::Transport;
 
 /// The clients of every model route of a configuration, sharing one transport and one registry of runs (which
 /// may be shared with the tools' clients too).
@@ -33,11 +31,9 @@ impl ModelClients {
     /// deployments name in `api_key_env`, so a config that names none reads nothing. A key that is missing is an
     /// error now, not at the first call. The clients keep their own registry of runs; an agent that also calls
     /// tools builds both on one with [`ModelClients::from_config_with_runs`].
-    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidModelRoute>
+    pub fn from_config<T>(config: &Config, transport: T) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let runs = Arc::new(Runs::of(&config.run));
         Self::from_config_with_runs(config, transport, runs)
@@ -48,31 +44,27 @@ impl ModelClients {
     /// ([`ToolClients::from_config_with_runs`](crate::ToolClients::from_config_with_runs)) and a run's deadline
     /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
     /// request, not three for its model calls and three more for its tools.
-    pub fn from_config_with_runs<T, B>(
+    pub fn from_config_with_runs<T>(
         config: &Config,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         Self::from_config_with_env(config, &ProcessEnv, transport, runs)
     }
 
     /// [`ModelClients::from_config_with_runs`] with the API keys read from `env` instead of the process
     /// environment: tests (a `HashMap`, a closure), or keys kept somewhere else.
-    pub fn from_config_with_env<T, B>(
+    pub fn from_config_with_env<T>(
         config: &Config,
         env: &dyn Env,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let states = Arc::new(MemoryStateRecords::default());
         Self::from_config_with_records(config, env, transport, runs, states)
@@ -81,7 +73,7 @@ impl ModelClients {
     /// [`ModelClients::from_config_with_env`] with the records of which deployment keeps which response in
     /// `records` (the gateway's: [`StoreStateRecords`](super::StoreStateRecords) over its store), shared by
     /// every route.
-    pub fn from_config_with_records<T, B>(
+    pub fn from_config_with_records<T>(
         config: &Config,
         env: &dyn Env,
         transport: T,
@@ -89,9 +81,7 @@ impl ModelClients {
         records: Arc<dyn StateRecords>,
     ) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let mut clients = HashMap::new();
         for route in &config.models {

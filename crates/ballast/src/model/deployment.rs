@@ -18,14 +18,14 @@ use ballast_config::{
 };
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, Uri};
-use tower::Service;
+use http::{HeaderValue, Request, Uri};
 
 use super::responses::StateHome;
+use crate::CallContext;
 use crate::client::{Upstream, upstream};
 use crate::outcome::Trip;
 use crate::retry::Polling;
-use crate::{Body, CallContext, Error};
+use crate::transport::Transport;
 
 /// A model route whose settings the client cannot use.
 #[derive(Debug, thiserror::Error)]
@@ -110,7 +110,7 @@ pub(super) const QUOTA_SKIP: Duration = Duration::from_secs(60);
 impl DeploymentClient {
     /// Deployment `index` of `route`, sending `authorization` (its API key, read by the caller), through
     /// `transport`.
-    pub(super) fn build<T, B>(
+    pub(super) fn build<T>(
         route: &ModelRoute,
         index: usize,
         server: &ServerConfig,
@@ -118,9 +118,7 @@ impl DeploymentClient {
         transport: T,
     ) -> Result<Self, InvalidModelRoute>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let config = route.deployments[index].clone();
         let base = config.base_url.trim_end_matches('/').to_owned();

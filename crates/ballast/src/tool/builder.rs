@@ -9,16 +9,14 @@ use ballast_config::{
     Upstream, UpstreamHeader,
 };
 use ballast_core::{BreakerConfig, Priority, ThrottleConfig, UpstreamIdempotency};
-use bytes::Bytes;
-use http::{Request, Response};
 use serde_json::Value;
-use tower::Service;
 
 use super::ToolClient;
 use super::client::Fallback;
 use super::registry::{InvalidTool, build};
+use crate::Runs;
 use crate::settings::validated;
-use crate::{Body, Error, Runs};
+use crate::transport::Transport;
 
 /// A [`ToolClient`] in the making: the settings of a `[[tools]]` entry and of `[server]`, each at the default a
 /// config file gives an omitted key, checked by the configuration's rules at [`build`](ToolClientBuilder::build).
@@ -193,11 +191,9 @@ impl ToolClientBuilder {
 
     /// The client, sending through `transport`, or every setting the configuration's rules refuse
     /// ([`InvalidTool::Settings`], each with its field).
-    pub fn build<T, B>(self, transport: T) -> Result<ToolClient, InvalidTool>
+    pub fn build<T>(self, transport: T) -> Result<ToolClient, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let ToolClientBuilder {
             mut tool,

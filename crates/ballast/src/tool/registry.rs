@@ -7,14 +7,13 @@ use ballast_config::{
     Config, ConfigErrors, Env, HeaderValueSource, ProcessEnv, SecretProblem, ToolConfig, ToolFallback,
 };
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Request, Response};
-use tower::Service;
+use http::{HeaderName, HeaderValue};
 
 use super::ToolClient;
 use super::client::{Fallback, Inner};
+use crate::Runs;
 use crate::client::{Core, Upstream, upstream};
-use crate::{Body, Error, Runs};
+use crate::transport::Transport;
 
 /// A tool whose settings are refused: by the configuration's rules (a builder's settings), or by the async
 /// layers (validation normally catches those first).
@@ -87,11 +86,9 @@ impl ToolClients {
     /// from the process environment ([`ProcessEnv`]), and one that is missing is an error now
     /// ([`InvalidTool::MissingSecret`]), not at the first call. [`ToolClients::from_config_with_env`] reads them
     /// from an environment of your own.
-    pub fn from_config<T, B>(config: &Config, transport: T) -> Result<Self, InvalidTool>
+    pub fn from_config<T>(config: &Config, transport: T) -> Result<Self, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let runs = Arc::new(Runs::of(&config.run));
         Self::from_config_with_runs(config, transport, runs)
@@ -101,15 +98,13 @@ impl ToolClients {
     /// [`ModelClients`](crate::ModelClients) (built with
     /// [`ModelClients::from_config_with_runs`](crate::ModelClients::from_config_with_runs)) so a run's deadline and
     /// retry allowance hold across its model and tool calls alike.
-    pub fn from_config_with_runs<T, B>(
+    pub fn from_config_with_runs<T>(
         config: &Config,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         Self::from_config_with_env(config, &ProcessEnv, transport, runs)
     }
@@ -117,16 +112,14 @@ impl ToolClients {
     /// [`ToolClients::from_config_with_runs`] with the upstreams' header values read from `env` instead of the
     /// process environment: tests (a `HashMap`, a closure), or secrets kept somewhere else. Each value is read
     /// once, here; secret ones are marked sensitive (never logged).
-    pub fn from_config_with_env<T, B>(
+    pub fn from_config_with_env<T>(
         config: &Config,
         env: &dyn Env,
         transport: T,
         runs: Arc<Runs>,
     ) -> Result<Self, InvalidTool>
     where
-        T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-        T::Future: Send + 'static,
-        B: Into<Body> + 'static,
+        T: Transport,
     {
         let mut clients = HashMap::new();
         // Validation guarantees fallback chains end; build each tool after the tool it falls back to.
@@ -191,7 +184,7 @@ impl FromIterator<ToolClient> for ToolClients {
 
 /// The client of `tool` of `config` (its server settings), falling back to `fallback`, its upstream's headers read
 /// from `env`.
-pub(super) fn build<T, B>(
+pub(super) fn build<T>(
     config: &Config,
     tool: &ToolConfig,
     transport: T,
@@ -200,9 +193,7 @@ pub(super) fn build<T, B>(
     env: &dyn Env,
 ) -> Result<ToolClient, InvalidTool>
 where
-    T: Service<Request<Bytes>, Response = Response<B>, Error = Error> + Clone + Send + Sync + 'static,
-    T::Future: Send + 'static,
-    B: Into<Body> + 'static,
+    T: Transport,
 {
     let server = &config.server;
     let headers = upstream_headers(tool, env)?;

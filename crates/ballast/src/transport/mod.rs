@@ -21,6 +21,9 @@
 //!   gateway's transport.
 //! - [`ServiceTransport`] — over any tower service in process (an axum `Router`: the chaos upstream in tests).
 //!
+//! Whatever a client is built over is a [`Transport`]: the one name for that shape, so that a builder says
+//! `T: Transport` and not the service bound in full.
+//!
 //! `HttpTransport` and `ServiceTransport` are built alike: `new` reads answers up to the configuration's default
 //! `server.body_limit` ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB), and
 //! `.with_body_limit(config.server.body_limit)` sets another; a `HyperTransport` reads up to the limit of the
@@ -64,6 +67,46 @@ pub use self::http::HttpTransport;
 pub use self::hyper_http::HyperTransport;
 pub use self::service::ServiceTransport;
 pub use crate::body::Body;
+
+use bytes::Bytes;
+use tower::Service;
+
+use crate::Error;
+
+/// What a client sends its attempts through: a tower service from `http::Request<Bytes>` to an [`Answer`] (an
+/// `http::Response` whose body becomes a [`Body`]), failing with [`Error`] — [`HttpTransport`],
+/// [`HyperTransport`], [`ServiceTransport`], or a test's own service of that shape. The bound, written once:
+/// every such service is a `Transport` by the one blanket impl, and nothing else can be one (the impl is sealed
+/// by coherence), so the bound can change without breaking a caller.
+pub trait Transport:
+    Service<::http::Request<Bytes>, Response: Answer, Error = Error, Future: Send + 'static>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<T> Transport for T
+where
+    T: Service<::http::Request<Bytes>, Error = Error> + Clone + Send + Sync + 'static,
+    T::Future: Send + 'static,
+    T::Response: Answer,
+{
+}
+
+/// A transport's answer: an `http::Response` whose body becomes a [`Body`] (`Body` itself, `Bytes`, a `String`,
+/// ...).
+pub trait Answer: 'static {
+    /// The answer with its body as a [`Body`].
+    fn into_answer(self) -> ::http::Response<Body>;
+}
+
+impl<B: Into<Body> + 'static> Answer for ::http::Response<B> {
+    fn into_answer(self) -> ::http::Response<Body> {
+        self.map(Into::into)
+    }
+}
 
 /// The most bytes of an answer read: a config's `body_limit` (a `u64`), as far as this machine can hold.
 fn answer_limit(limit: u64) -> usize {
