@@ -9,13 +9,12 @@
 //! deployment within what is left of the deadline; the refund carries one idempotency key derived from the run
 //! and the step, so a retried step never refunds twice; the model reports say how many tokens the step cost.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::Deadline;
 use ballast::config::Config;
 use ballast::{
-    ChatRequest, ModelClients, Runs, ToolCall, ToolClients,
+    ChatRequest, Clients, ToolCall, ToolClients,
     model::{ChatCall, Message, Role, ToolCallRef},
     transport::ServiceTransport,
 };
@@ -68,18 +67,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // One registry of runs for the model and the tools, from the config's `[run]`: the run's deadline and its
     // retry allowance (3 retries plus half a retry per call, for the whole agent request) hold across every call
     // of the request, model and tool alike.
-    let runs = Arc::new(Runs::of(&config.run));
-    let tools = ToolClients::from_config_with_runs(
-        &config,
-        ServiceTransport::new(chaos.clone()).with_body_limit(config.server.body_limit),
-        Arc::clone(&runs),
-    )?;
     // No deployment names an API key variable: the environment is not read.
-    let models = ModelClients::from_config_with_runs(
-        &config,
-        ServiceTransport::new(chaos).with_body_limit(config.server.body_limit),
-        runs,
-    )?;
+    let Clients { tools, models, .. } = Clients::from_config(&config)
+        .build(ServiceTransport::new(chaos).with_body_limit(config.server.body_limit))?;
     let model = models.route("agent")?;
 
     println!("flash-sale faults, seed {seed}; one 30 s deadline for the whole agent request\n");

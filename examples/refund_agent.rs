@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use ballast::Deadline;
 use ballast::config::Config;
-use ballast::{ToolCall, ToolClients, clock, context::scope, transport::ServiceTransport};
+use ballast::{Clients, ToolCall, clock, context::scope, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use serde_json::json;
 use tower::ServiceExt as _;
@@ -46,10 +46,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or(7);
     let chaos = ballast_chaos::router(Profile::preset("flash-sale", seed)?);
     let config = Config::from_toml_str(TOOLS)?;
-    let tools = ToolClients::from_config(
-        &config,
-        ServiceTransport::new(chaos.clone()).with_body_limit(config.server.body_limit),
-    )?;
+    let tools = Clients::from_config(&config)
+        .build(ServiceTransport::new(chaos.clone()).with_body_limit(config.server.body_limit))?
+        .tools;
     let (lookup, refund) = (
         tools.get("lookup_order").expect("configured"),
         tools.get("create_refund").expect("configured"),

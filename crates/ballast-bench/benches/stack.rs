@@ -7,7 +7,7 @@
 
 use std::hint::black_box;
 
-use ballast::{ToolCall, ToolClients, transport::HttpTransport};
+use ballast::{Clients, ToolCall, transport::HttpTransport};
 use ballast_bench::stack::{in_memory_tool, lookup_config};
 use ballast_chaos::Profile;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -25,11 +25,10 @@ fn stack_vs_bare(c: &mut Criterion) {
     let url = chaos.url("/tools/lookup_order");
     let client = reqwest::Client::new();
     let config = lookup_config(&url);
-    let tools = ToolClients::from_config(
-        &config,
-        HttpTransport::new(client.clone()).with_body_limit(config.server.body_limit),
-    )
-    .expect("tools");
+    let tools = Clients::from_config(&config)
+        .build(HttpTransport::new(client.clone()).with_body_limit(config.server.body_limit))
+        .expect("tools")
+        .tools;
     let tool = tools.get("lookup_order").expect("configured").clone();
     let arguments = json!({"order_id": "1234", "op": "bench"});
 

@@ -13,7 +13,7 @@
 
 use std::hint::black_box;
 
-use ballast::{ToolCall, ToolClients, transport::HttpTransport};
+use ballast::{Clients, ToolCall, transport::HttpTransport};
 use ballast_bench::stack::{in_memory_tool, lookup_config};
 use ballast_chaos::Profile;
 use serde_json::{Value, json};
@@ -56,11 +56,10 @@ fn main() {
             });
         }
         "tool" => {
-            let tools = ToolClients::from_config(
-                &config,
-                HttpTransport::new(client).with_body_limit(config.server.body_limit),
-            )
-            .expect("tools");
+            let tools = Clients::from_config(&config)
+                .build(HttpTransport::new(client).with_body_limit(config.server.body_limit))
+                .expect("tools")
+                .tools;
             let tool = tools.get("lookup_order").expect("configured").clone();
             measured(calls, || {
                 runtime.block_on(async {

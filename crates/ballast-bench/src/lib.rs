@@ -19,7 +19,7 @@ pub mod stack {
     //! The tool-call stack bench's fixtures, shared by the criterion bench and the callgrind example so both
     //! measure the same client.
 
-    use ballast::{ToolClient, ToolClients};
+    use ballast::{Clients, ToolClient};
     use ballast_config::Config;
 
     /// One tool, `lookup_order`, at `url` with a 2 s per-try timeout and every other setting at its default.
@@ -49,7 +49,7 @@ pub mod stack {
                 .expect("a response");
             std::future::ready(Ok::<_, ballast::Error>(response))
         });
-        let tools = ToolClients::from_config(config, canned).expect("tools");
+        let tools = Clients::from_config(config).build(canned).expect("tools").tools;
         tools.get("lookup_order").expect("configured").clone()
     }
 }

@@ -71,12 +71,13 @@ pub enum StartError {
         /// Why.
         source: ballast::idempotency::store::StoreError,
     },
-    /// A tool could not be built.
+    /// A tool's idempotency layer could not be built.
     #[error("{0}")]
     Tool(String),
-    /// A model route could not be built (a deployment's API key missing from the environment, say).
-    #[error("{0}")]
-    Model(String),
+    /// A tool's or a model route's client could not be built (a deployment's API key missing from the
+    /// environment, say).
+    #[error(transparent)]
+    Clients(#[from] ballast::InvalidClients),
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Http(String),

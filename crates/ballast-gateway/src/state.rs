@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ballast::idempotency::store::{self as stores, CheckedStore, IdempotencyStore, StoreOptions};
 use ballast::model::{ModelClients, StoreStateRecords};
 use ballast::transport::Transport;
-use ballast::{Runs, ToolClients};
+use ballast::{Clients, Runs, ToolClients};
 use ballast_config::{Config, Env, StoreLocation};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
@@ -92,14 +92,14 @@ impl Gateway {
             })?;
         let checked_store = Arc::new(CheckedStore::new(opened));
         let store: Arc<dyn IdempotencyStore> = Arc::clone(&checked_store) as Arc<dyn IdempotencyStore>;
-        let runs = Arc::new(Runs::of(&config.run));
-        let tools = ToolClients::from_config_with_env(&config, env, transport.clone(), Arc::clone(&runs))
-            .map_err(|e| StartError::Tool(e.to_string()))?;
         // Which deployment keeps which response, in the store: for its retention, across restarts and instances.
         let records = Arc::new(StoreStateRecords::new(Arc::clone(&store)));
-        let models =
-            ModelClients::from_config_with_records(&config, env, transport, Arc::clone(&runs), records)
-                .map_err(|e| StartError::Model(e.to_string()))?;
+        let Clients {
+            tools, models, runs, ..
+        } = Clients::from_config(&config)
+            .env(env)
+            .state_records(records)
+            .build(transport)?;
         let repeats = crate::repeats::Repeats::new(config.server.repeat_window);
         Ok(Gateway {
             inner: Arc::new(Inner {

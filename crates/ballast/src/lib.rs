@@ -18,12 +18,12 @@
 //! # Modules
 //! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
 //!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
-//!   ([`ToolClients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
+//!   ([`Clients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
 //! - [`model`] — [`ModelClient`] over a route's deployments, for the Responses API, Chat Completions and
 //!   embeddings (fallbacks, the primary's share, context handling, streams and their commit point, a response's
 //!   state kept with the deployment that made it); the bodies of each API ([`ChatRequest`],
 //!   [`ResponsesRequest`](model::ResponsesRequest), ...); what a provider's error answer means; whole older turns
-//!   dropped to fit a context window. Built from a config ([`ModelClients::from_config`], API keys from the
+//!   dropped to fit a context window. Built from a config ([`Clients::from_config`], API keys from the
 //!   process environment) or in code ([`ModelClient::builder`]).
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
@@ -90,6 +90,7 @@ pub mod background;
 mod body;
 mod breaker;
 mod client;
+mod clients;
 pub mod clock;
 pub mod context;
 mod deadline;
@@ -127,6 +128,7 @@ pub mod config {
 pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
 pub use body::Body;
 pub use client::{CallError, Refusal};
+pub use clients::{Clients, ClientsBuilder, InvalidClients};
 pub use error::{BoxError, Error, Overload};
 pub use model::{ChatRequest, ModelClient, ModelClients};
 pub use report::{OutcomeReport, Report};

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatRequest, Error, ModelClients, Overload, Runs, ToolCall, ToolClients, clock,
+    CallError, ChatRequest, Clients, Error, ModelClients, Overload, Runs, ToolCall, ToolClients, clock,
     context::scope,
     model::{ChatCall, Message, Role, ToolCallRef},
     tool::ToolError,
@@ -69,18 +69,10 @@ fn agents(base_url: &str, time_scale: f64) -> Result<Box<dyn Agents>, String> {
     let http = reqwest::Client::builder()
         .build()
         .map_err(|error| format!("an HTTP client: {error}"))?;
-    let tools = ToolClients::from_config_with_runs(
-        &config,
-        HttpTransport::new(http.clone()).with_body_limit(config.server.body_limit),
-        Arc::clone(&runs),
-    )
-    .map_err(|error| format!("the ballast strategy's tools: {error}"))?;
-    let models = ModelClients::from_config_with_runs(
-        &config,
-        HttpTransport::new(http).with_body_limit(config.server.body_limit),
-        runs,
-    )
-    .map_err(|error| format!("the ballast strategy's model: {error}"))?;
+    let Clients { tools, models, .. } = Clients::from_config(&config)
+        .runs(runs)
+        .build(HttpTransport::new(http).with_body_limit(config.server.body_limit))
+        .map_err(|error| format!("the ballast strategy's clients: {error}"))?;
     let model = models.route(ROUTE).map_err(|error| error.to_string())?;
     let mut breakers = vec![(
         format!("{ROUTE}[0]"),

@@ -45,7 +45,7 @@ use crate::{CallContext, Report, clock};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ModelClients, ChatRequest, model::ChatCall, transport::ServiceTransport};
+/// use ballast::{Clients, ChatRequest, model::ChatCall, transport::ServiceTransport};
 /// use ballast_config::Config;
 /// use serde_json::json;
 ///
@@ -58,7 +58,7 @@ use crate::{CallContext, Report, clock};
 /// // In process, against the chaos model; in production, `HttpTransport` and the process environment.
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 /// // API keys named in `api_key_env` come from the process environment (this route names none).
-/// let models = ModelClients::from_config(&config, transport).unwrap();
+/// let models = Clients::from_config(&config).build(transport).unwrap().models;
 /// let request: ChatRequest = serde_json::from_value(json!({
 ///     "model": "agent",
 ///     "messages": [{"role": "user", "content": "Refund order 1234, op=op-1"}],

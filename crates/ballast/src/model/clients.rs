@@ -1,15 +1,15 @@
-//! Every model route's client: built from one `Config`, the environment and one transport, or gathered from
-//! clients built one by one.
+//! Every model route's client: built from one `Config` ([`Clients::from_config`](crate::Clients::from_config)),
+//! or gathered from clients built one by one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ballast_config::{Config, Env, ProcessEnv};
+use ballast_config::{Config, Env};
 
 use super::ModelClient;
 use super::call::UnknownRoute;
 use super::deployment::{InvalidModelRoute, authorization_from_env};
-use super::responses::{MemoryStateRecords, StateRecords};
+use super::responses::StateRecords;
 use crate::Runs;
 use crate::transport::Transport;
 
@@ -21,59 +21,10 @@ pub struct ModelClients {
 }
 
 impl ModelClients {
-    /// A client per configured model route, each deployment with its own breaker and budget, all sending through
-    /// `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests: the same
-    /// transports as the tools'). A transport of your own that answers with whole bytes is read whole: a streamed
-    /// call over it commits at once, without the commit point's checks (a first event that is an error is then
-    /// the stream's error, not a retry) — read a body with Ballast's transports to keep them.
-    ///
-    /// API keys are read here, once, from the process environment ([`ProcessEnv`]) — only the variables the
-    /// deployments name in `api_key_env`, so a config that names none reads nothing. A key that is missing is an
-    /// error now, not at the first call. The clients keep their own registry of runs; an agent that also calls
-    /// tools builds both on one with [`ModelClients::from_config_with_runs`].
-    pub fn from_config<T>(config: &Config, transport: T) -> Result<Self, InvalidModelRoute>
-    where
-        T: Transport,
-    {
-        let runs = Arc::new(Runs::of(&config.run));
-        Self::from_config_with_runs(config, transport, runs)
-    }
-
-    /// [`ModelClients::from_config`] over the registry of runs `runs`: give the agent's
-    /// [`ToolClients`](crate::ToolClients) the same one
-    /// ([`ToolClients::from_config_with_runs`](crate::ToolClients::from_config_with_runs)) and a run's deadline
-    /// and retry allowance hold across its model and tool calls alike — three retries for the whole agent
-    /// request, not three for its model calls and three more for its tools.
-    pub fn from_config_with_runs<T>(
-        config: &Config,
-        transport: T,
-        runs: Arc<Runs>,
-    ) -> Result<Self, InvalidModelRoute>
-    where
-        T: Transport,
-    {
-        Self::from_config_with_env(config, &ProcessEnv, transport, runs)
-    }
-
-    /// [`ModelClients::from_config_with_runs`] with the API keys read from `env` instead of the process
-    /// environment: tests (a `HashMap`, a closure), or keys kept somewhere else.
-    pub fn from_config_with_env<T>(
-        config: &Config,
-        env: &dyn Env,
-        transport: T,
-        runs: Arc<Runs>,
-    ) -> Result<Self, InvalidModelRoute>
-    where
-        T: Transport,
-    {
-        let states = Arc::new(MemoryStateRecords::default());
-        Self::from_config_with_records(config, env, transport, runs, states)
-    }
-
-    /// [`ModelClients::from_config_with_env`] with the records of which deployment keeps which response in
-    /// `records` (the gateway's: [`StoreStateRecords`](super::StoreStateRecords) over its store), shared by
-    /// every route.
-    pub fn from_config_with_records<T>(
+    /// A client per configured model route (see [`Clients::from_config`](crate::Clients::from_config)), each
+    /// deployment with its own breaker and budget, all sending through `transport`, its API keys read from `env`,
+    /// the records of which deployment keeps which response in `records`, shared by every route.
+    pub(crate) fn assemble<T>(
         config: &Config,
         env: &dyn Env,
         transport: T,

@@ -28,8 +28,8 @@
 //!   — its Responses calls; `builder`, `clients` — building clients from code or config.
 //!
 //! The clients: [`ModelClient`] (one model route over its deployments) and [`ModelClients`] (every route of a
-//! config: [`ModelClients::from_config`], API keys from the process environment, or
-//! [`ModelClients::from_config_with_env`]). In code, [`ModelClient::builder`] takes a route's settings and its
+//! config, built with the tools' by [`Clients::from_config`](crate::Clients::from_config), API keys from the
+//! process environment or the one it is given). In code, [`ModelClient::builder`] takes a route's settings and its
 //! deployments ([`DeploymentBuilder`]: URL, model, a key given directly or by its variable) and checks them at
 //! `build()` by the configuration's own rules:
 //!

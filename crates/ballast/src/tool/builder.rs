@@ -71,9 +71,9 @@ impl ToolClientBuilder {
     /// those added before. Checked at `build()` by the rules of `upstream.headers` (docs/config.md): a header name
     /// (sent lower case, once), none Ballast sets itself (`content-type`, `idempotency-key`, `ballast-*`...), a
     /// value of visible ASCII, and no credential's header (`authorization`, `x-api-key`...), whose value belongs
-    /// in the environment (`upstream.headers` in a config, read by [`ToolClients::from_config_with_env`]).
+    /// in the environment (`upstream.headers` in a config, read by [`ClientsBuilder::env`]).
     ///
-    /// [`ToolClients::from_config_with_env`]: crate::ToolClients::from_config_with_env
+    /// [`ClientsBuilder::env`]: crate::ClientsBuilder::env
     pub fn upstream_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.tool.upstream.headers.push(UpstreamHeader {
             name: name.into(),

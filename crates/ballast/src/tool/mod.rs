@@ -33,7 +33,7 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use ballast::{ToolCall, ToolClients, transport::ServiceTransport};
+//! use ballast::{Clients, ToolCall, transport::ServiceTransport};
 //! use ballast_config::Config;
 //! use serde_json::json;
 //!
@@ -46,7 +46,7 @@
 //! "#).unwrap();
 //! // In process, against the chaos upstream; in production, `HttpTransport` over reqwest.
 //! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
-//! let tools = ToolClients::from_config(&config, transport).unwrap();
+//! let tools = Clients::from_config(&config).build(transport).unwrap().tools;
 //! let answer = tools
 //!     .get("lookup_order")
 //!     .unwrap()

@@ -3,9 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ballast_config::{
-    Config, ConfigErrors, Env, HeaderValueSource, ProcessEnv, SecretProblem, ToolConfig, ToolFallback,
-};
+use ballast_config::{Config, ConfigErrors, Env, HeaderValueSource, SecretProblem, ToolConfig, ToolFallback};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
 use http::{HeaderName, HeaderValue};
 
@@ -78,41 +76,10 @@ pub struct ToolClients {
 }
 
 impl ToolClients {
-    /// A client per configured tool, each with its own breaker, budget and admission queue, all sending
-    /// through `transport` (`HttpTransport` in production, `ServiceTransport` over the chaos router in tests; any
-    /// tower service whose answer's body becomes a [`Body`]).
-    ///
-    /// The upstreams' headers are resolved here, once: those from the environment (`{ env = "VAR" }`) are read
-    /// from the process environment ([`ProcessEnv`]), and one that is missing is an error now
-    /// ([`InvalidTool::MissingSecret`]), not at the first call. [`ToolClients::from_config_with_env`] reads them
-    /// from an environment of your own.
-    pub fn from_config<T>(config: &Config, transport: T) -> Result<Self, InvalidTool>
-    where
-        T: Transport,
-    {
-        let runs = Arc::new(Runs::of(&config.run));
-        Self::from_config_with_runs(config, transport, runs)
-    }
-
-    /// [`ToolClients::from_config`] over the registry of runs `runs`, shared with the agent's
-    /// [`ModelClients`](crate::ModelClients) (built with
-    /// [`ModelClients::from_config_with_runs`](crate::ModelClients::from_config_with_runs)) so a run's deadline and
-    /// retry allowance hold across its model and tool calls alike.
-    pub fn from_config_with_runs<T>(
-        config: &Config,
-        transport: T,
-        runs: Arc<Runs>,
-    ) -> Result<Self, InvalidTool>
-    where
-        T: Transport,
-    {
-        Self::from_config_with_env(config, &ProcessEnv, transport, runs)
-    }
-
-    /// [`ToolClients::from_config_with_runs`] with the upstreams' header values read from `env` instead of the
-    /// process environment: tests (a `HashMap`, a closure), or secrets kept somewhere else. Each value is read
-    /// once, here; secret ones are marked sensitive (never logged).
-    pub fn from_config_with_env<T>(
+    /// A client per configured tool (see [`Clients::from_config`](crate::Clients::from_config)), each with its
+    /// own breaker, budget and admission queue, all sending through `transport`, the upstreams' header values read
+    /// from `env` once, here (secret ones marked sensitive, never logged).
+    pub(crate) fn assemble<T>(
         config: &Config,
         env: &dyn Env,
         transport: T,

@@ -1,7 +1,7 @@
 //! Clients built in code (`ToolClient::builder`, `ModelClient::builder`) against the chaos upstream in process,
 //! paused time: they answer as clients from a config do, start from the same defaults, are refused at `build()`
 //! by the same rules with the field named, send a key given directly, and share a registry of runs.
-//! `ModelClients::from_config` without an environment given reads the process's.
+//! `Clients::from_config` without an environment given reads the process's.
 
 use crate::support;
 
@@ -13,7 +13,7 @@ use ballast::config::{Config, ConfigErrors, HttpMethod, RetryConfig, SecretProbl
 use ballast::model::{DeploymentBuilder, InvalidModelRoute};
 use ballast::tool::{InvalidTool, UpstreamIdempotency};
 use ballast::transport::ServiceTransport;
-use ballast::{ModelClient, ModelClients, Runs, ToolCall, ToolClient, ToolClients};
+use ballast::{Clients, InvalidClients, ModelClient, Runs, ToolCall, ToolClient};
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};
 use serde_json::json;
 use support::chat::{Upstreams, call, first_turn, profile};
@@ -96,7 +96,9 @@ fn built_clients_start_from_the_defaults_of_a_minimal_config() {
     ))
     .expect("a minimal config");
 
-    let tools = ToolClients::from_config(&config, transport.clone()).expect("tools");
+    let Clients { tools, models, .. } = Clients::from_config(&config)
+        .build(transport.clone())
+        .expect("clients");
     let tool = ToolClient::builder("lookup_order", HttpMethod::Get, LOOKUP_URL)
         .build(transport.clone())
         .expect("defaults are valid");
@@ -105,7 +107,6 @@ fn built_clients_start_from_the_defaults_of_a_minimal_config() {
         tools.get("lookup_order").expect("configured").config()
     );
 
-    let models = ModelClients::from_config(&config, transport.clone()).expect("models");
     let model = ModelClient::builder("agent")
         .deployment(DeploymentBuilder::new("http://chaos/v1"))
         .build(transport)
@@ -272,7 +273,9 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
         .expect("a valid config")
     };
     // No key named: nothing is read, nothing is sent.
-    let models = ModelClients::from_config(&route(""), upstreams.transport()).expect("no key needed");
+    let models = (Clients::from_config(&route("")).build(upstreams.transport()))
+        .expect("no key needed")
+        .models;
     let agent = models.route("agent").expect("configured");
     agent
         .complete(call(&first_turn("op-e1")))
@@ -283,8 +286,9 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
     // A variable every test process has (the tests cannot set one: `set_var` is unsafe, and unsafe is
     // forbidden) is read from the process.
     let path = std::env::var("PATH").expect("PATH is set");
-    let models = ModelClients::from_config(&route(", api_key_env = \"PATH\""), upstreams.transport())
-        .expect("PATH is set");
+    let models = (Clients::from_config(&route(", api_key_env = \"PATH\"")).build(upstreams.transport()))
+        .expect("PATH is set")
+        .models;
     let agent = models.route("agent").expect("configured");
     agent
         .complete(call(&first_turn("op-e2")))
@@ -296,7 +300,8 @@ async fn chat_clients_from_config_read_the_process_environment_only_for_keys_nam
     );
 
     let unset = ", api_key_env = \"BALLAST_BUILDERS_TEST_UNSET_KEY\"";
-    let error = ModelClients::from_config(&route(unset), upstreams.transport()).expect_err("unset");
+    let error = (Clients::from_config(&route(unset)).build(upstreams.transport())).expect_err("unset");
+    assert!(matches!(error, InvalidClients::Model(_)), "{error:?}");
     assert_eq!(
         error.to_string(),
         "models.agent.deployments[0].api_key_env: environment variable BALLAST_BUILDERS_TEST_UNSET_KEY is not set"
@@ -329,4 +334,61 @@ async fn built_tools_and_models_share_one_registry_of_runs() {
         .await
         .expect("answered");
     assert_eq!(runs.len(), 2);
+}
+
+/// `Clients::from_config` builds the tools and the models on one registry of runs (its own, unless given one): a
+/// run's calls join the one run whichever client makes them.
+#[tokio::test(start_paused = true)]
+async fn clients_from_one_config_share_one_registry_of_runs() {
+    let upstreams = Upstreams::new(&[("primary", profile(""))]);
+    let config = Config::from_toml_str(&format!(
+        "version = 1\n[[tools]]\nname = \"lookup_order\"\nupstream = {{ method = \"POST\", url = \"{LOOKUP_URL}\" }}\n\
+         [[models]]\nname = \"agent\"\ndeployments = [ {{ base_url = \"http://primary/v1\", model = \"mock\" }} ]"
+    ))
+    .expect("a valid config");
+    let chaos = ballast_chaos::router(ballast_chaos::Profile::default());
+    // One transport for both: the tool's path goes to the chaos tools, the model's to the chat upstream.
+    let chat = upstreams.transport();
+    let transport = tower::service_fn(move |request: http::Request<bytes::Bytes>| {
+        let (chaos, models) = (chaos.clone(), chat.clone());
+        async move {
+            use tower::ServiceExt as _;
+            if request.uri().path().starts_with("/tools/") {
+                ServiceTransport::new(chaos).oneshot(request).await
+            } else {
+                models.oneshot(request).await
+            }
+        }
+    });
+    let clients = Clients::from_config(&config).build(transport).expect("clients");
+    let tool = clients.tools.get("lookup_order").expect("configured");
+    let model = clients.models.route("agent").expect("configured");
+    // Each side's run lands in the one registry the clients hold.
+    model
+        .complete(call(&first_turn("op-c1")).run("run-1"))
+        .await
+        .expect("answered");
+    assert_eq!(clients.runs.len(), 1, "the model's run is in the shared registry");
+    tool.call(ToolCall::new(json!({"order_id": "1", "op": "op-c2"})).run("run-2"))
+        .await
+        .expect("answered");
+    assert_eq!(clients.runs.len(), 2, "the tool's run is in the shared registry");
+    tool.call(ToolCall::new(json!({"order_id": "1", "op": "op-c3"})).run("run-1"))
+        .await
+        .expect("answered");
+    assert_eq!(clients.runs.len(), 2, "the tool joined the model's run");
+
+    // Given a registry, both use it.
+    let runs = Arc::new(Runs::of(&config.run));
+    let given = (Clients::from_config(&config).runs(Arc::clone(&runs)))
+        .build(ServiceTransport::new(ballast_chaos::router(
+            ballast_chaos::Profile::default(),
+        )))
+        .expect("clients");
+    assert!(Arc::ptr_eq(&given.runs, &runs));
+    (given.tools.get("lookup_order").expect("configured"))
+        .call(ToolCall::new(json!({"order_id": "1", "op": "op-c4"})).run("run-3"))
+        .await
+        .expect("answered");
+    assert_eq!(runs.len(), 1);
 }

@@ -4,7 +4,7 @@
 
 use crate::support;
 
-use ballast::{ModelClients, model::StreamErrorKind, transport::HttpTransport};
+use ballast::{Clients, model::StreamErrorKind, transport::HttpTransport};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 
@@ -16,7 +16,7 @@ fn route(base_url: &str) -> ballast::ModelClient {
     ))
     .expect("a valid config");
     let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(1 << 20);
-    let clients = ModelClients::from_config(&config, transport).unwrap();
+    let clients = Clients::from_config(&config).build(transport).unwrap().models;
     clients.get("agent").unwrap().clone()
 }
 

@@ -6,7 +6,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{ModelClient, ModelClients, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
+use ballast::{Clients, ModelClient, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{Deadline, StopReason};
 use serde_json::json;
@@ -35,14 +35,14 @@ fn agent(tool_faults: &str, upstreams: &Upstreams) -> (ToolClients, ModelClient,
     let config = Config::from_toml_str(CONFIG).expect("a valid config");
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
     let tools_upstream = ballast_chaos::router(profile(tool_faults));
-    let tools = ToolClients::from_config_with_runs(
-        &config,
-        ServiceTransport::new(tools_upstream).with_body_limit(BODY_LIMIT),
-        Arc::clone(&runs),
-    )
-    .expect("the tools build");
-    let models = ModelClients::from_config_with_runs(&config, upstreams.transport(), Arc::clone(&runs))
-        .expect("the route builds");
+    let tools = (Clients::from_config(&config).runs(Arc::clone(&runs)))
+        .build(ServiceTransport::new(tools_upstream).with_body_limit(BODY_LIMIT))
+        .expect("the tools build")
+        .tools;
+    let models = (Clients::from_config(&config).runs(Arc::clone(&runs)))
+        .build(upstreams.transport())
+        .expect("the route builds")
+        .models;
     let model = models.get("agent").expect("the agent route").clone();
     (tools, model, runs)
 }

@@ -8,10 +8,9 @@ use crate::support;
 use std::sync::Arc;
 
 use ballast::model::{
-    InputItem, ModelClients, ResponseIdCall, ResponseObject, ResponsesCall, ResponsesRequest,
-    StoreStateRecords,
+    InputItem, ResponseIdCall, ResponseObject, ResponsesCall, ResponsesRequest, StoreStateRecords,
 };
-use ballast::{CallError, Refusal, Runs};
+use ballast::{CallError, Clients, Refusal, Runs};
 use serde_json::json;
 use support::chat::{PRIMARY_KEY, Upstreams, client, config, first_response_turn, profile, respond_call};
 
@@ -253,9 +252,13 @@ async fn records_in_a_store_outlive_the_client_that_wrote_them() {
     let route = |store| {
         let records = Arc::new(StoreStateRecords::new(store));
         let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
-        let clients =
-            ModelClients::from_config_with_records(&config, &env, upstreams.transport(), runs, records)
-                .unwrap();
+        let clients = (Clients::from_config(&config)
+            .env(&env)
+            .runs(runs)
+            .state_records(records))
+        .build(upstreams.transport())
+        .unwrap()
+        .models;
         clients.get("agent").unwrap().clone()
     };
     let open = || ballast::idempotency::store::open(&url, Default::default());
@@ -385,11 +388,16 @@ deployments = [
         ("SECOND_KEY".to_owned(), "sk-second".to_owned()),
     ]);
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
-    let route = ModelClients::from_config_with_records(&config, &env, upstreams.transport(), runs, records)
-        .unwrap()
-        .get("agent")
-        .unwrap()
-        .clone();
+    let route = (Clients::from_config(&config)
+        .env(&env)
+        .runs(runs)
+        .state_records(records))
+    .build(upstreams.transport())
+    .unwrap()
+    .models
+    .get("agent")
+    .unwrap()
+    .clone();
     let next = ResponsesRequest::new(
         "agent",
         vec![InputItem::message("user", "Refund order 1, op=op-8")],

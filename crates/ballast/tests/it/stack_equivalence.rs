@@ -104,11 +104,10 @@ async fn through_the_client(
     arguments: &Value,
     deadline: Duration,
 ) -> (Ended, Said) {
-    let tools = ballast::ToolClients::from_config(
-        config,
-        ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT),
-    )
-    .expect("tools build");
+    let tools = ballast::Clients::from_config(config)
+        .build(ServiceTransport::new(router.clone()).with_body_limit(BODY_LIMIT))
+        .expect("tools build")
+        .tools;
     let tool = tools.iter().next().expect("one tool");
     let call = ToolCall::new(arguments.clone())
         .idempotency_key(IdempotencyKey::parse(KEY).unwrap())

@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use ballast::{ToolCall, ToolClients, idempotency::IdempotencyLayer, transport::ServiceTransport};
+use ballast::{Clients, ToolCall, idempotency::IdempotencyLayer, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{ErrorCode, IdempotencyKey};
 use serde_json::json;
@@ -39,11 +39,10 @@ async fn an_answer_that_says_the_outcome_is_unknown_is_believed() {
             let store = sqlite().await;
             let handlers = Handlers::new(true);
             let app = app(IdempotencyLayer::new(store.clone()), &handlers, store);
-            let tools = ToolClients::from_config(
-                &config(path, upstream_idempotency),
-                ServiceTransport::new(app).with_body_limit(BODY_LIMIT),
-            )
-            .expect("tools build");
+            let tools = Clients::from_config(&config(path, upstream_idempotency))
+                .build(ServiceTransport::new(app).with_body_limit(BODY_LIMIT))
+                .expect("tools build")
+                .tools;
             let tool = tools.get("create_refund").expect("configured");
             let key = IdempotencyKey::parse("5b0f7c3e-0000-4000-8000-0000000000aa").unwrap();
             for call in ["first call", "later call with the same key"] {

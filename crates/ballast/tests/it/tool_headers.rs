@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use ballast::config::{Config, SecretProblem};
 use ballast::tool::{HttpMethod, InvalidTool};
 use ballast::transport::ServiceTransport;
-use ballast::{Runs, ToolCall, ToolClient, ToolClients};
+use ballast::{Clients, InvalidClients, Runs, ToolCall, ToolClient};
 use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::json;
@@ -92,8 +92,10 @@ async fn headers_from_the_environment_reach_the_upstream_on_every_attempt() {
     let config = Config::from_toml_str(PAY).expect("valid");
     let upstream = Recorder::default();
     let secrets = env(&[("PAYMENTS_TOKEN", "tok-secret-123")]);
-    let tools = ToolClients::from_config_with_env(&config, &secrets, upstream.transport(2), runs(&config))
-        .expect("the variable is set");
+    let tools = (Clients::from_config(&config).env(&secrets).runs(runs(&config)))
+        .build(upstream.transport(2))
+        .expect("the variable is set")
+        .tools;
     assert!(
         !format!("{tools:?}").contains("tok-secret"),
         "the secret is never shown"
@@ -131,15 +133,15 @@ fn a_missing_variable_is_refused_naming_the_tool_the_header_and_the_variable() {
             "holds characters an HTTP header cannot carry",
         ),
     ] {
-        let error =
-            ToolClients::from_config_with_env(&config, &secrets, upstream.transport(0), runs(&config))
-                .expect_err("refused");
-        let InvalidTool::MissingSecret {
+        let error = (Clients::from_config(&config).env(&secrets).runs(runs(&config)))
+            .build(upstream.transport(0))
+            .expect_err("refused");
+        let InvalidClients::Tool(InvalidTool::MissingSecret {
             tool,
             header,
             env,
             problem: found,
-        } = &error
+        }) = &error
         else {
             panic!("not a missing secret: {error}");
         };
@@ -157,12 +159,14 @@ fn a_missing_variable_is_refused_naming_the_tool_the_header_and_the_variable() {
     }
     assert!(upstream.seen().is_empty(), "nothing was sent");
 
-    // `from_config` reads the process environment, which does not hold this one.
+    // `Clients::from_config` reads the process environment, which does not hold this one.
     let unset = PAY.replace("PAYMENTS_TOKEN", "BALLAST_TOOL_HEADERS_TEST_UNSET");
     let config = Config::from_toml_str(&unset).expect("valid");
-    let error = ToolClients::from_config(&config, upstream.transport(0)).expect_err("unset");
+    let error = Clients::from_config(&config)
+        .build(upstream.transport(0))
+        .expect_err("unset");
     assert!(
-        matches!(&error, InvalidTool::MissingSecret { env, .. } if env == "BALLAST_TOOL_HEADERS_TEST_UNSET"),
+        matches!(&error, InvalidClients::Tool(InvalidTool::MissingSecret { env, .. }) if env == "BALLAST_TOOL_HEADERS_TEST_UNSET"),
         "{error}"
     );
 }

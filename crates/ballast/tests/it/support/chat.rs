@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use ballast::model::{ChatCall, ResponsesCall, ResponsesRequest};
-use ballast::{ChatRequest, ModelClient, ModelClients, Runs, transport::ServiceTransport};
+use ballast::{ChatRequest, Clients, ModelClient, Runs, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;
@@ -178,16 +178,23 @@ pub(crate) fn client_with_records(
 ) -> ModelClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
     let runs = Arc::new(Runs::new(config.run.retry_allowance, config.run.ttl));
-    let clients = ModelClients::from_config_with_records(config, &env, upstreams.transport(), runs, records)
-        .expect("the route builds");
+    let clients = (Clients::from_config(config)
+        .env(&env)
+        .runs(runs)
+        .state_records(records))
+    .build(upstreams.transport())
+    .expect("the route builds")
+    .models;
     clients.get("agent").expect("the agent route").clone()
 }
 
 /// The `agent` route's client over `upstreams`, its runs kept in `runs`.
 pub(crate) fn client_with_runs(config: &Config, upstreams: &Upstreams, runs: Arc<Runs>) -> ModelClient {
     let env: HashMap<String, String> = HashMap::from([(PRIMARY_KEY.0.to_owned(), PRIMARY_KEY.1.to_owned())]);
-    let clients = ModelClients::from_config_with_env(config, &env, upstreams.transport(), runs)
-        .expect("the route builds");
+    let clients = (Clients::from_config(config).env(&env).runs(runs))
+        .build(upstreams.transport())
+        .expect("the route builds")
+        .models;
     clients.get("agent").expect("the agent route").clone()
 }
 

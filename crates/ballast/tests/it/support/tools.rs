@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use ballast::{ToolCall, ToolClients, transport::ServiceTransport};
+use ballast::{Clients, ToolCall, ToolClients, transport::ServiceTransport};
 use ballast_config::Config;
 use bytes::Bytes;
 use serde_json::json;
@@ -21,18 +21,12 @@ pub(crate) fn clients(toml: &str, router: &Router) -> ToolClients {
 }
 
 /// The tools of `toml` over any transport (a test double).
-pub(crate) fn clients_over<T, B>(toml: &str, transport: T) -> ToolClients
-where
-    T: tower::Service<http::Request<Bytes>, Response = http::Response<B>, Error = ballast::Error>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    T::Future: Send + 'static,
-    B: Into<ballast::Body> + 'static,
-{
+pub(crate) fn clients_over(toml: &str, transport: impl ballast::transport::Transport) -> ToolClients {
     let config = Config::from_toml_str(toml).unwrap_or_else(|e| panic!("test config is invalid:\n{e}"));
-    ToolClients::from_config(&config, transport).expect("tools build")
+    Clients::from_config(&config)
+        .build(transport)
+        .expect("tools build")
+        .tools
 }
 
 /// `lookup_order` on the chaos upstream, 1 s per try, 2 attempts (the observability tests' tool).
