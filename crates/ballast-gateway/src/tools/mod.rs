@@ -301,7 +301,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         call = call.deadline(explicit);
     }
     if let Some(run) = &inbound.run_id {
-        call = call.run(run.as_str()).run_owner(prepared.owner.as_str());
+        call = call.run(run.as_str()).owner(prepared.owner.as_str());
     }
     if let Some((step, ordinal)) = &inbound.step {
         call = call.step(step.as_str(), *ordinal);

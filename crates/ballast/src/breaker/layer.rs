@@ -29,7 +29,7 @@ use super::BreakerService;
 ///   answer and did no work, so it says nothing about its health now; a half-open probe slot it held is freed.
 /// - An error that is an attempt's outcome ([`Error::attempt_outcome`]: a timeout, a transport error, a
 ///   connection refused): a failure — but for a timeout that was what the caller's deadline left, shorter than
-///   the per-try timeout ([`Error::cut_by_deadline`]): nothing, for the breaker and the throttle alike, unless it
+///   the per-try timeout ([`Error::cut_by_deadline`](crate::Error::cut_by_deadline)): nothing, for the breaker and the throttle alike, unless it
 ///   had already run past the breaker's `slow_call` (then a failure: it would have been a slow call). A caller
 ///   in a hurry says nothing about the upstream's health: seven callers with 1 s deadlines against a model that
 ///   answers in 4 s must not open its breaker for the next caller, who has 30 s. An upstream that hangs is still

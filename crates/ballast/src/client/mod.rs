@@ -42,7 +42,91 @@ pub(crate) struct CallOptions {
     pub(crate) run_owner: Option<String>,
     pub(crate) cancel: Option<CancellationToken>,
     pub(crate) trace: Option<TraceContext>,
+    /// A priority asked for this call; it only ever lowers the configured one.
+    pub(crate) priority: Option<Priority>,
 }
+
+impl CallOptions {
+    /// The call's priority: the configured one, lowered by the one the call asked for.
+    pub(crate) fn priority_under(&self, configured: Priority) -> Priority {
+        self.priority.map_or(configured, |p| p.min(configured))
+    }
+}
+
+/// The setters every call has, tool and model calls alike, written once: each sets a field of the call's
+/// `options` ([`CallOptions`]). Used inside the `impl` of [`ToolCall`](crate::ToolCall) and
+/// [`ModelCall`](crate::model::ModelCall).
+macro_rules! call_options_setters {
+    () => {
+        /// The call's deadline (otherwise the enclosing [`scope`](crate::context::scope)'s, else the configured
+        /// default timeout from now). It is offered to the call's run, which keeps the earliest any call gave it;
+        /// a model call's deployments all share it.
+        pub fn deadline(mut self, deadline: ballast_core::Deadline) -> Self {
+            self.options.deadline = Some(deadline);
+            self
+        }
+
+        /// A bound on this call only, never on its run: what an SDK's per-request timeout says (the gateway
+        /// reads `x-stainless-timeout`), limiting one HTTP call, not the agent request. The call's deadline is
+        /// the earliest of this, its own [`deadline`](Self::deadline) and its run's.
+        pub fn call_deadline(mut self, bound: ballast_core::Deadline) -> Self {
+            self.options.call_bound = Some(bound);
+            self
+        }
+
+        /// The call belongs to run `id`: it shares the run's deadline (the earliest any call gave it) and retry
+        /// allowance with every other call of the run, tool and model calls alike.
+        pub fn run(mut self, id: impl Into<String>) -> Self {
+            self.options.run_id = Some(id.into());
+            self
+        }
+
+        /// Whose call it is (a gateway's principal): its runs, and the records of which deployment keeps the
+        /// state its responses create, are kept per owner — two callers that use the same run id share nothing.
+        pub fn owner(mut self, owner: impl Into<String>) -> Self {
+            self.options.run_owner = Some(owner.into());
+            self
+        }
+
+        /// A priority for this call at admission; it may only lower the configured one (what
+        /// `ballast-priority` does over HTTP).
+        pub fn priority(mut self, priority: ballast_core::Priority) -> Self {
+            self.options.priority = Some(priority);
+            self
+        }
+
+        /// The call came through `hops` other Ballasts (their `ballast-hop`): with one or more, it gets a single
+        /// attempt here (on each deployment, for a model call), since retries happen at exactly one layer, and
+        /// its attempts say `ballast-hop: hops + 1`.
+        pub fn hops(mut self, hops: u32) -> Self {
+            self.options.hops = Some(hops);
+            self
+        }
+
+        /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
+        /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id
+        /// in spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without
+        /// one, a call of a run logs the run's trace id as its request id, any other call a new one, and nothing
+        /// is sent.
+        pub fn trace(mut self, trace: crate::context::TraceContext) -> Self {
+            self.options.trace = Some(trace);
+            self
+        }
+
+        /// Cancels the call when `token` is cancelled (the user went away, the agent request was aborted):
+        /// queued work, backoff sleeps and waits stop at once, no further attempt, deployment or fallback starts,
+        /// and the call ends with [`Error::Cancelled`](crate::Error::Cancelled) — a committed stream with a
+        /// `Cancelled` error item. A side-effecting tool attempt already sent is not abandoned: it runs to its own
+        /// timeout in the background and its outcome lands in the report (keep it with
+        /// [`ToolClient::call_with_report`](crate::ToolClient::call_with_report)). The call listens on a child of
+        /// `token`: it never cancels the caller's token itself.
+        pub fn cancel_token(mut self, token: tokio_util::sync::CancellationToken) -> Self {
+            self.options.cancel = Some(token);
+            self
+        }
+    };
+}
+pub(crate) use call_options_setters;
 
 /// The span of one call (DESIGN.md, "Observability"): `ballast.call` at INFO, with its kind (`tool`, `model`),
 /// target and run id; its `request_id` (the trace id, sent upstream in `traceparent`), its stable `code` (`ok` for

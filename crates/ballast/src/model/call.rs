@@ -1,10 +1,9 @@
 //! A model call's inputs and results, the same for every API: [`ModelCall`], [`ModelAnswer`], and the
 //! [`CallError`] every call fails with.
 
-use ballast_core::{Deadline, Priority};
+use ballast_core::Deadline;
 use bytes::Bytes;
 use http::HeaderMap;
-use tokio_util::sync::CancellationToken;
 
 use super::embeddings::{EmbeddingsRequest, EmbeddingsResponse};
 use super::responses::{ResponseObject, ResponsesRequest};
@@ -19,7 +18,6 @@ use crate::client::{CallError, CallOptions};
 pub struct ModelCall<R> {
     pub(crate) request: R,
     pub(crate) options: CallOptions,
-    pub(crate) priority: Option<Priority>,
     /// A streamed call's bound on the time to its commit point (an SDK's timeout), never the stream's.
     pub(crate) commit_by: Option<Deadline>,
     /// A streamed call's longest gap between events, when shorter than the route's `stream_idle_timeout`.
@@ -48,12 +46,13 @@ pub struct ResponseId {
 }
 
 impl<R> ModelCall<R> {
+    crate::client::call_options_setters!();
+
     /// A call sending `request`.
     pub fn new(request: R) -> Self {
         ModelCall {
             request,
             options: CallOptions::default(),
-            priority: None,
             commit_by: None,
             idle: None,
         }
@@ -62,27 +61,6 @@ impl<R> ModelCall<R> {
     /// The request as it will be sent (its `model` still the route's).
     pub fn request(&self) -> &R {
         &self.request
-    }
-
-    /// A priority for this call at each deployment's admission; it may only lower the route's configured
-    /// priority (what `ballast-priority` does over HTTP).
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.priority = Some(priority);
-        self
-    }
-
-    /// The call's deadline (otherwise the enclosing scope's, else the configured default timeout from now). All
-    /// the route's deployments share it; it is offered to the call's run.
-    pub fn deadline(mut self, deadline: Deadline) -> Self {
-        self.options.deadline = Some(deadline);
-        self
-    }
-
-    /// A bound of this call only, never its run's: what an SDK's per-request timeout says (the gateway reads
-    /// `x-stainless-timeout`). The call's deadline is the earliest of this and the others.
-    pub fn call_deadline(mut self, deadline: Deadline) -> Self {
-        self.options.call_bound = Some(deadline);
-        self
     }
 
     /// For a streamed call: the time by which its stream must reach its commit point (its first content event),
@@ -98,43 +76,6 @@ impl<R> ModelCall<R> {
     /// `stream_idle_timeout` (what the Python SDK's read timeout bounds). Ignored when not streamed.
     pub fn stream_idle_timeout(mut self, gap: std::time::Duration) -> Self {
         self.idle = Some(gap);
-        self
-    }
-
-    /// The request came through `hops` other Ballasts (`ballast-hop`): with any, it gets one attempt on each
-    /// deployment here — retries happen at exactly one layer.
-    pub fn hops(mut self, hops: u32) -> Self {
-        self.options.hops = Some(hops);
-        self
-    }
-
-    /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
-    /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id in
-    /// spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without one, a
-    /// call of a run logs the run's trace id as its request id, any other call a new one, and nothing is sent.
-    pub fn trace(mut self, trace: crate::context::TraceContext) -> Self {
-        self.options.trace = Some(trace);
-        self
-    }
-
-    /// The call belongs to run `id`: it shares the run's deadline and retry allowance.
-    pub fn run(mut self, id: impl Into<String>) -> Self {
-        self.options.run_id = Some(id.into());
-        self
-    }
-
-    /// Whose call it is (the gateway's principal): its runs, and the records of which deployment keeps the
-    /// state its responses create, are looked up per owner — one owner never reaches another's.
-    pub fn owner(mut self, owner: impl Into<String>) -> Self {
-        self.options.run_owner = Some(owner.into());
-        self
-    }
-
-    /// Cancels the call when `token` is cancelled: sleeps stop, no further attempt or deployment is tried
-    /// ([`Error::Cancelled`](crate::Error::Cancelled)), and a committed stream ends at once with a `Cancelled`
-    /// error item. The call listens on a child of `token`.
-    pub fn cancel_token(mut self, token: CancellationToken) -> Self {
-        self.options.cancel = Some(token);
         self
     }
 }

@@ -332,7 +332,7 @@ impl ModelClient {
         let kind = CallKind::Model;
         let report = Report::default();
         let configured = self.route.config.priority;
-        let priority = call.priority.map_or(configured, |p| p.min(configured));
+        let priority = call.options.priority_under(configured);
         self.route
             .core
             .context(&call.options, kind, priority, None, report, clock::now())

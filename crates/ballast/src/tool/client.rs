@@ -139,7 +139,7 @@ impl ToolClient {
         let started = clock::now();
         let tool = &self.inner.tool;
         let kind = CallKind::tool(tool.side_effects, tool.upstream_idempotency);
-        let priority = call.priority.map_or(tool.priority, |p| p.min(tool.priority));
+        let priority = call.options.priority_under(tool.priority);
         let target = Some(Arc::clone(&self.inner.name));
         let ctx = self
             .inner

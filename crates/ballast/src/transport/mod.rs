@@ -1,7 +1,7 @@
 //! Transports: where an attempt leaves the stack, and where its answer is read.
 //!
 //! Every transport is a tower service from `http::Request<Bytes>` to `http::Response<`[`Body`]`>` with
-//! [`Error`](crate::Error): the one shape the layers above speak, for tools and models alike. It reads the answer
+//! [`Error`]: the one shape the layers above speak, for tools and models alike. It reads the answer
 //! within the attempt's timeout (the attempt layer bounds the transport's future) and under a size limit, the same
 //! way for every transport (`read.rs`):
 //! - whole, for every answer but one: a body that fails midway is then a transport error of that attempt —
@@ -12,7 +12,7 @@
 //!   event the stream is an attempt like any other, so the attempt's timeout bounds the time to it.
 //!
 //! Every transport sorts failures the same way, because the retry decision depends on it: an error that proves
-//! the request never left ([`Error::Transport`](crate::Error::Transport) `{ sent: false }`) is always safe to
+//! the request never left ([`Error::Transport`] `{ sent: false }`) is always safe to
 //! retry; anything after the request may have reached the upstream is `{ sent: true }` or a timeout.
 //!
 //! - [`HttpTransport`] — over the network with reqwest.
