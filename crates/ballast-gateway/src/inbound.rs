@@ -96,10 +96,11 @@ impl Inbound {
     }
 }
 
-/// A call's deadline, as every route settles it: `bound` (the deadline headers that bound this kind of call)
-/// from `now`, else the deadline of the caller's run (`owner`'s run of that id), else `fallback` from `now` —
-/// and never later than the run's; with the server's reserve and least attempt. With it, whether this call
-/// started its run again after the run was evicted for room (its answer says so: `ballast-run: restarted`).
+/// A call's deadline, as every route settles it, by the library's one rule
+/// ([`ballast::context::call_deadline`]): `bound` (the deadline headers that bound this kind of call) from
+/// `now`, never later than the deadline of the caller's run (`owner`'s run of that id); `fallback` from `now`
+/// when neither is set. With it, whether this call started its run again after the run was evicted for room
+/// (its answer says so: `ballast-run: restarted`).
 pub(crate) fn call_deadline(
     gateway: &crate::Gateway,
     owner: &str,
@@ -109,22 +110,18 @@ pub(crate) fn call_deadline(
     now: ballast_core::Instant,
 ) -> (ballast_core::Deadline, bool) {
     use ballast_core::Deadline;
-    let server = &gateway.inner.config.server;
     let run = (inbound.run_id.as_ref()).map(|id| gateway.inner.runs.find(Some(owner), id, now));
     let restarted = run
         .as_ref()
         .is_some_and(|(_, origin)| *origin == ballast::RunOrigin::Restarted);
-    let run_deadline = run.and_then(|(run, _)| run.deadline());
-    let mut deadline = bound
-        .map(|t| Deadline::after(now, t))
-        .or(run_deadline)
-        .unwrap_or_else(|| Deadline::after(now, fallback));
-    if let Some(run) = run_deadline {
-        deadline = deadline.earliest(&run);
-    }
-    let deadline = deadline
-        .with_reserve(server.reserve)
-        .with_min_attempt(server.min_attempt);
+    let deadline = ballast::context::call_deadline(
+        run.as_ref().map(|(run, _)| &**run),
+        None,
+        bound.map(|t| Deadline::after(now, t)),
+        fallback,
+        &gateway.inner.config.server,
+        now,
+    );
     (deadline, restarted)
 }
 

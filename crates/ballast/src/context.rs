@@ -17,6 +17,8 @@ pub use ballast_core::{InvalidTraceparent, TraceContext};
 pub use tokio_util::sync::CancellationToken;
 
 use crate::body::CommitRule;
+use ballast_config::ServerConfig;
+
 use crate::{Report, Run};
 
 /// The state of one logical call, shared by every layer of the stack (request extensions).
@@ -162,6 +164,34 @@ pub fn current_deadline() -> Option<Deadline> {
     DEADLINE.try_with(|d| *d).ok()
 }
 
+/// A call's deadline: the one rule, for the library's calls and the gateway's routes alike (DESIGN.md, "Runs").
+/// The earliest of the call's own deadline `own` (offered to `run`, which keeps the earliest any call gave it),
+/// its call-only `bound` (an SDK's per-request timeout: never the run's), the enclosing [`scope`]'s and `run`'s;
+/// when none is set, `default` from `now` (the library's calls: `server.default_timeout`). Each with the server's
+/// reserve and least attempt.
+pub fn call_deadline(
+    run: Option<&Run>,
+    own: Option<Deadline>,
+    bound: Option<Deadline>,
+    default: std::time::Duration,
+    server: &ServerConfig,
+    now: Instant,
+) -> Deadline {
+    let settle = |d: Deadline| {
+        d.with_reserve(server.reserve)
+            .with_min_attempt(server.min_attempt)
+    };
+    let mut deadline = match (run, own) {
+        (Some(run), Some(own)) => Some(run.offer_deadline(settle(own))),
+        (Some(run), None) => run.deadline(),
+        (None, own) => own.map(settle),
+    };
+    for bound in [bound.map(settle), current_deadline()].into_iter().flatten() {
+        deadline = Some(deadline.map_or(bound, |d| d.earliest(&bound)));
+    }
+    deadline.unwrap_or_else(|| settle(Deadline::after(now, default)))
+}
+
 tokio::task_local! {
     static SHARE: Instant;
 }
@@ -190,6 +220,53 @@ mod tests {
     use ballast_core::Instant;
 
     use super::*;
+
+    /// The one rule of a call's deadline: the earliest of its own, its bound, the scope's and its run's; the
+    /// default when none; the run offered only the call's own deadline.
+    #[tokio::test]
+    async fn a_calls_deadline_is_the_earliest_it_was_given_and_only_its_own_reaches_its_run() {
+        let server = ServerConfig::default();
+        let now = Instant::from_millis(0);
+        let at = |ms| Deadline::at(Instant::from_millis(ms));
+        let instant = |d: Deadline| d.instant().saturating_duration_since(now).as_millis();
+        let default = Duration::from_secs(7);
+        assert_eq!(
+            instant(call_deadline(None, None, None, default, &server, now)),
+            7_000
+        );
+        let settled = call_deadline(None, Some(at(3_000)), Some(at(2_000)), default, &server, now);
+        assert_eq!(instant(settled), 2_000, "the bound is earlier");
+        assert_eq!(settled.reserve(), server.reserve, "with the server's reserve");
+
+        let run = Run::new("run-1".into(), 3);
+        let first = call_deadline(
+            Some(&run),
+            Some(at(5_000)),
+            Some(at(1_000)),
+            default,
+            &server,
+            now,
+        );
+        assert_eq!(instant(first), 1_000);
+        assert_eq!(
+            run.deadline().map(instant),
+            Some(5_000),
+            "the bound never becomes the run's"
+        );
+        let later = call_deadline(Some(&run), Some(at(9_000)), None, default, &server, now);
+        assert_eq!(instant(later), 5_000, "never later than the run's");
+        let bare = call_deadline(Some(&run), None, None, default, &server, now);
+        assert_eq!(
+            instant(bare),
+            5_000,
+            "a call of the run without its own deadline gets the run's"
+        );
+        let scoped = scope(at(400), async {
+            call_deadline(Some(&run), None, None, default, &server, now)
+        })
+        .await;
+        assert_eq!(instant(scoped), 400, "the enclosing scope's is earlier");
+    }
 
     #[tokio::test]
     async fn nested_scopes_keep_the_earliest_deadline() {

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::{CallError, Refusal};
 pub(crate) use upstream::Upstream;
 
-use crate::{Body, CallContext, Cancel, Error, Report, Runs, current_deadline};
+use crate::{Body, CallContext, Cancel, Error, Report, Runs};
 
 /// What every call may say about itself besides what it sends: its deadline, its run, its cancellation.
 #[derive(Clone, Debug, Default)]
@@ -183,12 +183,10 @@ impl Core {
         }
     }
 
-    /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline is the earliest of its own,
-    /// its call-only bound, the enclosing [`scope`](crate::context::scope)'s and its run's (which is offered the call's
-    /// own deadline only, and keeps the earliest) — the configured default from now when none of them is set —
-    /// with the server's reserve and least attempt; it listens on a child of the caller's token, and nothing
-    /// cancels it without one. The default and the call-only bound never become the run's deadline (DESIGN.md,
-    /// "Runs"): a run's deadline is one an agent asked for.
+    /// The context of a call of `kind` to `target` with `options`, at `now`: its deadline by
+    /// [`call_deadline`](crate::context::call_deadline) (the default and the call-only bound never become the
+    /// run's deadline: a run's deadline is one an agent asked for); it listens on a child of the caller's token,
+    /// and nothing cancels it without one.
     pub(crate) fn context(
         &self,
         options: &CallOptions,
@@ -198,28 +196,19 @@ impl Core {
         report: Report,
         now: Instant,
     ) -> CallContext {
-        let server = &self.server;
-        let settle = |d: Deadline| {
-            d.with_reserve(server.reserve)
-                .with_min_attempt(server.min_attempt)
-        };
         let owner = options.run_owner.as_deref();
         let run = options
             .run_id
             .as_deref()
             .map(|id| self.runs.get_owned(owner, id, now));
-        let mut deadline = match (&run, options.deadline) {
-            (Some(run), Some(own)) => Some(run.offer_deadline(settle(own))),
-            (Some(run), None) => run.deadline(),
-            (None, own) => own.map(settle),
-        };
-        for bound in [options.call_bound.map(settle), current_deadline()]
-            .into_iter()
-            .flatten()
-        {
-            deadline = Some(deadline.map_or(bound, |d| d.earliest(&bound)));
-        }
-        let deadline = deadline.unwrap_or_else(|| settle(Deadline::after(now, server.default_timeout)));
+        let deadline = crate::context::call_deadline(
+            run.as_deref(),
+            options.deadline,
+            options.call_bound,
+            self.server.default_timeout,
+            &self.server,
+            now,
+        );
         if let Some(run) = &run {
             // Each logical call grows the run's allowance by its share.
             run.allowance().note_call();
