@@ -207,6 +207,35 @@ impl Verdict {
     }
 }
 
+/// Whether a call's end says its upstream is failing, so that the next deployment or the fallback may answer —
+/// the one fallback rule of tools and model routes: the core's rule for why the retries stopped
+/// ([`StopReason::moves_to_fallback`]: attempts, budget or run allowance spent, a `Retry-After` too long, a spent
+/// quota, throttled, a deadline that still holds an attempt), and the layers' own refusals (an open breaker, a
+/// call shed or throttled, the deadline — the primary's share — spent while an attempt still fits). Never a
+/// 4xx, a deadline that cannot hold an attempt, or a cancellation. `result` is the end: an answer (`Ok`), or
+/// the error.
+pub(crate) fn upstream_failing(result: Result<(), &Error>, stop: Option<&StopReason>) -> bool {
+    match result {
+        Ok(()) => stop.is_some_and(StopReason::moves_to_fallback),
+        Err(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
+        Err(Error::Stopped(reason)) => reason.moves_to_fallback(),
+        Err(Error::DeadlineExceeded(exceeded)) => exceeded.attempt_fits(),
+        Err(_) => false,
+    }
+}
+
+/// A record of the verdict with what is left of the upstream's retry budget (`budget_left`) and of the call's
+/// run's allowance: the one writer of a call's verdict, for the retry layer at the edge of a tower stack, a tool's
+/// client and a model route (each over its own trips).
+pub(crate) fn write_verdict(verdict: &Verdict, ctx: &crate::CallContext, budget_left: u64) {
+    verdict.write(&ctx.report);
+    let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
+    ctx.report.update(|r| {
+        r.budget_left = Some(budget_left);
+        r.run_allowance_left = run_allowance_left;
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use ballast_core::UpstreamIdempotency;

@@ -38,7 +38,7 @@ use ballast_config::ModelRoute;
 
 use crate::client::{CallError, Core, Failure, Refusal};
 use crate::context::shared;
-use crate::outcome::{Trip, Verdict};
+use crate::outcome::{Trip, Verdict, write_verdict};
 use crate::{Body, CallContext, Error, OutcomeReport, Report, clock};
 
 /// What the report of a deployment passed over for its spent quota says.
@@ -346,14 +346,12 @@ impl Route {
                 return Then::NextDeployment;
             }
         }
-        let moves_on = match failure {
-            Failure::Answer(_) => stop.is_some_and(|s| s.moves_to_fallback()),
-            Failure::Error(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
-            Failure::Error(Error::Stopped(reason)) => reason.moves_to_fallback(),
-            // The primary's share spent while the call's deadline still holds an attempt (`bounded`).
-            Failure::Error(Error::DeadlineExceeded(exceeded)) => exceeded.attempt_fits(),
-            Failure::Error(_) => false,
+        // The one fallback rule; a deadline that still holds an attempt is the primary's share spent (`bounded`).
+        let end = match failure {
+            Failure::Answer(_) => Ok(()),
+            Failure::Error(error) => Err(error),
         };
+        let moves_on = crate::outcome::upstream_failing(end, stop.as_ref());
         if moves_on { Then::NextDeployment } else { Then::End }
     }
 }
@@ -386,15 +384,11 @@ fn passed_over(deployments: &[DeploymentClient], order: &[usize], index: usize, 
 fn judged(deployment: &DeploymentClient, ctx: &CallContext, trip: Trip, started: Instant) -> Trip {
     let took = clock::now().saturating_duration_since(started);
     let verdict = Verdict::of(ctx.kind, &trip);
-    verdict.write(&ctx.report);
+    write_verdict(&verdict, ctx, deployment.upstream.budget_left());
     let failed = (!trip.succeeded()).then_some(ErrorCode::UpstreamError);
-    let budget_left = deployment.upstream.budget_left();
-    let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
     ctx.report.update(|r| {
         r.code = verdict.code.or(failed);
         r.total = took;
-        r.budget_left = Some(budget_left);
-        r.run_allowance_left = run_allowance_left;
     });
     trip
 }

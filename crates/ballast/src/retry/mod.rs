@@ -226,13 +226,8 @@ impl Shared {
     /// Writes the verdict on `trip` into the call's report: the retry layer as the edge of a tower stack (a
     /// `ToolClient` or a model route writes its own, over all its trips).
     fn write_verdict(&self, ctx: &CallContext, trip: &Trip) {
-        Verdict::of(ctx.kind, trip).write(&ctx.report);
         let budget_left = self.budget.available(clock::now());
-        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
-        ctx.report.update(|r| {
-            r.budget_left = Some(budget_left);
-            r.run_allowance_left = run_allowance_left;
-        });
+        crate::outcome::write_verdict(&Verdict::of(ctx.kind, trip), ctx, budget_left);
     }
 
     fn new(policy: RetryPolicy, budget: Arc<dyn RetryBudget>, rng: DefaultRng) -> Self {

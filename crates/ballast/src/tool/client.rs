@@ -178,13 +178,7 @@ impl ToolClient {
         {
             verdict.side_effect = SideEffect::Unknown;
         }
-        verdict.write(&ctx.report);
-        let budget_left = self.inner.upstream.budget_left();
-        let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
-        ctx.report.update(|r| {
-            r.budget_left = Some(budget_left);
-            r.run_allowance_left = run_allowance_left;
-        });
+        crate::outcome::write_verdict(&verdict, ctx, self.inner.upstream.budget_left());
         verdict.side_effect == SideEffect::Unknown
     }
 

@@ -11,20 +11,20 @@
 //! and `outcome_unknown` is set when an attempt was sent and got no answer, or the operation was still in
 //! progress when the call ended: the caller must check before doing it again.
 //!
-//! When is the upstream "failing" (worth a fallback at all)? The breaker is open, admission shed the call, or the
-//! retries ran out (attempts, budget, run allowance, a `Retry-After` too long) — not a 4xx, which is the
-//! request's fault, nor a deadline or a cancellation.
+//! When is the upstream "failing" (worth a fallback at all)? By the one rule tools and model routes share
+//! (`outcome::upstream_failing`): the breaker is open, admission shed or the throttle refused the call, or the
+//! retries ran out (attempts, budget, run allowance, a `Retry-After` too long for `max_retry_after` or for the
+//! deadline) — not a 4xx, which is the request's fault, nor a deadline that cannot hold an attempt, nor a
+//! cancellation.
 //!
 //! The report stays the call's own — its attempts, one of which may have acted, are never replaced — with the
 //! fallback named in `fallback` and, for a fallback tool, that tool's report in `fallback_report`.
 
-use ballast_core::StopReason;
-
 use super::client::{Ended, Fallback, Operation};
 use super::{ToolCall, ToolClient};
+use crate::CallContext;
 use crate::client::Failure;
 use crate::outcome::{Reach, Trip};
-use crate::{CallContext, Error};
 
 /// The name a static fallback response (`fallback_response`) goes by in reports (`OutcomeReport::fallback`).
 pub const STATIC_RESPONSE: &str = "static response";
@@ -85,29 +85,19 @@ fn may_fall_back(side_effects: bool, trip: &Trip, unknown: bool) -> bool {
     upstream_failing(trip, unknown) && (!side_effects || trip.reach == Reach::Nothing)
 }
 
-/// Whether the operation's end says the upstream is failing (see the module docs), not the request.
+/// Whether the operation's end says the upstream is failing (the one rule, `outcome::upstream_failing`), and no
+/// answer left its outcome unknown.
 fn upstream_failing(trip: &Trip, unknown: bool) -> bool {
-    let gave_up = |reason: &StopReason| {
-        matches!(
-            reason,
-            StopReason::AttemptsExhausted { .. }
-                | StopReason::RetryBudgetExhausted
-                | StopReason::RunAllowanceExhausted
-                | StopReason::RetryAfterTooLong { .. }
-                | StopReason::Throttled
-        )
-    };
-    match &trip.result {
-        Ok(_) => !unknown && trip.stop.as_ref().is_some_and(gave_up),
-        Err(Error::CircuitOpen { .. } | Error::Overloaded { .. }) => true,
-        Err(Error::Stopped(reason)) => gave_up(reason),
-        Err(_) => false,
-    }
+    let end = trip.result.as_ref().map(|_| ());
+    !(unknown && end.is_ok()) && crate::outcome::upstream_failing(end, trip.stop.as_ref())
 }
 
 #[cfg(test)]
 mod tests {
+    use ballast_core::StopReason;
+
     use super::*;
+    use crate::Error;
 
     fn trip(result: Result<http::Response<crate::Body>, Error>, stop: Option<StopReason>) -> Trip {
         Trip {
@@ -167,5 +157,24 @@ mod tests {
             !upstream_failing(&exhausted, true),
             "an answer after a lost attempt: the operation may have happened"
         );
+    }
+
+    /// The rule tools share with model routes: a wait too long for the deadline while an attempt still fits is a
+    /// failing upstream (as a `Retry-After` over `max_retry_after` is); a deadline that cannot hold an attempt is
+    /// not — a fallback could not run in it either.
+    #[test]
+    fn a_wait_the_deadline_cannot_hold_falls_back_only_while_an_attempt_still_fits() {
+        use std::time::Duration;
+        let exceeded = |remaining_ms| ballast_core::DeadlineExceeded {
+            remaining: Duration::from_millis(remaining_ms),
+            reserve: Duration::from_millis(50),
+            min_attempt: Duration::from_millis(100),
+            refused: ballast_core::Refused::Wait(Duration::from_secs(60)),
+        };
+        let stopped = |remaining_ms| trip(answer(429), Some(StopReason::Deadline(exceeded(remaining_ms))));
+        assert!(upstream_failing(&stopped(5_000), false), "time for an attempt");
+        assert!(!upstream_failing(&stopped(100), false), "no time for anything");
+        let refused = trip(Err(Error::DeadlineExceeded(exceeded(5_000))), None);
+        assert!(upstream_failing(&refused, false));
     }
 }
