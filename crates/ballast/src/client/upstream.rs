@@ -16,7 +16,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast_core::{AdaptiveThrottle, AdmissionConfig, CircuitBreaker, RetryBudget, RetryPolicy};
+use ballast_config::{BudgetConfig, RetryConfig, ServerConfig};
+use ballast_core::{
+    AdaptiveThrottle, AdmissionConfig, BreakerConfig, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy,
+    RetryBudget, RetryPolicy, ThrottleConfig,
+};
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{Request, Response};
@@ -47,6 +51,44 @@ pub(crate) struct Parts {
     pub(crate) throttle: Option<Arc<AdaptiveThrottle>>,
     pub(crate) admission: Option<AdmissionLayer>,
     pub(crate) per_try: Duration,
+}
+
+/// The settings an upstream is built from, the same for a tool and a model deployment (their config tables name
+/// them alike).
+pub(crate) struct Settings<'a> {
+    pub(crate) retry: &'a RetryConfig,
+    pub(crate) budget: &'a BudgetConfig,
+    pub(crate) breaker: BreakerConfig,
+    pub(crate) throttle: Option<ThrottleConfig>,
+    pub(crate) concurrency: u32,
+    pub(crate) queue: u32,
+    pub(crate) per_try: Duration,
+}
+
+/// Why an upstream's settings were refused (validation normally catches both first).
+pub(crate) enum InvalidSettings {
+    Retry(InvalidRetryPolicy),
+    Admission(InvalidAdmission),
+}
+
+impl Parts {
+    /// The parts of an upstream with `settings` under `server`'s `max_retry_after`: the one assembly of tools'
+    /// and model deployments' upstreams.
+    pub(crate) fn of(settings: &Settings<'_>, server: &ServerConfig) -> Result<Parts, InvalidSettings> {
+        let policy = RetryPolicy::new(settings.retry.max_attempts, settings.retry.backoff)
+            .map_err(InvalidSettings::Retry)?
+            .with_max_retry_after(server.max_retry_after);
+        let admission =
+            admission(settings.concurrency, settings.queue).map_err(InvalidSettings::Admission)?;
+        Ok(Parts {
+            policy,
+            budget: settings.budget.build(),
+            breaker: Arc::new(CircuitBreaker::seeded(settings.breaker, None)),
+            throttle: (settings.throttle).map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
+            admission: Some(admission),
+            per_try: settings.per_try,
+        })
+    }
 }
 
 impl Upstream {

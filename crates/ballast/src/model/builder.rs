@@ -7,10 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast_config::{
-    Api, ApiSet, BudgetConfig, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, RetryConfig,
-    ServerConfig,
+    Api, ApiSet, Config, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv, ServerConfig,
 };
-use ballast_core::{BreakerConfig, Priority, ThrottleConfig};
 use http::HeaderValue;
 
 use super::ModelClient;
@@ -188,15 +186,11 @@ impl DeploymentBuilder {
 }
 
 impl ModelClientBuilder {
+    crate::settings::builder_setters!(route);
+
     /// Adds a deployment after those added before: the first is the primary, each next one its fallback.
     pub fn deployment(mut self, deployment: DeploymentBuilder) -> Self {
         self.deployments.push(deployment);
-        self
-    }
-
-    /// The longest single attempt on the route's deployments unless one overrides it (default 20 s).
-    pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
-        self.route.per_try_timeout = timeout;
         self
     }
 
@@ -212,86 +206,10 @@ impl ModelClientBuilder {
         self
     }
 
-    /// Attempts per call on each deployment and the backoff between them (default 3, full jitter 100 ms to 2 s).
-    pub fn retry(mut self, retry: RetryConfig) -> Self {
-        self.route.retry = retry;
-        self
-    }
-
-    /// The retry budget; each deployment gets its own (default: a ratio budget, see docs/config.md).
-    pub fn budget(mut self, budget: BudgetConfig) -> Self {
-        self.route.budget = budget;
-        self
-    }
-
-    /// The circuit breaker's settings; each deployment gets its own breaker (default [`BreakerConfig::default`]).
-    pub fn breaker(mut self, breaker: BreakerConfig) -> Self {
-        self.route.breaker = breaker;
-        self
-    }
-
-    /// The adaptive throttle's settings, `None` for none; each deployment gets its own
-    /// (default [`ThrottleConfig::default`]).
-    pub fn throttle(mut self, throttle: Option<ThrottleConfig>) -> Self {
-        self.route.throttle = throttle;
-        self
-    }
-
-    /// The admission class of the route's calls (default `critical`; a call may lower it).
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.route.priority = priority;
-        self
-    }
-
-    /// Calls in flight at most, per deployment (default 64; at least 1).
-    pub fn concurrency(mut self, concurrency: u32) -> Self {
-        self.route.concurrency = concurrency;
-        self
-    }
-
-    /// Calls waiting for a slot at most, per deployment (default 1024).
-    pub fn queue(mut self, queue: u32) -> Self {
-        self.route.queue = queue;
-        self
-    }
-
     /// What a prompt over the model's context length does (default [`OnOverflow::Error`]; `Fallback` needs a
     /// second deployment).
     pub fn on_overflow(mut self, on_overflow: OnOverflow) -> Self {
         self.route.context.on_overflow = on_overflow;
-        self
-    }
-
-    /// Each call's deadline when the caller gives none (`server.default_timeout`, default 30 s).
-    pub fn default_timeout(mut self, timeout: Duration) -> Self {
-        self.server.default_timeout = timeout;
-        self
-    }
-
-    /// The largest request body sent, in bytes (`server.body_limit`, default 8 MiB; more than zero).
-    pub fn body_limit(mut self, limit: u64) -> Self {
-        self.server.body_limit = limit;
-        self
-    }
-
-    /// The longest upstream `Retry-After` waited for, and the longest a deployment whose quota is spent is
-    /// passed over (`server.max_retry_after`, default 60 s).
-    pub fn max_retry_after(mut self, max: Duration) -> Self {
-        self.server.max_retry_after = max;
-        self
-    }
-
-    /// Every `[server]` setting at once (the deadline's reserve and least attempt among them); replaces those
-    /// set before.
-    pub fn server(mut self, server: ServerConfig) -> Self {
-        self.server = server;
-        self
-    }
-
-    /// The registry of runs the route's calls join (default: one of its own): give the agent's tools the same
-    /// one, and a run's deadline and retry allowance hold across its model and tool calls alike.
-    pub fn runs(mut self, runs: Arc<Runs>) -> Self {
-        self.runs = Some(runs);
         self
     }
 

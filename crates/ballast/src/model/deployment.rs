@@ -16,13 +16,14 @@ use std::time::Duration;
 use ballast_config::{
     Api, ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig,
 };
-use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, InvalidRetryPolicy, RetryPolicy};
+use ballast_core::{Instant, InvalidRetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Uri};
 
 use super::responses::StateHome;
 use crate::CallContext;
-use crate::client::{Upstream, upstream};
+use crate::client::Upstream;
+use crate::client::upstream::{InvalidSettings, Parts, Settings};
 use crate::outcome::Trip;
 use crate::retry::Polling;
 use crate::transport::Transport;
@@ -132,28 +133,25 @@ impl DeploymentClient {
             })?;
             uris[api_slot(api)] = Some(uri);
         }
-        let policy = RetryPolicy::new(route.retry.max_attempts, route.retry.backoff)
-            .map_err(|source| InvalidModelRoute::Retry {
-                route: route.name.clone(),
-                source,
-            })?
-            .with_max_retry_after(server.max_retry_after);
-        let admission = upstream::admission(route.concurrency, route.queue).map_err(|source| {
-            InvalidModelRoute::Admission {
-                route: route.name.clone(),
-                source,
-            }
-        })?;
-        let parts = upstream::Parts {
-            policy,
-            budget: route.budget.build(),
-            breaker: Arc::new(CircuitBreaker::seeded(route.breaker, None)),
-            throttle: route
-                .throttle
-                .map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
-            admission: Some(admission),
+        let settings = Settings {
+            retry: &route.retry,
+            budget: &route.budget,
+            breaker: route.breaker,
+            throttle: route.throttle,
+            concurrency: route.concurrency,
+            queue: route.queue,
             per_try: config.per_try_timeout,
         };
+        let parts = Parts::of(&settings, server).map_err(|invalid| match invalid {
+            InvalidSettings::Retry(source) => InvalidModelRoute::Retry {
+                route: route.name.clone(),
+                source,
+            },
+            InvalidSettings::Admission(source) => InvalidModelRoute::Admission {
+                route: route.name.clone(),
+                source,
+            },
+        })?;
         let name = deployment_name(route, index);
         let account = account(&config, authorization.as_ref());
         Ok(DeploymentClient {

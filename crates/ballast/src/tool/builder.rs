@@ -2,13 +2,11 @@
 //! (`crate::settings`): a client built here is one a `[[tools]]` entry could have described.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use ballast_config::{
-    BudgetConfig, Config, HeaderValueSource, HttpMethod, RetryConfig, ServerConfig, ToolConfig, ToolFallback,
-    Upstream, UpstreamHeader,
+    Config, HeaderValueSource, HttpMethod, ServerConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
-use ballast_core::{BreakerConfig, Priority, ThrottleConfig, UpstreamIdempotency};
+use ballast_core::UpstreamIdempotency;
 use serde_json::Value;
 
 use super::ToolClient;
@@ -67,6 +65,8 @@ impl ToolClient {
 }
 
 impl ToolClientBuilder {
+    crate::settings::builder_setters!(tool);
+
     /// A header the upstream gets on every attempt, `value` as given (`x-api-version`, `2024-01`); in order, after
     /// those added before. Checked at `build()` by the rules of `upstream.headers` (docs/config.md): a header name
     /// (sent lower case, once), none Ballast sets itself (`content-type`, `idempotency-key`, `ballast-*`...), a
@@ -95,54 +95,6 @@ impl ToolClientBuilder {
         self
     }
 
-    /// The admission class of the tool's calls (default `critical`; a call may lower it).
-    pub fn priority(mut self, priority: Priority) -> Self {
-        self.tool.priority = priority;
-        self
-    }
-
-    /// The longest single attempt (default 10 s; more than zero).
-    pub fn per_try_timeout(mut self, timeout: Duration) -> Self {
-        self.tool.per_try_timeout = timeout;
-        self
-    }
-
-    /// Attempts per call and the backoff between them (default 3 attempts, full jitter from 100 ms to 2 s).
-    pub fn retry(mut self, retry: RetryConfig) -> Self {
-        self.tool.retry = retry;
-        self
-    }
-
-    /// The tool's retry budget (default: a ratio budget, see docs/config.md).
-    pub fn budget(mut self, budget: BudgetConfig) -> Self {
-        self.tool.budget = budget;
-        self
-    }
-
-    /// The circuit breaker's settings (default [`BreakerConfig::default`]).
-    pub fn breaker(mut self, breaker: BreakerConfig) -> Self {
-        self.tool.breaker = breaker;
-        self
-    }
-
-    /// The adaptive throttle's settings, `None` for none (default [`ThrottleConfig::default`]).
-    pub fn throttle(mut self, throttle: Option<ThrottleConfig>) -> Self {
-        self.tool.throttle = throttle;
-        self
-    }
-
-    /// Calls in flight at most (default 64; at least 1).
-    pub fn concurrency(mut self, concurrency: u32) -> Self {
-        self.tool.concurrency = concurrency;
-        self
-    }
-
-    /// Calls waiting for a slot at most (default 256; 0 sheds as soon as every slot is busy).
-    pub fn queue(mut self, queue: u32) -> Self {
-        self.tool.queue = queue;
-        self
-    }
-
     /// When the upstream is failing, call `tool` instead (for a side-effecting tool only when no attempt may
     /// have reached the upstream). Replaces a fallback response.
     pub fn fallback_tool(mut self, tool: ToolClient) -> Self {
@@ -154,38 +106,6 @@ impl ToolClientBuilder {
     /// tool. Replaces a fallback tool.
     pub fn fallback_response(mut self, body: Value) -> Self {
         self.fallback = Some(Fallback::Response(body));
-        self
-    }
-
-    /// Each call's deadline when the caller gives none (`server.default_timeout`, default 30 s).
-    pub fn default_timeout(mut self, timeout: Duration) -> Self {
-        self.server.default_timeout = timeout;
-        self
-    }
-
-    /// The largest arguments' JSON sent, in bytes (`server.body_limit`, default 8 MiB; more than zero).
-    pub fn body_limit(mut self, limit: u64) -> Self {
-        self.server.body_limit = limit;
-        self
-    }
-
-    /// The longest upstream `Retry-After` waited for (`server.max_retry_after`, default 60 s).
-    pub fn max_retry_after(mut self, max: Duration) -> Self {
-        self.server.max_retry_after = max;
-        self
-    }
-
-    /// Every `[server]` setting at once (the deadline's reserve and least attempt among them); replaces those
-    /// set before.
-    pub fn server(mut self, server: ServerConfig) -> Self {
-        self.server = server;
-        self
-    }
-
-    /// The registry of runs the tool's calls join (default: one of its own): give the agent's other clients the
-    /// same one, and a run's deadline and retry allowance hold across all of them.
-    pub fn runs(mut self, runs: Arc<Runs>) -> Self {
-        self.runs = Some(runs);
         self
     }
 

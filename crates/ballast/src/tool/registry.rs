@@ -4,13 +4,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ballast_config::{Config, ConfigErrors, Env, HeaderValueSource, SecretProblem, ToolConfig, ToolFallback};
-use ballast_core::{AdaptiveThrottle, CircuitBreaker, InvalidAdmission, InvalidRetryPolicy, RetryPolicy};
+use ballast_core::{InvalidAdmission, InvalidRetryPolicy};
 use http::{HeaderName, HeaderValue};
 
 use super::ToolClient;
 use super::client::{Fallback, Inner};
 use crate::Runs;
-use crate::client::{Core, Upstream, upstream};
+use crate::client::upstream::{InvalidSettings, Parts, Settings};
+use crate::client::{Core, Upstream};
 use crate::transport::Transport;
 
 /// A tool whose settings are refused: by the configuration's rules (a builder's settings), or by the async
@@ -164,27 +165,25 @@ where
 {
     let server = &config.server;
     let headers = upstream_headers(tool, env)?;
-    let policy = RetryPolicy::new(tool.retry.max_attempts, tool.retry.backoff)
-        .map_err(|source| InvalidTool::Retry {
-            tool: tool.name.clone(),
-            source,
-        })?
-        .with_max_retry_after(server.max_retry_after);
-    let admission =
-        upstream::admission(tool.concurrency, tool.queue).map_err(|source| InvalidTool::Admission {
-            tool: tool.name.clone(),
-            source,
-        })?;
-    let parts = upstream::Parts {
-        policy,
-        budget: tool.budget.build(),
-        breaker: Arc::new(CircuitBreaker::seeded(tool.breaker, None)),
-        throttle: tool
-            .throttle
-            .map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
-        admission: Some(admission),
+    let settings = Settings {
+        retry: &tool.retry,
+        budget: &tool.budget,
+        breaker: tool.breaker,
+        throttle: tool.throttle,
+        concurrency: tool.concurrency,
+        queue: tool.queue,
         per_try: tool.per_try_timeout,
     };
+    let parts = Parts::of(&settings, server).map_err(|invalid| match invalid {
+        InvalidSettings::Retry(source) => InvalidTool::Retry {
+            tool: tool.name.clone(),
+            source,
+        },
+        InvalidSettings::Admission(source) => InvalidTool::Admission {
+            tool: tool.name.clone(),
+            source,
+        },
+    })?;
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
         .ok()
         .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
