@@ -434,6 +434,29 @@ impl From<AppError> for Refused {
     }
 }
 
+/// A refusal on a model route, answered OpenAI-style ([`Refused::into_openai`]): what the model routes' handlers
+/// and the [`Inbound`](crate::inbound::Inbound) extractor return as their error, so a handler uses `?`.
+#[derive(Debug)]
+pub(crate) struct OpenAiRefused(pub(crate) Refused);
+
+impl From<Refused> for OpenAiRefused {
+    fn from(refused: Refused) -> Self {
+        OpenAiRefused(refused)
+    }
+}
+
+impl From<AppError> for OpenAiRefused {
+    fn from(error: AppError) -> Self {
+        OpenAiRefused(Refused::from(error))
+    }
+}
+
+impl IntoResponse for OpenAiRefused {
+    fn into_response(self) -> Response {
+        self.0.into_openai()
+    }
+}
+
 impl Refused {
     /// The refusal as problem+json (the tool routes).
     pub(crate) fn into_problem(self) -> Response {

@@ -43,6 +43,20 @@ pub(crate) struct Inbound {
     pub(crate) sdk_retry: Option<u32>,
 }
 
+/// The caller's headers as a model route's handler takes them; a header that does not parse is refused
+/// OpenAI-style. (The tool route, a service of its own, reads them with [`Inbound::read`] and answers
+/// problem+json.)
+impl axum::extract::FromRequestParts<crate::Gateway> for Inbound {
+    type Rejection = crate::error::OpenAiRefused;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        gateway: &crate::Gateway,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Inbound::read(&parts.headers, &gateway.inner.config.server)?)
+    }
+}
+
 impl Inbound {
     /// Reads and checks the headers of a request.
     pub(crate) fn read(headers: &HeaderMap, server: &ServerConfig) -> Result<Inbound, AppError> {

@@ -36,7 +36,8 @@ use http::HeaderMap;
 use serde_json::json;
 
 use crate::Gateway;
-use crate::error::{AppError, OpenAiError};
+use crate::error::{AppError, OpenAiError, OpenAiRefused};
+use crate::inbound::Inbound;
 
 /// The model routes, each answering OpenAI-style errors (a wrong method included).
 pub(crate) fn routes() -> Router<Gateway> {
@@ -61,15 +62,14 @@ pub(crate) fn routes() -> Router<Gateway> {
 async fn create_response(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
+    inbound: Inbound,
     headers: HeaderMap,
     body: Body,
-) -> Response {
+) -> Result<Response, OpenAiRefused> {
     let prepared =
-        match request::prepare::<ResponsesRequest>(&gateway, &caller, &headers, body, Api::Responses).await {
-            Ok(prepared) => prepared,
-            Err(refused) => return refused.into_openai(),
-        };
-    once(&gateway, prepared, async |client, call, settled| {
+        request::prepare::<ResponsesRequest>(&gateway, &caller, inbound, &headers, body, Api::Responses)
+            .await?;
+    Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
             answer::from_stream(
                 client.respond_stream(call).await,
@@ -80,47 +80,44 @@ async fn create_response(
             answer::from_answer(client.respond(call).await, settled)
         }
     })
-    .await
+    .await)
 }
 
 /// `POST /v1/chat/completions`.
 async fn chat_completion(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
+    inbound: Inbound,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let prepared = match request::prepare::<ChatRequest>(&gateway, &caller, &headers, body, Api::Chat).await {
-        Ok(prepared) => prepared,
-        Err(refused) => return refused.into_openai(),
-    };
-    once(&gateway, prepared, async |client, call, settled| {
+) -> Result<Response, OpenAiRefused> {
+    let prepared =
+        request::prepare::<ChatRequest>(&gateway, &caller, inbound, &headers, body, Api::Chat).await?;
+    Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
             answer::from_stream(client.stream(call).await, ChatStream::into_sse, settled)
         } else {
             answer::from_answer(client.complete(call).await, settled)
         }
     })
-    .await
+    .await)
 }
 
 /// `POST /v1/embeddings`.
 async fn embeddings(
     State(gateway): State<Gateway>,
     Extension(caller): Extension<Principal>,
+    inbound: Inbound,
     headers: HeaderMap,
     body: Body,
-) -> Response {
+) -> Result<Response, OpenAiRefused> {
     let prepared =
-        match request::prepare::<EmbeddingsRequest>(&gateway, &caller, &headers, body, Api::Embeddings).await
-        {
-            Ok(prepared) => prepared,
-            Err(refused) => return refused.into_openai(),
-        };
-    once(&gateway, prepared, async |client, call, settled| {
+        request::prepare::<EmbeddingsRequest>(&gateway, &caller, inbound, &headers, body, Api::Embeddings)
+            .await?;
+    Ok(once(&gateway, prepared, async |client, call, settled| {
         answer::from_answer(client.embed(call).await, settled)
     })
-    .await
+    .await)
 }
 
 /// The answer `call` makes of a prepared request — unless the request repeats one just answered with a final
@@ -150,9 +147,9 @@ async fn retrieve_response(
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    on_response(&gateway, &caller, &headers, id, query, Operation::Retrieve).await
+    inbound: Inbound,
+) -> Result<Response, OpenAiRefused> {
+    on_response(&gateway, &caller, inbound, id, query, Operation::Retrieve).await
 }
 
 /// `DELETE /v1/responses/{id}`.
@@ -161,9 +158,9 @@ async fn delete_response(
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    on_response(&gateway, &caller, &headers, id, query, Operation::Delete).await
+    inbound: Inbound,
+) -> Result<Response, OpenAiRefused> {
+    on_response(&gateway, &caller, inbound, id, query, Operation::Delete).await
 }
 
 /// `POST /v1/responses/{id}/cancel`.
@@ -172,9 +169,9 @@ async fn cancel_response(
     Extension(caller): Extension<Principal>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
-) -> Response {
-    on_response(&gateway, &caller, &headers, id, query, Operation::Cancel).await
+    inbound: Inbound,
+) -> Result<Response, OpenAiRefused> {
+    on_response(&gateway, &caller, inbound, id, query, Operation::Cancel).await
 }
 
 /// What is done with a kept response.
@@ -191,25 +188,22 @@ enum Operation {
 async fn on_response(
     gateway: &Gateway,
     caller: &Principal,
-    headers: &HeaderMap,
+    inbound: Inbound,
     id: String,
     query: Option<String>,
     operation: Operation,
-) -> Response {
-    let settled = match request::settle_state_call(gateway, caller, headers) {
-        Ok(settled) => settled,
-        Err(refused) => return refused.into_openai(),
-    };
+) -> Result<Response, OpenAiRefused> {
+    let settled = request::settle_state_call(gateway, caller, inbound)?;
     if query
         .as_deref()
         .is_some_and(|q| q.split('&').any(|pair| pair.eq_ignore_ascii_case("stream=true")))
     {
         let message =
             "streaming a retrieved response (stream=true) is not served by the gateway; retrieve it whole";
-        return OpenAiError(AppError::InvalidRequest {
+        return Ok(OpenAiError(AppError::InvalidRequest {
             message: message.to_owned(),
         })
-        .into_response();
+        .into_response());
     }
     let mut routes: Vec<_> = (gateway.inner.models.iter())
         .filter(|client| client.speaks(Api::Responses))
@@ -237,7 +231,7 @@ async fn on_response(
                 .map(|a| answer::answered(a, &settled)),
         };
         match result {
-            Ok(response) => return response,
+            Ok(response) => return Ok(response),
             // Not this route's: the next one may know it.
             Err(ballast::CallError::Refused {
                 refusal: ballast::Refusal::UnknownState(_),
@@ -249,10 +243,10 @@ async fn on_response(
             }
         }
     }
-    match last {
+    Ok(match last {
         Some(error) => answer::failed(error, &settled),
         None => answer::unknown_response(&id),
-    }
+    })
 }
 
 /// `GET /v1/models`: the configured model routes, as OpenAI lists models.

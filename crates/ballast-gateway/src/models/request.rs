@@ -94,13 +94,13 @@ pub(super) struct Prepared<R> {
 pub(super) async fn prepare<R: ModelRequest>(
     gateway: &Gateway,
     caller: &Principal,
+    inbound: Inbound,
     headers: &HeaderMap,
     body: Body,
     api: Api,
 ) -> Result<Prepared<R>, Refused> {
     let now = clock::now();
     let server = &gateway.inner.config.server;
-    let inbound = Inbound::read(headers, server)?;
     let (reading, run_restarted) = call_deadline(
         gateway,
         caller.name(),
@@ -174,9 +174,8 @@ pub(super) async fn prepare<R: ModelRequest>(
 pub(super) fn settle_state_call(
     gateway: &Gateway,
     caller: &Principal,
-    headers: &HeaderMap,
+    inbound: Inbound,
 ) -> Result<Settled, Refused> {
-    let inbound = Inbound::read(headers, &gateway.inner.config.server)?;
     let mut settled = settle(gateway, caller, "responses", inbound, false, clock::now())?;
     settled.about_a_response = true;
     Ok(settled)

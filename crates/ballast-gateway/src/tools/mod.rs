@@ -35,7 +35,7 @@ use ballast::idempotency::{IdempotencyLayer, Principal};
 use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
 use ballast_core::CallKind;
 use http::{HeaderValue, Method};
-use tower::{Layer as _, Service};
+use tower::Service;
 
 use crate::Gateway;
 use crate::error::{AppError, Refused};
@@ -99,11 +99,13 @@ pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartE
             let call: route::Answer = Box::pin(async move { Ok(call_tool(client, request).await) });
             call
         });
-        let route = route::ToolRoute {
-            gateway: gateway.clone(),
-            client: ToolClient::clone(client),
-            inner: idempotency.layer(handler),
-        };
+        let route = tower::ServiceBuilder::new()
+            .layer(route::PrepareLayer {
+                gateway: gateway.clone(),
+                client: ToolClient::clone(client),
+            })
+            .layer(idempotency)
+            .service(handler);
         router = router.route_service(&format!("/v1/tools/{}", tool.name), route);
     }
     Ok(router.route("/v1/tools/{name}", any(unknown_tool)))

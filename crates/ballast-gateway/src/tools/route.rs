@@ -1,10 +1,11 @@
-//! A tool's route as one tower service: `prepare` around the idempotency layer around the handler.
+//! A tool's route as ordinary tower layers: [`PrepareLayer`] over the `IdempotencyLayer` over the handler,
+//! composed with `ServiceBuilder` (`tools/mod.rs`).
 //!
-//! Why not `post(handler).layer(idempotency).layer(from_fn(prepare))`: axum's `from_fn` boxes and clones the
-//! service under it on every request, and the method router boxes and clones each layer again — measured, 25
-//! boxed-service clones and their allocations a tool call. The method check is `prepare`'s own (a 405 for
-//! anything but POST, as the method router's fallback under `prepare` answered), so the route needs no method
-//! router; the composition is the same, in the same order, with one boxed future.
+//! Why a layer of our own and not `post(handler).layer(idempotency).layer(from_fn(prepare))`: axum's `from_fn`
+//! boxes and clones the service under it on every request, and the method router boxes and clones each layer
+//! again — measured, 25 boxed-service clones and their allocations a tool call. The method check is `prepare`'s
+//! own (a 405 for anything but POST, as the method router's fallback under `prepare` answered), so the route
+//! needs no method router; the composition is the same, in the same order, with one boxed future.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -14,22 +15,42 @@ use std::task::{Context, Poll};
 use axum::extract::Request;
 use axum::response::Response;
 use ballast::ToolClient;
-use tower::Service;
+use tower::{Layer, Service};
 
 use crate::Gateway;
 
 /// A boxed answer of a route's service.
 pub(super) type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-/// The service of one tool's route: `prepare`, then `inner` (the idempotency layer over the handler).
+/// The layer of [`Prepare`], for one tool.
 #[derive(Clone)]
-pub(super) struct ToolRoute<S> {
+pub(super) struct PrepareLayer {
     pub(super) gateway: Gateway,
     pub(super) client: ToolClient,
-    pub(super) inner: S,
 }
 
-impl<S> Service<Request> for ToolRoute<S>
+impl<S> Layer<S> for PrepareLayer {
+    type Service = Prepare<S>;
+
+    fn layer(&self, inner: S) -> Prepare<S> {
+        Prepare {
+            gateway: self.gateway.clone(),
+            client: self.client.clone(),
+            inner,
+        }
+    }
+}
+
+/// `prepare` (`tools/mod.rs`: refuse what cannot run, settle the deadline and the key, finish every answer),
+/// then `inner` (the idempotency layer over the handler).
+#[derive(Clone)]
+pub(super) struct Prepare<S> {
+    gateway: Gateway,
+    client: ToolClient,
+    inner: S,
+}
+
+impl<S> Service<Request> for Prepare<S>
 where
     S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
     S::Future: Send + 'static,
