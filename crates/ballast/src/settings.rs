@@ -30,25 +30,6 @@ pub(crate) fn refused(kind: &str, name: &str, errors: &ConfigErrors) -> String {
     lines.join("\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::builder_path;
-
-    #[test]
-    fn paths_read_as_the_builders_fields() {
-        assert_eq!(
-            builder_path("tools[0].retry.max_attempts", "tools[0]"),
-            "retry.max_attempts"
-        );
-        assert_eq!(builder_path("server.body_limit", "tools[0]"), "body_limit");
-        assert_eq!(builder_path("tools[1].name", "tools[0]"), "tools[1].name");
-        assert_eq!(
-            builder_path("models[0].deployments[1].base_url", "models[0]"),
-            "deployments[1].base_url"
-        );
-    }
-}
-
 /// The setters every client builder has, written once: those of the upstream's stack (set on the builder's
 /// config table `$table`, `tool` or `route`) and those of `[server]` and the runs. For a model route each of its
 /// deployments gets a stack of its own with these settings.
@@ -142,3 +123,22 @@ macro_rules! builder_setters {
     };
 }
 pub(crate) use builder_setters;
+
+#[cfg(test)]
+mod tests {
+    use super::builder_path;
+
+    #[test]
+    fn paths_read_as_the_builders_fields() {
+        assert_eq!(
+            builder_path("tools[0].retry.max_attempts", "tools[0]"),
+            "retry.max_attempts"
+        );
+        assert_eq!(builder_path("server.body_limit", "tools[0]"), "body_limit");
+        assert_eq!(builder_path("tools[1].name", "tools[0]"), "tools[1].name");
+        assert_eq!(
+            builder_path("models[0].deployments[1].base_url", "models[0]"),
+            "deployments[1].base_url"
+        );
+    }
+}
