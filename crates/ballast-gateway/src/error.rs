@@ -358,7 +358,7 @@ impl AppError {
                 if let AppError::UnknownTool { tools, .. } = &self {
                     body["tools"] = json!(tools);
                 }
-                problem(status, &body)
+                ballast::idempotency::problem_json(status, &body)
             }
             Flavor::OpenAi => openai_error(status, code, &detail),
         };
@@ -530,17 +530,6 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
-/// A problem+json response.
-fn problem(status: StatusCode, body: &Value) -> Response {
-    let mut response = Response::new(Body::from(body.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
     response
 }
 

@@ -37,6 +37,7 @@ pub mod store {
 
 pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLayer};
 pub use markers::{NotStored, OutcomeUnknown, Principal};
+pub use problem::problem_json;
 pub use reaper::spawn_reaper;
 pub use status::{OperationStatus, operation_status, operations_route};
 

@@ -48,6 +48,18 @@ pub(crate) enum Problem {
     HandlerPanicked,
 }
 
+/// An RFC 9457 problem+json answer with `status` and `body`: the one writer of problem+json, for the
+/// idempotency layer's own answers and the gateway's.
+pub fn problem_json(status: StatusCode, body: &serde_json::Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(body.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    response
+}
+
 impl Problem {
     /// The answer.
     pub(crate) fn into_response(self) -> Response<Body> {
@@ -68,13 +80,8 @@ impl Problem {
         // The code is the type's last part: one spelling for every URN (DESIGN.md, "Error answers").
         let code = type_uri.strip_prefix("urn:ballast:").unwrap_or(slug).to_owned();
         body["code"] = json!(code);
-        let mut response = Response::new(Body::from(body.to_string()));
-        *response.status_mut() = status;
+        let mut response = problem_json(status, &body);
         let headers = response.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/problem+json"),
-        );
         // Said in a header too, for a caller (another Ballast, a proxy) that does not read the body.
         if let Ok(code) = HeaderValue::from_str(&code) {
             headers.insert(BALLAST_CODE, code);
