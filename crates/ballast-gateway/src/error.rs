@@ -84,6 +84,18 @@ pub(crate) enum AppError {
 }
 
 impl AppError {
+    /// A call that failed upstream with `code` and nothing to retry here: a 502 saying `message`.
+    pub(crate) fn bad_gateway(code: ErrorCode, message: String) -> AppError {
+        AppError::Call {
+            code,
+            status: StatusCode::BAD_GATEWAY,
+            message,
+            retry_after: None,
+            should_retry: false,
+            shed: None,
+        }
+    }
+
     /// Status, code (the `urn:ballast:` slug) and title.
     fn kind(&self) -> (StatusCode, &'static str, &'static str) {
         match self {

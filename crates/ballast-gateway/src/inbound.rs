@@ -43,6 +43,25 @@ pub(crate) struct Inbound {
     pub(crate) sdk_retry: Option<u32>,
 }
 
+/// `call` (a `ToolCall` or a `ModelCall`: the library gives both the same setters) with what the caller's
+/// headers `inbound` say of it beyond its deadline and run: its priority, its hops and its trace.
+macro_rules! with_inbound {
+    ($call:expr, $inbound:expr) => {{
+        let (mut call, inbound) = ($call, $inbound);
+        if let Some(priority) = inbound.priority {
+            call = call.priority(priority);
+        }
+        if let Some(hops) = inbound.hops {
+            call = call.hops(hops);
+        }
+        if let Some(trace) = inbound.trace {
+            call = call.trace(trace);
+        }
+        call
+    }};
+}
+pub(crate) use with_inbound;
+
 /// The caller's headers as a model route's handler takes them; a header that does not parse is refused
 /// OpenAI-style. (The tool route, a service of its own, reads them with [`Inbound::read`] and answers
 /// problem+json.)
@@ -137,6 +156,29 @@ pub(crate) fn call_deadline(
         now,
     );
     (deadline, restarted)
+}
+
+/// The deadline of a call that is not streamed — its deadline headers' (`timeout`), else its run's, else
+/// `server.default_timeout` — as every route settles it before it reads the body ([`call_deadline`]), with
+/// whether its run started again; and the refusal of anything found wrong before the call, which says both.
+pub(crate) fn unary_deadline(
+    gateway: &crate::Gateway,
+    owner: &str,
+    inbound: &Inbound,
+    now: ballast_core::Instant,
+) -> (
+    ballast_core::Deadline,
+    bool,
+    impl Fn(crate::error::AppError) -> crate::error::Refused + Copy,
+) {
+    let default = gateway.inner.config.server.default_timeout;
+    let (deadline, run_restarted) = call_deadline(gateway, owner, inbound, inbound.timeout, default, now);
+    let refused = move |error| crate::error::Refused {
+        error,
+        deadline: Some(deadline),
+        run_restarted,
+    };
+    (deadline, run_restarted, refused)
 }
 
 /// The smallest deadline header of each kind, each capped by `max_timeout`.

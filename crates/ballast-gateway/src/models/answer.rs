@@ -127,24 +127,12 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
             OpenAiError(without_an_answer(&target, code, &error, attempts, settled)).into_response()
         }
         CallError::Refused { target, refusal, .. } => refused(&target, &refusal, settled),
-        CallError::Malformed { target, reason, .. } => OpenAiError(AppError::Call {
-            code: ErrorCode::UpstreamError,
-            status: StatusCode::BAD_GATEWAY,
-            message: format!("{target}: the upstream's answer is {reason}"),
-            retry_after: None,
-            should_retry: false,
-            shed: None,
-        })
+        CallError::Malformed { target, reason, .. } => OpenAiError(AppError::bad_gateway(
+            ErrorCode::UpstreamError,
+            format!("{target}: the upstream's answer is {reason}"),
+        ))
         .into_response(),
-        other => OpenAiError(AppError::Call {
-            code,
-            status: StatusCode::BAD_GATEWAY,
-            message: other.to_string(),
-            retry_after: None,
-            should_retry: false,
-            shed: None,
-        })
-        .into_response(),
+        other => OpenAiError(AppError::bad_gateway(code, other.to_string())).into_response(),
     };
     let headers = response.headers_mut();
     headers.insert(BALLAST_ATTEMPTS, HeaderValue::from(attempts));

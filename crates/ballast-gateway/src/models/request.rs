@@ -101,19 +101,8 @@ pub(super) async fn prepare<R: ModelRequest>(
 ) -> Result<Prepared<R>, Refused> {
     let now = clock::now();
     let server = &gateway.inner.config.server;
-    let (reading, run_restarted) = call_deadline(
-        gateway,
-        caller.name(),
-        &inbound,
-        inbound.timeout,
-        server.default_timeout,
-        now,
-    );
-    let refused = |error: AppError| Refused {
-        error,
-        deadline: Some(reading),
-        run_restarted,
-    };
+    let (reading, run_restarted, refused) =
+        crate::inbound::unary_deadline(gateway, caller.name(), &inbound, now);
     let bytes = crate::body::read_body(body, server, reading, now)
         .await
         .map_err(refused)?;
@@ -252,14 +241,5 @@ pub(super) fn with_options<R>(
     if let Some(run) = &inbound.run_id {
         call = call.run(run.as_str());
     }
-    if let Some(priority) = inbound.priority {
-        call = call.priority(priority);
-    }
-    if let Some(hops) = inbound.hops {
-        call = call.hops(hops);
-    }
-    if let Some(trace) = inbound.trace {
-        call = call.trace(trace);
-    }
-    call
+    crate::inbound::with_inbound!(call, inbound)
 }

@@ -99,15 +99,7 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
         }
         .into_response(),
         // A kind of failure this gateway does not know yet: said as what it is, never as a success.
-        other => AppError::Call {
-            code,
-            status: StatusCode::BAD_GATEWAY,
-            message: other.to_string(),
-            retry_after: None,
-            should_retry: false,
-            shed: None,
-        }
-        .into_response(),
+        other => AppError::bad_gateway(code, other.to_string()).into_response(),
     }
 }
 

@@ -237,19 +237,7 @@ async fn check(
         .get::<Principal>()
         .map_or(crate::auth::ANONYMOUS, Principal::name)
         .to_owned();
-    let (deadline, run_restarted) = crate::inbound::call_deadline(
-        gateway,
-        &owner,
-        &inbound,
-        inbound.timeout,
-        server.default_timeout,
-        now,
-    );
-    let refused = |error: AppError| Refused {
-        error,
-        deadline: Some(deadline),
-        run_restarted,
-    };
+    let (deadline, run_restarted, refused) = crate::inbound::unary_deadline(gateway, &owner, &inbound, now);
     let tool = client.config();
     if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {
         return Err(refused(AppError::too_late(
@@ -313,15 +301,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         // by several principals never sees two principals' operations under one key.
         call = call.idempotency_key(key.for_principal(&prepared.owner));
     }
-    if let Some(priority) = inbound.priority {
-        call = call.priority(priority);
-    }
-    if let Some(hops) = inbound.hops {
-        call = call.hops(hops);
-    }
-    if let Some(trace) = inbound.trace {
-        call = call.trace(trace);
-    }
+    let call = crate::inbound::with_inbound!(call, inbound);
     let result = client.call(call).await;
     answer::answer(client.name(), prepared.key.as_ref(), result)
 }

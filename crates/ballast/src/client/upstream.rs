@@ -65,21 +65,28 @@ pub(crate) struct Settings<'a> {
     pub(crate) per_try: Duration,
 }
 
-/// Why an upstream's settings were refused (validation normally catches both first).
-pub(crate) enum InvalidSettings {
-    Retry(InvalidRetryPolicy),
-    Admission(InvalidAdmission),
+/// How a client's error names an upstream's settings refused (validation normally catches both first): each
+/// client's error type says it with the upstream's `name`.
+pub(crate) trait InvalidSettings: Sized {
+    /// The retry policy.
+    fn retry(name: &str, source: InvalidRetryPolicy) -> Self;
+    /// The concurrency or the queue.
+    fn admission(name: &str, source: InvalidAdmission) -> Self;
 }
 
 impl Parts {
-    /// The parts of an upstream with `settings` under `server`'s `max_retry_after`: the one assembly of tools'
-    /// and model deployments' upstreams.
-    pub(crate) fn of(settings: &Settings<'_>, server: &ServerConfig) -> Result<Parts, InvalidSettings> {
+    /// The parts of upstream `name` with `settings` under `server`'s `max_retry_after`: the one assembly of
+    /// tools' and model deployments' upstreams.
+    pub(crate) fn of<E: InvalidSettings>(
+        name: &str,
+        settings: &Settings<'_>,
+        server: &ServerConfig,
+    ) -> Result<Parts, E> {
         let policy = RetryPolicy::new(settings.retry.max_attempts, settings.retry.backoff)
-            .map_err(InvalidSettings::Retry)?
+            .map_err(|source| E::retry(name, source))?
             .with_max_retry_after(server.max_retry_after);
         let admission =
-            admission(settings.concurrency, settings.queue).map_err(InvalidSettings::Admission)?;
+            admission(settings.concurrency, settings.queue).map_err(|source| E::admission(name, source))?;
         Ok(Parts {
             policy,
             budget: settings.budget.build(),

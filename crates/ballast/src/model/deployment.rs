@@ -16,7 +16,7 @@ use std::time::Duration;
 use ballast_config::{
     Api, ConfigErrors, Deployment, Env, MissingSecret, ModelRoute, SecretProblem, ServerConfig,
 };
-use ballast_core::{Instant, InvalidRetryPolicy};
+use ballast_core::{Instant, InvalidAdmission, InvalidRetryPolicy};
 use bytes::Bytes;
 use http::{HeaderValue, Request, Uri};
 
@@ -105,6 +105,22 @@ pub(super) struct DeploymentClient {
     max_skip: Duration,
 }
 
+impl InvalidSettings for InvalidModelRoute {
+    fn retry(route: &str, source: InvalidRetryPolicy) -> Self {
+        InvalidModelRoute::Retry {
+            route: route.to_owned(),
+            source,
+        }
+    }
+
+    fn admission(route: &str, source: InvalidAdmission) -> Self {
+        InvalidModelRoute::Admission {
+            route: route.to_owned(),
+            source,
+        }
+    }
+}
+
 /// How long a deployment that answered insufficient quota without a `Retry-After` is skipped.
 pub(super) const QUOTA_SKIP: Duration = Duration::from_secs(60);
 
@@ -142,16 +158,7 @@ impl DeploymentClient {
             queue: route.queue,
             per_try: config.per_try_timeout,
         };
-        let parts = Parts::of(&settings, server).map_err(|invalid| match invalid {
-            InvalidSettings::Retry(source) => InvalidModelRoute::Retry {
-                route: route.name.clone(),
-                source,
-            },
-            InvalidSettings::Admission(source) => InvalidModelRoute::Admission {
-                route: route.name.clone(),
-                source,
-            },
-        })?;
+        let parts = Parts::of::<InvalidModelRoute>(&route.name, &settings, server)?;
         let name = deployment_name(route, index);
         let account = account(&config, authorization.as_ref());
         Ok(DeploymentClient {

@@ -69,6 +69,22 @@ pub enum InvalidTool {
     },
 }
 
+impl InvalidSettings for InvalidTool {
+    fn retry(tool: &str, source: InvalidRetryPolicy) -> Self {
+        InvalidTool::Retry {
+            tool: tool.to_owned(),
+            source,
+        }
+    }
+
+    fn admission(tool: &str, source: InvalidAdmission) -> Self {
+        InvalidTool::Admission {
+            tool: tool.to_owned(),
+            source,
+        }
+    }
+}
+
 /// The clients of every tool of a configuration, sharing one transport and one registry of runs; or of tools
 /// built one by one ([`ToolClient::builder`]), gathered with [`FromIterator`] or [`ToolClients::insert`].
 #[derive(Clone, Debug, Default)]
@@ -174,16 +190,7 @@ where
         queue: tool.queue,
         per_try: tool.per_try_timeout,
     };
-    let parts = Parts::of(&settings, server).map_err(|invalid| match invalid {
-        InvalidSettings::Retry(source) => InvalidTool::Retry {
-            tool: tool.name.clone(),
-            source,
-        },
-        InvalidSettings::Admission(source) => InvalidTool::Admission {
-            tool: tool.name.clone(),
-            source,
-        },
-    })?;
+    let parts = Parts::of::<InvalidTool>(&tool.name, &settings, server)?;
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
         .ok()
         .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
