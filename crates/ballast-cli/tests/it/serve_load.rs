@@ -3,8 +3,7 @@
 //! HTTP calls; `/metrics` is Prometheus text that moves with the calls; `/status` shows what decides.
 
 use crate::support;
-
-use std::collections::HashMap;
+use ballast_testkit::Samples;
 
 use serde_json::{Value, json};
 use support::gateway::{Gateway, call, chaos, client, eventually, get_json, header, read};
@@ -219,54 +218,13 @@ async fn a_runs_deadline_holds_across_separate_http_calls() {
     );
 }
 
-/// The samples of a Prometheus text exposition, by `name{labels}`; panics on a line that is not one.
-fn samples(text: &str) -> HashMap<String, f64> {
-    let mut samples = HashMap::new();
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let (series, value) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("not a sample: {line:?}"));
-        let name_end = series.find('{').unwrap_or(series.len());
-        let name = &series[..name_end];
-        assert!(
-            !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-                && !name.starts_with(|c: char| c.is_ascii_digit()),
-            "bad metric name in {line:?}"
-        );
-        if name_end < series.len() {
-            assert!(series.ends_with('}'), "unclosed labels in {line:?}");
-        }
-        let value: f64 = match value {
-            "+Inf" => f64::INFINITY,
-            "-Inf" => f64::NEG_INFINITY,
-            v => v.parse().unwrap_or_else(|_| panic!("bad value in {line:?}")),
-        };
-        samples.insert(series.to_owned(), value);
-    }
-    samples
-}
-
-/// The sum of every sample of `name` whose labels hold each of `labels`.
-fn total(samples: &HashMap<String, f64>, name: &str, labels: &[&str]) -> f64 {
-    samples
-        .iter()
-        .filter(|(series, _)| {
-            series.split('{').next() == Some(name) && labels.iter().all(|label| series.contains(label))
-        })
-        .map(|(_, value)| value)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_are_prometheus_text_that_moves_with_calls_and_status_shows_what_decides() {
     let upstream = chaos("").await;
     let gateway = Gateway::start(CONFIG, &upstream, &[]);
     let client = client();
     let scrape = || async {
-        samples(
+        Samples::parse(
             &client
                 .get(gateway.url("/metrics"))
                 .send()
@@ -284,31 +242,27 @@ async fn metrics_are_prometheus_text_that_moves_with_calls_and_status_shows_what
         "ballast_throttled_total",
     ] {
         assert!(
-            before.keys().any(|k| k.starts_with(name)),
+            before.series().any(|k| k.starts_with(name)),
             "{name} is registered from the start"
         );
     }
     let ok = ["target=\"lookup_order\"", "outcome=\"ok\""];
-    let requests_before = total(&before, "ballast_requests_total", &ok);
+    let requests_before = before.total("ballast_requests_total", &ok);
     for op in ["o-m1", "o-m2"] {
         let (status, _, _) = read(call(&client, &gateway, "lookup_order", &lookup(op), &[]).await).await;
         assert_eq!(status, 200);
     }
     let after = scrape().await;
-    assert_eq!(
-        total(&after, "ballast_requests_total", &ok) - requests_before,
-        2.0
-    );
-    assert!(total(&after, "ballast_attempts_total", &["target=\"lookup_order\""]) >= 2.0);
+    assert_eq!(after.total("ballast_requests_total", &ok) - requests_before, 2.0);
+    assert!(after.total("ballast_attempts_total", &["target=\"lookup_order\""]) >= 2.0);
     assert!(
         after
-            .keys()
+            .series()
             .any(|k| k.starts_with("ballast_overhead_seconds_bucket")),
         "the overhead histogram"
     );
     assert!(
-        total(
-            &after,
+        after.total(
             "ballast_request_duration_seconds_count",
             &["route=\"lookup_order\""]
         ) >= 2.0

@@ -520,12 +520,7 @@ async fn metrics(client: &reqwest::Client, gateway: &support::gateway::Gateway) 
 
 /// The value of the sample of `name` whose labels include every one of `labels` (`key="value"`).
 fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    metrics.lines().find_map(|line| {
-        let rest = line.strip_prefix(name)?;
-        let (series, value) = rest.rsplit_once(' ')?;
-        let series_ok = series.starts_with('{') || series.is_empty();
-        (series_ok && labels.iter().all(|l| series.contains(l))).then(|| value.parse().ok())?
-    })
+    ballast_testkit::Samples::parse(metrics).get(name, labels)
 }
 
 /// A stream cut after its commit point ends with the API's error event, never a clean end.

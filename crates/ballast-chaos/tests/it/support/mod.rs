@@ -9,7 +9,7 @@ pub(crate) mod oneshot;
 use std::future::Future;
 use std::time::Duration;
 
-use ballast_chaos::{ChaosServer, EndpointProfile, KeyMode, LoseMode, Profile, Script, ScriptStep};
+use ballast_chaos::{ChaosServer, EndpointProfile, KeyMode, LoseMode, Profile, ScriptStep};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -18,17 +18,7 @@ pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
 /// A profile where `endpoint` has `faults` and meets `steps` for each (op, steps).
 pub(crate) fn profile(endpoint: &str, faults: EndpointProfile, scripts: &[(&str, &[ScriptStep])]) -> Profile {
-    let mut profile = Profile::default();
-    profile.endpoints.insert(endpoint.to_owned(), faults);
-    profile.scripts = scripts
-        .iter()
-        .map(|(op, steps)| Script {
-            endpoint: endpoint.to_owned(),
-            op: (*op).to_owned(),
-            steps: steps.to_vec(),
-        })
-        .collect();
-    profile
+    ballast_testkit::scripted(0, endpoint, faults, scripts)
 }
 
 /// Faults with only a key mode.
@@ -109,20 +99,17 @@ pub(crate) async fn in_flight(server: &ChaosServer, endpoint: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Polls `check` every 10 ms until it holds; panics naming `what` after [`PATIENCE`].
+/// Polls `check` until it holds; panics naming `what` after [`PATIENCE`] (the test kit's poll).
 pub(crate) async fn eventually<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let polling = async {
-        while !check().await {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    };
-    if tokio::time::timeout(PATIENCE, polling).await.is_err() {
-        panic!("gave up waiting for {what} after {PATIENCE:?}");
-    }
+    ballast_testkit::eventually(PATIENCE, what, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await;
 }
 
 /// The operation id the server gives a request that names none: `body-` and 16 hex digits of its SHA-256.

@@ -361,18 +361,11 @@ pub(crate) async fn executions(upstream: &ChaosServer, op: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Polls `check` every 20 ms until it gives `Some`, at most [`PATIENCE`]; panics with `what` otherwise.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Polls `check` until it gives `Some`, at most [`PATIENCE`]; panics with `what` otherwise (the test kit's poll).
+pub(crate) async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    const STEP: Duration = Duration::from_millis(20);
-    for _ in 0..PATIENCE.as_millis() / STEP.as_millis() {
-        if let Some(value) = check().await {
-            return value;
-        }
-        tokio::time::sleep(STEP).await;
-    }
-    panic!("not within {PATIENCE:?}: {what}");
+    ballast_testkit::eventually(PATIENCE, what, check).await
 }

@@ -160,18 +160,4 @@ fn parent(pid: u32) -> Option<u32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Polls `check` every 20 ms until it holds, at most `patience`; whether it did.
-pub(crate) fn within(patience: Duration, mut check: impl FnMut() -> bool) -> bool {
-    const STEP: Duration = Duration::from_millis(20);
-    let mut waited = Duration::ZERO;
-    loop {
-        if check() {
-            return true;
-        }
-        if waited >= patience {
-            return false;
-        }
-        std::thread::sleep(STEP);
-        waited += STEP;
-    }
-}
+pub(crate) use ballast_testkit::within;

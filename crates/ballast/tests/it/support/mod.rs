@@ -16,7 +16,7 @@ use ballast::{
     layer::{AttemptLayer, AttemptService, DeadlineLayer, DeadlineService},
     transport::ServiceTransport,
 };
-use ballast_chaos::{EndpointProfile, Latency, Profile, Script, ScriptStep};
+use ballast_chaos::{EndpointProfile, Latency, Profile, ScriptStep};
 use bytes::Bytes;
 use serde_json::Value;
 use tower::util::BoxCloneService;
@@ -28,26 +28,13 @@ pub(crate) const BODY_LIMIT: u64 = 1 << 20;
 /// The seed of every chaos profile of these tests.
 pub(crate) const SEED: u64 = 4;
 
-/// A profile where `endpoint` has `faults` and meets `steps` for each (op, steps).
+/// A profile (under [`SEED`]) where `endpoint` has `faults` and meets `steps` for each (op, steps).
 pub(crate) fn scripted(
     endpoint: &str,
     faults: EndpointProfile,
     scripts: &[(&str, &[ScriptStep])],
 ) -> Profile {
-    let mut profile = Profile {
-        seed: SEED,
-        ..Profile::default()
-    };
-    profile.endpoints.insert(endpoint.to_owned(), faults);
-    profile.scripts = scripts
-        .iter()
-        .map(|(op, steps)| Script {
-            endpoint: endpoint.to_owned(),
-            op: (*op).to_owned(),
-            steps: steps.to_vec(),
-        })
-        .collect();
-    profile
+    ballast_testkit::scripted(SEED, endpoint, faults, scripts)
 }
 
 /// Faults of an endpoint that always takes exactly `latency` before it acts.
