@@ -15,18 +15,22 @@
 //!
 //! docs/gateway.md has every endpoint, header and answer.
 //!
-//! Layout:
-//! - `state` — [`Gateway`]: the config, the model and tool clients, the store, the runs, the principals;
-//! - `app` — the router ([`app`], [`admin_app`]), auth in front of `/v1/*`, and what every answer carries
-//!   (`x-request-id`, an explicit `x-should-retry`, jittered `Retry-After`); `edge` — the services that run
-//!   those two on every request;
-//! - `auth` — principals and the constant-time key check; `inbound` — the headers a call reads (their names are
-//!   `ballast::headers`, the one table the library and the gateway share);
-//! - `models` — the model routes; `tools` — the tool routes; `repeats` — a repeat of a final failure answered
-//!   from it; `body` — reading a request's body within its limits; `error` — every answer of the gateway's own,
-//!   in one place;
+//! Layout (each module using only those it names or below them: `scripts/module-cycles` checks it):
+//! - `state` — [`Gateway`]: the config, the model and tool clients (`ballast::Clients`), the store, the runs, the
+//!   principals;
+//! - `app` — the router ([`app`], [`admin_app`]) and auth in front of `/v1/*`; `edge` — the two services every
+//!   request passes (its span, and what every answer carries: `x-request-id`, an explicit `x-should-retry`,
+//!   jittered `Retry-After`; the caller's principal);
+//! - `auth` — principals and the constant-time key check; `inbound` — the headers a call reads (an extractor on
+//!   the model routes; their names are `ballast::headers`, the one table the library and the gateway share) and
+//!   the call's deadline by the library's one rule;
+//! - `models` — the model routes (axum handlers returning `Result`); `tools` — the tool routes (`PrepareLayer`
+//!   over the `IdempotencyLayer` over the handler); `repeats` — a repeat of a final failure answered from it;
+//!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
+//!   place (problem+json, OpenAI's envelope, `Retry-After` and its jitter);
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
-//! - `serve` — [`run`] / [`serve`]: serving, the connection bounds and the graceful shutdown.
+//! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
+//! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
 
 mod admin;
 mod app;

@@ -78,11 +78,15 @@
 //! ```
 //!
 //! # Source layout
-//! Beside the public modules: `client` (the core both clients are thin over: one upstream's stack and its trip),
-//! `settings` (what the builders share: settings given in code validated by ballast-config's rules),
-//! `outcome` (what an attempt may have done; the one rule for "outcome unknown"), `admission`, `retry`,
-//! `breaker`, `attempt` and `deadline` (the layers, re-exported by [`layer`]) and `sse`; [`headers`] is the one table
-//! of header names, shared with the gateway.
+//! Beside the public modules: `clients` ([`Clients::from_config`]: every client of a config, the one way),
+//! `client` (the core both clients are thin over: the call options and their setters, one upstream's assembly,
+//! stack and trip), `settings` (what the builders share: their setters, and settings given in code validated by
+//! ballast-config's rules), `outcome` (what an attempt may have done; the one rule for "outcome unknown", the
+//! one fallback rule, the one verdict writer), `body` (an answer as the stack hands it up, and where a stream
+//! commits), `admission`, `retry`, `breaker`, `attempt` and `deadline` (the layers, re-exported by [`layer`])
+//! and `sse`; [`headers`] is the one table of header names, shared with the gateway; [`context::call_deadline`]
+//! the one rule of a call's deadline, shared with it too. No module imports back up: `scripts/module-cycles`
+//! checks every crate, and `scripts/public-api` checks the public names against `api/`.
 
 mod admission;
 mod attempt;
