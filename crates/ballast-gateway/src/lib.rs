@@ -75,9 +75,14 @@ pub enum StartError {
         /// Why.
         source: ballast::idempotency::store::StoreError,
     },
-    /// A tool's idempotency layer could not be built.
-    #[error("{0}")]
-    Tool(String),
+    /// A tool's idempotency layer could not be built from the server's settings.
+    #[error("tools.{tool}: {source}")]
+    Idempotency {
+        /// The tool.
+        tool: String,
+        /// Why.
+        source: ballast::idempotency::InvalidIdempotencyLayer,
+    },
     /// A tool's or a model route's client could not be built (a deployment's API key missing from the
     /// environment, say).
     #[error(transparent)]

@@ -165,13 +165,14 @@ impl OutcomeReport {
 pub struct Report(Arc<Mutex<OutcomeReport>>);
 
 impl Report {
-    /// Changes the report.
+    /// Changes the report: for a layer of your own, to record what it did (Ballast's layers record their
+    /// attempts through the crate's own methods; none of them reads the report to decide).
     pub fn update(&self, change: impl FnOnce(&mut OutcomeReport)) {
         change(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
     /// Records an attempt that has started; returns its index for [`Report::finish_attempt`].
-    pub fn start_attempt(&self, number: u32) -> usize {
+    pub(crate) fn start_attempt(&self, number: u32) -> usize {
         let mut report = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         report.attempts.push(AttemptRecord {
             number,
@@ -185,7 +186,7 @@ impl Report {
 
     /// Records attempt `number`, refused before it was sent (by the breaker, or a deadline that could not hold
     /// it), with why.
-    pub fn refused_attempt(&self, number: u32, why: String) {
+    pub(crate) fn refused_attempt(&self, number: u32, why: String) {
         self.update(|r| {
             r.attempts.push(AttemptRecord {
                 number,
@@ -198,7 +199,7 @@ impl Report {
     }
 
     /// Records how the attempt at `index` ended.
-    pub fn finish_attempt(&self, index: usize, result: AttemptResult, duration: Duration, sent: bool) {
+    pub(crate) fn finish_attempt(&self, index: usize, result: AttemptResult, duration: Duration, sent: bool) {
         self.update(|r| {
             if let Some(attempt) = r.attempts.get_mut(index) {
                 attempt.result = result;
@@ -209,7 +210,7 @@ impl Report {
     }
 
     /// Marks the attempt at `index` as finishing after the caller left.
-    pub fn mark_background(&self, index: usize) {
+    pub(crate) fn mark_background(&self, index: usize) {
         self.update(|r| {
             if let Some(attempt) = r.attempts.get_mut(index) {
                 attempt.background = true;
@@ -221,7 +222,7 @@ impl Report {
     /// failure already: what the deadline layer writes, so that a context reused for the steps of one agent
     /// request keeps the step that failed, not the later steps its failure left no time for. (The verdict of a
     /// retry layer or a client on the call it ran replaces it: theirs is the whole call's.)
-    pub fn note_failure(&self, code: ErrorCode, stop: Option<StopReason>) {
+    pub(crate) fn note_failure(&self, code: ErrorCode, stop: Option<StopReason>) {
         self.update(|r| {
             if r.code.is_none() {
                 r.code = Some(code);

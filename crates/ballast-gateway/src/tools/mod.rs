@@ -90,7 +90,10 @@ pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartE
             .store_header(BALLAST_CODE)
             .store_header(BALLAST_FALLBACK)
             .build()
-            .map_err(|e| crate::StartError::Tool(format!("tools.{}: {e}", tool.name)))?;
+            .map_err(|source| crate::StartError::Idempotency {
+                tool: tool.name.clone(),
+                source,
+            })?;
         let handler_client = ToolClient::clone(client);
         // The handler's future boxed: the idempotency layer runs a claimed call in a task of its own, whose future
         // would otherwise hold the whole call inline (kilobytes, copied at every move of the task).
