@@ -67,10 +67,11 @@ pub(crate) fn line_of(text: &str, path: &str) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    const TEXT: &str = "version = 1\n\n[server]\nlisten = \"127.0.0.1:8080\"\n\n[[tools]]\nname = \"a\"\n\n[[tools]]\nname = \"b\"\n\
+    /// A config whose values sit on known lines (the load tests use it too).
+    pub(crate) const TEXT: &str = "version = 1\n\n[server]\nlisten = \"127.0.0.1:8080\"\n\n[[tools]]\nname = \"a\"\n\n[[tools]]\nname = \"b\"\n\
                         retry = { max_attempts = 0 }\n";
 
     #[test]

@@ -124,8 +124,7 @@ impl Config {
 mod tests {
     use super::*;
 
-    const TEXT: &str = "version = 1\n\n[server]\nlisten = \"127.0.0.1:8080\"\n\n[[tools]]\nname = \"a\"\n\n[[tools]]\nname = \"b\"\n\
-                        retry = { max_attempts = 0 }\n";
+    use crate::lines::tests::TEXT;
 
     /// A rule's error points at the line of the value that broke it, as a syntax error points at its own.
     #[test]
