@@ -69,6 +69,10 @@ pub(crate) enum Commit {
     /// with only the role): held back with the status line, and the next event is read. The hold is bounded
     /// ([`HOLD_EVENTS`]): past it the stream commits.
     Hold,
+    /// It carries nothing for the caller yet, as [`Commit::Hold`], and names the answer's state (the Responses
+    /// API's `response.created` names the response's id): held back the same way, and the first name read kept
+    /// on the answer as its [`Named`] extension, so that whoever routes the state need not read the stream again.
+    Named(String),
     /// The provider's error, sent as an event before the commit point (`event: error`, `response.failed`, a chat
     /// `data: {"error": ...}`): the attempt's answer is that error as if the provider had answered it with
     /// `status` and `body` (OpenAI's `{"error": {...}}`), so the retry decision, the breaker and the route's
@@ -88,6 +92,10 @@ pub(crate) enum Commit {
 /// The most events held back before a stream commits anyway: a preamble is one or two events, and what is held
 /// is memory and the caller's time to first byte.
 pub(crate) const HOLD_EVENTS: usize = 8;
+
+/// The state a streamed answer's preamble names ([`Commit::Named`]): a response extension of the committed answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Named(pub(crate) String);
 
 /// The commit point of an API's streams: what each event read before it means.
 pub(crate) type CommitRule = fn(&str) -> Commit;
@@ -148,14 +156,6 @@ impl Body {
                 None
             }
             Kind::Whole(_) => Some(slot),
-        }
-    }
-
-    /// What a stream read up to its commit point (its first events), or a whole body's bytes.
-    pub(crate) fn head(&self) -> &[u8] {
-        match &self.0 {
-            Kind::Stream(stream) => &stream.head,
-            Kind::Whole(bytes) => bytes.as_deref().unwrap_or_default(),
         }
     }
 

@@ -1,21 +1,20 @@
 //! A model call's end: a 2xx read as its API's answer (its tokens counted), or the last failure as the caller's
 //! error (the tokens of an error answer are spent too, on the deployment that gave it).
 
-use ballast_config::Api;
 use ballast_core::ErrorCode;
 use serde::de::DeserializeOwned;
 
+use super::api::Protocol;
 use super::call::ModelAnswer;
 use super::client::ModelClient;
 use super::route::{Committed, Tried};
-use super::usage::{record_tokens, usage_of_body};
+use super::usage::record_tokens;
 use crate::client::{CallError, Failure, json_body};
 
 impl ModelClient {
-    /// A 2xx answer read as `api`'s, its tokens recorded as the answer's when `count_tokens`.
-    pub(super) fn answer<T: DeserializeOwned>(
+    /// A 2xx answer of API `P` read as a `T`, its tokens recorded as the answer's when `count_tokens`.
+    pub(super) fn answer<P: Protocol, T: DeserializeOwned>(
         &self,
-        api: Api,
         committed: Committed,
         tried: &Tried,
         count_tokens: bool,
@@ -27,7 +26,7 @@ impl ModelClient {
         match serde_json::from_slice::<T>(&bytes) {
             Ok(parsed) => {
                 if count_tokens {
-                    record_tokens(report, usage_of_body(&bytes), true);
+                    record_tokens(report, P::usage(&bytes), true);
                 }
                 Ok(ModelAnswer {
                     response: parsed,
@@ -41,11 +40,11 @@ impl ModelClient {
             }
             Err(error) => {
                 // Tokens the upstream reported are spent, whatever became of the answer.
-                record_tokens(report, usage_of_body(&bytes), false);
+                record_tokens(report, P::usage(&bytes), false);
                 report.update(|r| r.code = Some(ErrorCode::UpstreamError));
                 Err(CallError::Malformed {
                     target: self.name().to_owned(),
-                    reason: format!("not a {} answer: {error}", api.title()),
+                    reason: format!("not a {} answer: {error}", P::API.title()),
                     report: Box::new(tried.report()),
                 })
             }
@@ -53,13 +52,13 @@ impl ModelClient {
     }
 
     /// The last failure as the caller's error (the tokens of an error answer are the last deployment's, spent).
-    pub(super) fn failed(&self, failure: Failure, tried: &Tried) -> CallError {
+    pub(super) fn failed<P: Protocol>(&self, failure: Failure, tried: &Tried) -> CallError {
         let target = self.name().to_owned();
         match failure {
             Failure::Answer(response) => {
                 let bytes = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
                 if let Some(answered) = tried.failed_at.map(|index| tried.report_of(index)) {
-                    record_tokens(answered, usage_of_body(bytes), false);
+                    record_tokens(answered, P::usage(bytes), false);
                 }
                 CallError::Upstream {
                     target,

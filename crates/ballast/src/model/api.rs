@@ -1,9 +1,12 @@
 //! What the route's machinery needs to know of each API it serves ([`Protocol`]), so that one client core and
-//! one stream core serve them all: how a request names its model, how it is cut to fit a context window, and
+//! one stream core serve them all: how a request names its model, how it is cut to fit a context window, what
+//! its error answers mean and what tokens its answers report, and
 //! (for the streamed APIs, [`Streamed`]) where a stream commits and what each later event means ([`Read`]).
 //!
 //! Each API is one module implementing these beside its bodies and its commit rule: `chat.rs` (Chat
 //! Completions), `responses/` (the Responses API), `embeddings.rs`. This module names none of them.
+
+use std::time::Duration;
 
 use ballast_config::Api;
 use serde::Serialize;
@@ -11,7 +14,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::provider::status_of_error_event;
-use super::{CannotTruncate, Truncation, TruncationGoal};
+use super::usage::usage_of_body;
+use super::{CannotTruncate, ProviderError, Truncation, TruncationGoal};
 use crate::TokenUsage;
 use crate::body::{Commit, CommitRule};
 
@@ -29,6 +33,19 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 
     /// Drops whole older turns from `request` as far as `goal` asks (the route's `on_overflow = "truncate"`).
     fn truncate(request: &mut Self::Request, goal: TruncationGoal) -> Result<Truncation, CannotTruncate>;
+
+    /// What an error answer of this API means for the route's next step: overload, a spent quota, a context
+    /// that does not fit, a request no retry fixes. OpenAI's APIs (and the providers that copy them) share
+    /// [`ProviderError::classify`]; an API with errors of its own overrides it.
+    fn classify(status: u16, body: &[u8], retry_after: Option<Duration>) -> ProviderError {
+        ProviderError::classify(status, body, retry_after)
+    }
+
+    /// The tokens an answer's body (or an error answer's) reports: OpenAI's `usage`, in either the Chat
+    /// Completions' or the Responses API's names.
+    fn usage(body: &[u8]) -> Option<TokenUsage> {
+        usage_of_body(body)
+    }
 }
 
 /// An API whose answers may be streamed.

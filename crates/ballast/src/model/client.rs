@@ -218,8 +218,8 @@ impl ModelClient {
             .through_route::<P>(request, &ctx, &mut tried, &targets)
             .await;
         let result = match sent {
-            Ok(committed) => self.answer::<P::Answer>(P::API, committed, &tried, count_tokens),
-            Err(failure) => Err(self.failed(failure, &tried)),
+            Ok(committed) => self.answer::<P, P::Answer>(committed, &tried, count_tokens),
+            Err(failure) => Err(self.failed::<P>(failure, &tried)),
         };
         self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
         result
@@ -281,7 +281,7 @@ impl ModelClient {
                 Ok((committed, tried, ctx))
             }
             Err(failure) => {
-                let error = self.failed(failure, &tried);
+                let error = self.failed::<P>(failure, &tried);
                 self.observe(span, error.report());
                 Err(error)
             }

@@ -1,7 +1,8 @@
 //! What a route does with an error answer that no retry fixes: a context-length error (the route's opt-in
 //! `models.context.on_overflow`) and a spent quota.
 //!
-//! Both are read by chat-model's [`ProviderError::classify`]: structured codes first, then the per-provider
+//! Both are read by the API's own classification ([`Protocol::classify`], for OpenAI's APIs
+//! [`ProviderError::classify`]): structured codes first, then the per-provider
 //! context-length wordings (vLLM and Ollama say it only in text), so the route recognises what the core's retry
 //! decision, which reads structured codes only, may have judged a plain 400.
 //!
@@ -29,11 +30,11 @@ pub(super) enum ContextVerdict {
     Truncated(Truncation),
 }
 
-/// The upstream's error answer, classified.
-pub(super) fn classify(response: &Response<Body>) -> ProviderError {
+/// The upstream's error answer, classified as API `P` reads its errors.
+pub(super) fn classify<P: Protocol>(response: &Response<Body>) -> ProviderError {
     let retry_after = classify_response(response).retry_after;
     let body = response.body().as_bytes().map_or(&[][..], |b| &b[..]);
-    ProviderError::classify(response.status().as_u16(), body, retry_after)
+    P::classify(response.status().as_u16(), body, retry_after)
 }
 
 /// The route's handling of `error` when it is a context-length error; `request` is truncated in place.

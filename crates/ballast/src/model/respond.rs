@@ -4,7 +4,6 @@
 
 use std::future::Future;
 
-use ballast_config::Api;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -14,6 +13,7 @@ use super::client::ModelClient;
 use super::responses::{Responses, StateId};
 use super::route::Tried;
 use super::stream::{ModelStream, ResponseStream};
+use crate::body::Named;
 use crate::client::{CallError, Refusal, record_request_id};
 
 impl ModelClient {
@@ -65,7 +65,7 @@ impl ModelClient {
             let (committed, tried, ctx) = self
                 .to_commit::<Responses>(call.request, ctx, &routed.targets, commit_by, &span)
                 .await?;
-            let id = response_id_in(committed.response.body().head());
+            let id = (committed.response.extensions().get::<Named>()).map(|named| named.0.clone());
             let source = self.source::<Responses>(&committed, call.idle);
             let stream = ModelStream::start(source, committed, tried, &ctx);
             // The status line waits for the record, never longer than the caller waits for it.
@@ -138,24 +138,10 @@ impl ModelClient {
         let mut tried = Tried::default();
         let sent = self.route.state_trip(index, method, uri, &ctx, &mut tried).await;
         let result = match sent {
-            Ok(committed) => self.answer::<T>(Api::Responses, committed, &tried, false),
-            Err(failure) => Err(self.failed(failure, &tried)),
+            Ok(committed) => self.answer::<Responses, T>(committed, &tried, false),
+            Err(failure) => Err(self.failed::<Responses>(failure, &tried)),
         };
         self.observe(&span, result.as_ref().map_or_else(|e| e.report(), |a| &a.report));
         result
     }
-}
-
-/// The id of the response a Responses stream's first events name (`response.created`'s `response.id`).
-pub(super) fn response_id_in(head: &[u8]) -> Option<String> {
-    let mut decoder = crate::sse::SseDecoder::new(head.len().max(1));
-    decoder.push(head);
-    while let Ok(Some(event)) = decoder.next_event() {
-        if let Ok(value) = serde_json::from_str::<Value>(&event)
-            && let Some(id) = value.pointer("/response/id").and_then(Value::as_str)
-        {
-            return Some(id.to_owned());
-        }
-    }
-    None
 }

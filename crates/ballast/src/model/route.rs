@@ -324,7 +324,7 @@ impl Route {
         tried: &mut Tried,
     ) -> Then {
         if let Failure::Answer(response) = failure {
-            let error = classify(response);
+            let error = classify::<P>(response);
             match on_context_length::<P>(&self.config, &error, request) {
                 ContextVerdict::NotContextLength => {}
                 ContextVerdict::Fallback => return Then::NextDeployment,

@@ -7,7 +7,7 @@ use http_body::Body as HttpBody;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 
-use crate::body::{Commit, CommitRule, HOLD_EVENTS};
+use crate::body::{Commit, CommitRule, HOLD_EVENTS, Named};
 use crate::sse::SseDecoder;
 use crate::{Body, BoxError, Error};
 
@@ -41,7 +41,12 @@ where
     let body = match stream {
         Some(commits) if parts.status.is_success() => {
             match read_to_commit(body, limit, commits, body_error).await? {
-                Committed::Stream(body) => body,
+                Committed::Stream { body, named } => {
+                    if let Some(named) = named {
+                        parts.extensions.insert(Named(named));
+                    }
+                    body
+                }
                 Committed::Error { status, body } => {
                     parts.status = status;
                     parts.headers.insert(
@@ -60,8 +65,8 @@ where
 
 /// How a stream read up to its commit point turned out.
 enum Committed {
-    /// It committed: the bytes read so far and the rest.
-    Stream(Body),
+    /// It committed: the bytes read so far and the rest, and the state its preamble named.
+    Stream { body: Body, named: Option<String> },
     /// Its provider sent an error before any content: the attempt's answer is that error.
     Error { status: http::StatusCode, body: Bytes },
 }
@@ -83,7 +88,8 @@ where
 }
 
 /// Reads server-sent events from `body` until one commits the stream (DESIGN.md, "Streaming"): the answer is then
-/// a stream of the bytes read so far and the rest. Events of the preamble are held back ([`Commit::Hold`], at most
+/// a stream of the bytes read so far and the rest. Events of the preamble are held back ([`Commit::Hold`],
+/// [`Commit::Named`]: the first name is the answer's [`Named`] extension; at most
 /// [`HOLD_EVENTS`](HOLD_EVENTS) of them), and comments (keep-alives) never commit. Until the commit
 /// nothing has reached the caller, so a stream that ends, fails or sends an event the rule refuses is a failed
 /// attempt like a reset (sent: the upstream may have done the work), and an error event is the attempt's error
@@ -106,12 +112,21 @@ where
     let mut read = BytesMut::new();
     let mut decoder = SseDecoder::new(limit);
     let mut held = 0;
+    let mut named = None;
     loop {
         while let Some(event) = decoder.next_event().map_err(|_| Error::BodyTooLarge { limit })? {
-            match commits(&event) {
+            let commit = match commits(&event) {
+                Commit::Named(name) => {
+                    named.get_or_insert(name);
+                    Commit::Hold
+                }
+                commit => commit,
+            };
+            match commit {
                 Commit::Hold if held < HOLD_EVENTS => held += 1,
-                Commit::Now | Commit::Hold => {
-                    return Ok(Committed::Stream(Body::stream(read.freeze(), body, limit)));
+                Commit::Now | Commit::Hold | Commit::Named(_) => {
+                    let body = Body::stream(read.freeze(), body, limit);
+                    return Ok(Committed::Stream { body, named });
                 }
                 Commit::Error { status, body } => return Ok(Committed::Error { status, body }),
                 Commit::Fail(reason) => return Err(Error::transport(true, reason)),
@@ -147,11 +162,13 @@ mod tests {
         Error::transport(true, error)
     }
 
-    /// Commits at the first event, but fails on `[DONE]`, holds `hold` and answers `quota` as a 429.
+    /// Commits at the first event, but fails on `[DONE]`, holds `hold` (and `name <id>`, naming `<id>`) and
+    /// answers `quota` as a 429.
     fn rule(event: &str) -> Commit {
         match event {
             "[DONE]" => Commit::Fail("no chunk".into()),
             "hold" => Commit::Hold,
+            name if name.starts_with("name ") => Commit::Named(name[5..].to_owned()),
             "quota" => Commit::Error {
                 status: http::StatusCode::TOO_MANY_REQUESTS,
                 body: Bytes::from_static(br#"{"error":{"code":"insufficient_quota"}}"#),
@@ -273,6 +290,30 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_first_name_a_preamble_gives_is_kept_on_the_answer() {
+        let body = b"data: name first\n\ndata: hold\n\ndata: name second\n\ndata: content\n\n";
+        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+            .await
+            .unwrap();
+        assert_eq!(read.extensions().get::<Named>(), Some(&Named("first".into())));
+        let stream = read.into_body().into_stream().expect("a stream");
+        assert_eq!(
+            stream.head,
+            &body[..],
+            "a named event is held back and handed on like any other"
+        );
+        let unnamed = read_answer(
+            answer(200, b"data: hold\n\ndata: content\n\n"),
+            1024,
+            Some(rule),
+            failed,
+        )
+        .await
+        .unwrap();
+        assert_eq!(unnamed.extensions().get::<Named>(), None);
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! "Streaming": `commit`) and what each event after that means (`read_event`).
 //!
 //! Before the commit point: `response.created`, `response.in_progress` and `response.queued` carry nothing for
-//! the caller and are held back with the status line; every other event commits — output items, content parts,
+//! the caller and are held back with the status line (naming the response's id, which the route records); every other event commits — output items, content parts,
 //! text and function-call argument deltas, reasoning — and so does a terminal event (`response.completed`,
 //! `response.incomplete`: an answer cut by `max_output_tokens` is still an answer). An `error` event or
 //! `response.failed` before the commit is the attempt's error answer, with the status its code stands for, so
@@ -67,7 +67,10 @@ pub(crate) fn commit(data: &str) -> Commit {
         ));
     };
     match kind(&event) {
-        kind if PREAMBLE.contains(&kind) => Commit::Hold,
+        kind if PREAMBLE.contains(&kind) => match event.get("response").and_then(|r| r.get("id")) {
+            Some(Value::String(id)) => Commit::Named(id.clone()),
+            _ => Commit::Hold,
+        },
         "error" | "response.failed" => error_answer(&error_of(&event)),
         _ => Commit::Now,
     }
@@ -138,7 +141,13 @@ mod tests {
     fn the_preamble_is_held_and_every_other_event_commits() {
         for kind in PREAMBLE {
             let data = event(json!({"type": kind, "sequence_number": 0, "response": {"id": "resp_1"}}));
-            assert_eq!(commit(&data), Commit::Hold, "{kind}");
+            assert_eq!(
+                commit(&data),
+                Commit::Named("resp_1".into()),
+                "{kind}: held, naming its response"
+            );
+            let unnamed = event(json!({"type": kind, "sequence_number": 0}));
+            assert_eq!(commit(&unnamed), Commit::Hold, "{kind}");
         }
         for kind in [
             "response.output_item.added",
