@@ -11,11 +11,12 @@
 
 use std::time::Duration;
 
-use ballast::Deadline;
 use ballast::config::Config;
+use ballast::policy::Deadline;
 use ballast::{
-    ChatRequest, Clients, ToolCall, ToolClients,
-    model::{ChatCall, Message, Role, ToolCallRef},
+    Clients,
+    model::{ChatCall, ChatRequest, Message, Role, ToolCallRef},
+    tool::{ToolCall, ToolClients},
     transport::ServiceTransport,
 };
 use ballast::{clock, context::scope};

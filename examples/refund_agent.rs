@@ -10,9 +10,9 @@
 
 use std::time::Duration;
 
-use ballast::Deadline;
 use ballast::config::Config;
-use ballast::{Clients, ToolCall, clock, context::scope, transport::ServiceTransport};
+use ballast::policy::Deadline;
+use ballast::{Clients, clock, context::scope, tool::ToolCall, transport::ServiceTransport};
 use ballast_chaos::Profile;
 use serde_json::json;
 use tower::ServiceExt as _;

@@ -13,7 +13,7 @@
 
 use std::hint::black_box;
 
-use ballast::{Clients, ToolCall, transport::HttpTransport};
+use ballast::{Clients, tool::ToolCall, transport::HttpTransport};
 use ballast_bench::stack::{in_memory_tool, lookup_config};
 use ballast_chaos::Profile;
 use serde_json::{Value, json};

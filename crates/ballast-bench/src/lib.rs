@@ -19,7 +19,7 @@ pub mod stack {
     //! The tool-call stack bench's fixtures, shared by the criterion bench and the callgrind example so both
     //! measure the same client.
 
-    use ballast::{Clients, ToolClient};
+    use ballast::{Clients, tool::ToolClient};
     use ballast_config::Config;
 
     /// One tool, `lookup_order`, at `url` with a 2 s per-try timeout and every other setting at its default.

@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use ballast::idempotency::store::IdempotencyStore;
 use ballast::layer::AdmissionLayer;
-use ballast::{ModelClient, ToolClient};
+use ballast::{model::ModelClient, tool::ToolClient};
 use ballast_core::{AdaptiveThrottle, BreakerState, CircuitBreaker, Instant, Priority, RetryBudget};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Value, json};

@@ -17,7 +17,7 @@ use std::fmt;
 use std::time::Duration;
 
 use axum::body::Body;
-use ballast::Deadline;
+use ballast::policy::Deadline;
 use ballast_config::ServerConfig;
 use ballast_core::{ErrorCode, Instant};
 use bytes::Bytes;

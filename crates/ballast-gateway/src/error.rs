@@ -432,7 +432,7 @@ impl AppError {
 #[derive(Debug)]
 pub(crate) struct Refused {
     pub(crate) error: AppError,
-    pub(crate) deadline: Option<ballast::Deadline>,
+    pub(crate) deadline: Option<ballast::policy::Deadline>,
     pub(crate) run_restarted: bool,
 }
 
@@ -500,7 +500,7 @@ fn told_restart(mut response: Response, restarted: bool) -> Response {
 }
 
 /// `ballast-remaining-ms`: what is left of `deadline` now (whether the agent's next step still fits).
-pub(crate) fn insert_remaining(headers: &mut http::HeaderMap, deadline: &ballast::Deadline) {
+pub(crate) fn insert_remaining(headers: &mut http::HeaderMap, deadline: &ballast::policy::Deadline) {
     let remaining = deadline.remaining(ballast::clock::now());
     headers.insert(
         BALLAST_REMAINING_MS,
@@ -510,7 +510,7 @@ pub(crate) fn insert_remaining(headers: &mut http::HeaderMap, deadline: &ballast
 
 /// The answer to a call refused before anything was claimed or sent: `ballast-attempts: 0` and, once the call's
 /// deadline was read (not for an unreadable header or a wrong method), `ballast-remaining-ms`.
-pub(crate) fn refusal(mut response: Response, deadline: Option<&ballast::Deadline>) -> Response {
+pub(crate) fn refusal(mut response: Response, deadline: Option<&ballast::policy::Deadline>) -> Response {
     let headers = response.headers_mut();
     headers.insert(BALLAST_ATTEMPTS, HeaderValue::from_static("0"));
     if let Some(deadline) = deadline {

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::Response;
-use ballast::Deadline;
+use ballast::policy::Deadline;
 use ballast_core::{RecentFailures, Repeat, RepeatKey, is_final_failure};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ballast::idempotency::store::{self as stores, CheckedStore, IdempotencyStore, StoreOptions};
 use ballast::model::{ModelClients, StoreStateRecords};
 use ballast::transport::Transport;
-use ballast::{Clients, Runs, ToolClients};
+use ballast::{Clients, Runs, tool::ToolClients};
 use ballast_config::{Config, Env, StoreLocation};
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;

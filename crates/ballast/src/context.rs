@@ -12,8 +12,8 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use ballast_core::TraceContext;
 use ballast_core::{CallKind, Deadline, Instant, Priority};
-pub use ballast_core::{InvalidTraceparent, TraceContext};
 pub use tokio_util::sync::CancellationToken;
 
 use crate::body::CommitRule;

@@ -16,29 +16,32 @@
 //! builder checks its settings by the same rules a config file is checked by.
 //!
 //! # Modules
-//! - [`tool`] — [`ToolClient`] and [`ToolClients`]: a tool's calls, with one idempotency key per operation, the
-//!   409 wait, cancellation by token and a fallback that never repeats a side effect. Built from a config
-//!   ([`Clients::from_config`]) or in code ([`ToolClient::builder`]), checked by the same rules either way.
-//! - [`model`] — [`ModelClient`] over a route's deployments, for the Responses API, Chat Completions and
-//!   embeddings (fallbacks, the primary's share, context handling, streams and their commit point, a response's
-//!   state kept with the deployment that made it); the bodies of each API ([`ChatRequest`],
-//!   [`ResponsesRequest`](model::ResponsesRequest), ...); what a provider's error answer means; whole older turns
-//!   dropped to fit a context window. Built from a config ([`Clients::from_config`], API keys from the
-//!   process environment) or in code ([`ModelClient::builder`]).
+//! - [`tool`] — [`ToolClient`](tool::ToolClient) and [`ToolClients`](tool::ToolClients): a tool's calls, with one
+//!   idempotency key per operation, the 409 wait, cancellation by token and a fallback that never repeats a side
+//!   effect. Built from a config ([`Clients::from_config`]) or in code
+//!   ([`ToolClient::builder`](tool::ToolClient::builder)), checked by the same rules either way.
+//! - [`model`] — [`ModelClient`](model::ModelClient) over a route's deployments, for the Responses API, Chat
+//!   Completions and embeddings (fallbacks, the primary's share, context handling, streams and their commit point, a
+//!   response's state kept with the deployment that made it); the bodies of each API
+//!   ([`ChatRequest`](model::ChatRequest), [`ResponsesRequest`](model::ResponsesRequest), ...); what a provider's
+//!   error answer means; whole older turns dropped to fit a context window. Built from a config
+//!   ([`Clients::from_config`], API keys from the process environment) or in code
+//!   ([`ModelClient::builder`](model::ModelClient::builder)).
 //! - [`idempotency`] — the server side: axum middleware in front of a handler with a side effect (claims the key,
 //!   replays the stored answer, survives disconnects and store failures), operation status, the stores.
 //! - [`layer`] — the stack as tower layers, for a stack of your own: deadline, admission, retry, breaker, attempt.
-//! - [`transport`] — where an attempt leaves the stack: reqwest ([`transport::HttpTransport`]), hyper-util's
-//!   client for plain HTTP ([`transport::HyperTransport`]) or any tower service in process
+//! - [`transport`] — where an attempt leaves the stack: reqwest ([`transport::HttpTransport`]), hyper-util's client
+//!   for plain HTTP ([`transport::HyperTransport`]) or any tower service in process
 //!   ([`transport::ServiceTransport`]); all read answers into a [`Body`].
 //! - [`context`] — what every layer knows about a call, its cancellation, the task-local deadline scope.
-//! - [`report`] — what happened to a call, attempt by attempt ([`Report`], [`OutcomeReport`]).
+//! - [`report`] — what happened to a call, attempt by attempt ([`Report`](report::Report),
+//!   [`OutcomeReport`](report::OutcomeReport)).
 //! - [`background`] — the work that outlives its caller (a sent side effect, a claimed idempotent request), and
 //!   [`background::drain`] to wait for it at shutdown.
 //! - [`clock`] — the only reader of time (tokio's, so paused time works).
 //! - [`Run`] and [`Runs`] — the calls of one agent request share a deadline and a retry allowance.
-//! - [`Error`] — the one error type of the stack, with its stable [`ErrorCode`]; [`CallError`], the one error
-//!   shape of a tool or model call, with its [`StopReason`].
+//! - [`Error`] — the one error type of the stack, with its stable [`ErrorCode`](policy::ErrorCode); [`CallError`],
+//!   the one error shape of a tool or model call, with its [`StopReason`](policy::StopReason).
 //!
 //! # How a call flows
 //! ```text
@@ -59,8 +62,9 @@
 //! # Clients in code
 //! ```
 //! use std::sync::Arc;
-//! use ballast::{ModelClient, Runs, ToolClient, model::DeploymentBuilder, config::RunConfig, tool::HttpMethod};
-//! use ballast::transport::ServiceTransport;
+//! use ballast::config::{HttpMethod, RunConfig};
+//! use ballast::model::{DeploymentBuilder, ModelClient};
+//! use ballast::{Runs, tool::ToolClient, transport::ServiceTransport};
 //!
 //! // In process, against the chaos upstream; in production, `HttpTransport::new(reqwest::Client::new())`.
 //! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
@@ -128,18 +132,17 @@ pub mod config {
     pub use ballast_config::*;
 }
 
-// The names an agent meets first.
-pub use ballast_core::{Deadline, ErrorCode, IdempotencyKey, Priority, StopReason};
+// The names of no one module: each public name has one path (`tool::ToolClient`, `model::ModelClient`,
+// `policy::Priority`, `config::HttpMethod`), and the root holds only what belongs to every call.
 pub use body::Body;
 pub use client::{CallError, Refusal};
 pub use clients::{Clients, ClientsBuilder, InvalidClients};
 pub use error::{BoxError, Error, Overload};
-pub use model::{ChatRequest, ModelClient, ModelClients};
-pub use report::{OutcomeReport, Report};
 pub use run::{Run, RunOrigin, Runs};
-pub use tool::{ToolCall, ToolClient, ToolClients};
 
 // The crate's own short paths to the names its modules share.
 pub(crate) use context::{AttemptNumber, CallContext, Cancel, current_deadline};
 pub(crate) use layer::{AdmissionLayer, AttemptLayer, BreakerLayer, RetryLayer, classify_response};
-pub(crate) use report::{AttemptResult, TokenUsage, Tokens};
+pub(crate) use model::ModelClients;
+pub(crate) use report::{AttemptResult, OutcomeReport, Report, TokenUsage, Tokens};
+pub(crate) use tool::ToolClients;

@@ -16,10 +16,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast::{
-    CallError, ChatRequest, Clients, Error, ModelClients, Overload, Runs, ToolCall, ToolClients, clock,
+    CallError, Clients, Error, Overload, Runs, clock,
     context::scope,
-    model::{ChatCall, Message, Role, ToolCallRef},
-    tool::ToolError,
+    model::{ChatCall, ChatRequest, Message, ModelClients, Role, ToolCallRef},
+    tool::{ToolCall, ToolClients, ToolError},
     transport::HttpTransport,
 };
 use ballast_config::Config;

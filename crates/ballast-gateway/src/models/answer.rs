@@ -25,7 +25,7 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::model::{ModelAnswer, ModelStream, Truncation};
-use ballast::{CallError, OutcomeReport, Refusal};
+use ballast::{CallError, Refusal, report::OutcomeReport};
 use ballast_core::{ErrorCode, StopReason};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};

@@ -11,7 +11,7 @@
 //! GET    /v1/models/{id}               one of them (`models.retrieve`)
 //! ```
 //!
-//! Each is thin over the library's [`ModelClient`](ballast::ModelClient) (the route is chosen by `model`): the
+//! Each is thin over the library's [`ModelClient`](ballast::model::ModelClient) (the route is chosen by `model`): the
 //! request is read and checked (`request.rs` — its deadline from the caller's headers, its run, priority, hops,
 //! trace, owner), the client calls the route's deployments under one deadline, and the result is written back
 //! (`answer.rs`): the provider's answer byte for byte, a stream from its commit point with the API's own error
@@ -28,9 +28,12 @@ use axum::extract::{Extension, Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use ballast::idempotency::Principal;
-use ballast::model::{
-    Api, ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ModelClient, ResponseIdCall, ResponseStream,
-    ResponsesRequest,
+use ballast::{
+    config::Api,
+    model::{
+        ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ModelClient, ResponseIdCall, ResponseStream,
+        ResponsesRequest,
+    },
 };
 use http::HeaderMap;
 use serde_json::json;

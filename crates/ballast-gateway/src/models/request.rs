@@ -13,8 +13,11 @@
 
 use axum::body::Body;
 use ballast::idempotency::Principal;
-use ballast::model::{Api, ChatRequest, EmbeddingsRequest, ModelCall, ModelClient, ResponsesRequest};
-use ballast::{Deadline, clock};
+use ballast::{clock, policy::Deadline};
+use ballast::{
+    config::Api,
+    model::{ChatRequest, EmbeddingsRequest, ModelCall, ModelClient, ResponsesRequest},
+};
 use ballast_core::Instant;
 use http::HeaderMap;
 use serde::de::DeserializeOwned;

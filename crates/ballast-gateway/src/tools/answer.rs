@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use ballast::idempotency::NotStored;
-use ballast::{CallError, Error, IdempotencyKey};
+use ballast::{CallError, Error, policy::IdempotencyKey};
 use ballast_core::ErrorCode;
 use http::{HeaderValue, StatusCode, header};
 

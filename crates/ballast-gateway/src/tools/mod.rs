@@ -32,7 +32,10 @@ use axum::routing::any;
 use ballast::context::CallContext;
 use ballast::idempotency::store::ExpiredDispatch;
 use ballast::idempotency::{IdempotencyLayer, Principal};
-use ballast::{Deadline, IdempotencyKey, ToolCall, ToolClient};
+use ballast::{
+    policy::{Deadline, IdempotencyKey},
+    tool::{ToolCall, ToolClient},
+};
 use ballast_core::CallKind;
 use http::{HeaderValue, Method};
 use tower::Service;

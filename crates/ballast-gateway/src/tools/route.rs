@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 
 use axum::extract::Request;
 use axum::response::Response;
-use ballast::ToolClient;
+use ballast::tool::ToolClient;
 use tower::{Layer, Service};
 
 use crate::Gateway;

@@ -104,11 +104,11 @@ macro_rules! call_options_setters {
         }
 
         /// The trace the call belongs to (the agent's own request's `traceparent`, parsed with
-        /// [`TraceContext::parse`](crate::context::TraceContext::parse)): its trace id is the call's request id
+        /// [`TraceContext::parse`](crate::policy::TraceContext::parse)): its trace id is the call's request id
         /// in spans, and every attempt sends it upstream in `traceparent` with a parent id of its own. Without
         /// one, a call of a run logs the run's trace id as its request id, any other call a new one, and nothing
         /// is sent.
-        pub fn trace(mut self, trace: crate::context::TraceContext) -> Self {
+        pub fn trace(mut self, trace: crate::policy::TraceContext) -> Self {
             self.options.trace = Some(trace);
             self
         }

@@ -26,7 +26,7 @@ use crate::transport::Transport;
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{ModelClient, ChatRequest, model::{ChatCall, DeploymentBuilder}, transport::ServiceTransport};
+/// use ballast::{model::{ModelClient, ChatRequest, ChatCall, DeploymentBuilder}, transport::ServiceTransport};
 /// use serde_json::json;
 ///
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));

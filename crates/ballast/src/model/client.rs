@@ -45,7 +45,7 @@ use crate::{CallContext, Report, clock};
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// use ballast::{Clients, ChatRequest, model::ChatCall, transport::ServiceTransport};
+/// use ballast::{Clients, model::{ChatRequest, ChatCall}, transport::ServiceTransport};
 /// use ballast_config::Config;
 /// use serde_json::json;
 ///

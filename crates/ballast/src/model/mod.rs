@@ -34,7 +34,7 @@
 //! `build()` by the configuration's own rules:
 //!
 //! ```
-//! use ballast::{ModelClient, ModelClients, model::DeploymentBuilder, transport::ServiceTransport};
+//! use ballast::{model::{ModelClient, ModelClients, DeploymentBuilder}, transport::ServiceTransport};
 //!
 //! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 //! let agent = ModelClient::builder("agent")
@@ -76,8 +76,6 @@ pub use call::{
     ResponseIdCall, ResponsesAnswer, ResponsesCall, UnknownRoute,
 };
 pub use client::ModelClient;
-// The settings of a model route, as its client holds them, and the environment its secrets are read from.
-pub use ballast_config::{Api, ApiSet, ContextConfig, Deployment, Env, ModelRoute, OnOverflow, ProcessEnv};
 pub use clients::ModelClients;
 pub use deployment::{InvalidModelRoute, deployment_name};
 pub use embeddings::{EmbeddingsRequest, EmbeddingsResponse};

@@ -16,7 +16,7 @@
 //! - A typed field holding the wrong JSON type is an error when reading (the body is not what the API says).
 //!
 //! ```
-//! use ballast::ChatRequest;
+//! use ballast::model::ChatRequest;
 //! use serde_json::json;
 //!
 //! let body = json!({
@@ -197,7 +197,7 @@ impl ChatRequest {
     /// A request to route `model` with `messages`, nothing else set (no tools, not streamed).
     ///
     /// ```
-    /// use ballast::{ChatRequest, model::{Message, Role}};
+    /// use ballast::model::{ChatRequest, Message, Role};
     ///
     /// let request = ChatRequest::new("agent", vec![Message::text(Role::User, "Hi")]).streamed(true);
     /// assert_eq!((request.model.as_str(), request.stream), ("agent", Some(true)));

@@ -22,7 +22,7 @@ use crate::transport::Transport;
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// use std::time::Duration;
-/// use ballast::{ToolCall, ToolClient, tool::{HttpMethod, RetryConfig}, transport::ServiceTransport};
+/// use ballast::{tool::{ToolCall, ToolClient}, config::{HttpMethod, RetryConfig}, transport::ServiceTransport};
 /// use serde_json::json;
 ///
 /// let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));

@@ -33,7 +33,7 @@
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
-//! use ballast::{Clients, ToolCall, transport::ServiceTransport};
+//! use ballast::{Clients, tool::ToolCall, transport::ServiceTransport};
 //! use ballast_config::Config;
 //! use serde_json::json;
 //!
@@ -64,7 +64,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use ballast::{ToolClient, ToolClients, tool::HttpMethod, transport::ServiceTransport};
+//! use ballast::{tool::{ToolClient, ToolClients}, config::HttpMethod, transport::ServiceTransport};
 //!
 //! let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
 //! let lookup = ToolClient::builder("lookup_order", HttpMethod::Post, "http://chaos/tools/lookup_order")
@@ -85,12 +85,6 @@ mod send;
 
 pub use builder::ToolClientBuilder;
 pub use call::{ToolAnswer, ToolCall, ToolError};
-// The settings of a tool, as its client holds them.
-pub use ballast_config::{
-    BudgetConfig, HeaderValueSource, HttpMethod, RetryConfig, ToolConfig, ToolFallback, Upstream,
-    UpstreamHeader,
-};
-pub use ballast_core::UpstreamIdempotency;
 pub use client::ToolClient;
 pub use fallback::STATIC_RESPONSE;
 pub use registry::{InvalidTool, ToolClients};

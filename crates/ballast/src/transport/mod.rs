@@ -66,7 +66,7 @@ pub use self::http::HttpTransport;
 #[cfg(feature = "http")]
 pub use self::hyper_http::HyperTransport;
 pub use self::service::ServiceTransport;
-pub use crate::body::Body;
+use crate::body::Body;
 
 use bytes::Bytes;
 use tower::Service;

@@ -207,8 +207,8 @@ async fn a_requests_own_traceparent_goes_on_with_the_attempts_parent_id_and_none
 
     let seen = seen.lock().unwrap();
     let sent = seen[0]["traceparent"].to_str().unwrap();
-    let sent = ballast::context::TraceContext::parse(sent).expect("W3C trace context");
-    let given = ballast::context::TraceContext::parse(given).unwrap();
+    let sent = ballast::policy::TraceContext::parse(sent).expect("W3C trace context");
+    let given = ballast::policy::TraceContext::parse(given).unwrap();
     assert_eq!(sent.trace_id(), given.trace_id());
     assert_eq!(sent.flags(), given.flags());
     assert_ne!(

@@ -11,9 +11,13 @@ use std::time::Duration;
 
 use ballast::config::{Config, ConfigErrors, HttpMethod, RetryConfig, SecretProblem};
 use ballast::model::{DeploymentBuilder, InvalidModelRoute};
-use ballast::tool::{InvalidTool, UpstreamIdempotency};
 use ballast::transport::ServiceTransport;
-use ballast::{Clients, InvalidClients, ModelClient, Runs, ToolCall, ToolClient};
+use ballast::{
+    Clients, InvalidClients, Runs,
+    model::ModelClient,
+    tool::{ToolCall, ToolClient},
+};
+use ballast::{policy::UpstreamIdempotency, tool::InvalidTool};
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};
 use serde_json::json;
 use support::chat::{Upstreams, call, first_turn, profile};

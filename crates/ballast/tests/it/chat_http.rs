@@ -9,7 +9,7 @@ use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 
 /// The route `agent` with one deployment at `base_url`.
-fn route(base_url: &str) -> ballast::ModelClient {
+fn route(base_url: &str) -> ballast::model::ModelClient {
     let config = ballast_config::Config::from_toml_str(&format!(
         "version = 1\n[[models]]\nname = \"agent\"\nper_try_timeout = \"5s\"\n\
          deployments = [ {{ base_url = \"{base_url}\", model = \"mock\" }} ]"

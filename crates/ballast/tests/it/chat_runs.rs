@@ -6,7 +6,12 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ballast::{Clients, ModelClient, Runs, ToolCall, ToolClients, clock, transport::ServiceTransport};
+use ballast::{
+    Clients, Runs, clock,
+    model::ModelClient,
+    tool::{ToolCall, ToolClients},
+    transport::ServiceTransport,
+};
 use ballast_config::Config;
 use ballast_core::{Deadline, StopReason};
 use serde_json::json;

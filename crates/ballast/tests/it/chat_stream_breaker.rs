@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    ModelClient, clock,
-    model::{ChatStream, StreamError, StreamErrorKind},
+    clock,
+    model::{ChatStream, ModelClient, StreamError, StreamErrorKind},
 };
 use ballast_core::{BreakerSnapshot, BreakerState, CircuitBreaker};
 use futures::StreamExt as _;

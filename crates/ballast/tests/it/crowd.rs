@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ballast::{ModelClient, Overload, clock};
+use ballast::{Overload, clock, model::ModelClient};
 use ballast_core::{BreakerState, Deadline, ErrorCode, Priority};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};

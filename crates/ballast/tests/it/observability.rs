@@ -7,9 +7,12 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ballast::context::TraceContext;
 use ballast::idempotency::IdempotencyLayer;
-use ballast::{ErrorCode, Priority, ToolCall};
+use ballast::policy::TraceContext;
+use ballast::{
+    policy::{ErrorCode, Priority},
+    tool::ToolCall,
+};
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use bytes::Bytes;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};

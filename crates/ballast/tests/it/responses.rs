@@ -4,10 +4,11 @@
 
 use crate::support;
 
-use ballast::model::{
-    Api, EmbeddingsCall, EmbeddingsRequest, InputItem, ResponseEvent, ResponseObject, ResponsesRequest,
-};
 use ballast::{CallError, Refusal};
+use ballast::{
+    config::Api,
+    model::{EmbeddingsCall, EmbeddingsRequest, InputItem, ResponseEvent, ResponseObject, ResponsesRequest},
+};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 use support::chat::{Upstreams, client, config, first_response_turn, profile, respond_call};

@@ -321,7 +321,7 @@ async fn a_hanging_store_never_holds_a_call_past_its_deadline() {
 
     let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
     let route = support::chat::client_with_records(&config(""), &upstreams, Arc::new(HangingStore));
-    let deadline = |now| ballast::Deadline::after(now, Duration::from_secs(2));
+    let deadline = |now| ballast::policy::Deadline::after(now, Duration::from_secs(2));
     let started = clock::now();
     let answer = route
         .respond(respond_call(&first_response_turn("op-7")).deadline(deadline(started)))

@@ -240,7 +240,7 @@ async fn keep_alives_after_the_commit_point_keep_a_thinking_stream_open() {
 /// deployments; once committed, the stream runs to the call's own deadline.
 #[tokio::test(start_paused = true)]
 async fn the_commit_bound_bounds_only_the_time_to_the_first_content() {
-    use ballast::{Deadline, clock};
+    use ballast::{clock, policy::Deadline};
 
     // The primary's stream stalls after its preamble: no content for 3 s.
     let stalls = "[endpoints.model]\nstream = { stall = 1.0, stall_after_chunks = 2, stall_for = \"3s\" }";

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ballast::{
-    Error, OutcomeReport, Run, clock,
+    Error, Run, clock,
     context::{AttemptNumber, CallContext},
     layer::{AttemptLayer, RetryLayer},
-    report::AttemptResult,
+    report::{AttemptResult, OutcomeReport},
 };
 use ballast_chaos::{EndpointProfile, ErrorRate, Profile, RetryAfterForm, Script, ScriptStep};
 use ballast_core::{BALLAST_ATTEMPT, CallKind, Deadline, RatioBudget, RetryBudget, RetryPolicy, StopReason};

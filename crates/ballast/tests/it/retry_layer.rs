@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ballast::{
-    Error, OutcomeReport, Run, clock,
+    Error, Run, clock,
     context::{AttemptNumber, CallContext, scope},
     layer::{AttemptLayer, AttemptService, BreakerLayer, Retry, RetryLayer},
-    report::AttemptResult,
+    report::{AttemptResult, OutcomeReport},
 };
 use ballast_core::{
     BreakerConfig, CallKind, CircuitBreaker, Deadline, ErrorCode, RatioBudget, RetryBudget, RetryPolicy,

@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
-use ballast::ToolCall;
-use ballast::context::TraceContext;
+use ballast::policy::TraceContext;
+use ballast::tool::ToolCall;
 use ballast_chaos::{EndpointProfile, ScriptStep};
 use serde_json::json;
 use support::scripted;

@@ -10,11 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::{
-    OutcomeReport, ToolCall,
     context::CallContext,
     layer::{AdmissionLayer, AttemptLayer, BreakerLayer, DeadlineLayer, RetryLayer},
-    report::AttemptRecord,
-    tool::ToolError,
+    report::{AttemptRecord, OutcomeReport},
+    tool::{ToolCall, ToolError},
     transport::ServiceTransport,
 };
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, ScriptStep};

@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use ballast::{Clients, ToolCall, idempotency::IdempotencyLayer, transport::ServiceTransport};
+use ballast::{Clients, idempotency::IdempotencyLayer, tool::ToolCall, transport::ServiceTransport};
 use ballast_config::Config;
 use ballast_core::{ErrorCode, IdempotencyKey};
 use serde_json::json;

@@ -5,7 +5,11 @@ use crate::support;
 
 use std::time::Duration;
 
-use ballast::{Error, Report, ToolCall, report::AttemptResult, tool::ToolError};
+use ballast::{
+    Error,
+    report::{AttemptResult, Report},
+    tool::{ToolCall, ToolError},
+};
 use ballast_chaos::{EndpointProfile, KeyMode, LoseMode, Profile, ScriptStep};
 use ballast_core::{ErrorCode, IdempotencyKey};
 use serde_json::json;

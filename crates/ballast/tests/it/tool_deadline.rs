@@ -6,7 +6,10 @@ use crate::support;
 
 use std::time::Duration;
 
-use ballast::{Error, ToolCall, clock, tool::ToolError};
+use ballast::{
+    Error, clock,
+    tool::{ToolCall, ToolError},
+};
 use ballast_core::Deadline;
 use serde_json::json;
 

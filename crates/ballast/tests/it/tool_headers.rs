@@ -9,9 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ballast::config::{Config, SecretProblem};
-use ballast::tool::{HttpMethod, InvalidTool};
 use ballast::transport::ServiceTransport;
-use ballast::{Clients, InvalidClients, Runs, ToolCall, ToolClient};
+use ballast::{
+    Clients, InvalidClients, Runs,
+    tool::{ToolCall, ToolClient},
+};
+use ballast::{config::HttpMethod, tool::InvalidTool};
 use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::json;

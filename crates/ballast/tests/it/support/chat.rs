@@ -7,7 +7,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::Router;
 use ballast::model::{ChatCall, ResponsesCall, ResponsesRequest};
-use ballast::{ChatRequest, Clients, ModelClient, Runs, transport::ServiceTransport};
+use ballast::{
+    Clients, Runs,
+    model::{ChatRequest, ModelClient},
+    transport::ServiceTransport,
+};
 use ballast_chaos::Profile;
 use ballast_config::Config;
 use bytes::Bytes;

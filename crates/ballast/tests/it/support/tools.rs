@@ -4,7 +4,11 @@
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use ballast::{Clients, ToolCall, ToolClients, transport::ServiceTransport};
+use ballast::{
+    Clients,
+    tool::{ToolCall, ToolClients},
+    transport::ServiceTransport,
+};
 use ballast_config::Config;
 use bytes::Bytes;
 use serde_json::json;
