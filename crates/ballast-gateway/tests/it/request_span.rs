@@ -1,6 +1,6 @@
-//! The request's span as a log reader sees it. A test binary of its own: the subscriber is the process's global
-//! one, since tracing caches whether a callsite is enabled across threads, and tests running beside a
-//! thread-local subscriber would disable its spans for it.
+//! The request's span as a log reader sees it. The subscriber is the process's global one, since tracing caches
+//! whether a callsite is enabled across threads and a thread-local subscriber could miss the spans of callsites
+//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local.
 
 use std::collections::HashMap;
 

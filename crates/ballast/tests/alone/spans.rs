@@ -1,6 +1,6 @@
 //! Spans (DESIGN.md, "Observability"), seen through a subscriber installed for the test: a span per call
 //! (`ballast.call`: kind, target, run id, request id, then its code and stop reason) and per attempt
-//! (`ballast.attempt`: its number and timeout, inside its call's span). Its own binary, one test: tracing caches a
+//! (`ballast.attempt`: its number and timeout, inside its call's span). Alone: tracing caches a
 //! callsite's interest for every thread, so a test without a subscriber running beside it could hide the spans.
 
 use crate::support;
@@ -81,6 +81,7 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 
 #[tokio::test(start_paused = true)]
 async fn a_call_and_its_attempts_have_spans_with_what_happened_and_the_request_id() {
+    let _alone = crate::alone().await;
     let spans = Spans::default();
     let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
     let router = ballast_chaos::router(scripted(

@@ -1,8 +1,8 @@
 //! A side-effecting attempt that finishes after its caller left is logged as a warning naming its idempotency
 //! key and outcome, so an operator can find the refund that happened while nobody waited.
 //!
-//! Alone in its own test binary: a thread-local `tracing` subscriber sees every event only while no other test
-//! registers callsites concurrently.
+//! Alone: a thread-local `tracing` subscriber sees every event only while no other test registers callsites
+//! concurrently.
 
 use crate::support;
 
@@ -22,6 +22,7 @@ const SECOND: Duration = Duration::from_secs(1);
 
 #[tokio::test(start_paused = true)]
 async fn an_attempt_finishing_after_its_caller_left_is_logged_with_its_key_and_outcome() {
+    let _alone = crate::alone().await;
     let warnings = Warnings::default();
     let _logging = tracing::subscriber::set_default(warnings.clone());
     let router = ballast_chaos::router(scripted("create_refund", slow(2 * SECOND), &[]));

@@ -1,6 +1,6 @@
-//! Background work is tracked and a shutdown can wait for it (`ballast::background`). Its own test binary: the
-//! tracker is the process's, and other tests' background tasks would be counted. Real time with bounded waits
-//! (the store's clock is the wall clock); the handler is held by a gate, not a sleep.
+//! Background work is tracked and a shutdown can wait for it (`ballast::background`). Alone: the tracker is the
+//! process's, and other tests' background tasks would be counted. Real time with bounded waits (the store's
+//! clock is the wall clock); the handler is held by a gate, not a sleep.
 
 use crate::support;
 
@@ -14,6 +14,7 @@ use tower::ServiceExt as _;
 /// grace period was too short, waits for it within a long enough one, and the request's answer is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn drain_waits_for_a_request_whose_caller_left() {
+    let _alone = crate::alone().await;
     let store = sqlite().await;
     let layer = IdempotencyLayer::builder(store.clone()).build().unwrap();
     let handlers = Handlers::new(false);
