@@ -1,5 +1,5 @@
 //! The stack's layers as tower layers, for any tower, axum or reqwest user to put in front of a service. The
-//! clients ([`ToolClient`](crate::ToolClient), [`ModelClient`](crate::ModelClient)) run the same code; these are
+//! clients ([`ToolClient`](crate::tool::ToolClient), [`ModelClient`](crate::model::ModelClient)) run the same code; these are
 //! for a stack of your own.
 //!
 //! ```text

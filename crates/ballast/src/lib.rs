@@ -16,7 +16,7 @@
 //! builder checks its settings by the same rules a config file is checked by.
 //!
 //! # Modules
-//! - [`tool`] — [`ToolClient`](tool::ToolClient) and [`ToolClients`](tool::ToolClients): a tool's calls, with one
+//! - [`tool`] — [`ToolClient`](tool::ToolClient) and [`ToolClients`]: a tool's calls, with one
 //!   idempotency key per operation, the 409 wait, cancellation by token and a fallback that never repeats a side
 //!   effect. Built from a config ([`Clients::from_config`]) or in code
 //!   ([`ToolClient::builder`](tool::ToolClient::builder)), checked by the same rules either way.
@@ -34,8 +34,7 @@
 //!   for plain HTTP ([`transport::HyperTransport`]) or any tower service in process
 //!   ([`transport::ServiceTransport`]); all read answers into a [`Body`].
 //! - [`context`] — what every layer knows about a call, its cancellation, the task-local deadline scope.
-//! - [`report`] — what happened to a call, attempt by attempt ([`Report`](report::Report),
-//!   [`OutcomeReport`](report::OutcomeReport)).
+//! - [`report`] — what happened to a call, attempt by attempt ([`Report`], [`OutcomeReport`]).
 //! - [`background`] — the work that outlives its caller (a sent side effect, a claimed idempotent request), and
 //!   [`background::drain`] to wait for it at shutdown.
 //! - [`clock`] — the only reader of time (tokio's, so paused time works).

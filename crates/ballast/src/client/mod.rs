@@ -118,7 +118,7 @@ macro_rules! call_options_setters {
         /// and the call ends with [`Error::Cancelled`](crate::Error::Cancelled) — a committed stream with a
         /// `Cancelled` error item. A side-effecting tool attempt already sent is not abandoned: it runs to its own
         /// timeout in the background and its outcome lands in the report (keep it with
-        /// [`ToolClient::call_with_report`](crate::ToolClient::call_with_report)). The call listens on a child of
+        /// [`ToolClient::call_with_report`](crate::tool::ToolClient::call_with_report)). The call listens on a child of
         /// `token`: it never cancels the caller's token itself.
         pub fn cancel_token(mut self, token: tokio_util::sync::CancellationToken) -> Self {
             self.options.cancel = Some(token);

@@ -71,7 +71,7 @@ pub enum InvalidModelRoute {
         /// What is wrong with it.
         problem: SecretProblem,
     },
-    /// Settings given to [`ModelClient::builder`](crate::ModelClient::builder) that the configuration's rules
+    /// Settings given to [`ModelClient::builder`](crate::model::ModelClient::builder) that the configuration's rules
     /// refuse: every one, each with its field as the builder names it (`deployments[0].base_url`).
     #[error("{}", crate::settings::refused("model route", route, errors))]
     Settings {

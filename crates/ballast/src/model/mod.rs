@@ -9,12 +9,12 @@
 //!   cut to fit, where its stream commits and what each later event means. It names no API.
 //! - `chat` (private) — Chat Completions as a protocol, beside its commit rule.
 //! - `responses` — [`ResponsesRequest`], [`InputItem`], [`ResponseObject`], [`ResponseEvent`]: the Responses
-//!   bodies, kept the same way; the protocol and where its stream commits; [`truncate_input`]; and
+//!   bodies, kept the same way; the protocol and where its stream commits; `truncate_input`; and
 //!   [`StateRecords`], which deployment keeps which response.
 //! - `embeddings` — [`EmbeddingsRequest`], [`EmbeddingsResponse`], and the protocol.
-//! - `provider` — [`ProviderError`]: an upstream's error answer classified (context length, quota, rate limit,
+//! - `provider` — `ProviderError`: an upstream's error answer classified (context length, quota, rate limit,
 //!   overload, ...) from its structured code first, then the per-provider context-length wordings.
-//! - `truncate` — [`truncate`]: drop whole older turns to fit a context window, never splitting a tool group.
+//! - `truncate` — `truncate`: drop whole older turns to fit a context window, never splitting a tool group.
 //!
 //! The pipeline, each module using only those above it (`scripts/module-cycles` checks it):
 //! - `deployment` — one deployment's stack (deadline, retry, breaker, attempt) and what it speaks;
@@ -49,8 +49,9 @@ mod provider;
 mod truncate;
 mod types;
 
-pub use provider::{ContextTokens, ProviderError, ProviderErrorKind};
-pub use truncate::{CannotTruncate, Truncation, TruncationGoal, truncate};
+pub(crate) use provider::{ContextTokens, ProviderError, ProviderErrorKind};
+pub use truncate::Truncation;
+pub(crate) use truncate::{CannotTruncate, TruncationGoal, truncate};
 
 mod answer;
 mod api;
@@ -83,7 +84,7 @@ pub use embeddings::{EmbeddingsRequest, EmbeddingsResponse};
 pub use responses::StoreStateRecords;
 pub use responses::{
     FunctionCall, Input, InputItem, MemoryStateRecords, ResponseEvent, ResponseObject, ResponsesRequest,
-    StateHome, StateId, StateRecordError, StateRecords, truncate_input,
+    StateHome, StateId, StateRecordError, StateRecords,
 };
 pub use stream::{ChatStream, ModelStream, ResponseStream, StreamError, StreamErrorKind};
 pub use types::{

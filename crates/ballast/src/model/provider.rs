@@ -14,22 +14,10 @@
 //! 3. The status.
 //!
 //! Never panics and never fails, whatever the body holds: an unreadable body is classified by its status.
-//!
-//! ```
-//! use ballast::model::{ProviderError, ProviderErrorKind};
-//!
-//! let body = br#"{"type":"error","error":{"type":"invalid_request_error",
-//!                 "message":"prompt is too long: 208656 tokens > 200000 maximum"}}"#;
-//! let error = ProviderError::classify(400, body, None);
-//! assert_eq!(error.kind, ProviderErrorKind::ContextLength);
-//! let tokens = error.tokens.unwrap();
-//! assert_eq!((tokens.prompt, tokens.limit), (Some(208_656), Some(200_000)));
-//! ```
 
 use std::fmt;
 use std::time::Duration;
 
-use ballast_core::ProblemKind;
 use serde_json::{Map, Value};
 
 mod context;
@@ -40,7 +28,7 @@ mod tests;
 /// What kind of failure an upstream's error answer reports, as far as a model route's next step cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ProviderErrorKind {
+pub(crate) enum ProviderErrorKind {
     /// The request does not fit the model's context window: the same request fails the same way; a
     /// larger-context deployment or a truncated request may not.
     ContextLength,
@@ -63,7 +51,7 @@ pub enum ProviderErrorKind {
 
 impl ProviderErrorKind {
     /// The kind's short stable name: `context_length`, `insufficient_quota`, ...
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ProviderErrorKind::ContextLength => "context_length",
             ProviderErrorKind::InsufficientQuota => "insufficient_quota",
@@ -80,18 +68,18 @@ impl ProviderErrorKind {
 /// Token numbers a context-length error reports, when it reports them. Each is optional: providers give
 /// different subsets (Anthropic: prompt and limit; vLLM: often the completion too; Ollama: none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ContextTokens {
+pub(crate) struct ContextTokens {
     /// The model's context window.
-    pub limit: Option<u64>,
+    pub(crate) limit: Option<u64>,
     /// Tokens of the request's input (messages, tools).
-    pub prompt: Option<u64>,
+    pub(crate) prompt: Option<u64>,
     /// Tokens reserved for the answer (`max_tokens`), when the provider counts them against the window.
-    pub completion: Option<u64>,
+    pub(crate) completion: Option<u64>,
 }
 
 impl ContextTokens {
     /// The input tokens the window leaves room for: `limit - completion`; `None` without a limit.
-    pub fn prompt_allowed(&self) -> Option<u64> {
+    pub(crate) fn prompt_allowed(&self) -> Option<u64> {
         self.limit
             .map(|limit| limit.saturating_sub(self.completion.unwrap_or(0)))
     }
@@ -105,27 +93,27 @@ impl ContextTokens {
 /// structured code and type, the message, the token numbers of a context-length error).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct ProviderError {
+pub(crate) struct ProviderError {
     /// What kind of failure it is.
-    pub kind: ProviderErrorKind,
+    pub(crate) kind: ProviderErrorKind,
     /// The upstream's status.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The wait the upstream asked for, as the caller parsed it (`retry-after-ms` or `Retry-After`).
-    pub retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
     /// `error.code` as sent (a number is kept as its text: vLLM sends `400`).
-    pub code: Option<String>,
+    pub(crate) code: Option<String>,
     /// `error.type` as sent.
-    pub error_type: Option<String>,
+    pub(crate) error_type: Option<String>,
     /// The upstream's message (`error.message`, or Ollama's `error` string).
-    pub message: Option<String>,
+    pub(crate) message: Option<String>,
     /// For [`ProviderErrorKind::ContextLength`]: the numbers the message gives, if any.
-    pub tokens: Option<ContextTokens>,
+    pub(crate) tokens: Option<ContextTokens>,
 }
 
 impl ProviderError {
     /// Classifies an upstream's answer from its status, its body, and the wait the caller already parsed from
     /// its headers (`Retry-After` or `retry-after-ms`; `None` when absent).
-    pub fn classify(status: u16, body: &[u8], retry_after: Option<Duration>) -> Self {
+    pub(crate) fn classify(status: u16, body: &[u8], retry_after: Option<Duration>) -> Self {
         let fields = ErrorFields::read(body);
         let structured = [fields.code.as_deref(), fields.error_type.as_deref()]
             .into_iter()
@@ -159,25 +147,6 @@ impl ProviderError {
             error_type: fields.error_type,
             message: fields.message,
             tokens,
-        }
-    }
-
-    /// Whether sending the same request to the same deployment again, after the wait asked, can succeed:
-    /// rate limits, overload and server errors. Context length, quota, auth and bad requests cannot.
-    pub fn is_retryable(&self) -> bool {
-        matches!(
-            self.kind,
-            ProviderErrorKind::RateLimited | ProviderErrorKind::Overloaded | ProviderErrorKind::ServerError
-        )
-    }
-
-    /// The problem the core's retry decision treats specially ([`ProblemKind`]): it learns of a context-length
-    /// error even when only the message said so.
-    pub fn problem(&self) -> ProblemKind {
-        match self.kind {
-            ProviderErrorKind::ContextLength => ProblemKind::ContextLengthExceeded,
-            ProviderErrorKind::InsufficientQuota => ProblemKind::InsufficientQuota,
-            _ => ProblemKind::None,
         }
     }
 }

@@ -20,21 +20,6 @@
 //! Without numbers, the older half of the droppable turns go. Either way at least one turn goes, so a caller
 //! that retries after each truncation always makes progress, and when nothing is left to drop the answer is
 //! [`CannotTruncate::NothingToDrop`] so it stops instead of looping.
-//!
-//! ```
-//! use ballast::model::{Message, Role, TruncationGoal, truncate};
-//!
-//! let mut messages = vec![
-//!     Message::text(Role::System, "You are terse."),
-//!     Message::text(Role::User, "first question"),
-//!     Message::text(Role::Assistant, "first answer"),
-//!     Message::text(Role::User, "second question"),
-//! ];
-//! let dropped = truncate(&mut messages, TruncationGoal::HalfOfTurns).unwrap();
-//! assert_eq!((dropped.dropped_turns, dropped.dropped_messages), (1, 2));
-//! let roles: Vec<&str> = messages.iter().map(|message| message.role.as_str()).collect();
-//! assert_eq!(roles, ["system", "user"]);
-//! ```
 
 use std::collections::HashMap;
 use std::io;
@@ -49,7 +34,7 @@ mod tests;
 
 /// How much [`truncate`] must cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TruncationGoal {
+pub(crate) enum TruncationGoal {
     /// The provider measured `prompt` input tokens where the window leaves room for `prompt_allowed`: cut the
     /// conversation's estimated size to `prompt_allowed / prompt` of what it is, less a 10% margin.
     Fit {
@@ -65,7 +50,7 @@ pub enum TruncationGoal {
 impl TruncationGoal {
     /// The goal a context-length error implies: [`TruncationGoal::Fit`] when it gave both the input tokens and
     /// the limit, else [`TruncationGoal::HalfOfTurns`].
-    pub fn for_overflow(tokens: Option<&ContextTokens>) -> Self {
+    pub(crate) fn for_overflow(tokens: Option<&ContextTokens>) -> Self {
         match tokens.and_then(|tokens| Some((tokens.prompt?, tokens.prompt_allowed()?))) {
             Some((prompt, prompt_allowed)) if prompt > 0 => TruncationGoal::Fit {
                 prompt,
@@ -76,7 +61,7 @@ impl TruncationGoal {
     }
 }
 
-/// What [`truncate`] dropped (the gateway reports `dropped_messages` as `ballast-truncated`).
+/// What a truncation dropped (the gateway reports `dropped_messages` as `ballast-truncated`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Truncation {
     /// Messages removed.
@@ -88,7 +73,7 @@ pub struct Truncation {
 /// Why [`truncate`] dropped nothing: retrying the same request cannot help.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum CannotTruncate {
+pub(crate) enum CannotTruncate {
     /// Only system and developer messages and the newest user turn (with what follows it) are left.
     #[error(
         "nothing left to drop: only system and developer messages and the newest user turn remain; shorten them \
@@ -109,7 +94,10 @@ const KEEP_TENTHS: u128 = 9;
 /// # Errors
 /// [`CannotTruncate::NothingToDrop`] when no turn can be dropped (then `messages` is unchanged), and
 /// [`CannotTruncate::NoRoomForPrompt`] when the goal leaves no room for any input.
-pub fn truncate(messages: &mut Vec<Message>, goal: TruncationGoal) -> Result<Truncation, CannotTruncate> {
+pub(crate) fn truncate(
+    messages: &mut Vec<Message>,
+    goal: TruncationGoal,
+) -> Result<Truncation, CannotTruncate> {
     truncate_turns(messages, goal)
 }
 

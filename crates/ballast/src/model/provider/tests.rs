@@ -145,8 +145,7 @@ fn the_structured_fields_are_kept_as_sent() {
     );
     assert_eq!(error.code.as_deref(), Some("insufficient_quota"));
     assert_eq!(error.error_type.as_deref(), Some("insufficient_quota"));
-    assert_eq!(error.problem(), ProblemKind::InsufficientQuota);
-    assert!(!error.is_retryable(), "a spent quota is not waited for");
+    assert_eq!(error.kind, InsufficientQuota, "a spent quota is not waited for");
 
     let error = ProviderError::classify(
         400,
@@ -155,11 +154,7 @@ fn the_structured_fields_are_kept_as_sent() {
     );
     assert_eq!(error.code.as_deref(), Some("400"), "vLLM's numeric code, as text");
     assert_eq!(error.error_type.as_deref(), Some("BadRequestError"));
-    assert_eq!(
-        error.problem(),
-        ProblemKind::ContextLengthExceeded,
-        "the core learns it from the message"
-    );
+    assert_eq!(error.kind, ContextLength, "learnt from the message");
 
     let error = ProviderError::classify(400, include_bytes!("fixtures/ollama_context_length.json"), None);
     assert_eq!(
@@ -167,6 +162,15 @@ fn the_structured_fields_are_kept_as_sent() {
         Some("the input length exceeds the context length")
     );
     assert_eq!((error.code, error.error_type), (None, None));
+}
+
+#[test]
+fn anthropics_own_envelope_gives_the_kind_and_the_numbers() {
+    let body = br#"{"type":"error","error":{"type":"invalid_request_error",
+                    "message":"prompt is too long: 208656 tokens > 200000 maximum"}}"#;
+    let error = ProviderError::classify(400, body, None);
+    assert_eq!(error.kind, ContextLength);
+    assert_eq!(error.tokens, tokens(Some(200_000), Some(208_656), None));
 }
 
 #[test]
@@ -227,11 +231,6 @@ fn without_a_code_or_wording_the_status_decides() {
             assert_eq!(error.tokens, None);
         }
     }
-    assert!(ProviderError::classify(529, b"", None).is_retryable());
-    assert!(ProviderError::classify(503, b"", None).is_retryable());
-    assert!(ProviderError::classify(429, b"", None).is_retryable());
-    assert!(!ProviderError::classify(400, b"", None).is_retryable());
-    assert!(!ProviderError::classify(401, b"", None).is_retryable());
 }
 
 #[test]

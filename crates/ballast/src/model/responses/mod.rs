@@ -16,7 +16,7 @@ pub(crate) use events::Responses;
 #[cfg(feature = "idempotency")]
 pub use state::StoreStateRecords;
 pub use state::{MemoryStateRecords, StateHome, StateId, StateRecordError, StateRecords};
-pub use truncate::truncate_input;
+pub(crate) use truncate::truncate_input;
 pub use types::{FunctionCall, Input, InputItem, ResponseEvent, ResponseObject, ResponsesRequest};
 
 /// Whether `id` can name a response or conversation in a URL path and a record: 1 to 242 of `A-Z a-z 0-9 _ -`

@@ -12,26 +12,6 @@
 //!   user message between them.
 //!
 //! State the provider keeps (`previous_response_id`, `conversation`) is not in the input and is not cut here.
-//!
-//! ```
-//! use ballast::model::{InputItem, TruncationGoal, truncate_input};
-//! use serde_json::json;
-//!
-//! let item = |v: serde_json::Value| serde_json::from_value::<InputItem>(v).unwrap();
-//! let mut input = vec![
-//!     InputItem::message("developer", "Be brief."),
-//!     InputItem::message("user", "Look up order 1"),
-//!     item(json!({"type": "reasoning", "id": "rs_1", "summary": []})),
-//!     item(json!({"type": "function_call", "call_id": "c1", "name": "lookup_order", "arguments": "{}"})),
-//!     InputItem::function_call_output("c1", "{\"amount\": 5}"),
-//!     InputItem::message("assistant", "It is 5."),
-//!     InputItem::message("user", "Refund it"),
-//! ];
-//! let dropped = truncate_input(&mut input, TruncationGoal::HalfOfTurns).unwrap();
-//! assert_eq!((dropped.dropped_turns, dropped.dropped_messages), (1, 5));
-//! let kept: Vec<&str> = input.iter().map(|i| i.role().unwrap_or(i.kind())).collect();
-//! assert_eq!(kept, ["developer", "user"]);
-//! ```
 
 use super::InputItem;
 use crate::model::truncate::{TurnItem, truncate_turns};
@@ -43,7 +23,7 @@ use crate::model::{CannotTruncate, Truncation, TruncationGoal};
 /// # Errors
 /// [`CannotTruncate::NothingToDrop`] when no turn can be dropped (then `input` is unchanged), and
 /// [`CannotTruncate::NoRoomForPrompt`] when the goal leaves no room for any input.
-pub fn truncate_input(
+pub(crate) fn truncate_input(
     input: &mut Vec<InputItem>,
     goal: TruncationGoal,
 ) -> Result<Truncation, CannotTruncate> {
@@ -142,5 +122,21 @@ mod tests {
             Err(CannotTruncate::NothingToDrop)
         );
         assert_eq!(input, before);
+    }
+
+    #[test]
+    fn a_turns_reasoning_call_and_output_go_with_it() {
+        let mut input = vec![
+            InputItem::message("developer", "Be brief."),
+            InputItem::message("user", "Look up order 1"),
+            item(json!({"type": "reasoning", "id": "rs_1", "summary": []})),
+            call("c1"),
+            InputItem::function_call_output("c1", "{\"amount\": 5}"),
+            InputItem::message("assistant", "It is 5."),
+            InputItem::message("user", "Refund it"),
+        ];
+        let dropped = truncate_input(&mut input, TruncationGoal::HalfOfTurns).unwrap();
+        assert_eq!((dropped.dropped_turns, dropped.dropped_messages), (1, 5));
+        assert_eq!(kinds(&input), ["developer", "user"]);
     }
 }

@@ -344,3 +344,17 @@ fn a_reply_without_an_id_stays_with_the_nearest_call() {
         contents(&messages)
     );
 }
+
+#[test]
+fn the_system_message_and_the_newest_question_stay_when_older_turns_go() {
+    let mut messages = vec![
+        text(Role::System, "You are terse."),
+        text(Role::User, "first question"),
+        text(Role::Assistant, "first answer"),
+        text(Role::User, "second question"),
+    ];
+    let dropped = truncate(&mut messages, TruncationGoal::HalfOfTurns).unwrap();
+    assert_eq!((dropped.dropped_turns, dropped.dropped_messages), (1, 2));
+    let roles: Vec<&str> = messages.iter().map(|message| message.role.as_str()).collect();
+    assert_eq!(roles, ["system", "user"]);
+}
