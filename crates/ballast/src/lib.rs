@@ -1,9 +1,9 @@
 //! Ballast for Rust agents: every call of one agent request under one deadline, retried only when safe and
 //! affordable, isolated by circuit breakers, admitted by priority under a spike.
 //!
-//! `ballast` is the one dependency: the policies' types ([`policy`], from `ballast-core`), the configuration
-//! ([`config`], from `ballast-config`) and the idempotency stores ([`idempotency::store`], from `ballast-store`)
-//! are re-exported here.
+//! `ballast` is the one dependency: the policies' types a user meets ([`policy`], from `ballast-core`), the
+//! configuration ([`config`], from `ballast-config`) and the idempotency stores ([`idempotency::store`], from
+//! `ballast-store`) are re-exported here, each name on one path.
 //!
 //! # Cargo features
 //! - `http` (default) — [`transport::HttpTransport`], attempts over the network with reqwest (rustls), and
@@ -118,17 +118,48 @@ pub mod tool;
 mod trace;
 pub mod transport;
 
-/// The policies' own types, from `ballast-core` (pure, no I/O): what the layers decide with and what their
-/// settings are — breakers, budgets, throttles, admission, backoff, deadlines, keys, stable codes.
+/// The policies' types a user of the clients and layers meets, from `ballast-core` (pure, no I/O): what a call
+/// is and how it ended, its deadline and trace, the layers' settings with their validation errors, and the
+/// breakers', throttles' and budgets' state to read back. The engine's own parts (the admission queue and its
+/// tickets, a breaker's permits, a call's retry state and decisions, the wire parsers) stay in `ballast-core`:
+/// the layers use them for you.
 pub mod policy {
-    pub use ballast_core::*;
+    // What a call is, and how it ended.
+    pub use ballast_core::{
+        AttemptOutcome, CallKind, ErrorCode, Priority, ShedReason, StopReason, UpstreamIdempotency,
+    };
+    // Its deadline, on the one clock, and its trace.
+    pub use ballast_core::{Deadline, DeadlineExceeded, Instant, InvalidTraceparent, TraceContext, TraceId};
+    // One operation's key.
+    pub use ballast_core::{IdempotencyKey, InvalidKey};
+    // The layers' settings, each with its validation error.
+    pub use ballast_core::{
+        AdmissionConfig, Backoff, BreakerConfig, BreakerConfigBuilder, InvalidAdmission, InvalidBackoff,
+        InvalidBreaker, InvalidBudget, InvalidRetryPolicy, InvalidThrottle, Jitter, RetryPolicy,
+        ThrottleConfig,
+    };
+    // The state a layer keeps, shared by its services and read back.
+    pub use ballast_core::{
+        AdaptiveThrottle, BreakerSnapshot, BreakerState, CircuitBreaker, DefaultRng, RatioBudget,
+        RetryBudget, RunAllowance, ThrottleSnapshot, TokenBucket, Transition, TransitionReason,
+    };
+    // What an answer says of itself ([`classify_response`](crate::layer::classify_response)), and a header
+    // value that could not be read.
+    pub use ballast_core::{Malformation, ProblemKind, ResponseInfo, WireError};
 }
 
 /// The configuration, from `ballast-config`: the one TOML schema ([`Config::load`](config::Config::load),
 /// [`Config::from_toml_str`](config::Config::from_toml_str)), its typed tables, its errors with their lines, and
-/// `ballast plan`'s worst case on paper.
+/// where its secrets come from. The raw serde tables, `ballast plan`'s worst case and the defaults' constants
+/// stay in `ballast-config` (docs/config.md gives every key and default).
 pub mod config {
-    pub use ballast_config::*;
+    pub use ballast_config::{
+        Api, ApiSet, BudgetConfig, ContextConfig, Deployment, HeaderValueSource, HttpMethod, ModelRoute,
+        OnOverflow, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind,
+        StoreLocation, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
+    };
+    pub use ballast_config::{Config, ConfigError, ConfigErrors, DurationError, Problem, SizeError};
+    pub use ballast_config::{Env, MissingSecret, ProcessEnv, SecretProblem};
 }
 
 // The names of no one module: each public name has one path (`tool::ToolClient`, `model::ModelClient`,

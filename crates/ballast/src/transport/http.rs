@@ -39,7 +39,7 @@ pub struct HttpTransport {
 
 impl HttpTransport {
     /// A transport sending with `client` and reading answers of at most the configuration's default
-    /// `server.body_limit` ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB).
+    /// `server.body_limit` (8 MiB by default).
     pub fn new(client: reqwest::Client) -> Self {
         HttpTransport {
             client,

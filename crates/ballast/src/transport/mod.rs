@@ -25,7 +25,7 @@
 //! `T: Transport` and not the service bound in full.
 //!
 //! `HttpTransport` and `ServiceTransport` are built alike: `new` reads answers up to the configuration's default
-//! `server.body_limit` ([`DEFAULT_BODY_LIMIT`](crate::config::DEFAULT_BODY_LIMIT), 8 MiB), and
+//! `server.body_limit` (8 MiB by default), and
 //! `.with_body_limit(config.server.body_limit)` sets another; a `HyperTransport` reads up to the limit of the
 //! `HttpTransport` it wraps.
 //!
