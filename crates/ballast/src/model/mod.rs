@@ -6,7 +6,8 @@
 //! - `types` — [`ChatRequest`], [`Message`], [`ChatResponse`], [`ChatChunk`], [`Usage`]: the chat bodies, typed
 //!   where Ballast reads a field, every other key passed through untouched both ways.
 //! - `api` (private) — the `Protocol` trait each API implements: how a request names its model and is
-//!   cut to fit, where its stream commits and what each later event means. It names no API.
+//!   cut to fit, what an error answer means and what an answer spent (OpenAI's APIs share the defaults), where
+//!   its stream commits and what each later event means. It names no API.
 //! - `chat` (private) — Chat Completions as a protocol, beside its commit rule.
 //! - `responses` — [`ResponsesRequest`], [`InputItem`], [`ResponseObject`], [`ResponseEvent`]: the Responses
 //!   bodies, kept the same way; the protocol and where its stream commits; `truncate_input`; and
