@@ -6,6 +6,7 @@
 
 mod admission_breaker_stack;
 mod admission_priority;
+mod architecture_doc;
 mod attempt_background;
 mod attempt_headers;
 mod breaker_chaos;
