@@ -4,7 +4,13 @@
 //!   real time with a patience that ends the loop by itself, never a fixed sleep;
 //! - [`Samples`] — a Prometheus text exposition read strictly (a line that is not a sample fails the test), and
 //!   its samples found by name and labels;
-//! - [`scripted`] — a chaos profile in which one endpoint has given faults and meets scripted steps per operation.
+//! - [`scripted`] — a chaos profile in which one endpoint has given faults and meets scripted steps per operation;
+//! - [`ConfigText`] and [`deployment`] — a gateway config's text from the parts the tests repeat (the store, a tool,
+//!   a model route, a principal), read by the real parser.
+
+mod config;
+
+pub use config::{ConfigText, deployment};
 
 use std::collections::HashMap;
 use std::future::Future;
