@@ -135,11 +135,7 @@ impl ConfigText {
 
 /// A model deployment as an inline table: `{ base_url = "…", model = "…" }`.
 pub fn deployment(base_url: &str, model: &str) -> String {
-    format!(
-        "{{ base_url = {}, model = {} }}",
-        quoted(base_url),
-        quoted(model)
-    )
+    format!("{{ base_url = {}, model = {} }}", quoted(base_url), quoted(model))
 }
 
 /// `lines`, trimmed of the indentation of a Rust string literal, each ending with a newline.
@@ -187,7 +183,10 @@ mod tests {
         let text = ConfigText::new()
             .model(
                 "agent",
-                &[deployment("http://ok/v1", "mock"), deployment("http://b/v1", "big")],
+                &[
+                    deployment("http://ok/v1", "mock"),
+                    deployment("http://b/v1", "big"),
+                ],
                 "retry = { max_attempts = 1 }",
             )
             .tool(
@@ -241,8 +240,16 @@ admin = true
             .server("body_limit = \"1KiB\"")
             .run("max_runs = 300")
             .principal("agents", "AGENTS_KEY")
-            .tool("lookup_order", "http://chaos/tools/lookup_order", "per_try_timeout = \"1s\"")
-            .model("agent", &[deployment("http://chaos/v1", "mock")], "concurrency = 1")
+            .tool(
+                "lookup_order",
+                "http://chaos/tools/lookup_order",
+                "per_try_timeout = \"1s\"",
+            )
+            .model(
+                "agent",
+                &[deployment("http://chaos/v1", "mock")],
+                "concurrency = 1",
+            )
             .build();
         let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(config.tools[0].name, "lookup_order");

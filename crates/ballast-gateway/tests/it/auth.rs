@@ -72,8 +72,12 @@ async fn no_key_and_a_wrong_key_get_the_same_401_and_a_right_key_gets_through() 
         if let Some(auth) = auth {
             headers.push(("authorization", auth));
         }
-        let (status, response_headers, body) =
-            read(gateway.call("process_payment", &payment("o-auth"), &headers).await).await;
+        let (status, response_headers, body) = read(
+            gateway
+                .call("process_payment", &payment("o-auth"), &headers)
+                .await,
+        )
+        .await;
         assert_eq!(
             (status, &body["code"]),
             (401, &json!("unauthorized")),
@@ -131,9 +135,7 @@ async fn one_principal_never_reads_another_s_replay_operation_or_run() {
     .await;
     assert_eq!((status, header(&headers, "idempotent-replayed")), (200, ""));
     assert_eq!(upstream.executions("o-shared").await, 2);
-    let operation = gateway
-        .get_json_with("/v1/operations/k-shared", AGENTS)
-        .await;
+    let operation = gateway.get_json_with("/v1/operations/k-shared", AGENTS).await;
     assert_eq!(operation["status"], "completed", "{operation}");
     // A run id is per principal too: agents' 800 ms deadline is not ops' deadline.
     let body = json!({"anything": 1});

@@ -119,11 +119,7 @@ async fn sixteen_requests_with_one_key_at_once_execute_once() {
         async move {
             read(
                 gateway
-                    .call(
-                        "process_payment",
-                        &refund("o-16"),
-                        &[("idempotency-key", "k-16")],
-                    )
+                    .call("process_payment", &refund("o-16"), &[("idempotency-key", "k-16")])
                     .await,
             )
             .await
@@ -213,14 +209,18 @@ async fn a_caller_that_disconnects_after_dispatch_still_gets_its_answer_stored()
     })
     .await;
     caller.abort();
-    assert!(caller.await.is_err_and(|e| e.is_cancelled()), "it went away before its answer");
+    assert!(
+        caller.await.is_err_and(|e| e.is_cancelled()),
+        "it went away before its answer"
+    );
     eventually("the side effect ran", || async {
         (upstream.executions("o-gone").await == 1).then_some(())
     })
     .await;
     let (headers, body) = eventually("the answer is stored and replayed", || async {
         let key = [("idempotency-key", "k-gone")];
-        let (status, headers, body) = read(gateway.call("process_payment", &refund("o-gone"), &key).await).await;
+        let (status, headers, body) =
+            read(gateway.call("process_payment", &refund("o-gone"), &key).await).await;
         (status == 200).then_some((headers, body))
     })
     .await;

@@ -13,7 +13,8 @@ fn lookup(op: &str) -> Value {
 /// Paused time: the upstream's 800 ms holds both slots while the test is refused, whatever the machine's speed.
 #[tokio::test(start_paused = true)]
 async fn a_shed_invites_a_retry_and_a_deadline_shed_does_not() {
-    let upstream = Upstream::chaos("[endpoints.lookup_order]\nlatency = { p50 = \"800ms\", p99 = \"800ms\" }\n");
+    let upstream =
+        Upstream::chaos("[endpoints.lookup_order]\nlatency = { p50 = \"800ms\", p99 = \"800ms\" }\n");
     let config = ConfigText::new()
         .tool(
             "search_products",

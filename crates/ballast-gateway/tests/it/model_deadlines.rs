@@ -126,11 +126,7 @@ async fn a_rate_limited_providers_429_passes_its_wait_on_with_one_truth() {
         let body = chat("limited", "op-limited");
         let (status, headers, answer) = read(
             gateway
-                .post(
-                    "/v1/chat/completions",
-                    &body,
-                    &[("ballast-timeout-ms", "30000")],
-                )
+                .post("/v1/chat/completions", &body, &[("ballast-timeout-ms", "30000")])
                 .await,
         )
         .await;

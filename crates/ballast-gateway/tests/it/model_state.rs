@@ -68,7 +68,10 @@ async fn a_response_is_its_principals_and_is_cancelled_where_it_was_made() {
         .gateway_of(&config, &[("ALICE_KEY", alice), ("BOB_KEY", bob)])
         .await;
     let (alice, bob) = (format!("Bearer {alice}"), format!("Bearer {bob}"));
-    let (as_alice, as_bob) = ([("authorization", alice.as_str())], [("authorization", bob.as_str())]);
+    let (as_alice, as_bob) = (
+        [("authorization", alice.as_str())],
+        [("authorization", bob.as_str())],
+    );
     let mut body = responses("agent", "op-30");
     body["background"] = json!(true);
     let (status, _, made) = read(gateway.post("/v1/responses", &body, &as_alice).await).await;

@@ -164,10 +164,7 @@ async fn chat_streams_count_their_tokens_and_hand_usage_only_to_who_asked() {
     let mut asked = streamed(chat("usage-counted", "op-11"));
     asked["stream_options"] = json!({"include_usage": true});
     let mut counted = 0.0;
-    for (body, wants_usage) in [
-        (streamed(chat("usage-counted", "op-11")), false),
-        (asked, true),
-    ] {
+    for (body, wants_usage) in [(streamed(chat("usage-counted", "op-11")), false), (asked, true)] {
         let (events, _) = read_events(gateway.post("/v1/chat/completions", &body, &[]).await).await;
         let usage_chunks = events
             .iter()

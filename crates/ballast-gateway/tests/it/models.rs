@@ -13,8 +13,12 @@ async fn answers_pass_through_with_what_ballast_did() {
     let providers = Providers::new();
     let gateway = providers.gateway(&[]).await;
 
-    let (status, headers, answer) =
-        read(gateway.post("/v1/responses", &responses("agent", "op-1"), &[]).await).await;
+    let (status, headers, answer) = read(
+        gateway
+            .post("/v1/responses", &responses("agent", "op-1"), &[])
+            .await,
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["object"], "response");
     assert_eq!(answer["output"][0]["name"], "lookup_order");
@@ -23,8 +27,12 @@ async fn answers_pass_through_with_what_ballast_did() {
     assert!(header(&headers, "ballast-remaining-ms").parse::<u64>().unwrap() > 9_000);
     assert!(!header(&headers, "x-request-id").is_empty());
 
-    let (status, _, answer) =
-        read(gateway.post("/v1/chat/completions", &chat("agent", "op-1"), &[]).await).await;
+    let (status, _, answer) = read(
+        gateway
+            .post("/v1/chat/completions", &chat("agent", "op-1"), &[])
+            .await,
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
@@ -55,8 +63,12 @@ async fn errors_are_openai_style_with_a_stable_code_and_say_whether_to_retry() {
     let gateway = providers.gateway(&[]).await;
 
     // The provider fails every attempt: the gateway's own three, then an answer that invites no more.
-    let (status, headers, answer) =
-        read(gateway.post("/v1/responses", &responses("failing", "op-2"), &[]).await).await;
+    let (status, headers, answer) = read(
+        gateway
+            .post("/v1/responses", &responses("failing", "op-2"), &[])
+            .await,
+    )
+    .await;
     assert_eq!(status, 500, "{answer}");
     assert_eq!(answer["error"]["code"], "upstream_error");
     assert_eq!(answer["error"]["type"], "server_error");
@@ -74,8 +86,12 @@ async fn errors_are_openai_style_with_a_stable_code_and_say_whether_to_retry() {
 
     // Another Ballast in front (`ballast-hop`): one attempt here, retries happen at one layer.
     let hop = [("ballast-hop", "1")];
-    let (status, headers, _) =
-        read(gateway.post("/v1/chat/completions", &chat("failing", "op-3"), &hop).await).await;
+    let (status, headers, _) = read(
+        gateway
+            .post("/v1/chat/completions", &chat("failing", "op-3"), &hop)
+            .await,
+    )
+    .await;
     assert_eq!((status, header(&headers, "ballast-attempts")), (500, "1"));
 
     let cases = [
@@ -130,13 +146,22 @@ async fn the_401_of_a_model_route_is_openai_style() {
     let gateway = providers
         .gateway_of(&config, &[("AGENTS_KEY", "sk-agents-0123456789")])
         .await;
-    let (status, headers, answer) =
-        read(gateway.post("/v1/responses", &responses("agent", "op-4"), &[]).await).await;
+    let (status, headers, answer) = read(
+        gateway
+            .post("/v1/responses", &responses("agent", "op-4"), &[])
+            .await,
+    )
+    .await;
     assert_eq!(status, 401);
     assert_eq!(answer["error"]["code"], "unauthorized", "{answer}");
     assert_eq!(header(&headers, "www-authenticate"), "Bearer");
     let key = [("authorization", "Bearer sk-agents-0123456789")];
-    let (status, _, _) = read(gateway.post("/v1/responses", &responses("agent", "op-4"), &key).await).await;
+    let (status, _, _) = read(
+        gateway
+            .post("/v1/responses", &responses("agent", "op-4"), &key)
+            .await,
+    )
+    .await;
     assert_eq!(status, 200);
 }
 

@@ -20,7 +20,11 @@ async fn a_client_that_retries_on_status_alone_gets_one_round_of_upstream_attemp
     );
     let retry = r#"retry = { max_attempts = 3, base = "10ms", cap = "20ms" }"#;
     let config = ConfigText::new()
-        .model("failing-repeated", &[deployment("http://chaos/v1", "mock")], retry)
+        .model(
+            "failing-repeated",
+            &[deployment("http://chaos/v1", "mock")],
+            retry,
+        )
         .tool("lookup_repeated", "http://chaos/tools/lookup_order", retry)
         .build();
     let gateway = Gateway::metered(&config, &[("chaos", &upstream)], &[]).await;

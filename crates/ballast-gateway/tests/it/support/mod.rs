@@ -145,7 +145,8 @@ impl Gateway {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let transport = ServiceTransport::new(ByHost::new(upstreams)).with_body_limit(config.server.body_limit);
+        let transport =
+            ServiceTransport::new(ByHost::new(upstreams)).with_body_limit(config.server.body_limit);
         let mut state = ballast_gateway::Gateway::open_with_transport(config, &env, transport)
             .await
             .expect("the gateway opens");
@@ -183,7 +184,8 @@ impl Gateway {
         for (name, value) in headers {
             request = request.header(*name, *value);
         }
-        self.send(request.body(Body::from(body.to_string())).unwrap()).await
+        self.send(request.body(Body::from(body.to_string())).unwrap())
+            .await
     }
 
     /// `POST /v1/tools/{tool}` with a JSON `body` and `headers`.
