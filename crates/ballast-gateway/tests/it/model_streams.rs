@@ -107,7 +107,7 @@ async fn a_quota_error_after_response_created_falls_back_unseen() {
             "{path}: {events:?}"
         );
     }
-    let stats = providers.quota.stats().await;
+    let stats = providers.at("quota").stats().await;
     assert_eq!(
         stats["endpoints"]["model"]["requests"], 1,
         "skipped after its quota was spent: {stats}"

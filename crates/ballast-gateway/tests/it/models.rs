@@ -81,7 +81,7 @@ async fn errors_are_openai_style_with_a_stable_code_and_say_whether_to_retry() {
     );
     assert_eq!(header(&headers, "x-should-retry"), "false");
     assert_eq!(header(&headers, "ballast-attempts"), "3");
-    let stats = providers.failing.stats().await;
+    let stats = providers.at("failing").stats().await;
     assert_eq!(stats["endpoints"]["model"]["requests"], 3, "{stats}");
 
     // Another Ballast in front (`ballast-hop`): one attempt here, retries happen at one layer.

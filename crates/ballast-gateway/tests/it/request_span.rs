@@ -7,18 +7,9 @@ use std::collections::HashMap;
 use ballast::transport::ServiceTransport;
 use ballast_config::Config;
 use ballast_gateway::{Gateway, app};
+use ballast_testkit::ConfigText;
 use http::{Request, StatusCode};
 use tower::ServiceExt as _;
-
-const CONFIG: &str = r#"
-version = 1
-[store]
-url = "sqlite::memory:"
-[[tools]]
-name = "lookup_order"
-upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
-per_try_timeout = "1s"
-"#;
 
 /// A log line's buffer.
 #[derive(Clone, Default)]
@@ -47,7 +38,14 @@ async fn a_requests_log_lines_carry_its_id_method_path_and_status() {
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this test binary");
-    let config = Config::from_toml_str(CONFIG).expect("a valid config");
+    let config = ConfigText::new()
+        .tool(
+            "lookup_order",
+            "http://chaos/tools/lookup_order",
+            "per_try_timeout = \"1s\"",
+        )
+        .build();
+    let config = Config::from_toml_str(&config).expect("a valid config");
     let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
     let gateway = Gateway::open_with_transport(config, &HashMap::<String, String>::new(), transport)
         .await
