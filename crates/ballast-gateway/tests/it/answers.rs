@@ -125,8 +125,9 @@ async fn a_deadline_beyond_64_bits_is_the_longest_one_capped() {
     );
 }
 
-/// Regression: 400 and 504 answers lacked `ballast-remaining-ms` and `ballast-attempts`.
-#[tokio::test]
+/// Regression: 400 and 504 answers lacked `ballast-remaining-ms` and `ballast-attempts`. Paused time: what is left
+/// of a deadline is exact.
+#[tokio::test(start_paused = true)]
 async fn refusals_say_their_attempts_and_once_read_their_deadline() {
     let gateway = start().await;
     let auth: &[u8] = DEV.as_bytes();

@@ -8,7 +8,8 @@ use serde_json::json;
 use crate::support::models::{Providers, chat, responses};
 use crate::support::{header, read};
 
-#[tokio::test]
+/// Paused time: what is left of the route's 10 s is exact.
+#[tokio::test(start_paused = true)]
 async fn answers_pass_through_with_what_ballast_did() {
     let providers = Providers::new();
     let gateway = providers.gateway(&[]).await;

@@ -13,7 +13,10 @@ use crate::support::{Gateway, Upstream, header, read};
 /// A client that retries on status alone (the Vercel AI SDK, a hand-written loop) against a failing deployment
 /// and a failing read-only tool: one round of upstream attempts; its retries answered from the failure, nothing
 /// sent, marked and counted; a different request in the same window, or an SDK's first try, still served.
-#[tokio::test]
+///
+/// Paused time: twelve failures in a row would open the deployment's breaker if they spread over its
+/// `consecutive_spread` (500 ms) — which a loaded machine's real time can make them do; here only the backoffs pass.
+#[tokio::test(start_paused = true)]
 async fn a_client_that_retries_on_status_alone_gets_one_round_of_upstream_attempts() {
     let upstream = Upstream::chaos(
         "[endpoints.model]\nerrors = { 500 = 1.0 }\n[endpoints.lookup_order]\nerrors = { 500 = 1.0 }\n",

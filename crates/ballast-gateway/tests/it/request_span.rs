@@ -1,6 +1,7 @@
 //! The request's span as a log reader sees it. The subscriber is the process's global one, since tracing caches
 //! whether a callsite is enabled across threads and a thread-local subscriber could miss the spans of callsites
-//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local.
+//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local. It
+//! hears the spans of every test running beside it, so the test reads only those of its own request.
 
 use std::collections::HashMap;
 
@@ -59,10 +60,13 @@ async fn a_requests_log_lines_carry_its_id_method_path_and_status() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["x-request-id"], "req-42");
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    // The subscriber sees every test's spans: only the lines of this request (`req-42`) are this test's.
     let closed = |span: &str| {
         text.lines()
-            .find(|line| line.contains(span) && line.contains(" close "))
-            .unwrap_or_else(|| panic!("{span} closed: {text}"))
+            .find(|line| {
+                line.contains(span) && line.contains(" close ") && line.contains("request_id=req-42 ")
+            })
+            .unwrap_or_else(|| panic!("{span} closed within req-42's span: {text}"))
             .to_owned()
     };
     let request = "ballast.request{request_id=req-42 method=POST path=/v1/tools/lookup_order";
