@@ -31,6 +31,11 @@
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
 //! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
 //! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
+//!
+//! Tests: what a caller reads from the router is tested in process, [`app`] driven with `oneshot` over chaos
+//! upstreams in process (`tests/it`, paused time where a test waits); what needs the real process — signals and the
+//! graceful shutdown, restarts, real sockets and connection limits, the store probes [`serve`] runs, the SDKs — is
+//! tested against the `ballast` binary by `ballast-cli`'s `tests/it`.
 
 mod admin;
 mod app;

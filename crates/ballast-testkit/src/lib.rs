@@ -4,7 +4,17 @@
 //!   real time with a patience that ends the loop by itself, never a fixed sleep;
 //! - [`Samples`] — a Prometheus text exposition read strictly (a line that is not a sample fails the test), and
 //!   its samples found by name and labels;
-//! - [`scripted`] — a chaos profile in which one endpoint has given faults and meets scripted steps per operation.
+//! - [`scripted`] — a chaos profile in which one endpoint has given faults and meets scripted steps per operation;
+//! - [`ConfigText`] and [`deployment`] — a gateway config's text from the parts the tests repeat (the store, a tool,
+//!   a model route, a principal), read by the real parser;
+//! - [`model_routes`] and [`MODEL_PROVIDERS`] — the model routes the gateway's black-box tests share (in process and
+//!   against the binary with the SDKs), and the chaos providers behind them.
+
+mod config;
+mod models;
+
+pub use config::{ConfigText, deployment};
+pub use models::{MODEL_PROVIDERS, model_routes};
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -6,28 +6,28 @@ use crate::support;
 
 use std::time::Duration;
 
+use ballast_testkit::ConfigText;
 use serde_json::{Value, json};
 use support::gateway::{Gateway, call, chaos, client, eventually, executions, get_json, header, read};
 
-const CONFIG: &str = r#"
-version = 1
-[server]
-grace = "5s"
-[store]
-url = "sqlite://{dir}/ballast.db"
-[[tools]]
-name = "process_payment"
-upstream = { method = "POST", url = "{chaos}/tools/process_payment" }
-side_effects = true
-upstream_idempotency = "none"
-per_try_timeout = "3s"
-[[tools]]
-name = "create_refund"
-upstream = { method = "POST", url = "{chaos}/tools/create_refund" }
-side_effects = true
-upstream_idempotency = "keyed"
-per_try_timeout = "3s"
-"#;
+/// A grace of 5 s, and side effects at an upstream that does not deduplicate (`process_payment`) and at one that
+/// does (`create_refund`).
+fn config() -> String {
+    ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .server("grace = \"5s\"")
+        .tool(
+            "process_payment",
+            "{chaos}/tools/process_payment",
+            "side_effects = true\nupstream_idempotency = \"none\"\nper_try_timeout = \"3s\"",
+        )
+        .tool(
+            "create_refund",
+            "{chaos}/tools/create_refund",
+            "side_effects = true\nupstream_idempotency = \"keyed\"\nper_try_timeout = \"3s\"",
+        )
+        .build()
+}
 
 fn payment(op: &str) -> Value {
     json!({"op": op, "order_id": "A-1001", "amount": 500})
@@ -43,7 +43,7 @@ async fn sigterm_lets_requests_in_flight_finish_and_loses_nothing() {
         "#,
     )
     .await;
-    let gateway = Gateway::start(CONFIG, &upstream, &[]);
+    let gateway = Gateway::start(&config(), &upstream, &[]);
     let client = client();
     let in_flight: Vec<_> = (0..3)
         .map(|i| {
@@ -151,7 +151,7 @@ async fn kill_9_mid_payment_then_a_restart_answers_the_retry_outcome_unknown_at_
         "#,
     )
     .await;
-    let gateway = Gateway::start(CONFIG, &upstream, &[]);
+    let gateway = Gateway::start(&config(), &upstream, &[]);
     let gateway = kill_mid_request(gateway, &upstream, "process_payment", "k-kill", "o-kill").await;
     let key = [("idempotency-key", "k-kill")];
     let (status, headers, body) = read(
@@ -209,7 +209,7 @@ async fn kill_9_mid_refund_to_a_deduplicating_upstream_then_a_restart_gets_the_o
         "#,
     )
     .await;
-    let gateway = Gateway::start(CONFIG, &upstream, &[]);
+    let gateway = Gateway::start(&config(), &upstream, &[]);
     let gateway = kill_mid_request(
         gateway,
         &upstream,

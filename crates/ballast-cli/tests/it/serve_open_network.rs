@@ -1,110 +1,30 @@
-//! `ballast serve` on an open network, as a careless or hostile caller meets it: two tenants' keys kept apart at
-//! the upstream, slow and idle callers bounded, runs bounded in memory, a store that goes away noticed, and
-//! answers that say what happened.
+//! `ballast serve` on an open network, where only the real process will do: the key the upstream sees the same
+//! after a restart, bodies too large, never sent or too slow and connections slow or idle on real sockets, a flood
+//! of connections under a file limit, a store that goes away noticed by the probes `serve` runs. (Answers to a
+//! careless or hostile caller, two tenants' keys kept apart, runs bounded in memory: the router's, tested in
+//! process by `ballast-gateway`'s `answers`, `auth` and `runs` modules.)
 
 use crate::support;
 
+use ballast_testkit::ConfigText;
 use serde_json::{Value, json};
-use support::gateway::{Gateway, call, chaos, client, executions, header, read};
+use support::gateway::{Gateway, chaos, client, executions, header, read};
 
-/// Two principals, `dev` and `other`, and tools at the chaos upstream: a deduplicating refund, and a
-/// side-effecting tool that answers what it received (`echo_write`).
-const TENANTS: &str = r#"
-version = 1
-[store]
-url = "sqlite://{dir}/ballast.db"
-[[principals]]
-name = "dev"
-key_env = "TEST_DEV_KEY"
-[[principals]]
-name = "other"
-key_env = "TEST_OTHER_KEY"
-[[tools]]
-name = "create_refund"
-upstream = { method = "POST", url = "{chaos}/tools/create_refund" }
-side_effects = true
-upstream_idempotency = "keyed"
-per_try_timeout = "2s"
-[[tools]]
-name = "echo_write"
-upstream = { method = "POST", url = "{chaos}/echo" }
-side_effects = true
-per_try_timeout = "2s"
-"#;
-
-const KEYED: &str = "[endpoints.create_refund]\nkey_mode = \"keyed\"\n";
 const DEV: &str = "Bearer dev-secret";
 const OTHER: &str = "Bearer other-secret";
 
-fn start_tenants(upstream: &ballast_chaos::ChaosServer) -> Gateway {
-    Gateway::start(
-        TENANTS,
-        upstream,
-        &[("TEST_DEV_KEY", "dev-secret"), ("TEST_OTHER_KEY", "other-secret")],
-    )
-}
-
-/// Regression: principal `other` reusing `dev`'s key with the same body got `dev`'s refund back as its own 200
-/// while nothing ran for it (the upstream saw one key for both).
-#[tokio::test(flavor = "multi_thread")]
-async fn two_principals_with_one_caller_key_are_two_operations_at_the_upstream() {
-    let upstream = chaos(KEYED).await;
-    let gateway = start_tenants(&upstream);
-    let client = client();
-    let refund = json!({"op": "r-shared", "order_id": "A-1", "amount": 42.5});
-    let mut answers = Vec::new();
-    for auth in [DEV, OTHER] {
-        let headers = [("authorization", auth), ("idempotency-key", "dev")];
-        let (status, headers, body) =
-            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(
-            header(&headers, "idempotent-replayed"),
-            "",
-            "{auth}: its own execution, not a replay"
-        );
-        assert_eq!(
-            header(&headers, "ballast-idempotency-key"),
-            "dev",
-            "the caller's key, as it sent it"
-        );
-        answers.push(body);
-    }
-    assert_eq!(
-        executions(&upstream, "r-shared").await,
-        2,
-        "each principal's refund ran once"
-    );
-    // Each principal's retry replays its own answer.
-    for (auth, first) in [DEV, OTHER].iter().zip(&answers) {
-        let headers = [("authorization", *auth), ("idempotency-key", "dev")];
-        let (status, headers, body) =
-            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
-        assert_eq!((status, header(&headers, "idempotent-replayed")), (200, "true"));
-        assert_eq!(&body, first);
-    }
-    assert_eq!(executions(&upstream, "r-shared").await, 2);
-}
-
-/// The same with keys derived from (run, step): two principals' runs with one id are two operations.
-#[tokio::test(flavor = "multi_thread")]
-async fn two_principals_with_one_run_and_step_are_two_operations_at_the_upstream() {
-    let upstream = chaos(KEYED).await;
-    let gateway = start_tenants(&upstream);
-    let client = client();
-    let refund = json!({"op": "r-derived", "order_id": "A-2", "amount": 7});
-    for auth in [DEV, OTHER] {
-        let headers = [
-            ("authorization", auth),
-            ("ballast-run-id", "run-1"),
-            ("ballast-step-id", "refund"),
-        ];
-        let (status, headers, body) =
-            read(call(&client, &gateway, "create_refund", &refund, &headers).await).await;
-        assert_eq!(status, 200, "{body}");
-        assert_eq!(header(&headers, "idempotent-replayed"), "");
-    }
-    assert_eq!(executions(&upstream, "r-derived").await, 2);
+/// Two principals, `dev` and `other`, and a side-effecting tool that answers what it received (`echo_write`).
+fn tenants() -> String {
+    ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .principal("dev", "TEST_DEV_KEY")
+        .principal("other", "TEST_OTHER_KEY")
+        .tool(
+            "echo_write",
+            "{chaos}/echo",
+            "side_effects = true\nper_try_timeout = \"2s\"",
+        )
+        .build()
 }
 
 /// What the upstream sees: a key of the principal's own — not the caller's, 36 printable characters, another for
@@ -113,7 +33,11 @@ async fn two_principals_with_one_run_and_step_are_two_operations_at_the_upstream
 #[tokio::test(flavor = "multi_thread")]
 async fn the_upstream_sees_the_principals_own_key_the_same_after_a_restart() {
     let upstream = chaos("").await;
-    let gateway = start_tenants(&upstream);
+    let gateway = Gateway::start(
+        &tenants(),
+        &upstream,
+        &[("TEST_DEV_KEY", "dev-secret"), ("TEST_OTHER_KEY", "other-secret")],
+    );
     let client = client();
     let seen = |echoed: &Value| {
         echoed["headers"]["idempotency-key"][0]
@@ -159,280 +83,6 @@ async fn the_upstream_sees_the_principals_own_key_the_same_after_a_restart() {
     assert_eq!(seen(&send(&gateway, DEV).await), dev_key);
 }
 
-/// One principal and tools for the answers' tests: a side-effecting echo, a read-only echo, and read-only tools at
-/// `{raw}`, an upstream that answers bytes no well-behaved server sends.
-const ANSWERS: &str = r#"
-version = 1
-[server]
-body_timeout = "700ms"
-[store]
-url = "sqlite://{dir}/ballast.db"
-[[principals]]
-name = "dev"
-key_env = "TEST_DEV_KEY"
-[[tools]]
-name = "echo_write"
-upstream = { method = "POST", url = "{chaos}/echo" }
-side_effects = true
-per_try_timeout = "2s"
-[[tools]]
-name = "echo"
-upstream = { method = "POST", url = "{chaos}/echo" }
-per_try_timeout = "2s"
-[[tools]]
-name = "odd_status"
-upstream = { method = "POST", url = "http://{odd_status}/" }
-per_try_timeout = "1s"
-retry = { max_attempts = 1 }
-[[tools]]
-name = "xml"
-upstream = { method = "POST", url = "http://{xml}/" }
-per_try_timeout = "1s"
-"#;
-
-async fn start_answers(upstream: &ballast_chaos::ChaosServer) -> Gateway {
-    let odd =
-        support::raw::upstream(b"HTTP/1.1 999 Weird\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
-            .await;
-    let xml = support::raw::upstream(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: 18\r\nconnection: close\r\n\r\n<refund id=\"r1\"/>\n",
-    )
-    .await;
-    let config = ANSWERS
-        .replace("{odd_status}", &odd.to_string())
-        .replace("{xml}", &xml.to_string());
-    Gateway::start(&config, upstream, &[("TEST_DEV_KEY", "dev-secret")])
-}
-
-/// A raw POST to `path` with `headers` and `body` (no content-type unless given).
-async fn raw_post(
-    client: &reqwest::Client,
-    gateway: &Gateway,
-    path: &str,
-    headers: &[(&str, &[u8])],
-    body: &'static str,
-) -> (u16, reqwest::header::HeaderMap, Value) {
-    let mut request = client.post(gateway.url(path)).body(body);
-    for (name, value) in headers {
-        request = request.header(*name, reqwest::header::HeaderValue::from_bytes(value).unwrap());
-    }
-    read(request.send().await.expect("an answer")).await
-}
-
-/// Regression: an empty body and `{}` under one key answered 422, though an empty body is `{}`.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_empty_body_and_an_empty_object_are_one_request_under_one_key() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let client = client();
-    let auth: &[u8] = DEV.as_bytes();
-    let (status, headers, first) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo_write",
-        &[("authorization", auth), ("idempotency-key", b"k-empty")],
-        "",
-    )
-    .await;
-    assert_eq!(status, 200, "{first}");
-    assert_eq!(first["raw"], "{}", "the upstream is sent the arguments as read");
-    assert_eq!(header(&headers, "idempotent-replayed"), "");
-    let (status, headers, again) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo_write",
-        &[
-            ("authorization", auth),
-            ("idempotency-key", b"k-empty"),
-            ("content-type", b"application/json"),
-        ],
-        "{}",
-    )
-    .await;
-    assert_eq!(
-        (status, header(&headers, "idempotent-replayed")),
-        (200, "true"),
-        "{again}"
-    );
-    assert_eq!(again, first);
-}
-
-/// Regression: `/v1/tools/lookup%5Forder` answered "no tool named lookup_order" and listed lookup_order.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_tool_name_percent_encoded_is_told_so_not_called_unknown() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let (status, headers, body) = read(
-        client()
-            .post(gateway.url("/v1/tools/echo%5Fwrite"))
-            .header("authorization", DEV)
-            .json(&json!({}))
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!((status, header(&headers, "ballast-code")), (404, "unknown_tool"));
-    let detail = body["detail"].as_str().unwrap();
-    assert!(
-        detail.contains("percent-encoded") && detail.contains("/v1/tools/echo_write"),
-        "{detail}"
-    );
-    assert!(!detail.contains("no tool named"), "{detail}");
-}
-
-/// Regression: a `ballast-timeout-ms` beyond 64 bits was told it is "not a whole number".
-#[tokio::test(flavor = "multi_thread")]
-async fn a_deadline_beyond_64_bits_is_the_longest_one_capped() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let headers = [
-        ("authorization", DEV),
-        ("ballast-timeout-ms", "99999999999999999999999"),
-    ];
-    let (status, headers, body) = read(call(&client(), &gateway, "echo", &json!({}), &headers).await).await;
-    assert_eq!(status, 200, "{body}");
-    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
-    assert!(
-        (290_000..=300_000).contains(&remaining),
-        "capped by max_timeout: {remaining}"
-    );
-}
-
-/// Regression: 400 and 504 answers lacked `ballast-remaining-ms` and `ballast-attempts`.
-#[tokio::test(flavor = "multi_thread")]
-async fn refusals_say_their_attempts_and_once_read_their_deadline() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let client = client();
-    let auth: &[u8] = DEV.as_bytes();
-    let (status, headers, _) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo",
-        &[("authorization", auth), ("ballast-timeout-ms", b"5000")],
-        "{not json",
-    )
-    .await;
-    assert_eq!(
-        (status, header(&headers, "ballast-code")),
-        (400, "malformed_json")
-    );
-    assert_eq!(header(&headers, "ballast-attempts"), "0");
-    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
-    assert!(remaining <= 5000 && remaining > 4000, "{remaining}");
-    let (status, headers, _) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo",
-        &[("authorization", auth), ("ballast-timeout-ms", b"20")],
-        "{}",
-    )
-    .await;
-    assert_eq!(
-        (status, header(&headers, "ballast-code")),
-        (504, "deadline_exceeded")
-    );
-    assert_eq!(header(&headers, "ballast-attempts"), "0");
-    assert!(header(&headers, "ballast-remaining-ms").parse::<u64>().unwrap() <= 20);
-    // A header that cannot be read has no deadline to count down: attempts only.
-    let (status, headers, _) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo",
-        &[("authorization", auth), ("ballast-timeout-ms", b"soon")],
-        "{}",
-    )
-    .await;
-    assert_eq!((status, header(&headers, "ballast-attempts")), (400, "0"));
-    assert_eq!(header(&headers, "ballast-remaining-ms"), "");
-}
-
-/// Regression: an upstream's status 999 was relayed to the caller; and its non-JSON body became `text/plain`.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_upstream_status_outside_http_is_502_and_a_typed_answer_keeps_its_type() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let client = client();
-    let headers = [("authorization", DEV)];
-    let (status, answer_headers, body) =
-        read(call(&client, &gateway, "odd_status", &json!({}), &headers).await).await;
-    assert_eq!(
-        (status, header(&answer_headers, "ballast-code")),
-        (502, "upstream_error"),
-        "{body}"
-    );
-    let response = call(&client, &gateway, "xml", &json!({}), &headers).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(header(response.headers(), "content-type"), "application/xml");
-    assert_eq!(response.text().await.unwrap(), "<refund id=\"r1\"/>\n");
-}
-
-/// Regression: a member named twice passed on a read-only call without a key and failed with one.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_member_named_twice_is_refused_with_a_key_or_without() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let client = client();
-    let auth: &[u8] = DEV.as_bytes();
-    let body = r#"{"amount": 1, "amount": 1000}"#;
-    for key in [None, Some(&b"k-dup"[..])] {
-        let mut headers = vec![
-            ("authorization", auth),
-            ("content-type", &b"application/json"[..]),
-        ];
-        headers.extend(key.map(|k| ("idempotency-key", k)));
-        let (status, answer, _) = raw_post(&client, &gateway, "/v1/tools/echo", &headers, body).await;
-        assert_eq!(
-            (status, header(&answer, "ballast-code")),
-            (400, "json_duplicate_member"),
-            "{key:?}"
-        );
-        assert_eq!(
-            header(&answer, "ballast-attempts"),
-            "0",
-            "nothing reached the upstream"
-        );
-    }
-}
-
-/// Regression: with two `Authorization` headers the first counted; and a key with a byte outside ASCII answered
-/// `invalid_header`, where docs/gateway.md says `idempotency_key_invalid`.
-#[tokio::test(flavor = "multi_thread")]
-async fn two_authorization_headers_and_a_malformed_key_are_refused_as_documented() {
-    let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
-    let client = client();
-    let (status, headers, _) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo",
-        &[
-            ("authorization", DEV.as_bytes()),
-            ("authorization", b"Bearer someone-else"),
-        ],
-        "{}",
-    )
-    .await;
-    assert_eq!(
-        (status, header(&headers, "ballast-code")),
-        (400, "invalid_header")
-    );
-    let (status, headers, body) = raw_post(
-        &client,
-        &gateway,
-        "/v1/tools/echo_write",
-        &[("authorization", DEV.as_bytes()), ("idempotency-key", b"k\xe9y")],
-        "{}",
-    )
-    .await;
-    assert_eq!(
-        (status, header(&headers, "ballast-code")),
-        (400, "idempotency_key_invalid"),
-        "{body}"
-    );
-}
-
 /// A request's head, to write on a raw connection.
 fn head(path: &str, extra: &str) -> String {
     format!(
@@ -446,7 +96,13 @@ fn head(path: &str, extra: &str) -> String {
 async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed() {
     use tokio::io::AsyncWriteExt as _;
     let upstream = chaos("").await;
-    let gateway = start_answers(&upstream).await;
+    let config = ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .server("body_timeout = \"700ms\"")
+        .principal("dev", "TEST_DEV_KEY")
+        .tool("echo", "{chaos}/echo", "per_try_timeout = \"2s\"")
+        .build();
+    let gateway = Gateway::start(&config, &upstream, &[("TEST_DEV_KEY", "dev-secret")]);
     let patience = std::time::Duration::from_secs(3);
     // Announced over the limit: 413 before a byte of it is sent.
     let mut stream = support::raw::connect(gateway.addr).await;
@@ -505,76 +161,17 @@ async fn bodies_too_large_never_sent_or_too_slow_are_answered_in_time_and_closed
     trickling.abort();
 }
 
-/// Regression: 200 000 distinct run ids (any principal with a key) cost ~130 MB for ten minutes. Runs are bounded
-/// in all and per principal; a flood evicts the flooder's own oldest runs, and a run evicted and called again is
-/// told it restarted.
-#[tokio::test(flavor = "multi_thread")]
-async fn runs_are_bounded_and_a_flood_evicts_only_the_flooders_runs() {
-    let upstream = chaos("").await;
-    let config = TENANTS.replace(
-        "[store]",
-        "[run]\nmax_runs = 300\nmax_runs_per_principal = 100\n[[tools]]\nname = \"echo\"\nupstream = { method = \"POST\", url = \"{chaos}/echo\" }\n[store]",
-    );
-    let gateway = Gateway::start(
-        &config,
-        &upstream,
-        &[("TEST_DEV_KEY", "dev-secret"), ("TEST_OTHER_KEY", "other-secret")],
-    );
-    let client = client();
-    let echo = |auth: &'static str, run: String, timeout: Option<&'static str>| {
-        let (client, url) = (client.clone(), gateway.url("/v1/tools/echo"));
-        async move {
-            let mut request = client
-                .post(url)
-                .header("authorization", auth)
-                .header("ballast-run-id", run)
-                .json(&json!({}));
-            if let Some(timeout) = timeout {
-                request = request.header("ballast-timeout-ms", timeout);
-            }
-            let (status, headers, body) = read(request.send().await.expect("an answer")).await;
-            assert_eq!(status, 200, "{body}");
-            headers
-        }
-    };
-    // dev's run has a deadline of 20 s.
-    echo(DEV, "working".into(), Some("20000")).await;
-    // other names a new run on every call: 1000 of them, 16 at a time.
-    for batch in 0..(1000 / 16 + 1) {
-        let calls = (0..16).map(|i| echo(OTHER, format!("flood-{}", batch * 16 + i), None));
-        futures::future::join_all(calls).await;
-    }
-    let status = support::gateway::get_json_with(&gateway.url("/status"), DEV).await;
-    let runs = &status["runs"];
-    assert!(runs["remembered"].as_u64().unwrap() <= 101, "{runs}");
-    assert!(runs["evicted"].as_u64().unwrap() >= 899, "{runs}");
-    assert_eq!(
-        (runs["max"].as_u64(), runs["max_per_principal"].as_u64()),
-        (Some(300), Some(100))
-    );
-    // dev's run kept its deadline: a call without a deadline header is bounded by it, not by the 30 s default.
-    let headers = echo(DEV, "working".into(), None).await;
-    let remaining: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
-    assert!(remaining <= 20_000, "the run's deadline still holds: {remaining}");
-    assert_eq!(header(&headers, "ballast-run"), "");
-    // The flood's first run was evicted: called again, it starts afresh and the answer says so, once.
-    let headers = echo(OTHER, "flood-0".into(), None).await;
-    assert_eq!(header(&headers, "ballast-run"), "restarted");
-    let headers = echo(OTHER, "flood-0".into(), None).await;
-    assert_eq!(header(&headers, "ballast-run"), "");
+/// A payment at an upstream that does not deduplicate (run twice, it is paid twice), its store at `store`.
+fn payments(store: &str) -> String {
+    ConfigText::new()
+        .store(store)
+        .tool(
+            "process_payment",
+            "{chaos}/tools/process_payment",
+            "side_effects = true\nper_try_timeout = \"2s\"",
+        )
+        .build()
 }
-
-/// A payment at an upstream that does not deduplicate: run twice, it is paid twice.
-const PAYMENTS: &str = r#"
-version = 1
-[store]
-url = "sqlite://{dir}/ballast.db"
-[[tools]]
-name = "process_payment"
-upstream = { method = "POST", url = "{chaos}/tools/process_payment" }
-side_effects = true
-per_try_timeout = "2s"
-"#;
 
 /// Regression: with the SQLite file deleted (or replaced) while serving, `/status` said healthy and calls were
 /// still acknowledged; after a restart a completed payment ran a second time. Made read-only, `/status` still
@@ -583,7 +180,7 @@ per_try_timeout = "2s"
 #[tokio::test(flavor = "multi_thread")]
 async fn a_store_file_deleted_replaced_or_made_read_only_is_noticed_and_nothing_runs_twice() {
     let upstream = chaos("").await;
-    let gateway = Gateway::start(PAYMENTS, &upstream, &[]);
+    let gateway = Gateway::start(&payments("sqlite://{dir}/ballast.db"), &upstream, &[]);
     let client = client();
     let pay = |gateway: &Gateway, key: &'static str| {
         let (client, url) = (client.clone(), gateway.url("/v1/tools/process_payment"));
@@ -689,8 +286,7 @@ async fn a_lost_redis_or_postgresql_is_noticed_and_side_effects_fail_closed_unti
         };
         let proxy = support::raw::Cuttable::to(addr).await;
         let proxied = url.replacen(&addr.to_string(), &proxy.addr.to_string(), 1);
-        let config = PAYMENTS.replace("sqlite://{dir}/ballast.db", &proxied);
-        let gateway = Gateway::start(&config, &upstream, &[]);
+        let gateway = Gateway::start(&payments(&proxied), &upstream, &[]);
         let client = client();
         let run = uuid_like(what);
         let pay = |key: String| {
@@ -758,16 +354,11 @@ fn uuid_like(what: &str) -> String {
 async fn a_flood_of_idle_and_slow_connections_beyond_the_file_limit_leaves_callers_served() {
     use tokio::io::AsyncWriteExt as _;
     let upstream = chaos("").await;
-    let config = r#"
-version = 1
-[store]
-url = "sqlite://{dir}/ballast.db"
-[[tools]]
-name = "echo"
-upstream = { method = "POST", url = "{chaos}/echo" }
-concurrency = 8
-"#;
-    let gateway = Gateway::start_with_file_limit(config, &upstream, &[], 256);
+    let config = ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .tool("echo", "{chaos}/echo", "concurrency = 8")
+        .build();
+    let gateway = Gateway::start_with_file_limit(&config, &upstream, &[], 256);
     let client = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(5))
         .build()
@@ -823,15 +414,11 @@ concurrency = 8
 async fn slow_headers_and_idle_connections_are_closed_at_their_timeouts() {
     use tokio::io::AsyncWriteExt as _;
     let upstream = chaos("").await;
-    let config = r#"
-version = 1
-[server]
-header_timeout = "400ms"
-idle_timeout = "800ms"
-[store]
-url = "sqlite://{dir}/ballast.db"
-"#;
-    let gateway = Gateway::start(config, &upstream, &[]);
+    let config = ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .server("header_timeout = \"400ms\"\nidle_timeout = \"800ms\"")
+        .build();
+    let gateway = Gateway::start(&config, &upstream, &[]);
     let patience = std::time::Duration::from_secs(5);
     let within = |waited: std::time::Duration, low: u64, high: u64, what: &str| {
         assert!(

@@ -16,10 +16,9 @@ use support::sdk::{Program, installed, run};
 const KEY: (&str, &str) = ("AGENTS_KEY", "sk-agents-0123456789abcdef");
 
 fn with_principal() -> String {
-    support::models::CONFIG.replace(
-        "[server]",
-        "[[principals]]\nname = \"agents\"\nkey_env = \"AGENTS_KEY\"\n[server]",
-    )
+    support::models::config()
+        .principal("agents", "AGENTS_KEY")
+        .build()
 }
 
 fn line<'a>(lines: &'a HashMap<String, Value>, scenario: &str) -> &'a Value {
@@ -227,7 +226,7 @@ fn check(sdk: &str, lines: &HashMap<String, Value>) {
 /// Both APIs' `failing` scenarios hit the always-500 provider: it saw the gateway's three attempts each, never
 /// an SDK retry's.
 async fn the_failing_provider_saw_only_the_gateways_attempts(providers: &Providers) {
-    let stats = get_json(&providers.failing.url("/stats")).await;
+    let stats = get_json(&providers.at("failing").url("/stats")).await;
     assert_eq!(stats["endpoints"]["model"]["requests"], 2 * 3, "{stats}");
 }
 

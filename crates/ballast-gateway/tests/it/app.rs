@@ -6,29 +6,29 @@ use std::collections::HashMap;
 use ballast::transport::ServiceTransport;
 use ballast_config::Config;
 use ballast_gateway::{Gateway, app};
+use ballast_testkit::{ConfigText, deployment};
 use http::{Request, StatusCode};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-const CONFIG: &str = r#"
-version = 1
-[store]
-url = "sqlite::memory:"
-[[tools]]
-name = "lookup_order"
-upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
-per_try_timeout = "1s"
-[[models]]
-name = "agent"
-deployments = [ { base_url = "http://chaos/v1", model = "mock" } ]
-"#;
+/// A tool and a model route, both at the chaos router.
+fn config() -> Config {
+    let text = ConfigText::new()
+        .tool(
+            "lookup_order",
+            "http://chaos/tools/lookup_order",
+            "per_try_timeout = \"1s\"",
+        )
+        .model("agent", &[deployment("http://chaos/v1", "mock")], "")
+        .build();
+    Config::from_toml_str(&text).expect("a valid config")
+}
 
 async fn gateway() -> axum::Router {
-    let config = Config::from_toml_str(CONFIG).expect("a valid config");
     let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
     let env: HashMap<String, String> = HashMap::new();
-    let gateway = Gateway::open_with_transport(config, &env, transport)
+    let gateway = Gateway::open_with_transport(config(), &env, transport)
         .await
         .expect("the gateway opens");
     app(gateway).expect("the router")
@@ -67,9 +67,8 @@ async fn a_tool_call_through_the_router_carries_the_gateways_headers() {
 
 #[tokio::test]
 async fn readiness_fails_once_draining_and_liveness_does_not() {
-    let config = Config::from_toml_str(CONFIG).expect("a valid config");
     let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
-    let gateway = Gateway::open_with_transport(config, &HashMap::<String, String>::new(), transport)
+    let gateway = Gateway::open_with_transport(config(), &HashMap::<String, String>::new(), transport)
         .await
         .expect("opens");
     let router = app(gateway.clone()).expect("the router");
@@ -125,13 +124,11 @@ async fn a_tool_answer_goes_on_as_it_came_with_its_content_type() {
             axum::routing::post(|| async { untyped(r#"{"refund": "#) }),
         )
         .route("/tools/empty", axum::routing::post(|| async { untyped("") }));
-    let mut config = String::from("version = 1\n[store]\nurl = \"sqlite::memory:\"\n");
+    let mut config = ConfigText::new();
     for tool in ["text", "xml", "object", "string", "broken", "empty"] {
-        config.push_str(&format!(
-            "[[tools]]\nname = \"{tool}\"\nupstream = {{ method = \"POST\", url = \"http://up/tools/{tool}\" }}\n"
-        ));
+        config = config.tool(tool, &format!("http://up/tools/{tool}"), "");
     }
-    let config = Config::from_toml_str(&config).expect("a valid config");
+    let config = Config::from_toml_str(&config.build()).expect("a valid config");
     let env: HashMap<String, String> = HashMap::new();
     let gateway = Gateway::open_with_transport(config, &env, ServiceTransport::new(upstream))
         .await

@@ -1,24 +1,16 @@
 //! The request's span as a log reader sees it. The subscriber is the process's global one, since tracing caches
 //! whether a callsite is enabled across threads and a thread-local subscriber could miss the spans of callsites
-//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local.
+//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local. It
+//! hears the spans of every test running beside it, so the test reads only those of its own request.
 
 use std::collections::HashMap;
 
 use ballast::transport::ServiceTransport;
 use ballast_config::Config;
 use ballast_gateway::{Gateway, app};
+use ballast_testkit::ConfigText;
 use http::{Request, StatusCode};
 use tower::ServiceExt as _;
-
-const CONFIG: &str = r#"
-version = 1
-[store]
-url = "sqlite::memory:"
-[[tools]]
-name = "lookup_order"
-upstream = { method = "POST", url = "http://chaos/tools/lookup_order" }
-per_try_timeout = "1s"
-"#;
 
 /// A log line's buffer.
 #[derive(Clone, Default)]
@@ -47,7 +39,14 @@ async fn a_requests_log_lines_carry_its_id_method_path_and_status() {
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .finish();
     tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this test binary");
-    let config = Config::from_toml_str(CONFIG).expect("a valid config");
+    let config = ConfigText::new()
+        .tool(
+            "lookup_order",
+            "http://chaos/tools/lookup_order",
+            "per_try_timeout = \"1s\"",
+        )
+        .build();
+    let config = Config::from_toml_str(&config).expect("a valid config");
     let transport = ServiceTransport::new(ballast_chaos::router(ballast_chaos::Profile::default()));
     let gateway = Gateway::open_with_transport(config, &HashMap::<String, String>::new(), transport)
         .await
@@ -61,10 +60,13 @@ async fn a_requests_log_lines_carry_its_id_method_path_and_status() {
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["x-request-id"], "req-42");
     let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+    // The subscriber sees every test's spans: only the lines of this request (`req-42`) are this test's.
     let closed = |span: &str| {
         text.lines()
-            .find(|line| line.contains(span) && line.contains(" close "))
-            .unwrap_or_else(|| panic!("{span} closed: {text}"))
+            .find(|line| {
+                line.contains(span) && line.contains(" close ") && line.contains("request_id=req-42 ")
+            })
+            .unwrap_or_else(|| panic!("{span} closed within req-42's span: {text}"))
             .to_owned()
     };
     let request = "ballast.request{request_id=req-42 method=POST path=/v1/tools/lookup_order";

@@ -5,16 +5,20 @@
 use crate::support;
 
 use ballast::{Clients, model::StreamErrorKind, transport::HttpTransport};
+use ballast_testkit::{ConfigText, deployment};
 use futures::StreamExt as _;
 use support::chat::{call, first_turn, profile};
 
 /// The route `agent` with one deployment at `base_url`.
 fn route(base_url: &str) -> ballast::model::ModelClient {
-    let config = ballast_config::Config::from_toml_str(&format!(
-        "version = 1\n[[models]]\nname = \"agent\"\nper_try_timeout = \"5s\"\n\
-         deployments = [ {{ base_url = \"{base_url}\", model = \"mock\" }} ]"
-    ))
-    .expect("a valid config");
+    let config = ConfigText::new()
+        .model(
+            "agent",
+            &[deployment(base_url, "mock")],
+            "per_try_timeout = \"5s\"",
+        )
+        .build();
+    let config = ballast_config::Config::from_toml_str(&config).expect("a valid config");
     let transport = HttpTransport::new(reqwest::Client::new()).with_body_limit(1 << 20);
     let clients = Clients::from_config(&config).build(transport).unwrap().models;
     clients.get("agent").unwrap().clone()

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use ballast::{Overload, clock, model::ModelClient};
 use ballast_core::{BreakerState, Deadline, ErrorCode, Priority};
+use ballast_testkit::{ConfigText, deployment};
 use futures::future::join_all;
 use support::chat::{Upstreams, call, client, config, first_turn, profile};
 
@@ -49,11 +50,11 @@ async fn dead_upstream(outage: &str) -> (Option<Duration>, usize) {
 
 /// The `agent` route over `primary` only, with `extra` route keys and every default else.
 fn single(upstreams: &Upstreams, extra: &str) -> ModelClient {
-    let config = ballast_config::Config::from_toml_str(&format!(
-        "version = 1\n[server]\ndefault_timeout = \"10s\"\n[[models]]\nname = \"agent\"\n{extra}\n\
-         deployments = [ {{ base_url = \"http://primary/v1\", model = \"mock\" }} ]"
-    ))
-    .unwrap();
+    let config = ConfigText::new()
+        .server("default_timeout = \"10s\"")
+        .model("agent", &[deployment("http://primary/v1", "mock")], extra)
+        .build();
+    let config = ballast_config::Config::from_toml_str(&config).unwrap();
     client(&config, upstreams)
 }
 

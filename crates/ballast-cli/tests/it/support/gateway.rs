@@ -275,50 +275,6 @@ pub(crate) async fn call(
     request.send().await.expect("the gateway answers")
 }
 
-/// `POST path` with a JSON `body` and `headers`.
-pub(crate) async fn post(
-    client: &reqwest::Client,
-    gateway: &Gateway,
-    path: &str,
-    body: &Value,
-    headers: &[(&str, &str)],
-) -> reqwest::Response {
-    let mut request = client.post(gateway.url(path)).json(body);
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    request.send().await.expect("the gateway answers")
-}
-
-/// The server-sent events of a streamed answer, read to its end (or its failure): each event's name (`message`
-/// when it has none) and its data as JSON (a JSON string when it is not JSON, as `[DONE]`).
-pub(crate) async fn events(response: reqwest::Response) -> (Vec<(String, Value)>, bool) {
-    let text = match response.text().await {
-        Ok(text) => (text, true),
-        Err(_) => (String::new(), false),
-    };
-    let (text, whole) = text;
-    let mut events = Vec::new();
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let mut name = "message".to_owned();
-        let mut data = Vec::new();
-        for line in block.lines() {
-            if let Some(value) = line.strip_prefix("event:") {
-                name = value.trim().to_owned();
-            } else if let Some(value) = line.strip_prefix("data:") {
-                data.push(value.trim_start().to_owned());
-            }
-        }
-        if data.is_empty() {
-            continue;
-        }
-        let data = data.join("\n");
-        let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
-        events.push((name, value));
-    }
-    (events, whole)
-}
-
 /// An answer's status, headers and JSON body.
 pub(crate) async fn read(response: reqwest::Response) -> (u16, reqwest::header::HeaderMap, Value) {
     let status = response.status().as_u16();
@@ -337,11 +293,6 @@ pub(crate) fn header<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) ->
 /// `GET url` as JSON.
 pub(crate) async fn get_json(url: &str) -> Value {
     json_of(client().get(url)).await
-}
-
-/// `GET url` as JSON, with `authorization` (e.g. `Bearer <key>`).
-pub(crate) async fn get_json_with(url: &str, authorization: &str) -> Value {
-    json_of(client().get(url).header("authorization", authorization)).await
 }
 
 async fn json_of(request: reqwest::RequestBuilder) -> Value {

@@ -13,6 +13,8 @@ pub(crate) struct Running {
     /// Every line read so far, for failure messages.
     seen: Vec<String>,
     stderr: Arc<Mutex<String>>,
+    /// Told when stderr is read to its end.
+    stderr_read: mpsc::Receiver<()>,
     exit: mpsc::Receiver<Option<i32>>,
     exited: bool,
 }
@@ -31,6 +33,7 @@ impl Running {
         let mut stderr_pipe = child.stderr.take().expect("piped stderr");
         let stderr = Arc::new(Mutex::new(String::new()));
         let collected = Arc::clone(&stderr);
+        let (read_to_end, stderr_read) = mpsc::channel();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n) = stderr_pipe.read(&mut buf) {
@@ -42,6 +45,7 @@ impl Running {
                     .unwrap()
                     .push_str(&String::from_utf8_lossy(&buf[..n]));
             }
+            let _ = read_to_end.send(());
         });
         let (send, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -60,6 +64,7 @@ impl Running {
             lines,
             seen: Vec::new(),
             stderr,
+            stderr_read,
             exit,
             exited: false,
         }
@@ -104,13 +109,16 @@ impl Running {
         assert!(status.success(), "kill {signal} {} failed", self.pid);
     }
 
-    /// Waits at most `patience` for it to exit; its exit code (`None`: killed by a signal).
+    /// Waits at most `patience` for it to exit; its exit code (`None`: killed by a signal). Its stderr is then read
+    /// to its end (within `patience` again: a child of its own may hold the pipe), so [`stderr`](Self::stderr) has
+    /// its last words — the exit can be seen before the reader has them.
     pub(crate) fn wait_for_exit(&mut self, patience: Duration) -> Option<i32> {
         let code = self
             .exit
             .recv_timeout(patience)
             .unwrap_or_else(|_| panic!("it did not exit within {patience:?}; stderr:\n{}", self.stderr()));
         self.exited = true;
+        let _ = self.stderr_read.recv_timeout(patience);
         code
     }
 }

@@ -1,57 +1,11 @@
-//! HTTP as bytes on a socket, for what a well-behaved client or upstream never sends: an upstream that answers a
-//! status outside HTTP's, a caller that sends its headers or body slowly, or never. Loopback only; every wait is
-//! bounded.
+//! HTTP as bytes on a socket, for what a well-behaved client never sends: its headers or body slowly, or never; and
+//! a store server that goes away and comes back. Loopback only; every wait is bounded.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncReadExt as _;
 use tokio::net::{TcpListener, TcpStream};
-
-/// An upstream on 127.0.0.1 that answers every request with `answer` (a whole HTTP/1.1 response, as bytes) and
-/// closes the connection. It serves until the test's runtime ends.
-pub(crate) async fn upstream(answer: &'static [u8]) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
-    let addr = listener.local_addr().expect("its address");
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                // The request's head and as much body as it announces, within a second.
-                let _ = tokio::time::timeout(Duration::from_secs(1), read_request(&mut stream)).await;
-                let _ = stream.write_all(answer).await;
-                let _ = stream.shutdown().await;
-            });
-        }
-    });
-    addr
-}
-
-/// Reads one request (its head, then `content-length` bytes of body).
-async fn read_request(stream: &mut TcpStream) {
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        let Ok(n) = stream.read(&mut buf).await else {
-            return;
-        };
-        if n == 0 {
-            return;
-        }
-        seen.extend_from_slice(&buf[..n]);
-        let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
-            continue;
-        };
-        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-        let length: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        if seen.len() >= end + 4 + length {
-            return;
-        }
-    }
-}
 
 /// A connection to `addr`.
 pub(crate) async fn connect(addr: SocketAddr) -> TcpStream {
