@@ -393,11 +393,19 @@ async fn a_flood_of_idle_and_slow_connections_beyond_the_file_limit_leaves_calle
         slow.push(stream);
     }
     served("300 slow heads open too").await;
-    let status = support::gateway::get_json(&gateway.url("/status")).await;
+    // An evicted connection is told to close and closes in its own task: on a busy machine a few are still
+    // closing when the last one is accepted, so the count is read until they have (the cap, and /status's own
+    // connection).
+    let status = support::gateway::eventually("the evicted connections closed", || async {
+        let status = support::gateway::get_json(&gateway.url("/status")).await;
+        let connections = &status["connections"];
+        let (open, max) = (connections["open"].as_u64()?, connections["max"].as_u64()?);
+        (open <= max + 1).then_some(status)
+    })
+    .await;
     let connections = &status["connections"];
     let max = connections["max"].as_u64().unwrap();
     assert!(max < 256, "the cap is below the file limit: {connections}");
-    assert!(connections["open"].as_u64().unwrap() <= max + 1, "{connections}");
     assert!(
         connections["evicted"].as_u64().unwrap() >= 600 - max,
         "{connections}"
