@@ -120,18 +120,21 @@ pub mod transport;
 
 /// The policies' types a user of the clients and layers meets, from `ballast-core` (pure, no I/O): what a call
 /// is and how it ended, its deadline and trace, the layers' settings with their validation errors, and the
-/// breakers', throttles' and budgets' state to read back. The engine's own parts (the admission queue and its
-/// tickets, a breaker's permits, a call's retry state and decisions, the wire parsers) stay in `ballast-core`:
-/// the layers use them for you.
+/// breakers', throttles' and budgets' state to read back, and the engines' steps a layer of your own takes. What
+/// only the stack itself uses (the admission queue and its tickets, the wire parsers and formatters, the repeats
+/// of failures, canonical JSON) stays in `ballast-core`.
 pub mod policy {
-    // What a call is, and how it ended.
+    // What a call is, and how it ended; a name none of these knows.
     pub use ballast_core::{
-        AttemptOutcome, CallKind, ErrorCode, Priority, ShedReason, StopReason, UpstreamIdempotency,
+        AttemptOutcome, CallKind, ErrorCode, Priority, ShedReason, StopReason, UnknownName,
+        UpstreamIdempotency,
     };
     // Its deadline, on the one clock, and its trace.
-    pub use ballast_core::{Deadline, DeadlineExceeded, Instant, InvalidTraceparent, TraceContext, TraceId};
-    // One operation's key.
-    pub use ballast_core::{IdempotencyKey, InvalidKey};
+    pub use ballast_core::{
+        Deadline, DeadlineExceeded, Instant, InvalidTraceparent, Refused, TraceContext, TraceId,
+    };
+    // One operation's key, and its request's fingerprint (what an idempotency store keeps).
+    pub use ballast_core::{Fingerprint, IdempotencyKey, InvalidFingerprint, InvalidKey};
     // The layers' settings, each with its validation error.
     pub use ballast_core::{
         AdmissionConfig, Backoff, BreakerConfig, BreakerConfigBuilder, InvalidAdmission, InvalidBackoff,
@@ -142,6 +145,12 @@ pub mod policy {
     pub use ballast_core::{
         AdaptiveThrottle, BreakerSnapshot, BreakerState, CircuitBreaker, DefaultRng, RatioBudget,
         RetryBudget, RunAllowance, ThrottleSnapshot, TokenBucket, Transition, TransitionReason,
+    };
+    // The engines' own steps, for a layer of your own: a breaker's permit and what it records, a throttle's
+    // admission and its outcomes, a call's retry state and the policy's decision.
+    pub use ballast_core::{
+        BreakerRejected, CallResult, CallState, OwnedPermit, Permit, RetryDecision, ThrottleOutcome,
+        Throttled,
     };
     // What an answer says of itself ([`classify_response`](crate::layer::classify_response)), and a header
     // value that could not be read.

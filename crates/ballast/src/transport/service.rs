@@ -51,7 +51,7 @@ pub struct ServiceTransport<S, B = Full<Bytes>> {
 
 impl<S> ServiceTransport<S> {
     /// A transport handing requests to `service` with a [`Full<Bytes>`] body and reading answers of at most the
-    /// configuration's default `server.body_limit` ([`DEFAULT_BODY_LIMIT`], 8 MiB).
+    /// configuration's default `server.body_limit` (8 MiB).
     pub fn new(service: S) -> Self {
         Self::with_request_body(service)
     }
@@ -59,7 +59,7 @@ impl<S> ServiceTransport<S> {
 
 impl<S, B> ServiceTransport<S, B> {
     /// A transport handing requests to `service` with a `B` body (`ServiceTransport::<_, B>::with_request_body`),
-    /// reading answers of at most [`DEFAULT_BODY_LIMIT`].
+    /// reading answers of at most the default `server.body_limit` (8 MiB).
     pub fn with_request_body(service: S) -> Self {
         ServiceTransport {
             service,
