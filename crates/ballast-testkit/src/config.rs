@@ -63,13 +63,13 @@ impl ConfigText {
 
     /// `lines` (TOML, `key = value` one a line) under `[server]`; each call adds to the section.
     pub fn server(mut self, lines: &str) -> ConfigText {
-        push_lines(&mut self.server, lines);
+        push_keys(&mut self.server, lines, "server");
         self
     }
 
     /// `lines` under `[run]`; each call adds to the section.
     pub fn run(mut self, lines: &str) -> ConfigText {
-        push_lines(&mut self.run, lines);
+        push_keys(&mut self.run, lines, "run");
         self
     }
 
@@ -92,7 +92,7 @@ impl ConfigText {
             quoted(name),
             quoted(url)
         );
-        push_lines(&mut self.tools, extra);
+        push_keys(&mut self.tools, extra, name);
         self
     }
 
@@ -106,7 +106,7 @@ impl ConfigText {
             quoted(name),
             list.join(", ")
         );
-        push_lines(&mut self.models, extra);
+        push_keys(&mut self.models, extra, name);
         self
     }
 
@@ -139,6 +139,20 @@ pub fn deployment(base_url: &str, model: &str) -> String {
 }
 
 /// `lines`, trimmed of the indentation of a Rust string literal, each ending with a newline.
+/// `lines` as [`push_lines`] adds them, when they are keys of the table `table` is writing: a table header among
+/// them would start another table (a second `[server]`, keys of a tool landing in the next one), so it panics and
+/// names [`ConfigText::raw`], where whole tables go.
+fn push_keys(to: &mut String, lines: &str, table: &str) {
+    if let Some(header) = lines.lines().map(str::trim).find(|line| line.starts_with('[')) {
+        panic!(
+            "ConfigText: {header:?} in the keys of {table:?} starts another table; write whole tables with raw()"
+        );
+    }
+    push_lines(to, lines);
+}
+
+/// Each non-empty line of `lines`, trimmed (a multi-line string value is not for this builder: write it with
+/// [`ConfigText::raw`] and mind that its lines are trimmed too).
 fn push_lines(to: &mut String, lines: &str) {
     for line in lines.lines().map(str::trim).filter(|l| !l.is_empty()) {
         to.push_str(line);
@@ -170,6 +184,12 @@ mod tests {
     use ballast_config::Config;
 
     use super::*;
+
+    #[test]
+    #[should_panic(expected = "starts another table; write whole tables with raw()")]
+    fn a_table_header_among_a_tables_keys_is_refused() {
+        let _ = ConfigText::new().server("[server]\nreserve = \"10ms\"");
+    }
 
     #[test]
     fn the_least_config_is_a_version_and_a_store_in_memory() {

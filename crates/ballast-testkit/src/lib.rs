@@ -1,20 +1,24 @@
 //! What the workspace's tests share, in one place instead of a copy per crate (never published):
 //!
 //! - [`eventually`] and [`within`] — bounded polling, for a test against another process or a background task:
-//!   real time with a patience that ends the loop by itself, never a fixed sleep;
+//!   a patience that ends the loop by itself, never a fixed sleep (`eventually` waits on tokio's clock: real time,
+//!   or virtual time in a test under paused time);
 //! - [`Samples`] — a Prometheus text exposition read strictly (a line that is not a sample fails the test), and
 //!   its samples found by name and labels;
 //! - [`scripted`] — a chaos profile in which one endpoint has given faults and meets scripted steps per operation;
 //! - [`ConfigText`] and [`deployment`] — a gateway config's text from the parts the tests repeat (the store, a tool,
 //!   a model route, a principal), read by the real parser;
+//! - [`server_sent_events`] — a streamed answer's text read as its events ([`Sse`]), as an SSE client reads them;
 //! - [`model_routes`] and [`MODEL_PROVIDERS`] — the model routes the gateway's black-box tests share (in process and
 //!   against the binary with the SDKs), and the chaos providers behind them.
 
 mod config;
 mod models;
+mod sse;
 
 pub use config::{ConfigText, deployment};
 pub use models::{MODEL_PROVIDERS, model_routes};
+pub use sse::{Sse, server_sent_events};
 
 use std::collections::HashMap;
 use std::future::Future;

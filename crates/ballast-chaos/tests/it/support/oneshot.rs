@@ -4,6 +4,7 @@
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
+pub(crate) use ballast_testkit::Sse;
 use futures::StreamExt as _;
 use serde_json::Value;
 use tower::ServiceExt as _;
@@ -24,7 +25,7 @@ impl Reply {
 
     /// The body as server-sent events.
     pub(crate) fn events(&self) -> Vec<Sse> {
-        parse_sse(&self.text)
+        ballast_testkit::server_sent_events(&self.text)
     }
 }
 
@@ -81,54 +82,4 @@ pub(crate) async fn post(router: &Router, path: &str, body: &Value) -> Reply {
 /// `GET path`.
 pub(crate) async fn get(router: &Router, path: &str) -> Reply {
     send(router, "GET", path, None, &[]).await
-}
-
-/// One server-sent event: its `event:` name (if any) and its `data:`; or a comment.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Sse {
-    Event { name: Option<String>, data: String },
-    Comment(String),
-}
-
-impl Sse {
-    /// The data as JSON (panics on a comment or on `[DONE]`).
-    pub(crate) fn json(&self) -> Value {
-        match self {
-            Sse::Event { data, .. } => serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}")),
-            Sse::Comment(text) => panic!("a comment, not an event: {text}"),
-        }
-    }
-
-    /// The `event:` name.
-    pub(crate) fn name(&self) -> Option<&str> {
-        match self {
-            Sse::Event { name, .. } => name.as_deref(),
-            Sse::Comment(_) => None,
-        }
-    }
-}
-
-/// The events of an SSE body (blocks separated by a blank line; a block of `:` lines is a comment).
-pub(crate) fn parse_sse(text: &str) -> Vec<Sse> {
-    text.split("\n\n")
-        .filter(|block| !block.is_empty())
-        .map(|block| {
-            if let Some(comment) = block.strip_prefix(':') {
-                return Sse::Comment(comment.trim().to_owned());
-            }
-            let mut name = None;
-            let mut data = Vec::new();
-            for line in block.lines() {
-                if let Some(value) = line.strip_prefix("event: ") {
-                    name = Some(value.to_owned());
-                } else if let Some(value) = line.strip_prefix("data: ") {
-                    data.push(value);
-                }
-            }
-            Sse::Event {
-                name,
-                data: data.join("\n"),
-            }
-        })
-        .collect()
 }

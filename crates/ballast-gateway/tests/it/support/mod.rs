@@ -19,6 +19,7 @@ use axum::Router;
 use axum::body::Body;
 use ballast::transport::ServiceTransport;
 use ballast_config::Config;
+use ballast_testkit::Sse;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{HeaderMap, Method, Request, Response};
@@ -99,11 +100,10 @@ impl tower::Service<Request<Full<Bytes>>> for ByHost {
     }
 }
 
-/// The gateway under test: its router, and its state (to drain it, say).
+/// The gateway under test: its router.
 #[derive(Clone)]
 pub(crate) struct Gateway {
     pub(crate) router: Router,
-    pub(crate) state: ballast_gateway::Gateway,
 }
 
 impl Gateway {
@@ -153,8 +153,8 @@ impl Gateway {
         if let Some(handle) = metrics {
             state = state.with_metrics(handle);
         }
-        let router = ballast_gateway::app(state.clone()).expect("the router");
-        Gateway { router, state }
+        let router = ballast_gateway::app(state).expect("the router");
+        Gateway { router }
     }
 
     /// Sends `request` to the router; its answer, body unread.
@@ -255,24 +255,15 @@ pub(crate) async fn events(response: Response<Body>) -> (Vec<(String, Value)>, b
         Ok(collected) => (String::from_utf8_lossy(&collected.to_bytes()).into_owned(), true),
         Err(_) => (String::new(), false),
     };
-    let mut events = Vec::new();
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let mut name = "message".to_owned();
-        let mut data = Vec::new();
-        for line in block.lines() {
-            if let Some(value) = line.strip_prefix("event:") {
-                name = value.trim().to_owned();
-            } else if let Some(value) = line.strip_prefix("data:") {
-                data.push(value.trim_start().to_owned());
+    let events = (ballast_testkit::server_sent_events(&text).into_iter())
+        .filter_map(|event| match event {
+            Sse::Event { name, data } if !data.is_empty() => {
+                let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                Some((name.unwrap_or_else(|| "message".to_owned()), value))
             }
-        }
-        if data.is_empty() {
-            continue;
-        }
-        let data = data.join("\n");
-        let value = serde_json::from_str(&data).unwrap_or(Value::String(data));
-        events.push((name, value));
-    }
+            _ => None,
+        })
+        .collect();
     (events, whole)
 }
 
