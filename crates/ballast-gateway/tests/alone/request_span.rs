@@ -1,7 +1,5 @@
-//! The request's span as a log reader sees it. The subscriber is the process's global one, since tracing caches
-//! whether a callsite is enabled across threads and a thread-local subscriber could miss the spans of callsites
-//! that tests beside it register; no other test of this binary installs a subscriber, global or thread-local. It
-//! hears the spans of every test running beside it, so the test reads only those of its own request.
+//! The request's span as a log reader sees it, through the process's global subscriber (this binary's only test:
+//! `main.rs` says why). It reads only the lines of its own request all the same.
 
 use std::collections::HashMap;
 

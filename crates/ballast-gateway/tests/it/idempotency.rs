@@ -143,7 +143,7 @@ async fn sixteen_requests_with_one_key_at_once_execute_once() {
     assert_eq!(upstream.executions("o-16").await, 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn two_calls_of_one_step_run_twice_and_their_resends_run_nothing() {
     let upstream = Upstream::chaos("[endpoints.create_refund]\nkey_mode = \"none\"\n");
     let gateway = Gateway::start(&config(), &upstream, &[]).await;

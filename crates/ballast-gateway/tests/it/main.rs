@@ -7,7 +7,8 @@
 //! Why in process: no binary to start, no port, no config file, and time that can be paused — a test that waits
 //! on a timeout, a latency or a breaker's open time runs under `#[tokio::test(start_paused = true)]` and takes
 //! no wall time (the gateway reads tokio's clock; its SQLite store works on blocking threads, which hold paused
-//! time back while they run). The rest run in real time, every wait bounded (`support::eventually`).
+//! time back while they run; the store's leases are on the wall clock, so no test here waits for one to lapse). The
+//! rest run in real time, every wait bounded.
 //!
 //! What needs the real process is `ballast-cli`'s black-box binary (`crates/ballast-cli/tests/it`): signals and
 //! graceful shutdown, kill -9 and restarts, real sockets and connection limits, the store probes `serve` runs,
@@ -31,6 +32,5 @@ mod model_state;
 mod model_streams;
 mod models;
 mod repeats;
-mod request_span;
 mod runs;
 mod support;

@@ -17,7 +17,7 @@ use crate::support::{Gateway, Upstream, header, read};
 async fn an_sdk_timeout_is_the_deadline_of_an_answer() {
     let providers = Providers::new();
     let gateway = providers.gateway(&[]).await;
-    // The reserve (300 ms here) is what keeps the answer ahead of the SDK's timeout on a loaded machine.
+    // The reserve (300 ms here) is what keeps the answer ahead of the SDK's timeout.
     for (name, value) in [("x-stainless-timeout", "2"), ("x-stainless-read-timeout", "2.0")] {
         let started = clock::now();
         let (status, headers, answer) = read(
