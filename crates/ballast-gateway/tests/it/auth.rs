@@ -3,6 +3,7 @@
 //! `Authorization` never reaches the upstream, the tool's own headers do; `/metrics` and `/status` behind an admin
 //! principal.
 
+use ballast_testkit::ConfigText;
 use http::Method;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -269,23 +270,17 @@ async fn metrics_and_status_are_for_admin_principals() {
 }
 
 /// Two principals, `dev` and `other`, and a deduplicating refund tool at the chaos upstream.
-const TENANTS: &str = r#"
-version = 1
-[store]
-url = "sqlite::memory:"
-[[principals]]
-name = "dev"
-key_env = "TEST_DEV_KEY"
-[[principals]]
-name = "other"
-key_env = "TEST_OTHER_KEY"
-[[tools]]
-name = "create_refund"
-upstream = { method = "POST", url = "http://chaos/tools/create_refund" }
-side_effects = true
-upstream_idempotency = "keyed"
-per_try_timeout = "2s"
-"#;
+fn tenants() -> String {
+    ConfigText::new()
+        .principal("dev", "TEST_DEV_KEY")
+        .principal("other", "TEST_OTHER_KEY")
+        .tool(
+            "create_refund",
+            "http://chaos/tools/create_refund",
+            "side_effects = true\nupstream_idempotency = \"keyed\"\nper_try_timeout = \"2s\"",
+        )
+        .build()
+}
 
 const KEYED: &str = "[endpoints.create_refund]\nkey_mode = \"keyed\"\n";
 const DEV: &str = "Bearer dev-secret";
@@ -293,7 +288,7 @@ const OTHER: &str = "Bearer other-secret";
 
 async fn start_tenants(upstream: &Upstream) -> Gateway {
     Gateway::start(
-        TENANTS,
+        &tenants(),
         upstream,
         &[("TEST_DEV_KEY", "dev-secret"), ("TEST_OTHER_KEY", "other-secret")],
     )
