@@ -106,26 +106,26 @@ pub struct Deployment {
     pub api_key_env: Option<String>,
     /// This deployment's per-try timeout (the route's unless overridden).
     pub per_try_timeout: Duration,
-    /// The APIs this deployment speaks (all of them unless the config says fewer): a call of an API goes only to
-    /// the deployments that speak it.
+    /// The APIs this deployment speaks (OpenAI's three unless the config names them: [`ApiSet::OPENAI`]): a call of
+    /// an API goes only to the deployments that speak it.
     pub apis: ApiSet,
 }
 
 impl Deployment {
-    /// The deployment at `base_url` serving `model`, with no API key and the default route's per-try timeout
-    /// ([`DEFAULT_MODEL_PER_TRY_TIMEOUT`]).
+    /// The deployment at `base_url` serving `model`, with no API key, the default route's per-try timeout
+    /// ([`DEFAULT_MODEL_PER_TRY_TIMEOUT`]) and OpenAI's APIs ([`ApiSet::OPENAI`]).
     pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
         Deployment {
             base_url: base_url.into(),
             model: model.into(),
             api_key_env: None,
             per_try_timeout: DEFAULT_MODEL_PER_TRY_TIMEOUT,
-            apis: ApiSet::ALL,
+            apis: ApiSet::OPENAI,
         }
     }
 }
 
-/// An OpenAI-compatible API a model deployment may speak (`models.deployments.api`).
+/// An API a model deployment may speak (`models.deployments.api`): OpenAI's three, or Anthropic's Messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Api {
     /// `POST /responses` (and `GET`/`DELETE /responses/{id}`, `/cancel`): the Responses API.
@@ -134,27 +134,31 @@ pub enum Api {
     Chat,
     /// `POST /embeddings`.
     Embeddings,
+    /// `POST /messages` (and `POST /messages/count_tokens`): Anthropic's Messages API.
+    Messages,
 }
 
 impl Api {
     /// Every API, in the order the config documents them.
-    pub const ALL: [Api; 3] = [Api::Responses, Api::Chat, Api::Embeddings];
+    pub const ALL: [Api; 4] = [Api::Responses, Api::Chat, Api::Embeddings, Api::Messages];
 
-    /// Its name in the config: `responses`, `chat`, `embeddings`.
+    /// Its name in the config: `responses`, `chat`, `embeddings`, `messages`.
     pub fn as_str(self) -> &'static str {
         match self {
             Api::Responses => "responses",
             Api::Chat => "chat",
             Api::Embeddings => "embeddings",
+            Api::Messages => "messages",
         }
     }
 
-    /// What callers know it by: `Responses`, `Chat Completions`, `embeddings`.
+    /// What callers know it by: `Responses`, `Chat Completions`, `embeddings`, `Messages`.
     pub fn title(self) -> &'static str {
         match self {
             Api::Responses => "Responses",
             Api::Chat => "Chat Completions",
             Api::Embeddings => "embeddings",
+            Api::Messages => "Messages",
         }
     }
 
@@ -177,7 +181,7 @@ impl FromStr for Api {
             .find(|api| api.as_str() == s)
             .ok_or_else(|| UnknownName {
                 value: s.to_owned(),
-                expected: &["responses", "chat", "embeddings"],
+                expected: &["responses", "chat", "embeddings", "messages"],
             })
     }
 }
@@ -187,8 +191,12 @@ impl FromStr for Api {
 pub struct ApiSet(u8);
 
 impl ApiSet {
-    /// Every API: what a deployment speaks unless its config says fewer.
-    pub const ALL: ApiSet = ApiSet(0b111);
+    /// Every API.
+    pub const ALL: ApiSet = ApiSet(0b1111);
+    /// OpenAI's APIs (Responses, Chat Completions, embeddings): what a deployment speaks unless its config names
+    /// its APIs — an OpenAI-compatible server is the common case; Anthropic's Messages is named (`api =
+    /// ["messages"]`).
+    pub const OPENAI: ApiSet = ApiSet(0b111);
     /// No API.
     pub const NONE: ApiSet = ApiSet(0);
 

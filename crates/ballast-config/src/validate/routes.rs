@@ -137,12 +137,12 @@ impl Checker {
         }
     }
 
-    /// A deployment's `api`: every API when omitted; otherwise a non-empty list of known API names, each once.
+    /// A deployment's `api`: OpenAI's APIs when omitted; otherwise a non-empty list of known API names, each once.
     fn apis(&mut self, path: &str, raw: Option<&[String]>) -> ApiSet {
-        let Some(raw) = raw else { return ApiSet::ALL };
+        let Some(raw) = raw else { return ApiSet::OPENAI };
         if raw.is_empty() {
             self.report(path, Problem::Empty);
-            return ApiSet::ALL;
+            return ApiSet::OPENAI;
         }
         let mut apis = ApiSet::NONE;
         for (i, name) in raw.iter().enumerate() {
@@ -162,7 +162,7 @@ impl Checker {
             }
             apis = apis.with(api);
         }
-        if apis.is_empty() { ApiSet::ALL } else { apis }
+        if apis.is_empty() { ApiSet::OPENAI } else { apis }
     }
 
     pub(crate) fn tools(&mut self, raw: &[RawTool]) -> Vec<ToolConfig> {

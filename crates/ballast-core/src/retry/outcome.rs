@@ -167,7 +167,8 @@ impl ProblemKind {
             | "urn:ballast:store-unavailable"
             | "urn:ballast:overloaded"
             | "urn:ballast:circuit_open" => ProblemKind::NotRun,
-            "insufficient_quota" => ProblemKind::InsufficientQuota,
+            // OpenAI's code; Anthropic's spend limit (a 429 no wait fixes).
+            "insufficient_quota" | "enforced_spend_limit_reached" => ProblemKind::InsufficientQuota,
             "context_length_exceeded" => ProblemKind::ContextLengthExceeded,
             _ => ProblemKind::None,
         }

@@ -4,7 +4,8 @@
 //! (for the streamed APIs, [`Streamed`]) where a stream commits and what each later event means ([`Read`]).
 //!
 //! Each API is one module implementing these beside its bodies and its commit rule: `chat.rs` (Chat
-//! Completions), `responses/` (the Responses API), `embeddings.rs`. This module names none of them.
+//! Completions), `responses/` (the Responses API), `embeddings.rs`, `messages.rs` (Anthropic's Messages and its
+//! token counting). This module names none of them.
 
 use std::time::Duration;
 
@@ -21,8 +22,10 @@ use crate::body::{Commit, CommitRule};
 
 /// One API of a model route.
 pub(crate) trait Protocol: Send + Sync + 'static {
-    /// Which one.
+    /// Which one: the deployments that speak it are the call's.
     const API: Api;
+    /// Where its calls go, after a deployment's base URL (`/chat/completions`).
+    const PATH: &'static str;
     /// A request of it.
     type Request: Clone + Serialize + Send + Sync + 'static;
     /// Its answer (a 2xx, not streamed), read from JSON.
@@ -33,6 +36,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 
     /// Drops whole older turns from `request` as far as `goal` asks (the route's `on_overflow = "truncate"`).
     fn truncate(request: &mut Self::Request, goal: TruncationGoal) -> Result<Truncation, CannotTruncate>;
+
+    /// Headers of the API's own that `request` is sent with (Anthropic's `anthropic-version`); none by default.
+    fn headers(_request: &Self::Request, _headers: &mut http::HeaderMap) {}
 
     /// What an error answer of this API means for the route's next step: overload, a spent quota, a context
     /// that does not fit, a request no retry fixes. OpenAI's APIs (and the providers that copy them) share

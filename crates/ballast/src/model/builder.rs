@@ -133,7 +133,7 @@ impl DeploymentBuilder {
             model: None,
             api_key: None,
             per_try_timeout: None,
-            apis: ApiSet::ALL,
+            apis: ApiSet::OPENAI,
         }
     }
 

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use http::HeaderMap;
 
 use super::embeddings::{EmbeddingsRequest, EmbeddingsResponse};
+use super::messages::{MessagesRequest, MessagesResponse, TokenCount};
 use super::responses::{ResponseObject, ResponsesRequest};
 use super::{ChatRequest, ChatResponse, Truncation};
 use crate::OutcomeReport;
@@ -13,7 +14,8 @@ use crate::client::{CallError, CallOptions};
 
 /// One model call: the request (every field the caller set goes upstream unchanged, but `model`, which each
 /// deployment replaces with its own model name) and, when known, its deadline, run, owner and cancellation.
-/// [`ChatCall`], [`ResponsesCall`], [`EmbeddingsCall`] and [`ResponseIdCall`] name it for each API.
+/// [`ChatCall`], [`ResponsesCall`], [`EmbeddingsCall`], [`MessagesCall`] and [`ResponseIdCall`] name it for each
+/// API.
 #[derive(Clone, Debug)]
 pub struct ModelCall<R> {
     pub(crate) request: R,
@@ -32,6 +34,9 @@ pub type ResponsesCall = ModelCall<ResponsesRequest>;
 
 /// An embeddings call.
 pub type EmbeddingsCall = ModelCall<EmbeddingsRequest>;
+
+/// A Messages API call (a message, or a count of its tokens).
+pub type MessagesCall = ModelCall<MessagesRequest>;
 
 /// A call about a response a provider keeps: retrieve, delete or cancel it.
 pub type ResponseIdCall = ModelCall<ResponseId>;
@@ -131,6 +136,12 @@ pub type ResponsesAnswer = ModelAnswer<ResponseObject>;
 
 /// Embeddings.
 pub type EmbeddingsAnswer = ModelAnswer<EmbeddingsResponse>;
+
+/// A message of the Messages API.
+pub type MessagesAnswer = ModelAnswer<MessagesResponse>;
+
+/// A count of a Messages request's input tokens.
+pub type TokenCountAnswer = ModelAnswer<TokenCount>;
 
 /// A model call of any API that did not succeed, with the report of every deployment tried (see [`CallError`]);
 /// the name chat callers knew first.

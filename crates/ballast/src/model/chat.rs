@@ -32,6 +32,7 @@ pub(crate) struct Chat;
 
 impl Protocol for Chat {
     const API: Api = Api::Chat;
+    const PATH: &'static str = "/chat/completions";
     type Request = ChatRequest;
     type Answer = ChatResponse;
 
@@ -236,7 +237,8 @@ mod tests {
             ),
             (r#"{"error":{"code":"rate_limit_exceeded"}}"#, 429),
             (r#"{"error":{"code":"context_length_exceeded"}}"#, 400),
-            (r#"{"error":{"type":"overloaded_error"}}"#, 503),
+            // Overload, as Anthropic says it (529): not a failure the breaker counts.
+            (r#"{"error":{"type":"overloaded_error"}}"#, 529),
             (r#"{"error":{"message":"something broke"}}"#, 502),
             (
                 r#"{"error":{"type":"invalid_request_error","code":"invalid_prompt","message":"flagged"}}"#,

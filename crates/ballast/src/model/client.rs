@@ -13,11 +13,15 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use super::api::{Protocol, Streamed};
-use super::call::{ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall};
+use super::call::{
+    ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall, ModelAnswer, ModelCall,
+    TokenCountAnswer,
+};
 use super::chat::Chat;
 use super::embeddings::Embeddings;
+use super::messages::{CountTokens, Messages};
 use super::route::{Committed, Route, Targets, Tried};
-use super::stream::{ChatStream, ModelStream, Source};
+use super::stream::{ChatStream, MessagesStream, ModelStream, Source};
 use crate::client::{CallError, Refusal, call_span, record_end, record_request_id};
 use crate::context::scoped;
 use crate::metrics::CallMetrics;
@@ -28,7 +32,9 @@ use crate::{CallContext, Report, clock};
 /// [`stream`](ModelClient::stream)), the Responses API ([`respond`](ModelClient::respond),
 /// [`respond_stream`](ModelClient::respond_stream), and a kept response's
 /// [`retrieve`](ModelClient::retrieve_response), [`delete`](ModelClient::delete_response) and
-/// [`cancel`](ModelClient::cancel_response)) and embeddings ([`embed`](ModelClient::embed)). Cheap to clone;
+/// [`cancel`](ModelClient::cancel_response)), embeddings ([`embed`](ModelClient::embed)) and Anthropic's Messages
+/// ([`message`](ModelClient::message), [`message_stream`](ModelClient::message_stream),
+/// [`count_tokens`](ModelClient::count_tokens)). Cheap to clone;
 /// clones share the deployments' breakers, budgets and the runs.
 ///
 /// Each deployment has its own stack — deadline, retry (its own budget), breaker (its own), attempt — shared by
@@ -183,6 +189,51 @@ impl ModelClient {
         self.in_span(self.span_of(&call), |span| {
             let ctx = self.context(&call);
             self.unary::<Embeddings>(call.request, ctx, Targets::Speaking(Api::Embeddings), span, true)
+        })
+    }
+
+    /// Asks the route for a message of Anthropic's Messages API (not streamed: a request's `stream: true` is
+    /// dropped; use [`ModelClient::message_stream`] to stream), through the deployments that speak it in order,
+    /// under one deadline, as [`complete`](ModelClient::complete) does for chat.
+    pub fn message(
+        &self,
+        call: MessagesCall,
+    ) -> impl Future<Output = Result<MessagesAnswer, CallError>> + Send + '_ {
+        let mut call = call;
+        Messages::set_stream(&mut call.request, false);
+        self.in_span(self.span_of(&call), |span| {
+            let ctx = self.context(&call);
+            self.unary::<Messages>(call.request, ctx, Targets::Speaking(Api::Messages), span, true)
+        })
+    }
+
+    /// Asks the route for a streamed message (`stream: true` is set). Until the stream's commit point (its first
+    /// content block: `message_start` and `ping` are held back), a failure — an `overloaded_error` event included
+    /// — is retried and falls back like any other; after it, nothing is retried: the returned [`MessagesStream`]
+    /// yields the events, and a failure after the commit is its last item, an error, never a clean end.
+    pub fn message_stream(
+        &self,
+        call: MessagesCall,
+    ) -> impl Future<Output = Result<MessagesStream, CallError>> + Send + '_ {
+        let mut call = call;
+        Messages::set_stream(&mut call.request, true);
+        self.in_span(self.span_of(&call), |span| {
+            let ctx = self.context(&call);
+            self.streamed::<Messages>(call, ctx, Targets::Speaking(Api::Messages), span)
+        })
+    }
+
+    /// Counts a Messages request's input tokens (`POST /messages/count_tokens`), through the deployments that
+    /// speak Messages in order: a read, retried and moved on as any call; no tokens are spent or counted.
+    pub fn count_tokens(
+        &self,
+        call: MessagesCall,
+    ) -> impl Future<Output = Result<TokenCountAnswer, CallError>> + Send + '_ {
+        let mut call = call;
+        call.request.stream = None;
+        self.in_span(self.span_of(&call), |span| {
+            let ctx = self.context(&call);
+            self.unary::<CountTokens>(call.request, ctx, Targets::Speaking(Api::Messages), span, false)
         })
     }
 

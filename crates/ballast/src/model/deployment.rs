@@ -92,9 +92,10 @@ pub(super) struct DeploymentClient {
     pub(super) config: Deployment,
     /// `base_url` without its trailing slashes: every path of the APIs goes after it.
     base: String,
-    /// Where each API's calls go, for the APIs it speaks (by [`api_slot`]).
-    uris: [Option<Uri>; 3],
-    authorization: Option<HeaderValue>,
+    /// Where each call goes, by its protocol's path (`/chat/completions`), for the APIs it speaks.
+    uris: Vec<(&'static str, Uri)>,
+    /// Its API key, as each API sends it (`None`: no key).
+    credentials: Option<Credentials>,
     /// Its account in the records of provider state (`StateHome::account`).
     account: Option<String>,
     pub(super) upstream: Upstream,
@@ -104,6 +105,36 @@ pub(super) struct DeploymentClient {
     /// day).
     max_skip: Duration,
 }
+
+/// A deployment's API key as the APIs send it: OpenAI's `Authorization: Bearer <key>`, Anthropic's
+/// `x-api-key: <key>` (both marked sensitive, never logged).
+#[derive(Debug)]
+struct Credentials {
+    bearer: HeaderValue,
+    key: HeaderValue,
+}
+
+impl Credentials {
+    /// The credentials of `bearer` (`Bearer <key>`, as [`bearer`] made it).
+    fn of(bearer: HeaderValue) -> Self {
+        let raw = bearer.as_bytes();
+        let mut key = HeaderValue::from_bytes(raw.strip_prefix(b"Bearer ").unwrap_or(raw))
+            .unwrap_or_else(|_| bearer.clone());
+        key.set_sensitive(true);
+        Credentials { bearer, key }
+    }
+
+    /// The header `api` sends it in.
+    fn header(&self, api: Api) -> (http::HeaderName, HeaderValue) {
+        match api {
+            Api::Messages => (X_API_KEY, self.key.clone()),
+            _ => (http::header::AUTHORIZATION, self.bearer.clone()),
+        }
+    }
+}
+
+/// `x-api-key`: Anthropic's key header.
+const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
 
 impl InvalidSettings for InvalidModelRoute {
     fn retry(route: &str, source: InvalidRetryPolicy) -> Self {
@@ -139,15 +170,15 @@ impl DeploymentClient {
     {
         let config = route.deployments[index].clone();
         let base = config.base_url.trim_end_matches('/').to_owned();
-        let mut uris = [None, None, None];
-        for api in config.apis.iter() {
-            let url = format!("{base}{}", api_path(api));
+        let mut uris = Vec::new();
+        for path in config.apis.iter().flat_map(api_paths) {
+            let url = format!("{base}{path}");
             let uri = Uri::try_from(url.as_str()).map_err(|_| InvalidModelRoute::BaseUrl {
                 route: route.name.clone(),
                 index,
                 url: config.base_url.clone(),
             })?;
-            uris[api_slot(api)] = Some(uri);
+            uris.push((*path, uri));
         }
         let settings = Settings {
             retry: &route.retry,
@@ -168,7 +199,7 @@ impl DeploymentClient {
             config,
             base,
             uris,
-            authorization,
+            credentials: authorization.map(Credentials::of),
             upstream: Upstream::new(parts, transport),
             quota_spent_until: Mutex::new(None),
             max_skip: server.max_retry_after,
@@ -207,7 +238,7 @@ impl DeploymentClient {
 
     /// Whether the deployment speaks `api` (its config's `api`).
     pub(super) fn speaks(&self, api: Api) -> bool {
-        self.uris[api_slot(api)].is_some()
+        self.config.apis.contains(api)
     }
 
     /// The URI of `path` under the deployment's base URL (`/responses/resp_1/cancel`); `None` when it makes none.
@@ -215,27 +246,41 @@ impl DeploymentClient {
         Uri::try_from(format!("{}{path}", self.base)).ok()
     }
 
-    /// One trip through the stack of a call of `api` with `body` under `ctx` (streamed when `ctx` has a commit
-    /// rule); `attempts_before` attempts of this call were already made on this deployment (a resend after
-    /// truncation numbers its attempts after them). The caller sends only APIs the deployment speaks.
-    pub(super) async fn send(&self, api: Api, body: Bytes, ctx: &CallContext, attempts_before: u32) -> Trip {
-        let Some(uri) = &self.uris[api_slot(api)] else {
-            unreachable!("{}: a call of an API it does not speak ({api})", self.name)
-        };
-        self.send_to(http::Method::POST, uri.clone(), body, ctx, attempts_before)
-            .await
-    }
-
-    /// One trip through the stack with `method` to `uri` (under the deployment's base URL), `body` (JSON, or
-    /// empty for none) under `ctx`.
-    pub(super) async fn send_to(
+    /// One trip through the stack of a call of `api` to `path` (its protocol's) with `body` and the protocol's
+    /// own `headers` under `ctx` (streamed when `ctx` has a commit rule); `attempts_before` attempts of this call
+    /// were already made on this deployment (a resend after truncation numbers its attempts after them). The
+    /// caller sends only APIs the deployment speaks.
+    pub(super) async fn send(
         &self,
-        method: http::Method,
-        uri: Uri,
+        (api, path): (Api, &'static str),
         body: Bytes,
+        headers: http::HeaderMap,
         ctx: &CallContext,
         attempts_before: u32,
     ) -> Trip {
+        let Some((_, uri)) = self.uris.iter().find(|(p, _)| *p == path) else {
+            unreachable!("{}: a call of an API it does not speak ({api} {path})", self.name)
+        };
+        let mut request = self.request(api, http::Method::POST, uri.clone(), body);
+        request.headers_mut().extend(headers);
+        self.trip(request, ctx, attempts_before).await
+    }
+
+    /// One trip through the stack with `method` to `uri` (under the deployment's base URL), `body` (JSON, or
+    /// empty for none) under `ctx`: a call of `api` about a kept response.
+    pub(super) async fn send_to(
+        &self,
+        api: Api,
+        method: http::Method,
+        uri: Uri,
+        ctx: &CallContext,
+    ) -> Trip {
+        let request = self.request(api, method, uri, Bytes::new());
+        self.trip(request, ctx, 0).await
+    }
+
+    /// A request of `api` to `uri` with `body` (JSON, or empty for none) and the deployment's key.
+    fn request(&self, api: Api, method: http::Method, uri: Uri, body: Bytes) -> Request<Bytes> {
         let has_body = !body.is_empty();
         let mut request = Request::new(body);
         *request.method_mut() = method;
@@ -247,9 +292,16 @@ impl DeploymentClient {
                 HeaderValue::from_static("application/json"),
             );
         }
-        if let Some(authorization) = &self.authorization {
-            headers.insert(http::header::AUTHORIZATION, authorization.clone());
+        if let Some(credentials) = &self.credentials {
+            let (name, value) = credentials.header(api);
+            headers.insert(name, value);
         }
+        request
+    }
+
+    /// `request`'s trip through the stack under `ctx` (streamed when it has a commit rule).
+    async fn trip(&self, mut request: Request<Bytes>, ctx: &CallContext, attempts_before: u32) -> Trip {
+        let headers = request.headers_mut();
         if ctx.stream.is_some() {
             headers.insert(
                 http::header::ACCEPT,
@@ -278,21 +330,15 @@ pub fn deployment_name(route: &ModelRoute, index: usize) -> String {
     format!("{}[{index}] {}", route.name, route.deployments[index].model)
 }
 
-/// The path of `api`'s calls after a base URL.
-fn api_path(api: Api) -> &'static str {
+/// The paths of `api`'s calls after a base URL (each protocol's `PATH`).
+fn api_paths(api: Api) -> &'static [&'static str] {
+    use super::api::Protocol;
+    use super::{chat::Chat, embeddings::Embeddings, messages, responses::Responses};
     match api {
-        Api::Responses => "/responses",
-        Api::Chat => "/chat/completions",
-        Api::Embeddings => "/embeddings",
-    }
-}
-
-/// Where `api`'s URI is kept.
-fn api_slot(api: Api) -> usize {
-    match api {
-        Api::Responses => 0,
-        Api::Chat => 1,
-        Api::Embeddings => 2,
+        Api::Responses => &[Responses::PATH],
+        Api::Chat => &[Chat::PATH],
+        Api::Embeddings => &[Embeddings::PATH],
+        Api::Messages => &[messages::Messages::PATH, messages::CountTokens::PATH],
     }
 }
 

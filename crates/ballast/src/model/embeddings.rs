@@ -102,6 +102,7 @@ pub(crate) struct Embeddings;
 
 impl Protocol for Embeddings {
     const API: Api = Api::Embeddings;
+    const PATH: &'static str = "/embeddings";
     type Request = EmbeddingsRequest;
     type Answer = EmbeddingsResponse;
 

@@ -1,5 +1,5 @@
-//! The model side of an agent step: one model route's client over its deployments, for every OpenAI-compatible
-//! API they speak — Chat Completions, the Responses API and embeddings — with what an upstream's error answer
+//! The model side of an agent step: one model route's client over its deployments, for every API they speak —
+//! OpenAI's Chat Completions, Responses API and embeddings, Anthropic's Messages — with what an upstream's error answer
 //! means and how a conversation is cut to fit a context window.
 //!
 //! Plain data and the protocols (nothing here sends anything):
@@ -13,6 +13,9 @@
 //!   bodies, kept the same way; the protocol and where its stream commits; `truncate_input`; and
 //!   [`StateRecords`], which deployment keeps which response.
 //! - `embeddings` — [`EmbeddingsRequest`], [`EmbeddingsResponse`], and the protocol.
+//! - `messages` — Anthropic's Messages API: [`MessagesRequest`], [`MessageParam`], [`MessagesResponse`],
+//!   [`MessagesEvent`], [`TokenCount`]; the protocol (its `x-api-key` and `anthropic-version`, where its stream
+//!   commits, its tokens) and token counting's.
 //! - `provider` — `ProviderError`: an upstream's error answer classified (context length, quota, rate limit,
 //!   overload, ...) from its structured code first, then the per-provider context-length wordings.
 //! - `truncate` — `truncate`: drop whole older turns to fit a context window, never splitting a tool group.
@@ -64,6 +67,7 @@ mod clients;
 mod context;
 mod deployment;
 mod embeddings;
+mod messages;
 mod object;
 mod respond;
 mod responses;
@@ -74,20 +78,23 @@ mod usage;
 
 pub use builder::{DeploymentBuilder, ModelClientBuilder};
 pub use call::{
-    ChatAnswer, ChatCall, ChatError, EmbeddingsAnswer, EmbeddingsCall, ModelAnswer, ModelCall, ResponseId,
-    ResponseIdCall, ResponsesAnswer, ResponsesCall, UnknownRoute,
+    ChatAnswer, ChatCall, ChatError, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall, ModelAnswer,
+    ModelCall, ResponseId, ResponseIdCall, ResponsesAnswer, ResponsesCall, TokenCountAnswer, UnknownRoute,
 };
 pub use client::ModelClient;
 pub use clients::ModelClients;
 pub use deployment::{InvalidModelRoute, deployment_name};
 pub use embeddings::{EmbeddingsRequest, EmbeddingsResponse};
+pub use messages::{
+    ANTHROPIC_VERSION, MessageParam, MessagesEvent, MessagesRequest, MessagesResponse, TokenCount, ToolUse,
+};
 #[cfg(feature = "idempotency")]
 pub use responses::StoreStateRecords;
 pub use responses::{
     FunctionCall, Input, InputItem, MemoryStateRecords, ResponseEvent, ResponseObject, ResponsesRequest,
     StateHome, StateId, StateRecordError, StateRecords,
 };
-pub use stream::{ChatStream, ModelStream, ResponseStream, StreamError, StreamErrorKind};
+pub use stream::{ChatStream, MessagesStream, ModelStream, ResponseStream, StreamError, StreamErrorKind};
 pub use types::{
     BadToolArguments, ChatChunk, ChatRequest, ChatResponse, Choice, ChunkChoice, Message, Role, ToolCallRef,
     Usage,

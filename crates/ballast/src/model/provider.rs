@@ -170,13 +170,14 @@ impl std::error::Error for ProviderError {}
 
 /// The status an error sent as a stream event stands for (`body` is the error in OpenAI's envelope): a provider
 /// that errs inside a 200 stream sends no status of its own, so the code or type says it — an insufficient quota
-/// or a rate limit 429, an overload 503, a context length or another bad request (an `invalid_request_error` of
+/// or a rate limit 429, an overload 529 (Anthropic's status for it, which the breaker does not count), a context length or another bad request (an `invalid_request_error` of
 /// any code) 400, a refused key 401 — and anything else is 502: the upstream failed, as a cut connection says.
 pub(crate) fn status_of_error_event(body: &[u8]) -> http::StatusCode {
     let error = ProviderError::classify(502, body, None);
     let status = match error.kind {
         ProviderErrorKind::InsufficientQuota | ProviderErrorKind::RateLimited => 429,
-        ProviderErrorKind::Overloaded => 503,
+        // Overload (Anthropic's 529): less, please — not a failure the breaker counts.
+        ProviderErrorKind::Overloaded => 529,
         ProviderErrorKind::ContextLength | ProviderErrorKind::BadRequest => 400,
         ProviderErrorKind::Auth => 401,
         // A code of its own under the caller's error type (`invalid_prompt`: a request the provider will not
@@ -192,7 +193,8 @@ fn kind_of_code(code: &str) -> Option<ProviderErrorKind> {
     Some(match code {
         // OpenAI's code; llama.cpp's server type.
         "context_length_exceeded" | "exceed_context_size_error" => ProviderErrorKind::ContextLength,
-        "insufficient_quota" => ProviderErrorKind::InsufficientQuota,
+        // OpenAI's code; Anthropic's spend limit (`error.details.error_code`, on a 429 no wait fixes).
+        "insufficient_quota" | "enforced_spend_limit_reached" => ProviderErrorKind::InsufficientQuota,
         // OpenAI's code; Anthropic's type.
         "rate_limit_exceeded" | "rate_limit_error" => ProviderErrorKind::RateLimited,
         // Anthropic's type (with 529).
@@ -258,8 +260,12 @@ impl ErrorFields {
             prompt: count("n_prompt_tokens"),
             completion: None,
         };
+        // Anthropic's spend limit names its code in `details` (`{"details": {"error_code": ...}}`).
+        let detail = (object.get("details").and_then(|d| d.get("error_code")))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         ErrorFields {
-            code: text("code"),
+            code: text("code").or(detail),
             error_type: text("type"),
             message: text("message"),
             tokens: (!tokens.is_empty()).then_some(tokens),

@@ -231,7 +231,10 @@ impl Route {
             Ok(body) => {
                 // Boxed: the layers above (the share's scope, the route's loop, a stream's commit scope) would
                 // each hold a copy of its state otherwise, and move it whole (kilobytes) at every step.
-                let send = Box::pin(deployment.send(P::API, body, ctx, attempts_before));
+                let mut headers = http::HeaderMap::new();
+                P::headers(request, &mut headers);
+                let endpoint = (P::API, P::PATH);
+                let send = Box::pin(deployment.send(endpoint, body, headers, ctx, attempts_before));
                 self.bounded(send, ctx, cut).await
             }
             Err(refused) => Trip::refused(refused),
@@ -259,7 +262,7 @@ impl Route {
         ctx.report = report;
         ctx.target = Some(Arc::clone(&deployment.target));
         let started = clock::now();
-        let trip = deployment.send_to(method, uri, Bytes::new(), &ctx, 0).await;
+        let trip = (deployment.send_to(ballast_config::Api::Responses, method, uri, &ctx)).await;
         let trip = judged(deployment, &ctx, trip, started);
         tried.failed_at = Some(index);
         if trip.succeeded() {

@@ -21,7 +21,8 @@ use crate::headers::{self, BALLAST_OUTCOME, X_SHOULD_RETRY};
 /// - When both waits are present, `retry-after-ms` wins ([`ResponseInfo::with_retry_after_headers`]).
 /// - The problem is read from error answers (status 400 and above) whose body is JSON (a JSON `Content-Type`, or
 ///   a body starting with `{`), from structured fields only — never from message text: a problem+json `type`
-///   (`urn:ballast:idempotency_in_progress`), or an OpenAI/Stripe-style `error.code`, then `error.type`
+///   (`urn:ballast:idempotency_in_progress`), or an OpenAI/Stripe-style `error.code`, then Anthropic's
+///   `error.details.error_code` (`enforced_spend_limit_reached`), then `error.type`
 ///   ([`ProblemKind::from_code`]). An error answer with `ballast-outcome: unknown` (another Ballast's) reports
 ///   [`ProblemKind::OutcomeUnknown`], whatever its body. Success bodies are not parsed: the decision never looks at their problem,
 ///   and a large success body should not cost a parse.
@@ -91,6 +92,7 @@ fn problem(body: &[u8]) -> ProblemKind {
     let codes = [
         json.get("type"),
         error.and_then(|e| e.get("code")),
+        error.and_then(|e| e.get("details")?.get("error_code")),
         error.and_then(|e| e.get("type")),
     ];
     codes

@@ -242,15 +242,17 @@ fn deployments_inherit_or_override_the_per_try_timeout() {
 }
 
 #[test]
-fn deployments_speak_every_api_unless_they_say_fewer() {
+fn deployments_speak_openais_apis_unless_they_name_theirs() {
     let c = load(
         "[[models]]\nname = \"m\"\ndeployments = [\n  { base_url = \"https://a/v1\" },\n  \
-         { base_url = \"http://b/v1\", api = [\"chat\", \"embeddings\"] } ]\n",
+         { base_url = \"http://b/v1\", api = [\"chat\", \"embeddings\"] },\n  \
+         { base_url = \"https://api.anthropic.com/v1\", api = [\"messages\"] } ]\n",
     )
     .unwrap();
     let d = &c.models[0].deployments;
-    assert_eq!(d[0].apis, ApiSet::ALL);
-    assert!(Api::ALL.iter().all(|api| d[0].apis.contains(*api)));
+    assert_eq!(d[0].apis, ApiSet::OPENAI);
+    assert!((Api::ALL.iter()).all(|api| d[0].apis.contains(*api) == (*api != Api::Messages)));
+    assert_eq!(d[2].apis.iter().collect::<Vec<_>>(), [Api::Messages]);
     assert!(!d[1].apis.contains(Api::Responses));
     assert_eq!(d[1].apis.iter().collect::<Vec<_>>(), [Api::Chat, Api::Embeddings]);
 }

@@ -10,8 +10,11 @@ pub(super) fn recognise(message: &str) -> bool {
     anthropic(message)
 }
 
-/// "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or
-/// purchase credits." (400 `invalid_request_error`).
+/// Anthropic's, both 400 `invalid_request_error`: "Your credit balance is too low to access the Anthropic API.
+/// Please go to Plans & Billing to upgrade or purchase credits."; a spend limit, "You have reached your
+/// specified workspace API usage limits. You will regain access on 2026-06-01 at 00:00 UTC." (or "your
+/// specified API usage limits").
 fn anthropic(message: &str) -> bool {
-    message.to_ascii_lowercase().contains("credit balance is too low")
+    let message = message.to_ascii_lowercase();
+    message.contains("credit balance is too low") || message.contains("api usage limits")
 }

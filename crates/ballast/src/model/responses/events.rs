@@ -33,6 +33,7 @@ pub(crate) struct Responses;
 
 impl Protocol for Responses {
     const API: Api = Api::Responses;
+    const PATH: &'static str = "/responses";
     type Request = ResponsesRequest;
     type Answer = ResponseObject;
 

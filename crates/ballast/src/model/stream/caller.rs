@@ -4,9 +4,14 @@
 //! - Responses: each event as `event: <type>` and `data: <json>`, as the upstream sent it — or, after a failure,
 //!   an `event: error` numbered after the last event, whose data carries the error's fields (`code`, `message`,
 //!   `param`) and an `error` object with them (the Python SDK raises on the object, the Node SDK on the event),
-//!   and nothing after it.
+//!   and nothing after it;
+//! - Messages: each event as `event: <type>` and `data: <json>`, as the upstream sent it (`ping` included) — or,
+//!   after a failure, Anthropic's own `event: error` (`{"type": "error", "error": {"type", "message"}}`: the
+//!   upstream's error type when it sent one, `overloaded_error` say; `timeout_error` for the deadline;
+//!   `api_error` otherwise, with Ballast's stable code beside it in `code`) and nothing after it — never
+//!   `message_stop`, so both Anthropic SDKs raise.
 //!
-//! Both pass the upstream's keep-alives on as `: keep-alive` comments: a caller whose read timeout bounds the
+//! All pass the upstream's keep-alives on as `: keep-alive` comments: a caller whose read timeout bounds the
 //! gaps (the Python SDK's) hears that the stream is alive while the model thinks.
 
 use bytes::Bytes;
@@ -15,6 +20,7 @@ use serde_json::{Value, json};
 
 use super::{ModelStream, Piece};
 use crate::model::ChatChunk;
+use crate::model::messages::MessagesEvent;
 use crate::model::responses::ResponseEvent;
 use crate::sse;
 
@@ -75,6 +81,41 @@ impl ModelStream<ResponseEvent> {
                         "error": {"type": "upstream_error", "code": code, "message": message, "param": null},
                     });
                     Some((sse::named_event("error", &data), (items, true, last)))
+                }
+                None => None,
+            }
+        })
+    }
+}
+
+impl ModelStream<MessagesEvent> {
+    /// The caller's side of the stream as server-sent events (module docs).
+    pub fn into_sse(self) -> impl Stream<Item = Bytes> + Send {
+        futures::stream::unfold((self.items, false), |(mut items, ended)| async move {
+            if ended {
+                return None;
+            }
+            match items.next().await {
+                Some(Ok(Piece::Event(event, data))) => {
+                    Some((sse::named_as_sent(event.kind(), &data), (items, false)))
+                }
+                Some(Ok(Piece::KeepAlive)) => Some((sse::keep_alive(), (items, false))),
+                Some(Err(error)) => {
+                    let code = error.code();
+                    let kind = match &error.kind {
+                        super::StreamErrorKind::Upstream(upstream) => upstream
+                            .get("type")
+                            .and_then(Value::as_str)
+                            .unwrap_or("api_error")
+                            .to_owned(),
+                        super::StreamErrorKind::Deadline => "timeout_error".to_owned(),
+                        _ => "api_error".to_owned(),
+                    };
+                    let data = json!({
+                        "type": "error",
+                        "error": {"type": kind, "message": error.to_string(), "code": code.as_str()},
+                    });
+                    Some((sse::named_event("error", &data), (items, true)))
                 }
                 None => None,
             }

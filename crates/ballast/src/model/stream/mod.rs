@@ -26,7 +26,8 @@
 //! - a **success** at the API's end;
 //! - a **failure** when the upstream ends it: [`Cut`](StreamErrorKind::Cut), [`Idle`](StreamErrorKind::Idle),
 //!   [`Upstream`](StreamErrorKind::Upstream), [`Malformed`](StreamErrorKind::Malformed),
-//!   [`EventTooLarge`](StreamErrorKind::EventTooLarge);
+//!   [`EventTooLarge`](StreamErrorKind::EventTooLarge) — but an upstream error event that says overload
+//!   (Anthropic's `overloaded_error`) is overload, not counted, as its 529 would be;
 //! - **nothing** when the caller's side ends it: [`Cancelled`](StreamErrorKind::Cancelled), the call's own
 //!   [`Deadline`](StreamErrorKind::Deadline), or the stream dropped before its end. The permit is dropped
 //!   unrecorded, which frees a half-open probe slot; until then a probe stream holds its slot.
@@ -57,6 +58,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use serde_json::Value;
 
 use super::api::Read;
+use super::messages::MessagesEvent;
 use super::responses::ResponseEvent;
 use super::route::{Committed, Tried};
 use super::usage::record_tokens;
@@ -161,6 +163,10 @@ pub type ChatStream = ModelStream<ChatChunk>;
 /// A streamed response: its events (`response.created` first, then output items and deltas, then
 /// `response.completed` or `response.incomplete`).
 pub type ResponseStream = ModelStream<ResponseEvent>;
+
+/// A streamed message of the Messages API: its events (`message_start` first, then content blocks, then
+/// `message_delta` and `message_stop`).
+pub type MessagesStream = ModelStream<MessagesEvent>;
 
 impl<E> fmt::Debug for ModelStream<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -379,15 +385,11 @@ impl<E> Reader<E> {
     fn on_event(&mut self, event: String) -> Option<Option<Result<Piece<E>, StreamError>>> {
         match (self.read)(&event) {
             Read::Item(item, usage) => {
-                if usage.is_some() {
-                    self.usage = usage;
-                }
+                self.usage = latest(self.usage, usage);
                 Some(Some(Ok(Piece::Event(item, event))))
             }
             Read::Last(item, usage) => {
-                if usage.is_some() {
-                    self.usage = usage;
-                }
+                self.usage = latest(self.usage, usage);
                 self.end_well();
                 Some(Some(Ok(Piece::Event(item, event))))
             }
@@ -434,17 +436,42 @@ impl<E> Reader<E> {
     }
 }
 
+/// The usage a stream has reported so far, with an event's: each count as the latest (the largest, since a
+/// stream's counts only grow) — Anthropic reports the input in `message_start` and the output, cumulative, in
+/// `message_delta`; the other APIs report once.
+fn latest(before: Option<TokenUsage>, now: Option<TokenUsage>) -> Option<TokenUsage> {
+    let (Some(before), Some(now)) = (before, now) else {
+        return now.or(before);
+    };
+    let prompt_tokens = before.prompt_tokens.max(now.prompt_tokens);
+    let completion_tokens = before.completion_tokens.max(now.completion_tokens);
+    Some(TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: (before.total_tokens.max(now.total_tokens)).max(prompt_tokens + completion_tokens),
+    })
+}
+
 /// What a stream's failure tells its deployment's breaker (module docs); `None`: nothing, the caller's side
-/// ended it.
+/// ended it. An upstream's error event that says overload (Anthropic's `overloaded_error`) is overload, as its
+/// 529 would be: not counted.
 fn breaker_result(kind: &StreamErrorKind) -> Option<CallResult> {
     match kind {
         StreamErrorKind::Cancelled | StreamErrorKind::Deadline => None,
+        StreamErrorKind::Upstream(error) if is_overload(error) => Some(CallResult::Overloaded),
         StreamErrorKind::Cut
         | StreamErrorKind::Idle(_)
         | StreamErrorKind::Upstream(_)
         | StreamErrorKind::Malformed(_)
         | StreamErrorKind::EventTooLarge { .. } => Some(CallResult::Failure),
     }
+}
+
+/// Whether an upstream's error object says overload (its `type` or `code` is `overloaded_error`).
+fn is_overload(error: &Value) -> bool {
+    ["type", "code"]
+        .iter()
+        .any(|key| error.get(*key).and_then(Value::as_str) == Some("overloaded_error"))
 }
 
 mod caller;
