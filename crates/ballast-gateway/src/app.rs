@@ -75,11 +75,17 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         gateway: gateway.clone(),
         openai: true,
     });
+    // Anthropic's: the same, every error (the 401 included) then rewritten in Anthropic's envelope.
+    let messages = models::anthropic_errors(models::messages_routes().route_layer(AuthenticateLayer {
+        gateway: gateway.clone(),
+        openai: true,
+    }));
     Ok(Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .merge(authed)
         .merge(models)
+        .merge(messages)
         .fallback(not_found)
         .with_state(gateway)
         .layer(FinishLayer))

@@ -3,7 +3,8 @@
 //! - **An answer**: the provider's body byte for byte, its status, and what Ballast did: `ballast-attempts`
 //!   (attempts handed to a provider, over every deployment tried), `ballast-remaining-ms`, `ballast-fallback`
 //!   (the deployment that answered, when it was not the first tried), `ballast-truncated` (messages dropped to
-//!   fit the context).
+//!   fit the context); and the provider's rate-limit headers and request id (`anthropic-ratelimit-*`,
+//!   `x-ratelimit-*`, `request-id`).
 //! - **A stream**: `200` and `text/event-stream` at its commit point, with the same headers; then the API's
 //!   events, and after a failure the API's own error event and nothing after it (`ModelStream::into_sse`).
 //! - **An error**, OpenAI-style with a stable code in `error.code` and an explicit `x-should-retry`:
@@ -71,14 +72,31 @@ pub(super) fn answered<T>(answer: ModelAnswer<T>, settled: &Settled) -> Response
     let content_type = (answer.headers.get(header::CONTENT_TYPE).cloned())
         .unwrap_or(HeaderValue::from_static("application/json"));
     response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    pass_on(&answer.headers, response.headers_mut());
     what_ballast_did(&mut response, &answer.report, answer.truncated, settled);
     response
+}
+
+/// The provider's headers a caller reads of an answer, passed on: its rate limits (Anthropic's
+/// `anthropic-ratelimit-*`, OpenAI's `x-ratelimit-*`) and its request id (`request-id`, `x-request-id` is the
+/// gateway's own).
+fn pass_on(upstream: &http::HeaderMap, headers: &mut http::HeaderMap) {
+    for (name, value) in upstream {
+        let name_text = name.as_str();
+        if name_text.starts_with("anthropic-ratelimit-")
+            || name_text.starts_with("x-ratelimit-")
+            || name_text == "request-id"
+        {
+            headers.append(name.clone(), value.clone());
+        }
+    }
 }
 
 /// What a stream said about itself at its commit point.
 struct StreamHead {
     report: OutcomeReport,
     truncated: Option<Truncation>,
+    upstream: http::HeaderMap,
 }
 
 impl StreamHead {
@@ -87,6 +105,7 @@ impl StreamHead {
         StreamHead {
             report: stream.report(),
             truncated: stream.truncated(),
+            upstream: stream.headers().clone(),
         }
     }
 }
@@ -106,6 +125,7 @@ fn streamed(
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Proxies that buffer (nginx) would hold the events back.
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    pass_on(&head.upstream, headers);
     what_ballast_did(&mut response, &head.report, head.truncated, settled);
     response
 }

@@ -1,4 +1,5 @@
-//! The model routes: what an OpenAI SDK or agent framework calls when its `base_url` is the gateway's.
+//! The model routes: what an OpenAI or Anthropic SDK, or an agent framework over them, calls when its `base_url`
+//! is the gateway's.
 //!
 //! ```text
 //! POST   /v1/responses                 a response (streamed or not), through the route's Responses deployments
@@ -7,6 +8,8 @@
 //! POST   /v1/responses/{id}/cancel     ... a background one cancelled there
 //! POST   /v1/chat/completions          a chat completion (streamed or not)
 //! POST   /v1/embeddings                embeddings
+//! POST   /v1/messages                  a message of Anthropic's Messages API (streamed or not)
+//! POST   /v1/messages/count_tokens     ... its input tokens counted
 //! GET    /v1/models                    the configured model routes
 //! GET    /v1/models/{id}               one of them (`models.retrieve`)
 //! ```
@@ -15,11 +18,13 @@
 //! request is read and checked (`request.rs` — its deadline from the caller's headers, its run, priority, hops,
 //! trace, owner), the client calls the route's deployments under one deadline, and the result is written back
 //! (`answer.rs`): the provider's answer byte for byte, a stream from its commit point with the API's own error
-//! event if it fails later, or an OpenAI-style error with a stable code and an explicit `x-should-retry`.
+//! event if it fails later, or an OpenAI-style error with a stable code and an explicit `x-should-retry` — in
+//! Anthropic's envelope on the Messages routes (`anthropic.rs`).
 //! Unknown fields pass through both ways: the gateway reads only what routing, deadlines, truncation and state
 //! need.
 
 mod answer;
+mod anthropic;
 mod request;
 
 use axum::Router;
@@ -31,8 +36,8 @@ use ballast::idempotency::Principal;
 use ballast::{
     config::Api,
     model::{
-        ChatRequest, ChatStream, EmbeddingsRequest, ModelCall, ModelClient, ResponseIdCall, ResponseStream,
-        ResponsesRequest,
+        ChatRequest, ChatStream, EmbeddingsRequest, MessagesRequest, MessagesStream, ModelCall, ModelClient,
+        ResponseIdCall, ResponseStream, ResponsesRequest,
     },
 };
 use http::HeaderMap;
@@ -41,6 +46,19 @@ use serde_json::json;
 use crate::Gateway;
 use crate::error::{AppError, OpenAiError, OpenAiRefused};
 use crate::inbound::Inbound;
+
+/// The Messages routes: their errors (a wrong method included) in Anthropic's envelope (`anthropic.rs`).
+pub(crate) fn messages_routes() -> Router<Gateway> {
+    let wrong_method = || async { OpenAiError(AppError::MethodNotAllowed { allowed: "POST" }).into_response() };
+    Router::new()
+        .route("/v1/messages", post(message).fallback(wrong_method))
+        .route("/v1/messages/count_tokens", post(count_tokens).fallback(wrong_method))
+}
+
+/// `routes`, every error of theirs rewritten in Anthropic's envelope.
+pub(crate) fn anthropic_errors(routes: Router<Gateway>) -> Router<Gateway> {
+    routes.layer(axum::middleware::map_response(anthropic::envelope))
+}
 
 /// The model routes, each answering OpenAI-style errors (a wrong method included).
 pub(crate) fn routes() -> Router<Gateway> {
@@ -119,6 +137,42 @@ async fn embeddings(
             .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         answer::from_answer(client.embed(call).await, settled)
+    })
+    .await)
+}
+
+/// `POST /v1/messages`.
+async fn message(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    inbound: Inbound,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, OpenAiRefused> {
+    let prepared =
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages).await?;
+    Ok(once(&gateway, prepared, async |client, call, settled| {
+        if settled.stream {
+            answer::from_stream(client.message_stream(call).await, MessagesStream::into_sse, settled)
+        } else {
+            answer::from_answer(client.message(call).await, settled)
+        }
+    })
+    .await)
+}
+
+/// `POST /v1/messages/count_tokens`.
+async fn count_tokens(
+    State(gateway): State<Gateway>,
+    Extension(caller): Extension<Principal>,
+    inbound: Inbound,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, OpenAiRefused> {
+    let prepared =
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages).await?;
+    Ok(once(&gateway, prepared, async |client, call, settled| {
+        answer::from_answer(client.count_tokens(call).await, settled)
     })
     .await)
 }

@@ -16,7 +16,7 @@ use ballast::idempotency::Principal;
 use ballast::{clock, policy::Deadline};
 use ballast::{
     config::Api,
-    model::{ChatRequest, EmbeddingsRequest, ModelCall, ModelClient, ResponsesRequest},
+    model::{ChatRequest, EmbeddingsRequest, MessagesRequest, ModelCall, ModelClient, ResponsesRequest},
 };
 use ballast_core::Instant;
 use http::HeaderMap;
@@ -33,6 +33,28 @@ pub(super) trait ModelRequest: DeserializeOwned {
     fn model(&self) -> &str;
     /// Whether it asks for a stream.
     fn streamed(&self) -> bool;
+    /// Takes what the API reads from the caller's headers (Anthropic's `anthropic-version` and `anthropic-beta`,
+    /// sent upstream with the request); nothing by default.
+    fn read_headers(&mut self, _headers: &HeaderMap) {}
+}
+
+impl ModelRequest for MessagesRequest {
+    fn model(&self) -> &str {
+        &self.model
+    }
+    fn streamed(&self) -> bool {
+        self.stream == Some(true)
+    }
+    fn read_headers(&mut self, headers: &HeaderMap) {
+        let text = |name: &str| {
+            let values: Vec<&str> = (headers.get_all(name).iter())
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            (!values.is_empty()).then(|| values.join(","))
+        };
+        self.version = text("anthropic-version");
+        self.beta = text("anthropic-beta");
+    }
 }
 
 impl ModelRequest for ResponsesRequest {
@@ -109,11 +131,12 @@ pub(super) async fn prepare<R: ModelRequest>(
     let bytes = crate::body::read_body(body, server, reading, now)
         .await
         .map_err(refused)?;
-    let request: R = serde_json::from_slice(&bytes).map_err(|e| {
+    let mut request: R = serde_json::from_slice(&bytes).map_err(|e| {
         refused(AppError::InvalidRequest {
             message: format!("the body is not a {} request: {e}", api.title()),
         })
     })?;
+    request.read_headers(headers);
     let client = gateway.inner.models.get(request.model()).ok_or_else(|| {
         let mut models: Vec<String> = gateway
             .inner
