@@ -169,7 +169,20 @@ pub enum Refusal {
     InvalidId(String),
     /// The records of where state lives could not be read: where the call must go is unknown.
     #[error(transparent)]
-    StateRecords(#[from] crate::model::StateRecordError),
+    StateRecords(#[from] StateRecordError),
+}
+
+/// A record of where state lives (which deployment keeps a response) could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[error("the record of which deployment keeps {id} could not be {action}: {source}")]
+pub struct StateRecordError {
+    /// The state.
+    pub id: String,
+    /// `written` or `read`.
+    pub action: &'static str,
+    /// Why.
+    #[source]
+    pub source: crate::BoxError,
 }
 
 impl Refusal {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use error::{CallError, Refusal};
+pub use error::{CallError, Refusal, StateRecordError};
 pub(crate) use upstream::Upstream;
 
 use crate::{Body, CallContext, Cancel, Error, Report, Runs};

@@ -25,7 +25,7 @@ use ballast_core::Instant;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::{BoxError, clock};
+use crate::clock;
 
 /// Provider state a request may refer to.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -76,18 +76,8 @@ pub struct StateHome {
     pub account: Option<String>,
 }
 
-/// A record of where state lives could not be written or read.
-#[derive(Debug, thiserror::Error)]
-#[error("the record of which deployment keeps {id} could not be {action}: {source}")]
-pub struct StateRecordError {
-    /// The state.
-    pub id: String,
-    /// `written` or `read`.
-    pub action: &'static str,
-    /// Why.
-    #[source]
-    pub source: BoxError,
-}
+/// A record of where state lives could not be written or read (declared with the call's errors, which carry it).
+pub use crate::client::StateRecordError;
 
 /// Where the records of which deployment keeps which state live (module docs).
 pub trait StateRecords: Send + Sync + fmt::Debug {
