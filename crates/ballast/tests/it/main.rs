@@ -27,6 +27,7 @@ mod idempotency_input;
 mod idempotency_lease;
 mod idempotency_status;
 mod idempotency_store_failure;
+mod messages;
 mod observability;
 mod responses;
 mod responses_state;
