@@ -57,10 +57,10 @@ pub(crate) async fn create_embeddings(
         Fault::Status {
             status,
             retry_after,
-            insufficient_quota,
+            quota,
         } => answer(
             &mut visit,
-            injected(Flavor::Model, status, retry_after, insufficient_quota),
+            injected(Flavor::Model, status, retry_after, quota),
         ),
         Fault::Hang => {
             visit.count(Outcome::Hang, false);
@@ -75,7 +75,7 @@ pub(crate) async fn create_embeddings(
             visit.count(Outcome::CommitThenLose, false);
             lose::lose(mode, app.stopping(), conn).await
         }
-        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } => match vectors() {
+        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } | Fault::StreamError { .. } => match vectors() {
             Ok(body) => answer(&mut visit, Answer::ok(body)),
             Err(error) => {
                 let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
