@@ -30,13 +30,13 @@ mod server;
 
 pub use fault::{Draw, LATENCY_CAP_FACTOR, draw};
 pub use model::{
-    DEFAULT_DIMENSIONS, MessagesError, MessagesReply, ModelError, Reply, ResponsesError, ResponsesReply, SSE_DONE,
-    SSE_KEEP_ALIVE, embedding, embeddings, error_body, messages_reply, models_list, operation_id, reply,
-    responses_reply, sse_data, sse_event,
+    DEFAULT_DIMENSIONS, MessagesError, MessagesReply, ModelError, Reply, ResponsesError, ResponsesReply,
+    SSE_DONE, SSE_KEEP_ALIVE, embedding, embeddings, error_body, messages_reply, models_list, operation_id,
+    reply, responses_reply, sse_data, sse_event,
 };
 pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, Fault, FieldError, KeyMode, Latency,
-    LoseMode, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota, RetryAfterForm, Script,
-    ScriptStep, StreamFaults, Window,
+    LoseMode, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota, RetryAfterForm,
+    Script, ScriptStep, StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};

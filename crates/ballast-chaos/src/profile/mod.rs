@@ -22,8 +22,8 @@ use std::time::Duration;
 
 pub use ballast_human::DurationError;
 pub use error::{FieldError, Problem, ProfileError};
-pub use outcome::{Fault, Quota};
 pub(crate) use outcome::exclusive_outcomes;
+pub use outcome::{Fault, Quota};
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
 ///

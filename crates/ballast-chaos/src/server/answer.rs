@@ -75,11 +75,14 @@ impl Answer {
                 let error = MessagesError::Injected { status, quota };
                 (error.status(), error.body(request_id))
             }
-            Flavor::Tool => (status, json!({"error": {
-                "type": "api_error",
-                "code": injected_code(status),
-                "message": format!("injected {status} (chaos fault); a retry may meet a different fault"),
-            }})),
+            Flavor::Tool => (
+                status,
+                json!({"error": {
+                    "type": "api_error",
+                    "code": injected_code(status),
+                    "message": format!("injected {status} (chaos fault); a retry may meet a different fault"),
+                }}),
+            ),
         };
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Answer {

@@ -64,6 +64,9 @@ mod tests {
         let (a, b) = (Ids::new("req_"), Ids::new("req_"));
         let ids: std::collections::HashSet<String> = (0..100).flat_map(|_| [a.next(), b.next()]).collect();
         assert_eq!(ids.len(), 200);
-        assert!(ids.iter().all(|id| id.starts_with("req_") && id.len() == "req_".len() + 48));
+        assert!(
+            ids.iter()
+                .all(|id| id.starts_with("req_") && id.len() == "req_".len() + 48)
+        );
     }
 }

@@ -1,15 +1,13 @@
 //! Anthropic's errors: `{"type": "error", "error": {"type", "message"}, "request_id"}`, the error type named by
-//! the status as Anthropic names it, in Anthropic's own wording, so that a client classifies the answer as it
-//! would the real one — above all the two a wait never fixes: a credit balance too low (a 400) and a spend limit
-//! reached (a 429 whose `error.details.error_code` is `enforced_spend_limit_reached`, and no `retry-after`).
+//! the status as Anthropic names it, in Anthropic's own wording (`wording`), so that a client classifies the
+//! answer as it would the real one — above all the two a wait never fixes: a credit balance too low (a 400) and a
+//! spend limit reached (a 429 whose `error.details.error_code` is `enforced_spend_limit_reached`, and no
+//! `retry-after`).
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::wording;
 use crate::Quota;
-
-/// When a spend limit's answer says access comes back. A fixed day, because the model reads no clock; no client
-/// should read it.
-const SPEND_LIMIT_REGAINED: &str = "2030-01-01 at 00:00 UTC";
 
 /// A Messages request the mock refuses, or an error the profile injects, in Anthropic's format.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -61,84 +59,35 @@ impl MessagesError {
 
     /// The `error` object: `{"type", "message"}`, with `details` for a spend limit.
     pub fn error(&self) -> Value {
-        let invalid = "invalid_request_error";
         match self {
             MessagesError::Injected {
                 quota: Some(Quota::Insufficient),
                 ..
-            } => error(
-                invalid,
-                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to \
-                 upgrade or purchase credits.",
-            ),
+            } => wording::spent_credit(),
             MessagesError::Injected {
                 quota: Some(Quota::SpendLimit),
                 ..
-            } => json!({
-                "type": "rate_limit_error",
-                "message": format!(
-                    "You have reached your specified workspace API usage limits. You will regain access on \
-                     {SPEND_LIMIT_REGAINED}."
-                ),
-                "details": {"error_code": "enforced_spend_limit_reached"},
-            }),
-            MessagesError::Injected { status, quota: None } => {
-                let status = *status;
-                error(error_type(status), &injected_message(status))
-            }
-            other => error(invalid, &other.to_string()),
+            } => wording::spend_limit(),
+            MessagesError::Injected { status, quota: None } => wording::injected(*status),
+            other => wording::invalid_request(&other.to_string()),
         }
     }
 
     /// The body of an error answer: `{"type": "error", "error": {...}, "request_id"}`.
     pub fn body(&self, request_id: &str) -> Value {
-        json!({"type": "error", "error": self.error(), "request_id": request_id})
+        wording::body(self.error(), request_id)
     }
 
     /// The error as a stream's `error` event: `{"type": "error", "error": {...}}`.
     pub fn event(&self) -> Value {
-        json!({"type": "error", "error": self.error()})
-    }
-}
-
-fn error(kind: &str, message: &str) -> Value {
-    json!({"type": kind, "message": message})
-}
-
-/// Anthropic's error type for `status`.
-fn error_type(status: u16) -> &'static str {
-    match status {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        413 => "request_too_large",
-        429 => "rate_limit_error",
-        504 => "timeout_error",
-        529 => "overloaded_error",
-        500..=599 => "api_error",
-        _ => "invalid_request_error",
-    }
-}
-
-/// The message of an injected `status`, in Anthropic's words where it has some.
-fn injected_message(status: u16) -> String {
-    match status {
-        401 => "invalid x-api-key".into(),
-        403 => "Your API key does not have permission to use the specified resource.".into(),
-        404 => "The requested resource could not be found.".into(),
-        413 => "Request exceeds the maximum allowed number of bytes.".into(),
-        429 => "This request would exceed your organization's rate limit (injected by ballast-chaos). Please \
-                try again later, or see the response headers for current usage."
-            .into(),
-        500 => "Internal server error".into(),
-        504 => "Request timed out".into(),
-        529 => "Overloaded".into(),
-        _ => format!("Injected error with status {status}."),
+        wording::event(self.error())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn injected(status: u16) -> MessagesError {
@@ -200,12 +149,15 @@ mod tests {
         assert_eq!(limit.status(), 429);
         let error = limit.error();
         assert_eq!(error["type"], "rate_limit_error");
-        assert_eq!(error["details"], json!({"error_code": "enforced_spend_limit_reached"}));
+        assert_eq!(
+            error["details"],
+            json!({"error_code": "enforced_spend_limit_reached"})
+        );
         assert!(
-            error["message"]
-                .as_str()
-                .is_some_and(|m| m.starts_with("You have reached your specified workspace API usage limits. \
-                                               You will regain access on ")),
+            error["message"].as_str().is_some_and(|m| m.starts_with(
+                "You have reached your specified workspace API usage limits. \
+                                               You will regain access on "
+            )),
             "{error}"
         );
         // A plain 429 has no details: only the code tells a spend limit from a rate limit.
@@ -221,7 +173,10 @@ mod tests {
             json!({"type": "invalid_request_error", "message": "anthropic-version: header is required"})
         );
         let long = MessagesError::PromptTooLong { tokens: 9, limit: 8 };
-        assert_eq!(long.error()["message"], "prompt is too long: 9 tokens > 8 maximum");
+        assert_eq!(
+            long.error()["message"],
+            "prompt is too long: 9 tokens > 8 maximum"
+        );
         assert_eq!(long.status(), 400);
     }
 }

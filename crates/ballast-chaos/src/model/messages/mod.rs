@@ -28,6 +28,7 @@
 mod error;
 mod render;
 mod request;
+mod wording;
 
 #[cfg(test)]
 mod tests;

@@ -54,7 +54,9 @@ impl Block {
     fn started(&self) -> Value {
         match self {
             Block::Text(_) => json!({"type": "text", "text": ""}),
-            Block::ToolUse { id, name, .. } => json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+            Block::ToolUse { id, name, .. } => {
+                json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+            }
         }
     }
 

@@ -260,7 +260,8 @@ mod tests {
         let roles: Vec<&str> = chat.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["tool", "user"]);
         // An image alone is a user turn too (with no text).
-        let chat = chat_of(json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}));
+        let chat =
+            chat_of(json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}));
         assert_eq!(chat, [json!({"role": "user", "content": []})]);
     }
 

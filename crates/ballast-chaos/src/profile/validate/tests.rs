@@ -58,7 +58,11 @@ fn exclusive_rates_sum_to_at_most_one() {
 #[test]
 fn a_stream_error_comes_after_at_least_one_content_chunk() {
     let profile = valid("[endpoints.model]\nstream = { error = 0.1 }\n");
-    assert_eq!(profile.endpoint("model").stream.error_after_chunks, 1, "the default");
+    assert_eq!(
+        profile.endpoint("model").stream.error_after_chunks,
+        1,
+        "the default"
+    );
     let profile = valid("[endpoints.model]\nstream = { error = 0.1, error_after_chunks = 3 }\n");
     assert_eq!(profile.endpoint("model").stream.error_after_chunks, 3);
     assert_eq!(

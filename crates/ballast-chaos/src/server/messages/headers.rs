@@ -37,7 +37,10 @@ pub(super) fn stamp(response: &mut Response, request_id: &str, wall: SystemTime)
     let reset = rfc3339(next_second(wall));
     let values = [
         ("anthropic-ratelimit-requests-limit", REQUESTS_LIMIT.to_string()),
-        ("anthropic-ratelimit-requests-remaining", requests_left.to_string()),
+        (
+            "anthropic-ratelimit-requests-remaining",
+            requests_left.to_string(),
+        ),
         ("anthropic-ratelimit-requests-reset", reset.clone()),
         ("anthropic-ratelimit-tokens-limit", TOKENS_LIMIT.to_string()),
         ("anthropic-ratelimit-tokens-remaining", tokens_left.to_string()),
@@ -118,6 +121,11 @@ mod tests {
         *overloaded.status_mut() = StatusCode::from_u16(529).expect("a status");
         stamp(&mut overloaded, "req_2", at(0));
         assert_eq!(overloaded.headers()["request-id"], "req_2");
-        assert!(overloaded.headers().get("anthropic-ratelimit-requests-limit").is_none());
+        assert!(
+            overloaded
+                .headers()
+                .get("anthropic-ratelimit-requests-limit")
+                .is_none()
+        );
     }
 }

@@ -95,7 +95,10 @@ async fn message(
     request_id: &str,
 ) -> Response {
     let parsed = read(headers, body);
-    let request = parsed.as_ref().map_err(Clone::clone).and_then(MessagesRequest::parse);
+    let request = parsed
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(MessagesRequest::parse);
     let op = request
         .as_ref()
         .ok()
@@ -139,8 +142,8 @@ async fn respond(
             quota,
         } => {
             let error = injected(Flavor::Messages { request_id }, status, retry_after, quota);
-            let in_stream =
-                request.stream && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
+            let in_stream = request.stream
+                && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
             // The preamble needs an answer; a request the model refuses gets the injected status instead.
             match in_stream.then(|| request.reply(&epoch.profile.model)) {
                 Some(Ok(reply)) => {
