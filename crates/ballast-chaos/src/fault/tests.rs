@@ -43,6 +43,7 @@ fn every_fault() -> EndpointProfile {
         ],
         retry_after: Some(RetryAfterForm::Seconds(1)),
         insufficient_quota: 0.01,
+        spend_limit: 0.01,
         hang: 0.04,
         reset: 0.03,
         commit_then_lose: 0.02,
@@ -53,6 +54,8 @@ fn every_fault() -> EndpointProfile {
             stall: 0.05,
             stall_after_chunks: 2,
             stall_for: Duration::from_secs(2),
+            error: 0.04,
+            error_after_chunks: 2,
             ..StreamFaults::default()
         },
         ..EndpointProfile::default()
@@ -78,12 +81,14 @@ fn each_fault_happens_at_its_rate() {
         (status(503), 0.05),
         (status(429), 0.03),
         (format!("{:?}", Fault::INSUFFICIENT_QUOTA), 0.01),
+        (format!("{:?}", Fault::SPEND_LIMIT), 0.01),
         ("Hang".to_owned(), 0.04),
         ("Reset".to_owned(), 0.03),
         ("CommitThenLose(Reset)".to_owned(), 0.02),
         ("StreamCut { after_chunks: 3 }".to_owned(), 0.05),
         ("StreamStall { after_chunks: 2, stall: 2s }".to_owned(), 0.05),
-        ("None".to_owned(), 0.70),
+        ("StreamError { after_chunks: 2 }".to_owned(), 0.04),
+        ("None".to_owned(), 0.65),
     ];
     for (fault, rate) in &expected {
         assert_rate(fault, counts.get(fault).copied().unwrap_or(0), N, *rate);
@@ -121,7 +126,15 @@ fn retry_after_rides_on_429_and_503_only() {
         Fault::Status {
             status: 429,
             retry_after: None,
-            insufficient_quota: true
+            quota: Some(crate::Quota::Insufficient)
+        }
+    ));
+    assert!(matches!(
+        Fault::SPEND_LIMIT,
+        Fault::Status {
+            status: 429,
+            retry_after: None,
+            quota: Some(crate::Quota::SpendLimit)
         }
     ));
 }
@@ -201,7 +214,7 @@ fn one_draw_is_pinned() {
         ],
         "the SHA-256 words of (7, create_refund, op-42, 1), as docs/chaos.md encodes them"
     );
-    // The uniforms: 0.245 (the pick: past 0.20, under 0.25, the end of the stream cut), then 0.00026 and 0.530.
+    // The uniforms: 0.245 (the pick: past 0.21, under 0.26, the end of the stream cut), then 0.00026 and 0.530.
     let faults = EndpointProfile {
         latency: Some(Latency {
             p50: Duration::from_millis(40),

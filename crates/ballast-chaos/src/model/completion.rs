@@ -24,6 +24,21 @@ pub(super) fn tokens(chars: usize) -> usize {
     chars.div_ceil(4)
 }
 
+/// 24 hex digits of the SHA-256 of a turn's key: the stable part of an answer's id, so that a replayed turn is
+/// the same turn.
+pub(super) fn turn_hash(key: &str) -> String {
+    let digest = Sha256::digest(key.as_bytes());
+    digest.iter().take(12).map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The characters completion tokens are counted from: an answer's text, or its function's name and arguments.
+pub(super) fn answer_chars(answer: &Answer) -> usize {
+    match answer {
+        Answer::Text(text) => text.chars().count(),
+        Answer::Call { name, arguments, .. } => name.chars().count() + arguments.chars().count(),
+    }
+}
+
 /// What every object of one answer shares.
 #[derive(Clone, Debug)]
 pub(super) struct Meta {
@@ -38,10 +53,8 @@ pub(super) struct Meta {
 impl Meta {
     /// The meta of the turn with `key`.
     pub(super) fn new(key: &str, model: &str, prompt_tokens: usize) -> Self {
-        let digest = Sha256::digest(key.as_bytes());
-        let hex: String = digest.iter().take(12).map(|byte| format!("{byte:02x}")).collect();
         Meta {
-            id: format!("chatcmpl-{hex}"),
+            id: format!("chatcmpl-{}", turn_hash(key)),
             model: model.to_owned(),
             prompt_tokens,
         }
@@ -57,13 +70,9 @@ impl Meta {
         envelope
     }
 
-    /// `usage` of `answer`: completion tokens count its content, or its function's name and arguments.
+    /// `usage` of `answer`.
     fn usage(&self, answer: &Answer) -> Value {
-        let chars = match answer {
-            Answer::Text(text) => text.chars().count(),
-            Answer::Call { name, arguments, .. } => name.chars().count() + arguments.chars().count(),
-        };
-        let completion_tokens = tokens(chars);
+        let completion_tokens = tokens(answer_chars(answer));
         json!({
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -145,6 +154,16 @@ pub(super) fn chunks(answer: &Answer, meta: &Meta, include_usage: bool) -> Vec<V
         chunks.push(Value::Object(object));
     }
     chunks
+}
+
+/// Whether a chunk carries content: text, or a piece of a call's arguments (the role chunk, the finish chunk and
+/// the usage chunk carry none).
+pub(super) fn is_content(chunk: &Value) -> bool {
+    let Some(delta) = chunk.pointer("/choices/0/delta") else {
+        return false;
+    };
+    let non_empty = |value: Option<&Value>| value.and_then(Value::as_str).is_some_and(|s| !s.is_empty());
+    non_empty(delta.get("content")) || non_empty(delta.pointer("/tool_calls/0/function/arguments"))
 }
 
 /// `text` in pieces of a few words, each piece keeping the spaces after its words; at least two pieces when the

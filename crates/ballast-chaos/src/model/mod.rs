@@ -49,26 +49,39 @@
 //!   empty `choices` only when `stream_options.include_usage` is true. Every answer has at least four chunks, so
 //!   stream faults (a cut after N chunks, a stall) have room. [`sse_data`] and [`SSE_DONE`] frame them.
 //!
-//! # The Responses API and embeddings
+//! # The Responses API, the Messages API and embeddings
 //! `responses` serves the same script over `POST /v1/responses` (the conversation translated into chat messages,
-//! the answer rendered as a `response` object and its events; [`sse_event`] frames them); `embeddings` answers
-//! `POST /v1/embeddings` with deterministic unit vectors. Both are pure too.
+//! the answer rendered as a `response` object and its events; [`sse_event`] frames them); `messages` serves it
+//! over Anthropic's `POST /v1/messages` (the same translation, the answer a `message` object and its events, the
+//! errors Anthropic's); `embeddings` answers `POST /v1/embeddings` with deterministic unit vectors. All are pure
+//! too.
+//!
+//! # A stream that fails after content
+//! The `stream.error` fault sends part of an answer and then the API's own overload error, and never the
+//! stream's end. Each API says which of its events carry content (chat's chunks with content or arguments,
+//! Responses' `*.delta` events, Messages' `content_block_delta`s); the stream is its events up to the Nth of those
+//! (at least the first; the last when it has fewer), then the error: chat's `{"error": ...}` chunk with OpenAI's
+//! 503 words ("The server is overloaded or not ready yet."), Responses' `error` and `response.failed` events
+//! with the same error, Messages' `error` event with `overloaded_error`.
 //!
 //! # Turns and faults
 //! The server draws the model endpoint's faults under `op/turn-N`: the conversation's op and N, the assistant
-//! messages the conversation already holds (for Responses, the assistant turns of its chat translation: a turn's
-//! message and function calls are one). Each turn of a conversation meets its own faults, and the same
-//! conversation meets the same faults through chat completions and through Responses.
+//! messages the conversation already holds (for Responses and Messages, the assistant turns of its chat
+//! translation: a turn's message and function calls are one). Each turn of a conversation meets its own faults,
+//! and the same conversation meets the same faults through chat completions, Responses and Messages.
 
 mod completion;
 mod conversation;
 mod embeddings;
 mod errors;
 mod intent;
+mod messages;
 mod responses;
 mod script;
 
 pub use embeddings::{DEFAULT_DIMENSIONS, embedding, embeddings};
+pub(crate) use messages::MessagesRequest;
+pub use messages::{MessagesError, MessagesReply, messages_reply};
 pub(crate) use responses::ResponsesRequest;
 pub use responses::{ResponsesError, ResponsesReply, responses_reply};
 
@@ -109,6 +122,38 @@ pub struct Reply {
     pub completion: Value,
     /// The streamed answer, chunk by chunk.
     pub chunks: Vec<Value>,
+}
+
+impl Reply {
+    /// The stream failing after `after` content chunks (chunks with content or arguments) with OpenAI's overload,
+    /// `{"error": {...}}` (see the module docs): no finish chunk, no `[DONE]`.
+    pub(crate) fn overloaded_after(&self, after: u32) -> Vec<Value> {
+        let sent = sent_before_error(&self.chunks, after, completion::is_content);
+        let mut chunks = self.chunks[..sent].to_vec();
+        chunks.push(overloaded_body());
+        chunks
+    }
+}
+
+/// The OpenAI error a stream that fails after content sends: the 503's body.
+pub(crate) fn overloaded_body() -> Value {
+    errors::injected(503, false)
+}
+
+/// How many of `events` a stream error lets through: up to and including the `after`-th event that
+/// `is_content` holds for (the first at least; the last of them when there are fewer), or none without content.
+pub(crate) fn sent_before_error(events: &[Value], after: u32, is_content: impl Fn(&Value) -> bool) -> usize {
+    let wanted = usize::try_from(after.max(1)).unwrap_or(usize::MAX);
+    let content: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| is_content(event))
+        .map(|(index, _)| index)
+        .collect();
+    content
+        .get(wanted - 1)
+        .or(content.last())
+        .map_or(0, |index| index + 1)
 }
 
 /// A request the model refuses, answered in OpenAI's error format.

@@ -88,7 +88,7 @@ pub enum Problem {
     RatesOverOne {
         /// Their sum.
         sum: f64,
-        /// Each non-zero rate, by its key (`errors.503`, `hang`, `stream.cut`).
+        /// Each non-zero rate, by its key (`errors.503`, `hang`, `stream.cut`, `stream.error`).
         rates: Vec<(String, f64)>,
     },
     /// A latency whose 99th percentile is below its median.
@@ -105,7 +105,7 @@ pub enum Problem {
     /// A stall of 0s (or none given) for a stream whose stall rate is above 0.
     #[error("must be above 0s when stall > 0")]
     ZeroStall,
-    /// A count that must be at least 1 is 0 (concurrency, context size).
+    /// A count that must be at least 1 is 0 (concurrency, context size, `stream.error_after_chunks`).
     #[error("0 must be at least 1")]
     ZeroCount,
     /// A chunk count of 0 for a stream fault whose rate is above 0.
@@ -158,7 +158,8 @@ pub enum Problem {
     },
     /// A script step that is not one.
     #[error(
-        "{value} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota or a status in 400..=599)"
+        "{value} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error \
+         or a status in 400..=599)"
     )]
     NotAStep {
         /// The step as written.

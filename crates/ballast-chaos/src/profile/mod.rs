@@ -22,13 +22,13 @@ use std::time::Duration;
 
 pub use ballast_human::DurationError;
 pub use error::{FieldError, Problem, ProfileError};
-pub use outcome::Fault;
 pub(crate) use outcome::exclusive_outcomes;
+pub use outcome::{Fault, Quota};
 
 /// A complete fault profile: a seed, per-endpoint faults, the mock model's settings and scripted sequences.
 ///
-/// Endpoints are named `model` (`/v1/chat/completions` and `/v1/responses`), `embeddings` (`/v1/embeddings`) and
-/// by tool name (`lookup_order`, `create_refund`,
+/// Endpoints are named `model` (`/v1/chat/completions`, `/v1/responses` and `/v1/messages`), `embeddings`
+/// (`/v1/embeddings`) and by tool name (`lookup_order`, `create_refund`,
 /// `process_payment`, ...). An endpoint without its own entry uses `default`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Profile {
@@ -99,8 +99,8 @@ impl Profile {
 }
 
 /// What can go wrong on one endpoint, and how often. Rates are probabilities in `0..=1` per attempt; the rates
-/// of the mutually exclusive faults (errors, insufficient quota, hang, reset, commit-then-lose, stream cut,
-/// stream stall) sum to at most 1.
+/// of the mutually exclusive faults (errors, insufficient quota, spend limit, hang, reset, commit-then-lose,
+/// stream cut, stream stall, stream error) sum to at most 1.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EndpointProfile {
     /// Latency of every answer (log-normal from p50 and p99); `None`: answer at once.
@@ -109,8 +109,12 @@ pub struct EndpointProfile {
     pub errors: Vec<ErrorRate>,
     /// How 429 and 503 answers carry `Retry-After`; `None`: they carry none.
     pub retry_after: Option<RetryAfterForm>,
-    /// Rate of 429 answers with OpenAI's `insufficient_quota` code (the model endpoint; no `Retry-After`).
+    /// Rate of 429 answers with OpenAI's `insufficient_quota` code (the model endpoint; no `Retry-After`; on
+    /// Messages, Anthropic's 400 for a credit balance too low): [`Quota::Insufficient`].
     pub insufficient_quota: f64,
+    /// Rate of 429 answers for a spend limit reached (Anthropic's `enforced_spend_limit_reached`; on chat and
+    /// Responses, OpenAI's `insufficient_quota`; no `Retry-After`): [`Quota::SpendLimit`].
+    pub spend_limit: f64,
     /// Rate of hangs before anything is done (the request is never answered; no side effect).
     pub hang: f64,
     /// Rate of connection resets before any answer (no side effect).
@@ -212,9 +216,10 @@ pub struct Capacity {
 
 /// Faults of a streamed answer, and how a streamed request meets the endpoint's other faults.
 ///
-/// Chunks are counted over every event a stream sends, its preamble included: a chat stream's role chunk, a
-/// Responses stream's `response.created` and `response.in_progress`.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// A cut and a stall count every event a stream sends, its preamble included: a chat stream's role chunk, a
+/// Responses stream's `response.created` and `response.in_progress`, a Messages stream's `message_start` and
+/// `ping`. A stream error counts content chunks only (see [`StreamFaults::error_after_chunks`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StreamFaults {
     /// Rate of streams cut after `cut_after_chunks` chunks (no `[DONE]`, no `response.completed`).
     pub cut: f64,
@@ -228,8 +233,30 @@ pub struct StreamFaults {
     pub stall_for: Duration,
     /// While a stream stalls, an SSE comment (`: keep-alive`) every this long; `None`: a stall is silent.
     pub keep_alive: Option<Duration>,
+    /// Rate of streams that fail with the API's own overload error after `error_after_chunks` content chunks.
+    pub error: f64,
+    /// Content chunks sent before a stream error (at least 1; default 1): chat chunks with content or arguments,
+    /// Responses' `*.delta` events, Messages' `content_block_delta` events. Fewer in the answer: the error comes
+    /// after the last of them.
+    pub error_after_chunks: u32,
     /// How an injected error status reaches a streamed request.
     pub error_delivery: ErrorDelivery,
+}
+
+impl Default for StreamFaults {
+    fn default() -> Self {
+        StreamFaults {
+            cut: 0.0,
+            cut_after_chunks: 0,
+            stall: 0.0,
+            stall_after_chunks: 0,
+            stall_for: Duration::ZERO,
+            keep_alive: None,
+            error: 0.0,
+            error_after_chunks: 1,
+            error_delivery: ErrorDelivery::default(),
+        }
+    }
 }
 
 /// How an injected error status (an `errors` rate, `insufficient_quota`, a scripted status) reaches a request
@@ -241,7 +268,8 @@ pub enum ErrorDelivery {
     Status,
     /// In the stream, after a `200` and the stream's preamble, as some providers do: a Responses stream sends
     /// `response.created`, `response.in_progress`, then `event: error` and `response.failed`; a chat stream
-    /// sends its role chunk, then `data: {"error": {...}}`. Then the stream ends (no `[DONE]`).
+    /// sends its role chunk, then `data: {"error": {...}}`; a Messages stream sends `message_start`, `ping`,
+    /// then `event: error`. Then the stream ends (no `[DONE]`, no `message_stop`).
     Events,
 }
 
@@ -301,6 +329,11 @@ pub enum ScriptStep {
     Reset,
     /// Execute, then lose the response as the endpoint's `lose_with` says.
     CommitThenLose,
-    /// A 429 with OpenAI's `insufficient_quota` code and no `Retry-After`.
+    /// A 429 with OpenAI's `insufficient_quota` code and no `Retry-After` ([`Fault::INSUFFICIENT_QUOTA`]).
     InsufficientQuota,
+    /// A 429 for a spend limit reached, no `Retry-After` ([`Fault::SPEND_LIMIT`]).
+    SpendLimit,
+    /// A stream that fails with the API's overload error after the endpoint's `stream.error_after_chunks`
+    /// content chunks ([`Fault::StreamError`]); an answer not streamed is served normally.
+    StreamError,
 }

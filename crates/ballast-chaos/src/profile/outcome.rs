@@ -5,6 +5,18 @@ use std::time::Duration;
 
 use super::{EndpointProfile, LoseMode, RetryAfterForm, ScriptStep};
 
+/// An error answer that no wait fixes: the account's money is spent. Each API answers it in its own words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quota {
+    /// The credit is spent. Chat and Responses: OpenAI's 429 `insufficient_quota`; Messages: Anthropic's 400
+    /// `invalid_request_error` "Your credit balance is too low to access the Anthropic API. ...".
+    Insufficient,
+    /// A spend limit is reached. Messages: Anthropic's 429 `rate_limit_error` whose `error.details.error_code`
+    /// is `enforced_spend_limit_reached`; chat and Responses: OpenAI's 429 `insufficient_quota` (what OpenAI
+    /// answers when a project's budget is spent). Never a `Retry-After`.
+    SpendLimit,
+}
+
 /// What an endpoint does with one attempt.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Fault {
@@ -17,8 +29,8 @@ pub enum Fault {
         status: u16,
         /// `Retry-After` on the answer.
         retry_after: Option<RetryAfterForm>,
-        /// A 429 with OpenAI's `insufficient_quota` code (a quota that waiting does not fix).
-        insufficient_quota: bool,
+        /// A 429 that no wait fixes (a spent quota, a spend limit): see [`Quota`]. `None`: a plain error.
+        quota: Option<Quota>,
     },
     /// Never answer, execute nothing.
     Hang,
@@ -40,6 +52,14 @@ pub enum Fault {
         /// How long the stall lasts.
         stall: Duration,
     },
+    /// Stream normally, then after this many *content* chunks (text or arguments; at least one) send the API's
+    /// own overload error in the stream and end it without its end marker: the failure a client cannot hide by
+    /// retrying, since part of the answer is already out. As with a cut, an answer that is not streamed is served
+    /// as [`Fault::None`].
+    StreamError {
+        /// Content chunks sent first.
+        after_chunks: u32,
+    },
 }
 
 impl Fault {
@@ -51,15 +71,23 @@ impl Fault {
             retry_after: matches!(status, 429 | 503)
                 .then_some(faults.retry_after)
                 .flatten(),
-            insufficient_quota: false,
+            quota: None,
         }
     }
 
-    /// The 429 with OpenAI's `insufficient_quota` code: no `Retry-After`, since waiting does not fix a quota.
+    /// The 429 with OpenAI's `insufficient_quota` code (on Messages, Anthropic's 400 for a credit balance too
+    /// low): no `Retry-After`, since waiting does not fix a quota.
     pub const INSUFFICIENT_QUOTA: Fault = Fault::Status {
         status: 429,
         retry_after: None,
-        insufficient_quota: true,
+        quota: Some(Quota::Insufficient),
+    };
+
+    /// The 429 of a spend limit reached (Anthropic's `enforced_spend_limit_reached`): no `Retry-After`.
+    pub const SPEND_LIMIT: Fault = Fault::Status {
+        status: 429,
+        retry_after: None,
+        quota: Some(Quota::SpendLimit),
     };
 }
 
@@ -73,6 +101,7 @@ pub(crate) fn exclusive_outcomes(faults: &EndpointProfile) -> impl Iterator<Item
     let stream = &faults.stream;
     errors.chain([
         (faults.insufficient_quota, Fault::INSUFFICIENT_QUOTA),
+        (faults.spend_limit, Fault::SPEND_LIMIT),
         (faults.hang, Fault::Hang),
         (faults.reset, Fault::Reset),
         (faults.commit_then_lose, Fault::CommitThenLose(faults.lose_with)),
@@ -89,6 +118,12 @@ pub(crate) fn exclusive_outcomes(faults: &EndpointProfile) -> impl Iterator<Item
                 stall: stream.stall_for,
             },
         ),
+        (
+            stream.error,
+            Fault::StreamError {
+                after_chunks: stream.error_after_chunks,
+            },
+        ),
     ])
 }
 
@@ -101,6 +136,10 @@ impl ScriptStep {
             ScriptStep::Reset => Fault::Reset,
             ScriptStep::CommitThenLose => Fault::CommitThenLose(faults.lose_with),
             ScriptStep::InsufficientQuota => Fault::INSUFFICIENT_QUOTA,
+            ScriptStep::SpendLimit => Fault::SPEND_LIMIT,
+            ScriptStep::StreamError => Fault::StreamError {
+                after_chunks: faults.stream.error_after_chunks,
+            },
         }
     }
 }

@@ -52,6 +52,7 @@ pub(super) struct RawEndpoint {
     pub(super) errors: Option<BTreeMap<String, f64>>,
     pub(super) retry_after: Option<toml::Value>,
     pub(super) insufficient_quota: Option<f64>,
+    pub(super) spend_limit: Option<f64>,
     pub(super) hang: Option<f64>,
     pub(super) reset: Option<f64>,
     pub(super) commit_then_lose: Option<f64>,
@@ -67,6 +68,7 @@ impl RawEndpoint {
     pub(super) fn sets_a_rate(&self) -> bool {
         self.errors.is_some()
             || self.insufficient_quota.is_some()
+            || self.spend_limit.is_some()
             || self.hang.is_some()
             || self.reset.is_some()
             || self.commit_then_lose.is_some()
@@ -146,7 +148,7 @@ pub(super) struct RawCapacity {
 }
 
 /// `stream = { cut = 0.01, cut_after_chunks = 3, stall = 0.01, stall_after_chunks = 2, stall_for = "2s",
-/// keep_alive = "500ms", error_delivery = "events" }`.
+/// keep_alive = "500ms", error = 0.01, error_after_chunks = 2, error_delivery = "events" }`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawStream {
@@ -156,6 +158,8 @@ pub(super) struct RawStream {
     pub(super) stall_after_chunks: Option<u32>,
     pub(super) stall_for: Option<toml::Value>,
     pub(super) keep_alive: Option<toml::Value>,
+    pub(super) error: Option<f64>,
+    pub(super) error_after_chunks: Option<u32>,
     pub(super) error_delivery: Option<RawErrorDelivery>,
 }
 
@@ -201,6 +205,7 @@ impl From<RawKeyMode> for KeyMode {
 pub(super) struct RawScript {
     pub(super) endpoint: String,
     pub(super) op: String,
-    /// `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, or a status (`"503"` or `503`).
+    /// `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, `"spend_limit"`,
+    /// `"stream_error"`, or a status (`"503"` or `503`).
     pub(super) steps: Vec<toml::Value>,
 }

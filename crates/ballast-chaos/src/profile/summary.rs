@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::outcome::{Fault, exclusive_outcomes};
-use super::{EndpointProfile, ErrorDelivery, KeyMode, LoseMode, Profile, RetryAfterForm, ScriptStep};
+use super::{EndpointProfile, ErrorDelivery, KeyMode, LoseMode, Profile, Quota, RetryAfterForm, ScriptStep};
 use ballast_human::format_duration as human;
 
 impl Profile {
@@ -108,9 +108,13 @@ fn percent(rate: f64) -> String {
 fn fault_name(fault: &Fault) -> String {
     match *fault {
         Fault::Status {
-            insufficient_quota: true,
+            quota: Some(Quota::Insufficient),
             ..
         } => "429 insufficient_quota".into(),
+        Fault::Status {
+            quota: Some(Quota::SpendLimit),
+            ..
+        } => "429 spend_limit".into(),
         Fault::Status { status, .. } => status.to_string(),
         Fault::Hang => "hang".into(),
         Fault::Reset => "reset".into(),
@@ -118,6 +122,9 @@ fn fault_name(fault: &Fault) -> String {
         Fault::StreamCut { after_chunks } => format!("stream cut after {after_chunks} chunks"),
         Fault::StreamStall { after_chunks, stall } => {
             format!("stream stall of {} after {after_chunks} chunks", human(stall))
+        }
+        Fault::StreamError { after_chunks } => {
+            format!("stream error after {after_chunks} content chunks")
         }
         Fault::None => "none".into(),
     }
@@ -138,5 +145,7 @@ fn step_name(step: ScriptStep) -> String {
         ScriptStep::Reset => "reset".into(),
         ScriptStep::CommitThenLose => "commit_then_lose".into(),
         ScriptStep::InsufficientQuota => "insufficient_quota".into(),
+        ScriptStep::SpendLimit => "spend_limit".into(),
+        ScriptStep::StreamError => "stream_error".into(),
     }
 }

@@ -145,6 +145,27 @@ fn scripts_override_the_draw_for_their_attempts_then_fall_back_to_it() {
 }
 
 #[test]
+fn spend_limits_and_stream_errors_are_drawn_scripted_and_summarized() {
+    let profile = Profile::from_toml_str(
+        "[endpoints.model]\nspend_limit = 0.25\nstream = { error = 0.5, error_after_chunks = 2 }\n\
+         [[scripts]]\nendpoint = \"model\"\nop = \"op-7\"\nsteps = [\"spend_limit\", \"stream_error\"]\n",
+    )
+    .expect("valid");
+    let scripted = |attempt| profile.fault_for("model", "op-7/turn-0", attempt).fault;
+    assert_eq!(scripted(1), Fault::SPEND_LIMIT);
+    assert_eq!(scripted(2), Fault::StreamError { after_chunks: 2 });
+    let summary = profile.summary();
+    assert!(
+        summary.contains("model: no latency; 25% 429 spend_limit, 50% stream error after 2 content chunks"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("script model op \"op-7\": spend_limit, stream_error"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn the_summary_says_what_is_served() {
     let summary = Profile::preset("flash-sale", 7).expect("preset").summary();
     let lines: Vec<&str> = summary.lines().collect();
@@ -233,6 +254,7 @@ fn the_docs_name_every_key_and_preset() {
         "retry_after",
         "http_date",
         "insufficient_quota",
+        "spend_limit",
         "hang",
         "reset",
         "commit_then_lose",
@@ -246,6 +268,8 @@ fn the_docs_name_every_key_and_preset() {
         "stall_after_chunks",
         "stall_for",
         "keep_alive",
+        "error_after_chunks",
+        "stream_error",
         "error_delivery",
         "key_mode",
         "keyed_replays_errors",

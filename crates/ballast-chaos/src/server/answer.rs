@@ -1,6 +1,7 @@
 //! Every answer the server gives, and the one place that turns it into an HTTP response.
 //!
-//! The model endpoint answers errors in OpenAI's format (`model::error_body`); the tools answer them in the
+//! The model endpoint answers errors in OpenAI's format (`model::error_body`), and in Anthropic's on the
+//! Messages API (`MessagesError`, with the request's `request-id` in the body); the tools answer them in the
 //! `{"error": {"type", "code", "message"}}` shape that OpenAI and Stripe share, with Stripe's codes for the
 //! idempotency answers (`idempotency_key_in_use`), so a client classifies them by structured code. An answer is a
 //! value (not a response) so that the idempotency store can keep it and replay it.
@@ -12,7 +13,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::RetryAfterForm;
+use crate::{MessagesError, Quota, RetryAfterForm};
 
 /// `Idempotent-Replayed: true` marks an answer replayed from an idempotency key.
 pub(crate) const IDEMPOTENT_REPLAYED: HeaderName = HeaderName::from_static("idempotent-replayed");
@@ -22,9 +23,14 @@ pub(crate) const CHAOS_FAULT: HeaderName = HeaderName::from_static("chaos-fault"
 
 /// Which endpoint family answers: it decides the error body's format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Flavor {
+pub(crate) enum Flavor<'a> {
     /// `/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`: OpenAI's error format.
     Model,
+    /// `/v1/messages`: Anthropic's error format, with the answer's request id.
+    Messages {
+        /// The `request-id` of the answer.
+        request_id: &'a str,
+    },
     /// `/tools/{name}`: `{"error": {"type", "code", "message"}}`.
     Tool,
 }
@@ -56,20 +62,27 @@ impl Answer {
         )
     }
 
-    /// An injected error status.
+    /// An injected error status (on Messages, a spent credit is a 400: [`MessagesError::status`]).
     pub(crate) fn injected(
-        flavor: Flavor,
+        flavor: Flavor<'_>,
         status: u16,
         retry_after: Option<RetryAfter>,
-        insufficient_quota: bool,
+        quota: Option<Quota>,
     ) -> Answer {
-        let body = match flavor {
-            Flavor::Model => crate::error_body(status, insufficient_quota),
-            Flavor::Tool => json!({"error": {
-                "type": "api_error",
-                "code": injected_code(status),
-                "message": format!("injected {status} (chaos fault); a retry may meet a different fault"),
-            }}),
+        let (status, body) = match flavor {
+            Flavor::Model => (status, crate::error_body(status, quota.is_some())),
+            Flavor::Messages { request_id } => {
+                let error = MessagesError::Injected { status, quota };
+                (error.status(), error.body(request_id))
+            }
+            Flavor::Tool => (
+                status,
+                json!({"error": {
+                    "type": "api_error",
+                    "code": injected_code(status),
+                    "message": format!("injected {status} (chaos fault); a retry may meet a different fault"),
+                }}),
+            ),
         };
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         Answer {
@@ -81,13 +94,18 @@ impl Answer {
 
     /// A 503 from the front door (outage, capacity), before the endpoint does anything.
     pub(crate) fn refused(
-        flavor: Flavor,
+        flavor: Flavor<'_>,
         fault: &'static str,
         message: String,
         retry_after: Option<RetryAfter>,
     ) -> Answer {
         let body = match flavor {
             Flavor::Model => crate::error_body(503, false),
+            Flavor::Messages { request_id } => MessagesError::Injected {
+                status: 503,
+                quota: None,
+            }
+            .body(request_id),
             Flavor::Tool => json!({"error": {"type": "api_error", "code": fault, "message": message}}),
         };
         Answer {
@@ -220,7 +238,7 @@ mod tests {
     fn milliseconds_carry_whole_seconds_rounded_up_beside_them() {
         let value = retry_after_value(RetryAfterForm::Millis(1_250), UNIX_EPOCH);
         assert_eq!((value.header.as_str(), value.millis), ("2", Some(1_250)));
-        let response = Answer::injected(Flavor::Tool, 503, Some(value), false).into_response();
+        let response = Answer::injected(Flavor::Tool, 503, Some(value), None).into_response();
         assert_eq!(response.headers()["retry-after"], "2");
         assert_eq!(response.headers()["retry-after-ms"], "1250");
     }
@@ -243,7 +261,7 @@ mod tests {
 
     #[test]
     fn injected_tool_errors_carry_a_code_and_the_fault_header() {
-        let answer = Answer::injected(Flavor::Tool, 503, Some(RetryAfter::seconds(1)), false);
+        let answer = Answer::injected(Flavor::Tool, 503, Some(RetryAfter::seconds(1)), None);
         assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(answer.body["error"]["code"], "service_unavailable");
         let response = answer.into_response();

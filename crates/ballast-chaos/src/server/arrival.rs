@@ -18,7 +18,7 @@ use super::stats::{Outcome, Visit};
 use tokio_util::sync::CancellationToken;
 
 use super::lose::{self, ConnectionHandle};
-use crate::{Draw, Outage, OutageAnswer, RetryAfterForm};
+use crate::{Draw, Outage, OutageAnswer, Quota, RetryAfterForm};
 
 /// The header that carries the attempt number (1-based) of a request, set by Ballast on every attempt.
 pub(crate) const ATTEMPT_HEADER: &str = "ballast-attempt";
@@ -48,7 +48,7 @@ pub(crate) async fn arrive(
     endpoint: &str,
     op: &str,
     headers: &HeaderMap,
-    flavor: Flavor,
+    flavor: Flavor<'_>,
     door: Door<'_>,
 ) -> Result<Arrival, Response> {
     let mut visit = Visit::enter(epoch.stats.clone(), endpoint);
@@ -105,17 +105,12 @@ pub(crate) fn answer(visit: &mut Visit, answer: Answer) -> Response {
 
 /// An injected error status, with `Retry-After` rendered now.
 pub(crate) fn injected(
-    flavor: Flavor,
+    flavor: Flavor<'_>,
     status: u16,
     retry_after: Option<RetryAfterForm>,
-    insufficient_quota: bool,
+    quota: Option<Quota>,
 ) -> Answer {
-    Answer::injected(
-        flavor,
-        status,
-        retry_after.map(render_retry_after),
-        insufficient_quota,
-    )
+    Answer::injected(flavor, status, retry_after.map(render_retry_after), quota)
 }
 
 fn render_retry_after(form: RetryAfterForm) -> super::answer::RetryAfter {

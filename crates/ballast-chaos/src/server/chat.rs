@@ -3,7 +3,8 @@
 //! Faults are keyed by the conversation's operation id and turn (`op/turn-N`, N the assistant messages so far),
 //! so each turn of an agent conversation meets its own faults; a request naming no op is keyed by a hash of its
 //! body. An injected error reaches a streamed request as its HTTP status, or — with the profile's
-//! `stream.error_delivery = "events"` — as the role chunk and then `data: {"error": {...}}` (no `[DONE]`).
+//! `stream.error_delivery = "events"` — as the role chunk and then `data: {"error": {...}}` (no `[DONE]`). A
+//! stream error (`stream.error`) sends content chunks first, then OpenAI's overload the same way.
 
 use axum::Extension;
 use axum::extract::State;
@@ -75,9 +76,9 @@ async fn respond(
         Fault::Status {
             status,
             retry_after,
-            insufficient_quota,
+            quota,
         } => {
-            let error = injected(Flavor::Model, status, retry_after, insufficient_quota);
+            let error = injected(Flavor::Model, status, retry_after, quota);
             let in_stream =
                 streamed && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
             // The role chunk needs an answer; a request the model refuses gets the injected status instead.
@@ -114,7 +115,10 @@ async fn respond(
             visit.count(Outcome::CommitThenLose, false);
             lose::lose(mode, app.stopping(), conn).await
         }
-        fault @ (Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. }) => {
+        fault @ (Fault::None
+        | Fault::StreamCut { .. }
+        | Fault::StreamStall { .. }
+        | Fault::StreamError { .. }) => {
             let reply = match crate::reply(request, &epoch.profile.model) {
                 Ok(reply) => reply,
                 Err(error) => return answer(&mut visit, model_error(&error)),
@@ -122,20 +126,18 @@ async fn respond(
             if !streamed {
                 return answer(&mut visit, Answer::ok(reply.completion));
             }
-            let cut = matches!(fault, Fault::StreamCut { .. });
-            visit.count(
-                if cut {
-                    Outcome::StreamCut
-                } else {
-                    Outcome::Status(200)
-                },
-                false,
-            );
-            let frames: Vec<Bytes> = reply
-                .chunks
+            let (outcome, chunks, done) = match fault {
+                Fault::StreamError { after_chunks } => {
+                    (Outcome::StreamError, reply.overloaded_after(after_chunks), None)
+                }
+                Fault::StreamCut { .. } => (Outcome::StreamCut, reply.chunks, Some(SSE_DONE)),
+                _ => (Outcome::Status(200), reply.chunks, Some(SSE_DONE)),
+            };
+            visit.count(outcome, false);
+            let frames: Vec<Bytes> = chunks
                 .iter()
                 .map(|chunk| Bytes::from(sse_data(chunk)))
-                .chain(std::iter::once(Bytes::from_static(SSE_DONE.as_bytes())))
+                .chain(done.map(|done| Bytes::from_static(done.as_bytes())))
                 .collect();
             sse::stream(&frames, fault, pace, (visit, slot))
         }

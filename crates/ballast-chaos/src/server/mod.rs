@@ -1,17 +1,18 @@
-//! The HTTP side: the mock model (chat completions and Responses), embeddings and tools behind a front door of
-//! faults, the stored responses, the ledger, the stats.
+//! The HTTP side: the mock model (chat completions, Responses and Anthropic's Messages), embeddings and tools
+//! behind a front door of faults, the stored responses, the ledger, the stats.
 //!
 //! Every model, embeddings and tool request goes the same way (`arrival`): counted in the stats; numbered (the
 //! `ballast-attempt` header when it holds a number from 1, else a count per (endpoint, op) of the requests
 //! without it); refused with 503 during an outage window (`Retry-After`: the time left) or beyond the capacity
 //! limit (`Retry-After` in the endpoint's form, when it has one); delayed by its drawn latency; then it meets its
-//! fault (`Profile::fault_for`): an error status, a hang, a reset, a commit-then-lose, a stream cut or stall — or
-//! nothing. The tools' idempotency keys are checked between the front door and the fault (`tools` documents the
-//! key modes). `POST /v1/chat/completions` and `POST /v1/responses` are one endpoint, `model`, with faults keyed
-//! alike (`chat`, `responses`); `POST /v1/embeddings` is `embeddings`. Streams (`sse`) are planned, then played,
-//! with their cuts, stalls and keep-alives. `GET /ledger`, `GET /stats`, `GET /healthz`, `GET /v1/models`,
-//! `POST /admin/profile` and the stored responses (`GET`/`DELETE /v1/responses/{id}`, `POST
-//! /v1/responses/{id}/cancel`) have no faults.
+//! fault (`Profile::fault_for`): an error status, a hang, a reset, a commit-then-lose, a stream cut, stall or
+//! error after content — or nothing. The tools' idempotency keys are checked between the front door and the fault
+//! (`tools` documents the key modes). `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/messages`
+//! are one endpoint, `model`, with faults keyed alike (`chat`, `responses`, `messages`; the last answers in
+//! Anthropic's format, with its headers); `POST /v1/embeddings` is `embeddings`. Streams (`sse`) are planned,
+//! then played, with their cuts, stalls and keep-alives. `GET /ledger`, `GET /stats`, `GET /healthz`,
+//! `GET /v1/models`, `POST /admin/profile`, `POST /v1/messages/count_tokens` and the stored responses
+//! (`GET`/`DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`) have no faults.
 //!
 //! Why serve connections ourselves: a reset must close the TCP connection without any answer, and a handler has
 //! no socket. [`serve`] runs each connection on its own task, which resets it when a handler asks (`lose`); the
@@ -27,10 +28,12 @@ mod clock;
 mod connection;
 mod embed;
 mod embeddings;
+mod ids;
 mod keys;
 mod ledger;
 mod lock;
 mod lose;
+mod messages;
 mod response_store;
 mod responses;
 mod sse;
@@ -106,6 +109,8 @@ fn routes(app: App) -> Router {
             get(responses::get_response).delete(responses::delete_response),
         )
         .route("/v1/responses/{id}/cancel", post(responses::cancel_response))
+        .route("/v1/messages", post(messages::create_message))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/embeddings", post(embeddings::create_embeddings))
         .route("/v1/models", get(admin::models))
         .route("/tools/{name}", post(tools::call_tool))

@@ -8,21 +8,16 @@
 //!
 //! # Ids unique per server
 //! A gateway routes a `previous_response_id` to the deployment that created it; two chaos servers that handed out
-//! the same id would make that routing untestable. So each store draws a nonce when it is made — SHA-256 over two
-//! hashes of std's randomly keyed `RandomState`, the process id and a count of the stores this process made — and
-//! a response id is `resp_` and 48 hex digits of SHA-256 over the nonce and the count of ids it issued. No clock,
-//! no random number generator to choose: the same entropy std's hash maps use against collisions.
+//! the same id would make that routing untestable. So a response id is `resp_` and 48 hex digits from the store's
+//! own id source (`ids`), never handed out by another.
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
-use std::hash::BuildHasher;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 use crate::ResponsesError;
+use crate::server::ids::Ids;
 use crate::server::lock::lock;
 
 /// The most responses, and the most conversations, a server keeps.
@@ -54,13 +49,12 @@ impl Stored {
 /// The responses and conversations of one server.
 #[derive(Debug)]
 pub(crate) struct ResponseStore {
-    nonce: [u8; 32],
+    ids: Ids,
     inner: Mutex<Inner>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
-    issued: u64,
     responses: HashMap<String, Stored>,
     /// Response ids, oldest first (deleted ones linger until the next compaction).
     order: VecDeque<String>,
@@ -71,38 +65,16 @@ struct Inner {
 impl Default for ResponseStore {
     fn default() -> Self {
         ResponseStore {
-            nonce: nonce(),
+            ids: Ids::new("resp_"),
             inner: Mutex::default(),
         }
     }
 }
 
-/// The store's nonce: see the module docs.
-fn nonce() -> [u8; 32] {
-    static STORES: AtomicU64 = AtomicU64::new(0);
-    let mut hasher = Sha256::new();
-    hasher.update(b"ballast-chaos response ids v1\0");
-    hasher.update(RandomState::new().hash_one(0u8).to_le_bytes());
-    hasher.update(RandomState::new().hash_one(1u8).to_le_bytes());
-    hasher.update(std::process::id().to_le_bytes());
-    hasher.update(STORES.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    hasher.finalize().into()
-}
-
 impl ResponseStore {
     /// A new response id, never handed out before by any store.
     pub(crate) fn next_id(&self) -> String {
-        let issued = {
-            let mut inner = lock(&self.inner);
-            inner.issued += 1;
-            inner.issued
-        };
-        let digest = Sha256::new()
-            .chain_update(self.nonce)
-            .chain_update(issued.to_le_bytes())
-            .finalize();
-        let hex: String = digest[..24].iter().map(|b| format!("{b:02x}")).collect();
-        format!("resp_{hex}")
+        self.ids.next()
     }
 
     /// The items a request continues: those of its `previous` response (a queued one runs first), or of its

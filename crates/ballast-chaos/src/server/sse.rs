@@ -1,6 +1,7 @@
 //! Streamed model answers (server-sent events), with their faults: a cut after N events (the connection ends
-//! mid-stream, before `[DONE]` or `response.completed`) and a stall after N events, silent or filled with
-//! keep-alive comments.
+//! mid-stream, before `[DONE]`, `response.completed` or `message_stop`) and a stall after N events, silent or
+//! filled with keep-alive comments. A stream error after content is the endpoint's to frame (its events, then its
+//! API's error event): it reaches this module as the frames to send, played as they are.
 //!
 //! A stream is planned first ([`plan`], pure: what to send and when to wait) and then played; the plan is what
 //! the tests check without a clock. A stream is its frames, already framed as SSE (`data: ...`, or `event: ...`

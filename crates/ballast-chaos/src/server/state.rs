@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::capacity::CapacityGate;
 use super::clock;
+use super::ids::Ids;
 use super::keys::Keys;
 use super::ledger::Ledger;
 use super::lock::lock;
@@ -31,6 +32,8 @@ struct AppInner {
     stopping: CancellationToken,
     /// Stored responses and conversations: the server's, kept across profile swaps (see `responses::store`).
     responses: ResponseStore,
+    /// The `request-id`s of Anthropic's answers.
+    request_ids: Ids,
 }
 
 impl App {
@@ -40,6 +43,7 @@ impl App {
             epoch: RwLock::new(Arc::new(Epoch::new(profile))),
             stopping,
             responses: ResponseStore::default(),
+            request_ids: Ids::new("req_"),
         }))
     }
 
@@ -66,6 +70,11 @@ impl App {
     /// The stored responses and conversations.
     pub(crate) fn responses(&self) -> &ResponseStore {
         &self.0.responses
+    }
+
+    /// A new `request-id` for an answer of the Messages API, unique per server.
+    pub(crate) fn next_request_id(&self) -> String {
+        self.0.request_ids.next()
     }
 }
 

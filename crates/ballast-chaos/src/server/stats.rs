@@ -2,7 +2,8 @@
 //!
 //! A benchmark compares client strategies by what the upstream saw (a retry storm shows as requests and
 //! `shed_capacity` answers), so every request that reaches a faulty endpoint ends in exactly one bucket: its HTTP
-//! status, or what happened instead of one (`hang`, `reset`, `commit_then_lose`, `stream_cut`), or why the front
+//! status, or what happened instead of one (`hang`, `reset`, `commit_then_lose`, `stream_cut`, `stream_error`: a
+//! `200` stream that failed after content), or why the front
 //! door refused it (`outage`, `shed_capacity`), or `client_gone` when the client left before any of these.
 
 use std::collections::BTreeMap;
@@ -29,6 +30,8 @@ pub(crate) enum Outcome {
     CommitThenLose,
     /// A stream cut before `[DONE]`.
     StreamCut,
+    /// A stream that failed with an error event after content (`stream.error`).
+    StreamError,
     /// The client went away before the request ended in another bucket.
     ClientGone,
 }
@@ -43,6 +46,7 @@ impl Outcome {
             Outcome::Reset => "reset".into(),
             Outcome::CommitThenLose => "commit_then_lose".into(),
             Outcome::StreamCut => "stream_cut".into(),
+            Outcome::StreamError => "stream_error".into(),
             Outcome::ClientGone => "client_gone".into(),
         }
     }
@@ -178,6 +182,7 @@ mod tests {
             Outcome::Reset,
             Outcome::CommitThenLose,
             Outcome::StreamCut,
+            Outcome::StreamError,
         ]
         .into_iter()
         .map(Outcome::bucket)
@@ -190,7 +195,8 @@ mod tests {
                 "hang",
                 "reset",
                 "commit_then_lose",
-                "stream_cut"
+                "stream_cut",
+                "stream_error"
             ]
         );
     }

@@ -158,9 +158,9 @@ async fn play(
         Fault::Status {
             status,
             retry_after,
-            insufficient_quota,
+            quota,
         } => {
-            let error = injected(Flavor::Tool, status, retry_after, insufficient_quota);
+            let error = injected(Flavor::Tool, status, retry_after, quota);
             if let Some(claim) = call.claim.as_mut()
                 && mode == KeyMode::KeyedReplaysErrors
                 && status != 429
@@ -184,7 +184,7 @@ async fn play(
             visit.count(Outcome::CommitThenLose, false);
             lose::lose(lose_with, app.stopping(), conn).await
         }
-        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } => {
+        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } | Fault::StreamError { .. } => {
             let done = execute(epoch, &mut call);
             answer(&mut visit, done)
         }

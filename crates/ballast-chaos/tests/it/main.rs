@@ -7,6 +7,8 @@ mod admin;
 mod embeddings;
 mod faults;
 mod keys;
+mod messages;
+mod messages_faults;
 mod responses;
 mod responses_faults;
 mod streaming;

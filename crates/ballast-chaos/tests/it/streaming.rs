@@ -94,7 +94,7 @@ async fn invalid_json_is_a_400_in_openai_format() {
     assert_eq!(error["error"]["type"], "invalid_request_error");
 }
 
-// A cut is drawn, not scripted (`ScriptStep` has no stream faults), so this needs the real `draw`.
+// A cut is drawn, not scripted (`ScriptStep` has no cut), so this needs the real `draw`.
 #[tokio::test]
 async fn a_cut_stream_ends_without_done() {
     let mut profile = Profile::default();

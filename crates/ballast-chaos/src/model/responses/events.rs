@@ -133,17 +133,41 @@ fn item_content(events: &mut Events, output_index: usize, item: &OutputItem) {
 pub(super) fn failure(in_progress: &Value, failed: &Value, error: &Value) -> Vec<Value> {
     let mut events = Events::default();
     events.preamble(in_progress);
-    events.push(
-        "error",
-        json!({
-            "code": error_code(error),
-            "message": error.get("message"),
-            "param": error.get("param"),
-            "error": error,
-        }),
-    );
-    events.push("response.failed", json!({"response": failed}));
+    events.fail(failed, error);
     events.0
+}
+
+/// The stream of a response that fails after `sent`, the first events of its answer: those, then the `error` and
+/// `response.failed` events of [`failure`], numbered on from them.
+pub(super) fn failure_after(sent: &[Value], failed: &Value, error: &Value) -> Vec<Value> {
+    let mut events = Events(sent.to_vec());
+    events.fail(failed, error);
+    events.0
+}
+
+impl Events {
+    /// The `error` event, then `response.failed`.
+    fn fail(&mut self, failed: &Value, error: &Value) {
+        self.push(
+            "error",
+            json!({
+                "code": error_code(error),
+                "message": error.get("message"),
+                "param": error.get("param"),
+                "error": error,
+            }),
+        );
+        self.push("response.failed", json!({"response": failed}));
+    }
+}
+
+/// Whether an event carries content: a `*.delta` event (text, arguments or a reasoning summary). A stream error
+/// (`stream.error_after_chunks`) counts these.
+pub(super) fn is_content(event: &Value) -> bool {
+    event
+        .get("type")
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind.ends_with(".delta"))
 }
 
 /// The `code` of an error object, or its `type` when the code is null.

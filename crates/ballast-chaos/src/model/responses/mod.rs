@@ -242,12 +242,26 @@ impl<'a> ResponsesRequest<'a> {
     pub(crate) fn failure_events(&self, id: &str, body: &Value) -> Vec<Value> {
         let error = body.get("error").cloned().unwrap_or(Value::Null);
         let in_progress = Value::Object(self.envelope(id, "in_progress"));
+        events::failure(&in_progress, &self.failed(id, &error), &error)
+    }
+
+    /// The stream of `reply` (answered as response `id`) failing after `after` content events with OpenAI's
+    /// overload (see [`crate::model`]): its events up to then, `error`, `response.failed` (no output: the
+    /// response failed). The last event's response is the failed response.
+    pub(crate) fn overloaded_after(&self, reply: &ResponsesReply, id: &str, after: u32) -> Vec<Value> {
+        let sent = super::sent_before_error(&reply.events, after, events::is_content);
+        let error = super::overloaded_body()["error"].clone();
+        events::failure_after(&reply.events[..sent], &self.failed(id, &error), &error)
+    }
+
+    /// The response `id` failed with the OpenAI error object `error`.
+    fn failed(&self, id: &str, error: &Value) -> Value {
         let mut failed = self.envelope(id, "failed");
         failed.insert(
             "error".into(),
-            json!({"code": events::error_code(&error), "message": error.get("message")}),
+            json!({"code": events::error_code(error), "message": error.get("message")}),
         );
-        events::failure(&in_progress, &Value::Object(failed), &error)
+        Value::Object(failed)
     }
 
     /// The response object's fields but `output` and `usage`: the request's settings echoed, as OpenAI's are.

@@ -111,8 +111,8 @@ pub(super) fn error_status(problems: &mut Problems, path: String, key: &str) -> 
     }
 }
 
-/// A script step: `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, or an error status as
-/// text or number.
+/// A script step: `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, `"spend_limit"`,
+/// `"stream_error"`, or an error status as text or number.
 pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -> Option<ScriptStep> {
     let status = |n: i64| {
         u16::try_from(n)
@@ -127,6 +127,8 @@ pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -
             "reset" => Some(ScriptStep::Reset),
             "commit_then_lose" => Some(ScriptStep::CommitThenLose),
             "insufficient_quota" => Some(ScriptStep::InsufficientQuota),
+            "spend_limit" => Some(ScriptStep::SpendLimit),
+            "stream_error" => Some(ScriptStep::StreamError),
             digits if digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0') => {
                 digits.parse().ok().and_then(status)
             }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::profile::error::{Problem, Problems};
 use crate::profile::raw::{RawCapacity, RawEndpoint, RawLatency, RawOutage, RawStream};
 use crate::profile::{
-    Capacity, EndpointProfile, ErrorRate, Fault, Latency, Outage, StreamFaults, exclusive_outcomes,
+    Capacity, EndpointProfile, ErrorRate, Fault, Latency, Outage, Quota, StreamFaults, exclusive_outcomes,
 };
 
 use super::check;
@@ -69,6 +69,7 @@ fn merge_rates(path: &str, raw: &RawEndpoint, merged: &mut EndpointProfile, prob
         raw.insufficient_quota,
         &mut merged.insufficient_quota,
     );
+    rate("spend_limit", raw.spend_limit, &mut merged.spend_limit);
     rate("hang", raw.hang, &mut merged.hang);
     rate("reset", raw.reset, &mut merged.reset);
     rate(
@@ -147,6 +148,10 @@ fn stream(path: &str, raw: &RawStream, problems: &mut Problems) -> StreamFaults 
         .stall
         .and_then(|r| check::rate(problems, at("stall"), r))
         .unwrap_or(0.0);
+    let error = raw
+        .error
+        .and_then(|r| check::rate(problems, at("error"), r))
+        .unwrap_or(0.0);
     let stall_for = raw
         .stall_for
         .as_ref()
@@ -163,8 +168,14 @@ fn stream(path: &str, raw: &RawStream, problems: &mut Problems) -> StreamFaults 
         stall_after_chunks: raw.stall_after_chunks.unwrap_or(0),
         stall_for: stall_for.unwrap_or_default(),
         keep_alive,
+        error,
+        // 1: the error comes after content by definition (an error before content is `error_delivery`'s).
+        error_after_chunks: raw.error_after_chunks.unwrap_or(1),
         error_delivery: raw.error_delivery.map(Into::into).unwrap_or_default(),
     };
+    if faults.error_after_chunks == 0 {
+        problems.push(at("error_after_chunks"), Problem::ZeroCount);
+    }
     if faults.cut > 0.0 && faults.cut_after_chunks == 0 {
         problems.push(at("cut_after_chunks"), Problem::ZeroChunks { rate: "cut" });
     }
@@ -191,19 +202,25 @@ fn rates_sum(path: &str, faults: &EndpointProfile, problems: &mut Problems) {
     }
 }
 
-/// The profile key of an exclusive fault's rate: `errors.503`, `insufficient_quota`, `hang`, `stream.cut`, ...
+/// The profile key of an exclusive fault's rate: `errors.503`, `insufficient_quota`, `spend_limit`, `hang`,
+/// `stream.cut`, `stream.error`, ...
 fn rate_key(fault: &Fault) -> String {
     match fault {
         Fault::Status {
-            insufficient_quota: true,
+            quota: Some(Quota::Insufficient),
             ..
         } => "insufficient_quota".into(),
+        Fault::Status {
+            quota: Some(Quota::SpendLimit),
+            ..
+        } => "spend_limit".into(),
         Fault::Status { status, .. } => format!("errors.{status}"),
         Fault::Hang => "hang".into(),
         Fault::Reset => "reset".into(),
         Fault::CommitThenLose(_) => "commit_then_lose".into(),
         Fault::StreamCut { .. } => "stream.cut".into(),
         Fault::StreamStall { .. } => "stream.stall".into(),
+        Fault::StreamError { .. } => "stream.error".into(),
         Fault::None => "none".into(),
     }
 }

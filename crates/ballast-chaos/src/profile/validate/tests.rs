@@ -21,16 +21,18 @@ fn valid(toml: &str) -> Profile {
 fn rates_are_probabilities() {
     let found = problems(
         "[endpoints.create_refund]\nerrors = { 503 = 1.5 }\nhang = -0.1\nreset = nan\n\
-         insufficient_quota = inf\nstream = { cut = 2.0, cut_after_chunks = 1 }\n",
+         insufficient_quota = inf\nspend_limit = 1.1\nstream = { cut = 2.0, cut_after_chunks = 1, error = -1.0 }\n",
     );
     assert_eq!(
         found,
         [
             "endpoints.create_refund.errors.503: 1.5 is not a rate (0..=1)",
             "endpoints.create_refund.insufficient_quota: inf is not a rate (0..=1)",
+            "endpoints.create_refund.spend_limit: 1.1 is not a rate (0..=1)",
             "endpoints.create_refund.hang: -0.1 is not a rate (0..=1)",
             "endpoints.create_refund.reset: NaN is not a rate (0..=1)",
             "endpoints.create_refund.stream.cut: 2 is not a rate (0..=1)",
+            "endpoints.create_refund.stream.error: -1 is not a rate (0..=1)",
         ]
     );
 }
@@ -46,6 +48,26 @@ fn exclusive_rates_sum_to_at_most_one() {
             "[default]\nreset = 0.6\nstream = { stall = 0.6, stall_after_chunks = 1, stall_for = \"1s\" }\n"
         ),
         ["default: rates sum to 1.2, over 1 (reset = 0.6, stream.stall = 0.6)"]
+    );
+    assert_eq!(
+        problems("[endpoints.model]\nspend_limit = 0.5\nstream = { error = 0.6 }\n"),
+        ["endpoints.model: rates sum to 1.1, over 1 (spend_limit = 0.5, stream.error = 0.6)"]
+    );
+}
+
+#[test]
+fn a_stream_error_comes_after_at_least_one_content_chunk() {
+    let profile = valid("[endpoints.model]\nstream = { error = 0.1 }\n");
+    assert_eq!(
+        profile.endpoint("model").stream.error_after_chunks,
+        1,
+        "the default"
+    );
+    let profile = valid("[endpoints.model]\nstream = { error = 0.1, error_after_chunks = 3 }\n");
+    assert_eq!(profile.endpoint("model").stream.error_after_chunks, 3);
+    assert_eq!(
+        problems("[endpoints.model]\nstream = { error = 0.1, error_after_chunks = 0 }\n"),
+        ["endpoints.model.stream.error_after_chunks: 0 must be at least 1"]
     );
 }
 
@@ -301,7 +323,8 @@ fn model_settings() {
 fn script_steps_parse() {
     let profile = valid(
         "[[scripts]]\nendpoint = \"create_refund\"\nop = \"op-42\"\n\
-         steps = [\"503\", 429, \"hang\", \"reset\", \"commit_then_lose\", \"insufficient_quota\", \"ok\"]\n",
+         steps = [\"503\", 429, \"hang\", \"reset\", \"commit_then_lose\", \"insufficient_quota\", \"spend_limit\", \
+         \"stream_error\", \"ok\"]\n",
     );
     assert_eq!(
         profile.scripts[0].steps,
@@ -312,12 +335,15 @@ fn script_steps_parse() {
             ScriptStep::Reset,
             ScriptStep::CommitThenLose,
             ScriptStep::InsufficientQuota,
+            ScriptStep::SpendLimit,
+            ScriptStep::StreamError,
             ScriptStep::Ok,
         ]
     );
     let step_error = |step: &str| {
         format!(
-            "{step} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota or a status in 400..=599)"
+            "{step} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error \
+             or a status in 400..=599)"
         )
     };
     assert_eq!(

@@ -14,7 +14,8 @@
 //! answer, a stream that is then cut or stalls, and a commit-then-lose — the model did the work and the state
 //! changed, only the answer was lost, so a retry of a turn of a `conversation` meets the items of the lost one.
 //! An injected error status, a hang or a reset keeps nothing. A streamed request whose injected error comes as
-//! events (`stream.error_delivery = "events"`) is kept as `failed`. `background: true` answers `queued` and the
+//! events (`stream.error_delivery = "events"`), or that fails after content (`stream.error`: events up to the
+//! Nth delta, then `error` and `response.failed`), is kept as `failed`. `background: true` answers `queued` and the
 //! answer runs on the first `GET` (or continuation); `cancel` while queued makes it `cancelled`. A background
 //! request that also streams is streamed as a foreground one.
 
@@ -109,9 +110,9 @@ async fn respond(
         Fault::Status {
             status,
             retry_after,
-            insufficient_quota,
+            quota,
         } => {
-            let error = injected(Flavor::Model, status, retry_after, insufficient_quota);
+            let error = injected(Flavor::Model, status, retry_after, quota);
             let in_stream = request.stream
                 && epoch.profile.endpoint(MODEL).stream.error_delivery == ErrorDelivery::Events;
             if !in_stream {
@@ -142,12 +143,23 @@ async fn respond(
             visit.count(Outcome::CommitThenLose, false);
             lose::lose(mode, app.stopping(), conn).await
         }
-        fault @ (Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. }) => {
+        fault @ (Fault::None
+        | Fault::StreamCut { .. }
+        | Fault::StreamStall { .. }
+        | Fault::StreamError { .. }) => {
             let id = app.responses().next_id();
             let reply = match request.reply(&history, &epoch.profile.model, &id) {
                 Ok(reply) => reply,
                 Err(error) => return answer(&mut visit, refusal(&error)),
             };
+            if let (true, Fault::StreamError { after_chunks }) = (request.stream, fault) {
+                // The stream fails: what is kept is the failed response, as for an error delivered as events.
+                visit.count(Outcome::StreamError, false);
+                let events = request.overloaded_after(&reply, &id, after_chunks);
+                keep_failed(app, &request, history, id, &events);
+                let frames: Vec<Bytes> = events.iter().map(|event| Bytes::from(sse_event(event))).collect();
+                return sse::stream(&frames, Fault::None, pace, (visit, slot));
+            }
             let shown = commit(app, &request, history, id, &reply);
             if !request.stream {
                 return answer(&mut visit, Answer::ok(shown));
@@ -217,9 +229,15 @@ fn commit(
 /// The frames of a stream that fails after its preamble with the error `body`; the failed response is kept
 /// (unless `store: false`), continuing from what was asked.
 fn failure(app: &App, request: &ResponsesRequest<'_>, history: Vec<Value>, body: &Value) -> Vec<Bytes> {
-    let store = app.responses();
-    let id = store.next_id();
+    let id = app.responses().next_id();
     let events = request.failure_events(&id, body);
+    keep_failed(app, request, history, id, &events);
+    events.iter().map(|event| Bytes::from(sse_event(event))).collect()
+}
+
+/// Keeps the failed response `id` that the last of `events` carries (unless `store: false`), continuing from what
+/// was asked.
+fn keep_failed(app: &App, request: &ResponsesRequest<'_>, history: Vec<Value>, id: String, events: &[Value]) {
     if request.store
         && let Some(failed) = events.last().and_then(|event| event.get("response"))
     {
@@ -231,9 +249,8 @@ fn failure(app: &App, request: &ResponsesRequest<'_>, history: Vec<Value>, body:
             background: request.background,
             pending: None,
         };
-        store.keep(id, stored);
+        app.responses().keep(id, stored);
     }
-    events.iter().map(|event| Bytes::from(sse_event(event))).collect()
 }
 
 /// A refusal as an answer.
