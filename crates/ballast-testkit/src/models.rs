@@ -5,7 +5,7 @@
 use crate::{ConfigText, deployment};
 
 /// The providers of [`model_routes`]: each host and its chaos profile (TOML).
-pub const MODEL_PROVIDERS: [(&str, &str); 10] = [
+pub const MODEL_PROVIDERS: [(&str, &str); 13] = [
     ("ok", ""),
     ("failing", "[endpoints.model]\nerrors = { 500 = 1.0 }"),
     (
@@ -31,6 +31,15 @@ pub const MODEL_PROVIDERS: [(&str, &str); 10] = [
         "[endpoints.model]\nlatency = { p50 = \"600ms\", p99 = \"601ms\" }",
     ),
     ("small", "[model]\ncontext_limit_chars = 400"),
+    (
+        "overloaded",
+        "[endpoints.model]\nerrors = { 529 = 1.0 }\nstream = { error_delivery = \"events\" }",
+    ),
+    (
+        "late",
+        "[endpoints.model]\nstream = { error = 1.0, error_after_chunks = 1 }",
+    ),
+    ("spend", "[endpoints.model]\nspend_limit = 1.0"),
 ];
 
 /// A config (a default timeout of 10 s, a reserve of 300 ms) with these model routes over the providers of
@@ -45,7 +54,12 @@ pub const MODEL_PROVIDERS: [(&str, &str); 10] = [
 /// - `cut`: its streams are cut after their fourth event; `shed`: one call at a time and no queue, before a
 ///   provider that takes 600 ms;
 /// - `small`: a provider whose context is 400 characters, truncating; `small-fallback`: the same moving to a
-///   provider with a larger context.
+///   provider with a larger context;
+/// - Anthropic's Messages API (deployments with `api = ["messages"]`): `claude`, a healthy provider;
+///   `claude-overloaded`, a primary that answers every attempt 529 `overloaded_error` (a stream hears it after
+///   `message_start`) and a healthy fallback; `claude-storm`, that primary alone; `claude-late`, a provider whose
+///   streams send `overloaded_error` after their first content event; `claude-spend`, a provider whose spend
+///   limit is reached (429, `enforced_spend_limit_reached`).
 pub fn model_routes(base: impl Fn(&str) -> String) -> ConfigText {
     let at = |host: &str, model: &str| deployment(&format!("{}/v1", base(host)), model);
     let with_api = |host: &str, model: &str, api: &str| {
@@ -80,6 +94,26 @@ pub fn model_routes(base: impl Fn(&str) -> String) -> ConfigText {
             &[at("small", "small-model"), at("ok", "large-model")],
             r#"context = { on_overflow = "fallback" }"#,
         )
+        .model("claude", &[with_api("ok", "claude-mock", "messages")], "")
+        .model(
+            "claude-overloaded",
+            &[
+                with_api("overloaded", "claude-primary", "messages"),
+                with_api("ok", "claude-fallback", "messages"),
+            ],
+            r#"retry = { max_attempts = 2, base = "10ms", cap = "20ms" }"#,
+        )
+        .model(
+            "claude-storm",
+            &[with_api("overloaded", "claude-mock", "messages")],
+            r#"retry = { max_attempts = 2, base = "10ms", cap = "20ms" }"#,
+        )
+        .model(
+            "claude-late",
+            &[with_api("late", "claude-mock", "messages")],
+            "retry = { max_attempts = 1 }",
+        )
+        .model("claude-spend", &[with_api("spend", "claude-mock", "messages")], "")
 }
 
 #[cfg(test)]
@@ -92,7 +126,7 @@ mod tests {
     fn every_route_is_read_and_every_host_has_a_provider() {
         let text = model_routes(|host| format!("http://{host}")).build();
         let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert_eq!(config.models.len(), 13);
+        assert_eq!(config.models.len(), 18);
         for route in &config.models {
             for deployment in &route.deployments {
                 let url = &deployment.base_url;
