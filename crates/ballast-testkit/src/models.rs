@@ -113,7 +113,11 @@ pub fn model_routes(base: impl Fn(&str) -> String) -> ConfigText {
             &[with_api("late", "claude-mock", "messages")],
             "retry = { max_attempts = 1 }",
         )
-        .model("claude-spend", &[with_api("spend", "claude-mock", "messages")], "")
+        .model(
+            "claude-spend",
+            &[with_api("spend", "claude-mock", "messages")],
+            "",
+        )
 }
 
 #[cfg(test)]

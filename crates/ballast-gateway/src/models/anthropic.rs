@@ -3,9 +3,10 @@
 //!
 //! Every answer of the gateway's own on these routes (its refusals, its 401, a failure after its retries) is
 //! written OpenAI-style by the one error module (`error.rs`) and rewritten here, on the way out: the error
-//! object keeps its fields (`message`, the stable `code`, `upstream_code`) and its `type` becomes Anthropic's —
-//! the provider's own when it is one of Anthropic's types (an `overloaded_error` after the retries), else the
-//! one the status and code stand for. A provider's own error answer, already Anthropic's (`"type": "error"`),
+//! object keeps its fields (`message`, the stable `code`, `upstream_code`) and its `type` becomes Anthropic's:
+//! the one a status or code says whatever the body says (401 `authentication_error`, 404 `not_found_error`, 529
+//! or `overloaded` `overloaded_error`, `deadline_exceeded` `timeout_error`, ...), else the provider's own when it
+//! is one of Anthropic's types (a `rate_limit_error` after the retries), else the status's. A provider's own error answer, already Anthropic's (`"type": "error"`),
 //! passes as it came. Headers (`x-should-retry`, `Retry-After`, `ballast-code`) are untouched.
 
 use axum::body::Body;
@@ -41,7 +42,12 @@ pub(super) async fn envelope(response: Response) -> Response {
     let (mut parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, LIMIT).await else {
         // Not the gateway's own (too large to be); its bytes are gone, so its status says what it was.
-        let rewritten = anthropic_body(status, "upstream's error answer unreadable", None, serde_json::Map::new());
+        let rewritten = anthropic_body(
+            status,
+            "upstream's error answer unreadable",
+            None,
+            serde_json::Map::new(),
+        );
         parts.headers.remove(http::header::CONTENT_LENGTH);
         return Response::from_parts(parts, Body::from(rewritten.to_string()));
     };
@@ -86,10 +92,9 @@ fn anthropic_body(
     mut rest: serde_json::Map<String, Value>,
 ) -> Value {
     let code = rest.get("code").and_then(Value::as_str);
-    let kind = match kept.filter(|k| TYPES.contains(k)) {
-        Some(kept) => kept,
-        None => type_of(status, code),
-    };
+    let kind = (told_by(status, code))
+        .or(kept.filter(|k| TYPES.contains(k)))
+        .unwrap_or_else(|| by_status(status));
     let mut error = serde_json::Map::new();
     error.insert("type".into(), kind.into());
     error.insert("message".into(), message.into());
@@ -97,22 +102,30 @@ fn anthropic_body(
     serde_json::json!({"type": "error", "error": error})
 }
 
-/// The Anthropic type a status (and the gateway's stable code) stands for.
-fn type_of(status: StatusCode, code: Option<&str>) -> &'static str {
+/// The Anthropic type that a status or the gateway's stable code says whatever else the body says: a 401 is an
+/// `authentication_error` though OpenAI's envelope called it an `invalid_request_error`.
+fn told_by(status: StatusCode, code: Option<&str>) -> Option<&'static str> {
     if code == Some(ErrorCode::Overloaded.as_str()) {
-        return "overloaded_error";
+        return Some("overloaded_error");
     }
     if code == Some(ErrorCode::DeadlineExceeded.as_str()) {
-        return "timeout_error";
+        return Some("timeout_error");
     }
-    match status.as_u16() {
+    Some(match status.as_u16() {
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",
         413 => "request_too_large",
+        529 => "overloaded_error",
+        _ => return None,
+    })
+}
+
+/// The Anthropic type of any other status.
+fn by_status(status: StatusCode) -> &'static str {
+    match status.as_u16() {
         429 => "rate_limit_error",
         504 => "timeout_error",
-        529 => "overloaded_error",
         400..=499 => "invalid_request_error",
         _ => "api_error",
     }
@@ -129,21 +142,41 @@ mod tests {
         let shed = json!({"error": {"message": "shed", "type": "server_error", "param": null, "code": "overloaded"}});
         assert_eq!(
             rewrite(StatusCode::SERVICE_UNAVAILABLE, shed.to_string().as_bytes()),
-            Some(json!({"type": "error", "error": {"type": "overloaded_error", "message": "shed", "code": "overloaded"}}))
+            Some(
+                json!({"type": "error", "error": {"type": "overloaded_error", "message": "shed", "code": "overloaded"}})
+            )
         );
         let spent = json!({"error": {"message": "m", "type": "overloaded_error", "code": "upstream_error",
                                      "upstream_code": null}});
         let rewritten = rewrite(StatusCode::from_u16(529).unwrap(), spent.to_string().as_bytes()).unwrap();
-        assert_eq!(rewritten["error"]["type"], "overloaded_error", "the provider's own type");
+        assert_eq!(
+            rewritten["error"]["type"], "overloaded_error",
+            "the provider's own type"
+        );
         assert_eq!(rewritten["error"]["code"], "upstream_error");
-        let unauthorized = json!({"error": {"message": "no key", "type": "invalid_request_error", "code": "unauthorized"}});
+        let unauthorized =
+            json!({"error": {"message": "no key", "type": "invalid_request_error", "code": "unauthorized"}});
         let rewritten = rewrite(StatusCode::UNAUTHORIZED, unauthorized.to_string().as_bytes()).unwrap();
-        assert_eq!(rewritten["error"]["type"], "invalid_request_error", "an Anthropic type is kept");
+        assert_eq!(
+            rewritten["error"]["type"], "authentication_error",
+            "the status says it"
+        );
+        let limit =
+            json!({"error": {"message": "spent", "type": "rate_limit_error", "code": "upstream_error"}});
+        let rewritten = rewrite(StatusCode::TOO_MANY_REQUESTS, limit.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            rewritten["error"]["type"], "rate_limit_error",
+            "the provider's own type is kept"
+        );
         let late = json!({"error": {"message": "late", "type": "server_error", "code": "deadline_exceeded"}});
         let rewritten = rewrite(StatusCode::GATEWAY_TIMEOUT, late.to_string().as_bytes()).unwrap();
         assert_eq!(rewritten["error"]["type"], "timeout_error");
-        let anthropic = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}});
-        assert_eq!(rewrite(StatusCode::BAD_REQUEST, anthropic.to_string().as_bytes()), None);
+        let anthropic =
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}});
+        assert_eq!(
+            rewrite(StatusCode::BAD_REQUEST, anthropic.to_string().as_bytes()),
+            None
+        );
         assert_eq!(rewrite(StatusCode::BAD_GATEWAY, b"<html>"), None);
     }
 }

@@ -49,10 +49,14 @@ use crate::inbound::Inbound;
 
 /// The Messages routes: their errors (a wrong method included) in Anthropic's envelope (`anthropic.rs`).
 pub(crate) fn messages_routes() -> Router<Gateway> {
-    let wrong_method = || async { OpenAiError(AppError::MethodNotAllowed { allowed: "POST" }).into_response() };
+    let wrong_method =
+        || async { OpenAiError(AppError::MethodNotAllowed { allowed: "POST" }).into_response() };
     Router::new()
         .route("/v1/messages", post(message).fallback(wrong_method))
-        .route("/v1/messages/count_tokens", post(count_tokens).fallback(wrong_method))
+        .route(
+            "/v1/messages/count_tokens",
+            post(count_tokens).fallback(wrong_method),
+        )
 }
 
 /// `routes`, every error of theirs rewritten in Anthropic's envelope.
@@ -150,10 +154,15 @@ async fn message(
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
     let prepared =
-        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages).await?;
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages)
+            .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
-            answer::from_stream(client.message_stream(call).await, MessagesStream::into_sse, settled)
+            answer::from_stream(
+                client.message_stream(call).await,
+                MessagesStream::into_sse,
+                settled,
+            )
         } else {
             answer::from_answer(client.message(call).await, settled)
         }
@@ -170,7 +179,8 @@ async fn count_tokens(
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
     let prepared =
-        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages).await?;
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages)
+            .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         answer::from_answer(client.count_tokens(call).await, settled)
     })

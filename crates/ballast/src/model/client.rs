@@ -14,8 +14,8 @@ use tracing::Instrument as _;
 
 use super::api::{Protocol, Streamed};
 use super::call::{
-    ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall, ModelAnswer, ModelCall,
-    TokenCountAnswer,
+    ChatAnswer, ChatCall, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall, ModelAnswer,
+    ModelCall, TokenCountAnswer,
 };
 use super::chat::Chat;
 use super::embeddings::Embeddings;

@@ -268,13 +268,7 @@ impl DeploymentClient {
 
     /// One trip through the stack with `method` to `uri` (under the deployment's base URL), `body` (JSON, or
     /// empty for none) under `ctx`: a call of `api` about a kept response.
-    pub(super) async fn send_to(
-        &self,
-        api: Api,
-        method: http::Method,
-        uri: Uri,
-        ctx: &CallContext,
-    ) -> Trip {
+    pub(super) async fn send_to(&self, api: Api, method: http::Method, uri: Uri, ctx: &CallContext) -> Trip {
         let request = self.request(api, method, uri, Bytes::new());
         self.trip(request, ctx, 0).await
     }

@@ -323,7 +323,11 @@ fn anthropic_headers(request: &MessagesRequest, headers: &mut HeaderMap) {
         .and_then(|v| HeaderValue::from_str(v).ok())
         .unwrap_or(HeaderValue::from_static(ANTHROPIC_VERSION));
     headers.insert(VERSION_HEADER, version);
-    if let Some(beta) = request.beta.as_deref().and_then(|b| HeaderValue::from_str(b).ok()) {
+    if let Some(beta) = request
+        .beta
+        .as_deref()
+        .and_then(|b| HeaderValue::from_str(b).ok())
+    {
         headers.insert(BETA_HEADER, beta);
     }
 }
@@ -332,7 +336,12 @@ fn anthropic_headers(request: &MessagesRequest, headers: &mut HeaderMap) {
 /// output. `None` when it holds no count.
 pub(crate) fn usage_of(usage: &Value) -> Option<TokenUsage> {
     let count = |name: &str| usage.get(name).and_then(Value::as_u64);
-    let input = ["input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"].map(count);
+    let input = [
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    ]
+    .map(count);
     let output = count("output_tokens");
     if input.iter().all(Option::is_none) && output.is_none() {
         return None;

@@ -78,8 +78,9 @@ mod usage;
 
 pub use builder::{DeploymentBuilder, ModelClientBuilder};
 pub use call::{
-    ChatAnswer, ChatCall, ChatError, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall, ModelAnswer,
-    ModelCall, ResponseId, ResponseIdCall, ResponsesAnswer, ResponsesCall, TokenCountAnswer, UnknownRoute,
+    ChatAnswer, ChatCall, ChatError, EmbeddingsAnswer, EmbeddingsCall, MessagesAnswer, MessagesCall,
+    ModelAnswer, ModelCall, ResponseId, ResponseIdCall, ResponsesAnswer, ResponsesCall, TokenCountAnswer,
+    UnknownRoute,
 };
 pub use client::ModelClient;
 pub use clients::ModelClients;

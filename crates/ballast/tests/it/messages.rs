@@ -7,8 +7,8 @@ use crate::support;
 
 use ballast::CallError;
 use ballast::model::{MessageParam, MessagesCall, MessagesEvent, MessagesRequest, StreamErrorKind};
-use ballast_core::BreakerState;
 use ballast_config::Config;
+use ballast_core::BreakerState;
 use futures::StreamExt as _;
 use support::chat::{PRIMARY_KEY, Upstreams, client, profile};
 
@@ -40,7 +40,9 @@ fn first_turn(op: &str) -> MessagesCall {
 }
 
 /// A stream's events read to the end, and the error it ended with, if any.
-async fn drain(mut stream: ballast::model::MessagesStream) -> (Vec<String>, Option<ballast::model::StreamError>) {
+async fn drain(
+    mut stream: ballast::model::MessagesStream,
+) -> (Vec<String>, Option<ballast::model::StreamError>) {
     let mut kinds = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -66,7 +68,10 @@ async fn a_message_goes_with_anthropics_key_header_and_version_and_its_tokens_co
     let seen = &upstreams.seen()[0];
     assert_eq!(seen.method_and_path(), "POST /v1/messages");
     assert_eq!(seen.headers["x-api-key"], PRIMARY_KEY.1);
-    assert!(!seen.headers.contains_key("authorization"), "Anthropic's key header only");
+    assert!(
+        !seen.headers.contains_key("authorization"),
+        "Anthropic's key header only"
+    );
     assert_eq!(seen.headers["anthropic-version"], "2023-06-01");
     assert_eq!(seen.body["model"], "claude-primary");
     assert!(seen.body.get("stream").is_none());
@@ -74,7 +79,11 @@ async fn a_message_goes_with_anthropics_key_header_and_version_and_its_tokens_co
     let usage = &answer.response.usage.as_ref().expect("usage");
     assert_eq!(tokens.prompt_tokens, usage["input_tokens"].as_u64().unwrap());
     assert_eq!(tokens.completion_tokens, usage["output_tokens"].as_u64().unwrap());
-    assert!(answer.headers.contains_key("anthropic-ratelimit-requests-remaining"));
+    assert!(
+        answer
+            .headers
+            .contains_key("anthropic-ratelimit-requests-remaining")
+    );
 
     // The caller's version and betas go upstream as headers, never in the body.
     let mut call = first_turn("op-m2");
@@ -103,22 +112,36 @@ op = "op-o1"
 steps = ["529", "529", "529"]
 "#;
     let upstreams = Upstreams::new(&[("primary", profile(overloaded)), ("fallback", profile(""))]);
-    let route = client(&config("retry = { max_attempts = 2, base = \"10ms\", cap = \"20ms\" }"), &upstreams);
-    let stream = route.message_stream(first_turn("op-o1")).await.expect("committed");
+    let route = client(
+        &config("retry = { max_attempts = 2, base = \"10ms\", cap = \"20ms\" }"),
+        &upstreams,
+    );
+    let stream = route
+        .message_stream(first_turn("op-o1"))
+        .await
+        .expect("committed");
     assert_eq!(stream.deployment(), "agent[1] claude-fallback");
     let report = stream.report();
     assert_eq!(report.attempts.len(), 2, "retried on the primary first: {report}");
     let (kinds, error) = drain(stream).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(kinds.first().map(String::as_str), Some("message_start"));
-    assert_eq!(kinds.iter().filter(|k| *k == "message_start").count(), 1, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "message_start").count(),
+        1,
+        "{kinds:?}"
+    );
     assert!(!kinds.contains(&"error".to_owned()), "{kinds:?}");
     assert_eq!(kinds.last().map(String::as_str), Some("message_stop"));
     assert!(kinds.contains(&"content_block_delta".to_owned()), "{kinds:?}");
     // Overload is not a failure: the primary's breaker counted none of it.
     let breaker = route.breaker(0).unwrap().snapshot(ballast::clock::now());
     assert_eq!(breaker.window_failures, 0, "{breaker:?}");
-    assert_eq!(upstreams.seen()[2].headers.get("x-api-key"), None, "the fallback has no key");
+    assert_eq!(
+        upstreams.seen()[2].headers.get("x-api-key"),
+        None,
+        "the fallback has no key"
+    );
 }
 
 /// After the commit point nothing is retried: an `overloaded_error` after content ends the stream with the
@@ -135,7 +158,10 @@ steps = ["stream_error"]
 "#;
     let upstreams = Upstreams::new(&[("primary", profile(late)), ("fallback", profile(""))]);
     let route = client(&config(""), &upstreams);
-    let stream = route.message_stream(first_turn("op-l1")).await.expect("committed");
+    let stream = route
+        .message_stream(first_turn("op-l1"))
+        .await
+        .expect("committed");
     assert_eq!(stream.deployment(), "agent[0] claude-primary");
     let (kinds, error) = drain(stream).await;
     let error = error.expect("the stream fails");
@@ -145,9 +171,16 @@ steps = ["stream_error"]
     assert_eq!(upstream["type"], "overloaded_error");
     assert!(kinds.contains(&"content_block_delta".to_owned()), "{kinds:?}");
     assert!(!kinds.contains(&"message_stop".to_owned()), "{kinds:?}");
-    assert_eq!(upstreams.count("fallback"), 0, "nothing is retried after the commit point");
+    assert_eq!(
+        upstreams.count("fallback"),
+        0,
+        "nothing is retried after the commit point"
+    );
     let breaker = route.breaker(0).unwrap().snapshot(ballast::clock::now());
-    assert_eq!(breaker.window_failures, 0, "overload is not a failure: {breaker:?}");
+    assert_eq!(
+        breaker.window_failures, 0,
+        "overload is not a failure: {breaker:?}"
+    );
 }
 
 /// A storm of 529s — every attempt of every call — never opens the breaker: a crowd is not a dead upstream.
@@ -176,11 +209,17 @@ async fn a_spend_limit_is_not_retried_and_the_deployment_is_passed_over() {
     let limit = "[[scripts]]\nendpoint = \"model\"\nop = \"op-q1\"\nsteps = [\"spend_limit\"]";
     let upstreams = Upstreams::new(&[("primary", profile(limit)), ("fallback", profile(""))]);
     let route = client(&config(""), &upstreams);
-    let answer = route.message(first_turn("op-q1")).await.expect("the fallback answers");
+    let answer = route
+        .message(first_turn("op-q1"))
+        .await
+        .expect("the fallback answers");
     assert_eq!(answer.deployment, "agent[1] claude-fallback");
     assert_eq!(answer.report.attempts.len(), 1, "not retried: {}", answer.report);
     let told = answer.report.to_string();
-    assert!(told.contains("429 insufficient_quota; waiting will not help"), "{told}");
+    assert!(
+        told.contains("429 insufficient_quota; waiting will not help"),
+        "{told}"
+    );
     route.message(first_turn("op-q2")).await.expect("an answer");
     assert_eq!(upstreams.count("primary"), 1, "passed over, not asked again");
 
@@ -196,7 +235,10 @@ async fn a_spend_limit_is_not_retried_and_the_deployment_is_passed_over() {
         panic!("the spend limit is the answer")
     };
     assert_eq!(status, 429);
-    assert_eq!(body["error"]["details"]["error_code"], "enforced_spend_limit_reached");
+    assert_eq!(
+        body["error"]["details"]["error_code"],
+        "enforced_spend_limit_reached"
+    );
     assert_eq!(upstreams.count("primary"), 1);
 }
 
@@ -217,7 +259,11 @@ async fn tokens_are_counted_by_the_first_messages_deployment_and_nothing_is_spen
     let answer = route.message(first_turn("op-c1")).await.expect("an answer");
     assert_eq!(
         Some(counted.response.input_tokens),
-        answer.response.usage.as_ref().and_then(|u| u["input_tokens"].as_u64()),
+        answer
+            .response
+            .usage
+            .as_ref()
+            .and_then(|u| u["input_tokens"].as_u64()),
         "the count is what the message spends"
     );
 }

@@ -27,7 +27,8 @@ fn message_start_and_ping_are_held_and_the_first_content_block_commits() {
         assert_eq!(commit(event), Commit::Now, "{event}");
     }
     // A thinking block's delta, or an event Ballast does not know, is content too.
-    let thinking = r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#;
+    let thinking =
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#;
     assert_eq!(commit(thinking), Commit::Now);
     assert_eq!(commit(r#"{"type":"some_new_event"}"#), Commit::Now);
 }
@@ -49,7 +50,10 @@ fn an_error_before_content_is_an_error_answer_in_anthropics_envelope() {
         };
         assert_eq!(got.as_u16(), status, "{kind}");
         let body: Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(body, json!({"type": "error", "error": {"type": kind, "message": "Overloaded"}}));
+        assert_eq!(
+            body,
+            json!({"type": "error", "error": {"type": kind, "message": "Overloaded"}})
+        );
         let error = ProviderError::classify(status, &serde_json::to_vec(&body).unwrap(), None);
         if kind != "api_error" {
             assert_eq!(error.kind, classified, "{kind}");
@@ -89,7 +93,10 @@ fn after_the_commit_an_error_event_ends_the_stream_and_a_chat_end_is_a_cut() {
     let Read::Upstream(error) = read_event(overloaded) else {
         panic!("not the upstream's error")
     };
-    assert_eq!(error, json!({"type": "overloaded_error", "message": "Overloaded"}));
+    assert_eq!(
+        error,
+        json!({"type": "overloaded_error", "message": "Overloaded"})
+    );
     assert!(matches!(read_event("[DONE]"), Read::Cut));
     assert!(matches!(read_event("nope"), Read::Malformed(_)));
 }
@@ -100,7 +107,11 @@ fn usage_counts_the_cache_as_input() {
                        "output_tokens": 7});
     let counted = usage_of(&usage).unwrap();
     assert_eq!(
-        (counted.prompt_tokens, counted.completion_tokens, counted.total_tokens),
+        (
+            counted.prompt_tokens,
+            counted.completion_tokens,
+            counted.total_tokens
+        ),
         (35, 7, 42)
     );
     assert_eq!(usage_of(&json!({"service_tier": "standard"})), None);
@@ -109,7 +120,11 @@ fn usage_counts_the_cache_as_input() {
         Messages::usage(&serde_json::to_vec(&body).unwrap()).map(|u| u.total_tokens),
         Some(7)
     );
-    assert_eq!(CountTokens::usage(br#"{"input_tokens": 12}"#), None, "counting spends nothing");
+    assert_eq!(
+        CountTokens::usage(br#"{"input_tokens": 12}"#),
+        None,
+        "counting spends nothing"
+    );
 }
 
 /// Anthropic's spend limit: a 429 that names its code in `details`, or a 400 that says so in words — no wait
@@ -160,7 +175,10 @@ fn a_request_passes_through_and_its_headers_are_anthropics() {
     let mut headers = HeaderMap::new();
     CountTokens::headers(&request, &mut headers);
     assert_eq!(headers[VERSION_HEADER], "2024-01-01");
-    assert_eq!(headers[BETA_HEADER], "prompt-caching-2024-07-31,token-counting-2024-11-01");
+    assert_eq!(
+        headers[BETA_HEADER],
+        "prompt-caching-2024-07-31,token-counting-2024-11-01"
+    );
 }
 
 #[test]
