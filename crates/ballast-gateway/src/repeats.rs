@@ -89,15 +89,21 @@ impl Identity {
     }
 }
 
-/// The headers that make a request another one when they differ: its run, step and call ordinal, its key, and its
-/// deadline (a caller that sends a longer one is asking something new). Not `x-stainless-retry-count`, which an
-/// SDK's retry changes.
+/// Anthropic's version and betas: they change what the provider does with a body.
+const ANTHROPIC_VERSION: HeaderName = HeaderName::from_static("anthropic-version");
+const ANTHROPIC_BETA: HeaderName = HeaderName::from_static("anthropic-beta");
+
+/// The headers that make a request another one when they differ: its run, step and call ordinal, its key, its
+/// deadline (a caller that sends a longer one is asking something new), and Anthropic's version and betas. Not
+/// `x-stainless-retry-count`, which an SDK's retry changes.
 fn matters(name: &HeaderName) -> bool {
     [
         &BALLAST_RUN_ID,
         &BALLAST_STEP_ID,
         &BALLAST_CALL_ORDINAL,
         &IDEMPOTENCY_KEY,
+        &ANTHROPIC_VERSION,
+        &ANTHROPIC_BETA,
     ]
     .contains(&name)
         || ballast_core::DeadlineHeader::from_name(name.as_str()).is_some()

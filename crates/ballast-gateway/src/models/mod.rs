@@ -91,9 +91,15 @@ async fn create_response(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
-    let prepared =
-        request::prepare::<ResponsesRequest>(&gateway, &caller, inbound, &headers, body, Api::Responses)
-            .await?;
+    let prepared = request::prepare::<ResponsesRequest>(
+        &gateway,
+        &caller,
+        inbound,
+        &headers,
+        body,
+        (Api::Responses, "/v1/responses"),
+    )
+    .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
             answer::from_stream(
@@ -116,8 +122,15 @@ async fn chat_completion(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
-    let prepared =
-        request::prepare::<ChatRequest>(&gateway, &caller, inbound, &headers, body, Api::Chat).await?;
+    let prepared = request::prepare::<ChatRequest>(
+        &gateway,
+        &caller,
+        inbound,
+        &headers,
+        body,
+        (Api::Chat, "/v1/chat/completions"),
+    )
+    .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
             answer::from_stream(client.stream(call).await, ChatStream::into_sse, settled)
@@ -136,14 +149,24 @@ async fn embeddings(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
-    let prepared =
-        request::prepare::<EmbeddingsRequest>(&gateway, &caller, inbound, &headers, body, Api::Embeddings)
-            .await?;
+    let prepared = request::prepare::<EmbeddingsRequest>(
+        &gateway,
+        &caller,
+        inbound,
+        &headers,
+        body,
+        (Api::Embeddings, "/v1/embeddings"),
+    )
+    .await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         answer::from_answer(client.embed(call).await, settled)
     })
     .await)
 }
+
+/// The Messages API's endpoints.
+const MESSAGES: (Api, &str) = (Api::Messages, "/v1/messages");
+const COUNT_TOKENS: (Api, &str) = (Api::Messages, "/v1/messages/count_tokens");
 
 /// `POST /v1/messages`.
 async fn message(
@@ -154,8 +177,7 @@ async fn message(
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
     let prepared =
-        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages)
-            .await?;
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, MESSAGES).await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         if settled.stream {
             answer::from_stream(
@@ -179,8 +201,7 @@ async fn count_tokens(
     body: Body,
 ) -> Result<Response, OpenAiRefused> {
     let prepared =
-        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, Api::Messages)
-            .await?;
+        request::prepare::<MessagesRequest>(&gateway, &caller, inbound, &headers, body, COUNT_TOKENS).await?;
     Ok(once(&gateway, prepared, async |client, call, settled| {
         answer::from_answer(client.count_tokens(call).await, settled)
     })

@@ -113,7 +113,7 @@ pub(super) struct Prepared<R> {
     pub(super) identity: Identity,
 }
 
-/// Reads and checks a request of `api` (module docs). Its body is read within the deadline of a call that is
+/// Reads and checks a request of `api` to `path` (module docs). Its body is read within the deadline of a call that is
 /// not streamed (whether it is, the body says), which is also what a refusal before the call is settled counts
 /// down in `ballast-remaining-ms`.
 pub(super) async fn prepare<R: ModelRequest>(
@@ -122,7 +122,7 @@ pub(super) async fn prepare<R: ModelRequest>(
     inbound: Inbound,
     headers: &HeaderMap,
     body: Body,
-    api: Api,
+    (api, path): (Api, &'static str),
 ) -> Result<Prepared<R>, Refused> {
     let now = clock::now();
     let server = &gateway.inner.config.server;
@@ -170,13 +170,7 @@ pub(super) async fn prepare<R: ModelRequest>(
         })?;
     settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
-    let identity = Identity::of(
-        caller.name(),
-        api.title(),
-        headers,
-        bytes,
-        settled.inbound.sdk_retry,
-    );
+    let identity = Identity::of(caller.name(), path, headers, bytes, settled.inbound.sdk_retry);
     Ok(Prepared {
         client: client.clone(),
         call,
