@@ -282,3 +282,28 @@ async fn only_deployments_that_name_messages_are_sent_it() {
     assert!(matches!(refused, CallError::Refused { .. }), "{refused}");
     assert!(upstreams.seen().is_empty());
 }
+
+/// A conversation too long for the model's context (Anthropic's "prompt is too long: N tokens > M maximum"), on a
+/// route that truncates: older turns go whole, the tool use stays with its result, and the call is answered.
+#[tokio::test(start_paused = true)]
+async fn a_prompt_too_long_is_truncated_by_whole_turns_and_resent() {
+    let small = "[model]\ncontext_limit_chars = 400";
+    let upstreams = Upstreams::new(&[("primary", profile(small)), ("fallback", profile(""))]);
+    let route = client(&config("context = { on_overflow = \"truncate\" }"), &upstreams);
+    let old = "An earlier question about another order, long enough to matter. ".repeat(3);
+    let messages = vec![
+        MessageParam::user(old.clone()),
+        MessageParam::of("assistant", serde_json::Value::String(old)),
+        MessageParam::user("Refund order 1234, op=op-t1"),
+    ];
+    let answer = route
+        .message(MessagesCall::new(MessagesRequest::new("agent", 1024, messages)))
+        .await
+        .expect("answered after the cut");
+    let truncated = answer.truncated.expect("truncated");
+    assert_eq!((truncated.dropped_messages, truncated.dropped_turns), (2, 1));
+    let seen = upstreams.seen();
+    assert_eq!(seen.len(), 2, "the long one, then the cut one");
+    assert_eq!(seen[1].body["messages"].as_array().map(Vec::len), Some(1));
+    assert_eq!(answer.response.tool_uses()[0].name, "lookup_order");
+}
