@@ -4,7 +4,7 @@
 //!   (attempts handed to a provider, over every deployment tried), `ballast-remaining-ms`, `ballast-fallback`
 //!   (the deployment that answered, when it was not the first tried), `ballast-truncated` (messages dropped to
 //!   fit the context); and the provider's rate-limit headers and request id (`anthropic-ratelimit-*`,
-//!   `x-ratelimit-*`, `request-id`).
+//!   `x-ratelimit-*`, `request-id`), which a provider's error answer passes on too.
 //! - **A stream**: `200` and `text/event-stream` at its commit point, with the same headers; then the API's
 //!   events, and after a failure the API's own error event and nothing after it (`ModelStream::into_sse`).
 //! - **An error**, OpenAI-style with a stable code in `error.code` and an explicit `x-should-retry`:
@@ -141,8 +141,13 @@ pub(super) fn failed(error: CallError, settled: &Settled) -> Response {
             body,
             bytes,
             report,
+            headers,
             ..
-        } => upstream_error(status, &body, bytes, code, report.stop_reason(), retry_after),
+        } => {
+            let mut response = upstream_error(status, &body, bytes, code, report.stop_reason(), retry_after);
+            pass_on(&headers, response.headers_mut());
+            response
+        }
         CallError::Failed { target, error, .. } => {
             OpenAiError(without_an_answer(&target, code, &error, attempts, settled)).into_response()
         }

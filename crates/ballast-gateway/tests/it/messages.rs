@@ -185,6 +185,11 @@ async fn a_spend_limit_is_sent_once_and_answered_not_to_retry() {
     assert_eq!(answer["error"]["type"], "rate_limit_error", "{answer}");
     assert_eq!(header(&headers, "x-should-retry"), "false");
     assert_eq!(header(&headers, "ballast-attempts"), "1");
+    assert_eq!(
+        header(&headers, "anthropic-ratelimit-requests-remaining"),
+        "0",
+        "the provider's limits, passed on"
+    );
     let stats = providers.at("spend").stats().await;
     assert_eq!(stats["endpoints"]["model"]["requests"], 1, "{stats}");
 }

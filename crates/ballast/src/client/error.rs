@@ -35,6 +35,9 @@ pub enum CallError {
         /// The wait the answer asked for (`retry-after-ms`, else `Retry-After`), when it sent one
         /// ([`retry_after`](CallError::retry_after) is what to pass on).
         asked_wait: Option<Duration>,
+        /// The answer's headers as the upstream sent them (a provider's rate limits and request id: what a proxy
+        /// passes on; boxed, as `content_type`).
+        headers: Box<http::HeaderMap>,
         /// What happened (boxed: an error travels by value through every `?`).
         report: Box<OutcomeReport>,
     },
@@ -238,6 +241,7 @@ mod tests {
             body: json!({"error": {"message": "overloaded, try later"}}),
             bytes: bytes::Bytes::new(),
             asked_wait: None,
+            headers: Box::default(),
             report: Box::new(report),
         };
         let text = error.to_string();
@@ -268,6 +272,7 @@ mod tests {
             body: Value::Null,
             bytes: bytes::Bytes::new(),
             asked_wait: Some(Duration::from_secs(2)),
+            headers: Box::default(),
             report: Box::new(OutcomeReport {
                 stop: Some(stop),
                 ..OutcomeReport::default()

@@ -67,6 +67,7 @@ impl ModelClient {
                     body: json_body(response.body()),
                     bytes: crate::client::body_bytes(response.body()),
                     asked_wait: crate::headers::retry_after(response.headers()),
+                    headers: Box::new(response.headers().clone()),
                     report: Box::new(tried.report()),
                 }
             }

@@ -216,6 +216,7 @@ pub(super) enum Ended {
         body: Value,
         bytes: Bytes,
         asked_wait: Option<std::time::Duration>,
+        headers: http::HeaderMap,
     },
     Failed {
         error: Error,
@@ -245,6 +246,7 @@ impl Ended {
                 body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
                 asked_wait: crate::headers::retry_after(response.headers()),
+                headers: response.headers().clone(),
             },
             Failure::Error(error) => Ended::Failed { error },
         }
@@ -274,6 +276,7 @@ impl Ended {
                 body,
                 bytes,
                 asked_wait,
+                headers,
                 report,
                 ..
             }) => (
@@ -283,6 +286,7 @@ impl Ended {
                     body,
                     bytes,
                     asked_wait,
+                    headers: *headers,
                 },
                 *report,
             ),
@@ -328,6 +332,7 @@ impl Ended {
                 body,
                 bytes,
                 asked_wait,
+                headers,
             } => Err(CallError::Upstream {
                 target,
                 status,
@@ -335,6 +340,7 @@ impl Ended {
                 body,
                 bytes,
                 asked_wait,
+                headers: Box::new(headers),
                 report: Box::new(report),
             }),
             Ended::Failed { error } => Err(CallError::Failed {
