@@ -484,7 +484,8 @@ async fn anthropic_node() {
 /// Every snippet a user reads — each Python, TypeScript and curl block of README.md and docs/gateway.md — runs as
 /// printed on a fresh machine (in a new directory: TypeScript as `npx tsx agent.ts` in the CommonJS project `npm
 /// install openai` makes), against the gateway of examples/quickstart.toml in front of the chaos upstream (only
-/// the addresses changed). The agent loops finish their refund, the curls are answered 200.
+/// the addresses changed). The agent loops (Responses, chat, and the Claude agent's Messages) finish their refund,
+/// the curls are answered 200.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_printed_snippet_runs_as_printed() {
     if !installed() {
@@ -547,6 +548,11 @@ async fn every_printed_snippet_runs_as_printed() {
         support::gateway::executions(&upstream, "op-77").await,
         1,
         "one refund, through the gateway"
+    );
+    assert_eq!(
+        support::gateway::executions(&upstream, "op-79").await,
+        1,
+        "the Claude agent's refund, through the gateway"
     );
 }
 
