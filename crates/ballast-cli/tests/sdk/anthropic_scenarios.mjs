@@ -34,7 +34,12 @@ const STORM_MAX_CALLS = 40; // ...and at most this many
 // Response headers a result reports: the ones a caller acts on, and every `ballast-*` header.
 const SELECTED_HEADERS = ['x-request-id', 'x-should-retry', 'retry-after', 'retry-after-ms', 'content-type'];
 // Request headers the SDK sets itself, reported per HTTP request it sent (the key's header by name only).
-const SENT_HEADERS = ['x-stainless-retry-count', 'x-stainless-read-timeout', 'x-stainless-timeout', 'anthropic-version'];
+const SENT_HEADERS = [
+  'x-stainless-retry-count',
+  'x-stainless-read-timeout',
+  'x-stainless-timeout',
+  'anthropic-version',
+];
 const AUTH_HEADERS = ['authorization', 'x-api-key'];
 
 const TOOLS = [
@@ -157,7 +162,9 @@ const sdkAttempts = (http) => ({ http, sdk_requests: http.length, sdk_retried: h
 
 /** A message: its id, `model`, stop reason, tool uses, text, content blocks and usage. */
 function summary(message) {
-  const uses = message.content.filter((b) => b.type === 'tool_use').map((b) => ({ name: b.name, id: b.id, input: b.input }));
+  const uses = message.content
+    .filter((block) => block.type === 'tool_use')
+    .map((block) => ({ name: block.name, id: block.id, input: block.input }));
   const text = message.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
   const { input_tokens, output_tokens } = message.usage;
   return {
@@ -269,7 +276,8 @@ async function message(ctx) {
     for (const use of turn.tool_uses) {
       const called = await callTool(ctx, runId, use.name, use.input, `turn-${turnNumber}-${use.name}`);
       toolCalls.push(called);
-      results.push({ type: 'tool_result', tool_use_id: use.id, content: called.output, is_error: called.status !== 200 });
+      const isError = called.status !== 200;
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: called.output, is_error: isError });
     }
     params = {
       ...params,

@@ -84,9 +84,8 @@ def final_request(model: str, op: str) -> Dict[str, Any]:
         ("refund", "create_refund", {"amount": 12.5, "op": op, "order_id": "1234"}),
     ]:
         tool_use_id = f"toolu_{noun}_{op}"
-        messages.append(
-            {"role": "assistant", "content": [{"type": "tool_use", "id": tool_use_id, "name": name, "input": arguments}]}
-        )
+        use = {"type": "tool_use", "id": tool_use_id, "name": name, "input": arguments}
+        messages.append({"role": "assistant", "content": [use]})
         messages.append(
             {"role": "user",
              "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": compact(TOOL_OUTPUTS[name])}]}
