@@ -1,14 +1,14 @@
-//! The gateway's model routes with the clients agents really use: the official OpenAI Python and Node SDKs and
-//! the OpenAI Agents SDK (installed by `scripts/sdk-clients`), against the real `ballast serve` in front of chaos
-//! providers. Each SDK runs every scenario of `tests/sdk/README.md` in one process; this file says what each must
-//! have seen.
+//! The gateway's model routes with the clients agents really use: the official OpenAI Python and Node SDKs, the
+//! OpenAI Agents SDK and the official Anthropic Python and Node SDKs (installed by `scripts/sdk-clients`), against
+//! the real `ballast serve` in front of chaos providers. Each SDK runs every scenario of `tests/sdk/README.md` in one
+//! process; this file says what each must have seen.
 
 use crate::support;
 
 use std::collections::HashMap;
 
 use serde_json::Value;
-use support::gateway::get_json;
+use support::gateway::{Gateway, get_json};
 use support::models::Providers;
 use support::sdk::{Program, installed, run};
 
@@ -273,10 +273,227 @@ async fn openai_agents() {
     );
 }
 
+/// The shared routes, the principal, and the tools a Claude agent calls through the gateway, over the healthy
+/// provider (whose ledger counts the refunds).
+fn with_tools() -> String {
+    support::models::config()
+        .principal("agents", "AGENTS_KEY")
+        .tool("lookup_order", "{ok}/tools/lookup_order", "")
+        .tool(
+            "create_refund",
+            "{ok}/tools/create_refund",
+            "side_effects = true\nupstream_idempotency = \"keyed\"",
+        )
+        .build()
+}
+
+/// Input and output tokens of a message summary's `usage`, both above 0.
+fn spent_tokens(message: &Value) -> bool {
+    let usage = &message["usage"];
+    usage["input_tokens"].as_u64() > Some(0) && usage["output_tokens"].as_u64() > Some(0)
+}
+
+/// What both Anthropic SDKs must have seen on the Messages routes, scenario by scenario.
+fn check_messages(sdk: &str, lines: &HashMap<String, Value>) {
+    let at = |scenario: &str| line(lines, scenario);
+    let what = |scenario: &str| format!("{sdk} {scenario}: {}", at(scenario));
+
+    // The agent loop: a tool use per turn, each called through the gateway, then the text naming the op.
+    let loop_ = at("message");
+    assert_eq!(loop_["ok"], true, "{}", what("message"));
+    assert_eq!(
+        loop_["tool_names"],
+        serde_json::json!([["lookup_order"], ["create_refund"], []]),
+        "{}",
+        what("message")
+    );
+    let calls = loop_["tool_calls"].as_array().expect("tool_calls");
+    assert!(calls.iter().all(|c| c["status"] == 200), "{}", what("message"));
+    let op = loop_["op"].as_str().unwrap();
+    assert!(
+        loop_["final_text"].as_str().unwrap().contains(op),
+        "{}",
+        what("message")
+    );
+    let turns = loop_["turns"].as_array().expect("turns");
+    assert!(turns.iter().all(spent_tokens), "{}", what("message"));
+
+    // A stream read to its `message_stop` is the JSON answer: the tool use (its input from the deltas), the text.
+    let stream = at("stream");
+    assert_eq!(stream["ok"], true, "{}", what("stream"));
+    for part in ["first", "final"] {
+        let (streamed, answered) = (&stream[format!("{part}_stream")], &stream[format!("{part}_json")]);
+        assert_eq!(streamed["message_stop"], true, "{}", what("stream"));
+        assert_eq!(
+            streamed["final"]["content"],
+            answered["content"],
+            "{part}: {}",
+            what("stream")
+        );
+        assert!(spent_tokens(&streamed["final"]), "{}", what("stream"));
+    }
+    assert_eq!(
+        names(&stream["first_stream"]["final"]["tool_uses"]),
+        ["lookup_order"],
+        "{}",
+        what("stream")
+    );
+    assert!(
+        (stream["final_stream"]["text"].as_str().unwrap()).contains(stream["op"].as_str().unwrap()),
+        "{}",
+        what("stream")
+    );
+
+    // Overloaded before content: the gateway falls back, the SDK (told not to retry) never hears of it.
+    let before = at("overloaded_before_content");
+    assert_eq!(before["ok"], true, "{}", what("overloaded_before_content"));
+    for part in ["stream", "json"] {
+        assert_eq!(
+            before[part]["model"],
+            "claude-fallback",
+            "{}",
+            what("overloaded_before_content")
+        );
+    }
+    let kinds = before["stream"]["event_types"].as_array().unwrap();
+    assert!(
+        !kinds.iter().any(|kind| kind == "error") && before["stream"]["message_stop"] == true,
+        "{}",
+        what("overloaded_before_content")
+    );
+
+    // Overloaded after content: the SDK raises Anthropic's error after the text began, and sends nothing again.
+    let after = at("overloaded_after_content");
+    assert_eq!(after["ok"], false, "{}", what("overloaded_after_content"));
+    assert_eq!(
+        after["error"]["type"],
+        "overloaded_error",
+        "{}",
+        what("overloaded_after_content")
+    );
+    assert!(
+        after["content_events"].as_u64() >= Some(1) && after["message_stop"] == false,
+        "{}",
+        what("overloaded_after_content")
+    );
+    assert_eq!(after["sdk_requests"], 1, "{}", what("overloaded_after_content"));
+
+    // The spend limit: a 429 the SDK is told not to retry (the provider's count is checked by the caller). The SDKs
+    // raise their `RateLimitError`, or its subclass `EnforcedSpendLimitReachedError` when the body keeps the
+    // provider's `error.details.error_code`.
+    let spend = at("spend_limit");
+    let raised = (
+        spend["error"]["class"].as_str(),
+        spend["error"]["status"].as_u64(),
+    );
+    assert!(
+        matches!(
+            raised,
+            (
+                Some("RateLimitError" | "EnforcedSpendLimitReachedError"),
+                Some(429)
+            )
+        ),
+        "{}",
+        what("spend_limit")
+    );
+    assert_eq!(
+        spend["error"]["headers"]["x-should-retry"],
+        "false",
+        "{}",
+        what("spend_limit")
+    );
+    assert_eq!(spend["sdk_requests"], 1, "{}", what("spend_limit"));
+
+    let count = at("count_tokens");
+    assert!(
+        count["ok"] == true && count["input_tokens"].as_u64() > Some(0),
+        "{}",
+        what("count_tokens")
+    );
+}
+
+/// The storm: every call raised the SDK's overload (the gateway's retries spent, or its throttle's shed once the
+/// SDK's own retries were), and between them the gateway sent enough attempts over enough time that a breaker
+/// counting 529s as failures (7 in a row over 500 ms by default) would have opened; `/status` shows it closed.
+async fn the_storm_left_the_breaker_closed(sdk: &str, lines: &HashMap<String, Value>, gateway: &Gateway) {
+    let storm = line(lines, "storm");
+    let calls = storm["calls"].as_array().expect("calls");
+    for call in calls {
+        let raised = (call["error"]["class"].as_str(), call["error"]["status"].as_u64());
+        assert!(
+            matches!(
+                raised,
+                (Some("OverloadedError"), Some(529)) | (Some("ServiceUnavailableError"), Some(503))
+            ),
+            "{sdk}: {call}"
+        );
+    }
+    let attempts: u64 = calls
+        .iter()
+        .flat_map(|call| call["http"].as_array().into_iter().flatten())
+        .filter_map(|sent| sent["headers"]["ballast-attempts"].as_str()?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        attempts >= 7 && storm["spread_ms"].as_u64() >= Some(500),
+        "{sdk}: a storm too small to tell: {storm}"
+    );
+    let status: Value = support::gateway::client()
+        .get(gateway.url("/status"))
+        .bearer_auth(KEY.1)
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON");
+    let breaker = &status["models"]["claude-storm"]["deployments"][0]["breaker"];
+    assert_eq!(
+        (breaker["state"].as_str(), breaker["transitions"].as_u64()),
+        (Some("closed"), Some(0)),
+        "{sdk}: {breaker}"
+    );
+}
+
+/// An Anthropic SDK's run of every Messages scenario, and what the providers saw: the refund of the agent loop
+/// executed once, the spend limit asked once (neither the SDK nor the gateway retried it).
+async fn anthropic(program: Program, sdk: &str) {
+    let providers = Providers::start().await;
+    let gateway = providers.gateway_of(&with_tools(), &[KEY]);
+    let lines = tokio::task::block_in_place(|| run(program, &gateway, KEY.1, &["all"]));
+    check_messages(sdk, &lines);
+    the_storm_left_the_breaker_closed(sdk, &lines, &gateway).await;
+    let op = line(&lines, "message")["op"].as_str().unwrap().to_owned();
+    assert_eq!(
+        support::gateway::executions(providers.at("ok"), &op).await,
+        1,
+        "{sdk}: one refund"
+    );
+    let spend = get_json(&providers.at("spend").url("/stats")).await;
+    assert_eq!(spend["endpoints"]["model"]["requests"], 1, "{sdk}: {spend}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_python() {
+    if !installed() {
+        return;
+    }
+    anthropic(Program::AnthropicPython, "anthropic-python").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn anthropic_node() {
+    if !installed() {
+        return;
+    }
+    anthropic(Program::AnthropicNode, "anthropic-node").await;
+}
+
 /// Every snippet a user reads — each Python, TypeScript and curl block of README.md and docs/gateway.md — runs as
 /// printed on a fresh machine (in a new directory: TypeScript as `npx tsx agent.ts` in the CommonJS project `npm
 /// install openai` makes), against the gateway of examples/quickstart.toml in front of the chaos upstream (only
-/// the addresses changed). The agent loops finish their refund, the curls are answered 200.
+/// the addresses changed). The agent loops (Responses, chat, and the Claude agent's Messages) finish their refund,
+/// the curls are answered 200.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_printed_snippet_runs_as_printed() {
     if !installed() {
@@ -339,6 +556,11 @@ async fn every_printed_snippet_runs_as_printed() {
         support::gateway::executions(&upstream, "op-77").await,
         1,
         "one refund, through the gateway"
+    );
+    assert_eq!(
+        support::gateway::executions(&upstream, "op-79").await,
+        1,
+        "the Claude agent's refund, through the gateway"
     );
 }
 

@@ -70,7 +70,7 @@ def error_report(exc: BaseException) -> Dict[str, Any]:
         # What the transport said (a reset, a cut body, a read timeout); a status error's cause is only httpx's
         # restatement of the status.
         report["cause"] = f"{type(cause).__name__}: {cause}"
-    if not report["module"].startswith(("openai", "agents")):
+    if not report["module"].startswith(("openai", "agents", "anthropic")):
         # Not an SDK error: a bug in the program or an unexpected answer shape; keep where it happened.
         report["traceback"] = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
     return report
@@ -98,9 +98,11 @@ class Context:
         return f"op-{self.sdk}-{self.scenario.replace('.', '-')}{suffix}"
 
 
-def outcome(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+def outcome(
+    fn: Callable[[], Dict[str, Any]], report: Callable[[BaseException], Dict[str, Any]] = error_report
+) -> Dict[str, Any]:
     """Runs one call of a scenario that makes several: its fields, `ok` and `elapsed_ms`; an exception is its
-    `error`, never raised."""
+    `error` (as `report` says it), never raised."""
     started = time.monotonic()
     fields: Dict[str, Any] = {}
     try:
@@ -108,7 +110,7 @@ def outcome(fn: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         fields["ok"] = "error" not in fields
     except BaseException as exc:  # noqa: BLE001 - every outcome is reported
         fields["ok"] = False
-        fields["error"] = error_report(exc)
+        fields["error"] = report(exc)
     fields["elapsed_ms"] = now_ms(started)
     return fields
 
@@ -167,9 +169,14 @@ def _failed(value: Any) -> bool:
 
 
 def run(
-    args: argparse.Namespace, sdk: str, table: Dict[str, Callable[[Context], None]], setup: Callable[[], None]
+    args: argparse.Namespace,
+    sdk: str,
+    table: Dict[str, Callable[[Context], None]],
+    setup: Callable[[], None],
+    report: Callable[[BaseException], Dict[str, Any]] = error_report,
 ) -> None:
-    """Runs `args.scenario` in order, one result line each. `setup` runs first, under the watchdog."""
+    """Runs `args.scenario` in order, one result line each, an exception as `report` says it. `setup` runs first,
+    under the watchdog."""
     watchdog = Watchdog(args.watchdog)
     setup()
     for name in args.scenario:
@@ -182,7 +189,7 @@ def run(
         except BaseException as exc:  # noqa: BLE001 - never crash: the exception is the scenario's result
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            error = error_report(exc)
+            error = report(exc)
         result: Dict[str, Any] = {"scenario": name, "ok": error is None, "elapsed_ms": now_ms(started)}
         result.update(ctx.out)
         if error is not None:

@@ -1,5 +1,5 @@
-//! The official OpenAI SDKs as clients of the real gateway: installed by `scripts/sdk-clients` (pinned, into
-//! `target/sdk`), run as the programs of `tests/sdk/` (one JSON line per scenario), read back here.
+//! The official OpenAI and Anthropic SDKs as clients of the real gateway: installed by `scripts/sdk-clients`
+//! (pinned, into `target/sdk`), run as the programs of `tests/sdk/` (one JSON line per scenario), read back here.
 //!
 //! Where the SDKs cannot be installed (no network on a laptop), the tests skip with a printed reason — unless
 //! `BALLAST_REQUIRE_SERVICES=1` (CI), where that fails them.
@@ -33,9 +33,9 @@ pub(crate) fn installed() -> bool {
     let required = std::env::var("BALLAST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "the OpenAI SDKs are required (BALLAST_REQUIRE_SERVICES=1) but could not be installed:\n{why}"
+        "the SDKs are required (BALLAST_REQUIRE_SERVICES=1) but could not be installed:\n{why}"
     );
-    eprintln!("skipped: the OpenAI SDKs could not be installed (scripts/sdk-clients):\n{why}");
+    eprintln!("skipped: the SDKs could not be installed (scripts/sdk-clients):\n{why}");
     false
 }
 
@@ -48,10 +48,15 @@ pub(crate) enum Program {
     Node,
     /// The OpenAI Agents SDK (`agents_scenario.py`).
     Agents,
+    /// anthropic-sdk-python (`anthropic_scenarios.py`).
+    AnthropicPython,
+    /// @anthropic-ai/sdk (`anthropic_scenarios.mjs`).
+    AnthropicNode,
 }
 
-/// Runs `program` against `gateway` with `scenarios` and `key`; its result lines by scenario. The program's own
-/// watchdog bounds the run; its exit and stderr are reported when a line is missing.
+/// Runs `program` against `gateway` with `scenarios` and `key`; its result lines by scenario. The OpenAI programs
+/// are given the API root (`/v1`), the Anthropic ones the gateway's root (their SDKs add `/v1/messages`). The
+/// program's own watchdog bounds the run; its exit and stderr are reported when a line is missing.
 pub(crate) fn run(
     program: Program,
     gateway: &Gateway,
@@ -60,24 +65,19 @@ pub(crate) fn run(
 ) -> HashMap<String, Value> {
     let python = root().join("target/sdk/venv/bin/python");
     let dir = root().join("crates/ballast-cli/tests/sdk");
-    let mut command = match program {
-        Program::Python => {
-            let mut c = Command::new(&python);
-            c.arg(dir.join("python_scenarios.py"));
-            c
-        }
-        Program::Agents => {
-            let mut c = Command::new(&python);
-            c.arg(dir.join("agents_scenario.py"));
-            c
-        }
-        Program::Node => {
-            let mut c = Command::new("node");
-            c.arg(dir.join("node_scenarios.mjs"));
-            c
-        }
+    let (interpreter, file) = match program {
+        Program::Python => (python.as_path(), "python_scenarios.py"),
+        Program::Agents => (python.as_path(), "agents_scenario.py"),
+        Program::AnthropicPython => (python.as_path(), "anthropic_scenarios.py"),
+        Program::Node => (Path::new("node"), "node_scenarios.mjs"),
+        Program::AnthropicNode => (Path::new("node"), "anthropic_scenarios.mjs"),
     };
-    let base = format!("{}/v1", gateway.url(""));
+    let mut command = Command::new(interpreter);
+    command.arg(dir.join(file));
+    let base = match program {
+        Program::AnthropicPython | Program::AnthropicNode => gateway.url(""),
+        Program::Python | Program::Node | Program::Agents => format!("{}/v1", gateway.url("")),
+    };
     let watchdog = Duration::from_secs(240);
     let output = command
         .args([
