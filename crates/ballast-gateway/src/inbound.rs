@@ -190,13 +190,23 @@ struct Timeouts {
     read: Option<Duration>,
 }
 
-/// The deadline headers present, each kind's smallest; a malformed one is a 400 naming it.
+/// The deadline headers present, each kind's smallest; a malformed one is a 400 naming it — but an SDK's own
+/// (`x-stainless-timeout`, `x-stainless-read-timeout`), which its caller never wrote and cannot fix, is read as
+/// absent when it is not a time (Anthropic's Python SDK sends `NOT_GIVEN` for a stream or a client-wide timeout).
 fn timeouts(headers: &HeaderMap, server: &ServerConfig) -> Result<Timeouts, AppError> {
     let mut present: Vec<(DeadlineHeader, &str)> = Vec::new();
     for (name, value) in headers {
         let Some(header) = DeadlineHeader::from_name(name.as_str()) else {
             continue;
         };
+        if is_sdks(header) && value.to_str().map_or(true, |v| header.parse(v).is_err()) {
+            tracing::debug!(
+                header = header.name(),
+                ?value,
+                "an SDK's deadline header that is not a time: ignored"
+            );
+            continue;
+        }
         let value = value.to_str().map_err(|_| AppError::BadHeader {
             header: header.name(),
             value: String::from_utf8_lossy(value.as_bytes()).into_owned(),

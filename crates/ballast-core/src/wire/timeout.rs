@@ -34,8 +34,9 @@ pub enum DeadlineHeader {
     GrpcTimeout,
     /// `x-envoy-expected-rq-timeout-ms`: a whole number of milliseconds, set by Envoy for its upstream.
     EnvoyExpectedRqTimeoutMs,
-    /// `x-stainless-timeout`: whole seconds, truncated, from the OpenAI Node SDK; `0` means "under a second" and
-    /// is read as 1 s.
+    /// `x-stainless-timeout`: the Stainless SDKs' timeout of one HTTP request — whole seconds, truncated, from
+    /// the Node SDKs (`0` means "under a second" and is read as 1 s), or decimal seconds (`15.0`) from Anthropic's
+    /// Python SDK, which sends `str(timeout)`.
     StainlessTimeout,
     /// `x-stainless-read-timeout`: decimal seconds (`600.0`, `0.25`, `1e-05`) from the OpenAI Python SDK.
     StainlessReadTimeout,
@@ -91,6 +92,7 @@ impl DeadlineHeader {
     ///
     /// assert_eq!(DeadlineHeader::GrpcTimeout.parse("2500m"), Ok(Duration::from_millis(2500)));
     /// assert_eq!(DeadlineHeader::StainlessTimeout.parse("0"), Ok(Duration::from_secs(1)));
+    /// assert_eq!(DeadlineHeader::StainlessTimeout.parse("15.0"), Ok(Duration::from_secs(15)));
     /// assert_eq!(DeadlineHeader::StainlessReadTimeout.parse(" 0.25 "), Ok(Duration::from_millis(250)));
     /// assert!(DeadlineHeader::BallastTimeoutMs.parse("1.5").is_err());
     /// ```
@@ -101,7 +103,11 @@ impl DeadlineHeader {
                 parse_whole(v).map(Duration::from_millis)
             }
             DeadlineHeader::GrpcTimeout => parse_grpc(v),
-            // The Node SDK sends Math.trunc(ms / 1000): "0" is anything under a second.
+            // The Node SDKs send Math.trunc(ms / 1000): "0" is anything under a second. Anthropic's Python SDK
+            // sends its float as written ("15.0").
+            DeadlineHeader::StainlessTimeout if v.bytes().any(|b| !b.is_ascii_digit()) => {
+                parse_decimal(v, 9, Round::Down)
+            }
             DeadlineHeader::StainlessTimeout => parse_whole(v).map(|s| Duration::from_secs(s.max(1))),
             DeadlineHeader::StainlessReadTimeout => parse_decimal(v, 9, Round::Down),
         };
@@ -226,12 +232,16 @@ mod tests {
     }
 
     #[test]
-    fn stainless_timeout_is_truncated_seconds_with_zero_read_as_one() {
+    fn stainless_timeout_is_truncated_seconds_with_zero_read_as_one_or_decimal_seconds() {
         let h = DeadlineHeader::StainlessTimeout;
         assert_eq!(h.parse("600"), Ok(Duration::from_secs(600)));
         assert_eq!(h.parse("1"), Ok(Duration::from_secs(1)));
         assert_eq!(h.parse("0"), Ok(Duration::from_secs(1)));
-        assert_eq!(why(h, "0.5"), Malformation::Syntax);
+        // Anthropic's Python SDK: `str(timeout)` of a float, as written.
+        assert_eq!(h.parse("15.0"), Ok(Duration::from_secs(15)));
+        assert_eq!(h.parse("0.5"), Ok(500 * MS));
+        assert_eq!(why(h, "NOT_GIVEN"), Malformation::Syntax);
+        assert_eq!(why(h, "-1"), Malformation::Negative);
     }
 
     #[test]

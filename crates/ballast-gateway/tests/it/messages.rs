@@ -351,3 +351,41 @@ async fn the_callers_version_and_betas_go_upstream_and_the_deployments_key_repla
     assert_eq!(header(&seen[0], "anthropic-beta"), "files-api-2025-04-14");
     assert!(!seen[0].contains_key("authorization"));
 }
+
+/// Anthropic's Python SDK sends its timeout as written (`15.0`), and `NOT_GIVEN` for a stream or a timeout set on
+/// the client: the first is a deadline, the second no deadline at all — never a 400 its caller cannot fix. A
+/// deadline header the caller writes is still refused when it is not a time.
+#[tokio::test]
+async fn the_python_sdks_timeout_headers_are_read_as_it_writes_them() {
+    let providers = Providers::new();
+    let gateway = providers.gateway(&[]).await;
+    // The fixture's default deadline is 10 s.
+    for (value, op) in [("5.0", "op-t1"), ("NOT_GIVEN", "op-t2"), ("600", "op-t3")] {
+        let headers = [SDK[0], ("x-stainless-timeout", value)];
+        let (status, headers, answer) = read(
+            gateway
+                .post("/v1/messages", &message("claude", op), &headers)
+                .await,
+        )
+        .await;
+        assert_eq!(status, 200, "{value}: {answer}");
+        let left: u64 = header(&headers, "ballast-remaining-ms").parse().unwrap();
+        if value == "5.0" {
+            assert!(
+                left <= 5_000,
+                "{value}: the SDK's timeout is the deadline ({left} ms left)"
+            );
+        } else {
+            assert!(left > 5_000, "{value}: {left} ms left");
+        }
+    }
+    let headers = [SDK[0], ("ballast-timeout-ms", "NOT_GIVEN")];
+    let (status, _, answer) = read(
+        gateway
+            .post("/v1/messages", &message("claude", "op-t4"), &headers)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "invalid_header", "{answer}");
+}
