@@ -9,8 +9,10 @@
 //!   events, and after a failure the API's own error event and nothing after it (`ModelStream::into_sse`).
 //! - **An error**, OpenAI-style with a stable code in `error.code` and an explicit `x-should-retry`:
 //!   - the provider's own answer to a request it refused as such (a 4xx but 408, 409 and 429:
-//!     `context_length_exceeded`, an invalid request) passes through as it came — its code is what the caller
-//!     needs (LangChain matches `context_length_exceeded`); `x-should-retry: false`;
+//!     `context_length_exceeded`, an invalid request; and a 429 of a spent quota or spend limit, which no wait
+//!     fixes) passes through as it came — its code is what the caller needs (LangChain matches
+//!     `context_length_exceeded`, Anthropic's SDKs raise on `enforced_spend_limit_reached`); `x-should-retry:
+//!     false`;
 //!   - a provider's 5xx, 408 or 429 after the gateway's retries keeps its message, `type` and `param`, with the
 //!     stable code in `code` (`upstream_error`, `retry_budget_exhausted`, `run_allowance_exhausted`) and the
 //!     provider's own in `upstream_code`; `x-should-retry: false`: the retries were spent here, and an SDK that
@@ -215,8 +217,11 @@ fn upstream_error(
     retry_after: Option<std::time::Duration>,
 ) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    // A spent quota or spend limit (a 429 no wait fixes, never retried) is the provider's refusal as such too: its
+    // own body says which (Anthropic's SDKs raise `EnforcedSpendLimitReachedError` from its `details`).
+    let spent = matches!(stop, Some(StopReason::InsufficientQuota { .. }));
     let refused_as_such = status.is_client_error()
-        && !matches!(status.as_u16(), 408 | 409 | 429)
+        && (spent || !matches!(status.as_u16(), 408 | 409 | 429))
         && body.get("error").is_some();
     let mut response = if refused_as_such {
         let mut response = Response::new(Body::from(bytes));

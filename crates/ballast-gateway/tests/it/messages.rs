@@ -183,6 +183,11 @@ async fn a_spend_limit_is_sent_once_and_answered_not_to_retry() {
     assert_eq!(status, 429, "{answer}");
     assert_eq!(answer["type"], "error", "Anthropic's envelope: {answer}");
     assert_eq!(answer["error"]["type"], "rate_limit_error", "{answer}");
+    assert_eq!(
+        answer["error"]["details"]["error_code"], "enforced_spend_limit_reached",
+        "the provider's own refusal, as it came (the SDK raises its own class on it): {answer}"
+    );
+    assert!(header(&headers, "request-id").starts_with("req_"), "{headers:?}");
     assert_eq!(header(&headers, "x-should-retry"), "false");
     assert_eq!(header(&headers, "ballast-attempts"), "1");
     assert_eq!(
