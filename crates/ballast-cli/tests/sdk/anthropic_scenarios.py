@@ -8,10 +8,10 @@ each.
 `max_retries` explicitly, so a wrong gateway can never hang the run; a watchdog ends the process if the whole run
 takes longer than `--watchdog` seconds.
 
-The timeout is given per request, in whole seconds: anthropic 2.17.0 sends `x-stainless-timeout:
-str(options.timeout)` (`_base_client.py`, `_build_headers`), which is `NOT_GIVEN` for a timeout set only on the
-client (or the default) and `15.0` for a float, and the gateway refuses both as malformed deadline headers (400
-`invalid_header`); `timeout=15` sends `15`.
+The timeout is set on the client, a float, and given again per request on the non-streamed calls: anthropic
+2.17.0 sends `x-stainless-timeout: str(options.timeout)` (`_base_client.py`, `_build_headers`), which is `15.0`
+for the float given per request — the gateway's deadline — and `NOT_GIVEN` for a stream or a count, whose timeout
+is only the client's — read by the gateway as no such header. Both ways are what a user writes.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import anthropic
 sys.dont_write_bytecode = True  # no __pycache__ beside the sources when sdk_common is imported
 from sdk_common import Context, error_report, now_ms, outcome, parse_args, run, select_headers  # noqa: E402
 
-HAPPY_TIMEOUT = 15  # whole seconds, per request (above); every call here, the failing ones too, ends well before
+HAPPY_TIMEOUT = 15.0  # seconds, on the client and per request (above); every call here, the failing ones too, ends well before
 MAX_TOKENS = 1024
 MAX_TURNS = 4  # the tool-use loop's bound (the script has three turns)
 STORM_CALLS = 8  # the `storm` scenario makes at least this many calls...
@@ -191,7 +191,7 @@ def streamed(client: anthropic.Anthropic, params: Dict[str, Any]) -> Dict[str, A
     started = time.monotonic()
     fields: Dict[str, Any] = {"event_types": [], "text": "", "content_events": 0}
     try:
-        with client.messages.stream(**params, timeout=HAPPY_TIMEOUT) as stream:
+        with client.messages.stream(**params) as stream:  # x-stainless-timeout: NOT_GIVEN
             fields["status"] = stream.response.status_code
             fields["headers"] = select_headers(stream.response.headers)
             for event in stream:
@@ -333,7 +333,7 @@ def count_tokens(ctx: Context) -> None:
     client = make_client(ctx, max_retries=0, http=http)
     params = first_request("claude", ctx.op())
     params.pop("max_tokens")
-    raw = client.messages.with_raw_response.count_tokens(**params, timeout=HAPPY_TIMEOUT)
+    raw = client.messages.with_raw_response.count_tokens(**params)  # x-stainless-timeout: NOT_GIVEN
     ctx.out.update({"op": ctx.op(), "status": raw.status_code, "headers": select_headers(raw.headers),
                     "input_tokens": raw.parse().input_tokens, "http": http})
 
