@@ -66,12 +66,13 @@ fn failure(tool: &str, key: Option<&IdempotencyKey>, error: CallError) -> Respon
     match error {
         CallError::Upstream {
             status,
-            content_type,
+            headers,
             bytes,
             ..
         } => {
             // The upstream's own answer, passed on; retries are spent or cannot help.
-            let mut response = passed_on(status, content_type.map(|t| *t), bytes);
+            let content_type = headers.get(header::CONTENT_TYPE).cloned();
+            let mut response = passed_on(status, content_type, bytes);
             let headers = response.headers_mut();
             headers.insert(BALLAST_CODE, HeaderValue::from_static(code.as_str()));
             headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));

@@ -24,9 +24,6 @@ pub enum CallError {
         target: String,
         /// The upstream's status.
         status: u16,
-        /// The answer's `content-type` as the upstream sent it (boxed: it is seldom read, and an error travels by
-        /// value).
-        content_type: Option<Box<http::HeaderValue>>,
         /// The upstream's body (`null` when empty; a JSON string when it is not JSON).
         body: Value,
         /// The body's bytes as the upstream sent them (`body` is them, parsed): what a proxy passes on, every
@@ -35,8 +32,8 @@ pub enum CallError {
         /// The wait the answer asked for (`retry-after-ms`, else `Retry-After`), when it sent one
         /// ([`retry_after`](CallError::retry_after) is what to pass on).
         asked_wait: Option<Duration>,
-        /// The answer's headers as the upstream sent them (a provider's rate limits and request id: what a proxy
-        /// passes on; boxed, as `content_type`).
+        /// The answer's headers as the upstream sent them — its `content-type`, a provider's rate limits and
+        /// request id: what a proxy passes on (boxed: they are seldom read, and an error travels by value).
         headers: Box<http::HeaderMap>,
         /// What happened (boxed: an error travels by value through every `?`).
         report: Box<OutcomeReport>,
@@ -237,7 +234,6 @@ mod tests {
         let error = CallError::Upstream {
             target: "agent".into(),
             status: 503,
-            content_type: None,
             body: json!({"error": {"message": "overloaded, try later"}}),
             bytes: bytes::Bytes::new(),
             asked_wait: None,
@@ -268,7 +264,6 @@ mod tests {
         let answer = |status: u16, stop: StopReason| CallError::Upstream {
             target: "model".into(),
             status,
-            content_type: None,
             body: Value::Null,
             bytes: bytes::Bytes::new(),
             asked_wait: Some(Duration::from_secs(2)),

@@ -63,7 +63,6 @@ impl ModelClient {
                 CallError::Upstream {
                     target,
                     status: response.status().as_u16(),
-                    content_type: crate::client::content_type(&response).map(Box::new),
                     body: json_body(response.body()),
                     bytes: crate::client::body_bytes(response.body()),
                     asked_wait: crate::headers::retry_after(response.headers()),

@@ -212,7 +212,6 @@ pub(super) enum Ended {
     },
     Upstream {
         status: u16,
-        content_type: Option<http::HeaderValue>,
         body: Value,
         bytes: Bytes,
         asked_wait: Option<std::time::Duration>,
@@ -242,7 +241,6 @@ impl Ended {
         match failure {
             Failure::Answer(response) => Ended::Upstream {
                 status: response.status().as_u16(),
-                content_type: content_type(&response),
                 body: json_body(response.body()),
                 bytes: body_bytes(response.body()),
                 asked_wait: crate::headers::retry_after(response.headers()),
@@ -272,7 +270,6 @@ impl Ended {
             ),
             Err(CallError::Upstream {
                 status,
-                content_type,
                 body,
                 bytes,
                 asked_wait,
@@ -282,7 +279,6 @@ impl Ended {
             }) => (
                 Ended::Upstream {
                     status,
-                    content_type: content_type.map(|t| *t),
                     body,
                     bytes,
                     asked_wait,
@@ -328,7 +324,6 @@ impl Ended {
             }),
             Ended::Upstream {
                 status,
-                content_type,
                 body,
                 bytes,
                 asked_wait,
@@ -336,7 +331,6 @@ impl Ended {
             } => Err(CallError::Upstream {
                 target,
                 status,
-                content_type: content_type.map(Box::new),
                 body,
                 bytes,
                 asked_wait,
