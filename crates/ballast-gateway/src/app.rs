@@ -9,7 +9,7 @@ use axum::routing::get;
 use ballast::idempotency::operations_route;
 
 use crate::edge::{AuthenticateLayer, FinishLayer};
-use crate::error::{AppError, OpenAiError};
+use crate::error::AppError;
 use crate::{Gateway, StartError, admin, models, tools};
 
 /// Where `/metrics` and `/status` are served.
@@ -42,7 +42,7 @@ pub fn admin_app(gateway: Gateway) -> Router {
         .route("/status", get(admin::status))
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
-        .fallback(not_found)
+        .fallback(crate::error::not_found)
         .with_state(gateway)
         .layer(FinishLayer)
 }
@@ -86,27 +86,9 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         .merge(authed)
         .merge(models)
         .merge(messages)
-        .fallback(not_found)
+        .fallback(crate::error::not_found)
         .with_state(gateway)
         .layer(FinishLayer))
-}
-
-/// 404 for any other path: OpenAI-style under `/v1/` (where an SDK pointed at the gateway calls, so it raises
-/// its `NotFoundError` with the message) but for Ballast's own `/v1/tools/` and `/v1/operations/`; problem+json
-/// elsewhere.
-async fn not_found(request: Request) -> Response {
-    let path = request.uri().path();
-    let error = AppError::NotFound {
-        path: path.to_owned(),
-    };
-    let ours = ["/v1/tools/", "/v1/operations/"]
-        .iter()
-        .any(|p| path.starts_with(p));
-    if path.starts_with("/v1/") && !ours {
-        OpenAiError(error).into_response()
-    } else {
-        error.into_response()
-    }
 }
 
 /// With admin principals configured, only they read `/metrics` and `/status`.

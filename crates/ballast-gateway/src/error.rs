@@ -552,6 +552,24 @@ pub(crate) fn bool_text(value: bool) -> &'static str {
 
 pub(crate) use ballast::headers::set_retry_after;
 
+/// 404 for any other path: OpenAI-style under `/v1/` (where an SDK pointed at the gateway calls, so it raises
+/// its `NotFoundError` with the message) but for Ballast's own `/v1/tools/` and `/v1/operations/`; problem+json
+/// elsewhere.
+pub(crate) async fn not_found(request: axum::extract::Request) -> Response {
+    let path = request.uri().path();
+    let error = AppError::NotFound {
+        path: path.to_owned(),
+    };
+    let ours = ["/v1/tools/", "/v1/operations/"]
+        .iter()
+        .any(|p| path.starts_with(p));
+    if path.starts_with("/v1/") && !ours {
+        OpenAiError(error).into_response()
+    } else {
+        error.into_response()
+    }
+}
+
 /// A title per stable code.
 fn code_title(code: ErrorCode) -> &'static str {
     match code {

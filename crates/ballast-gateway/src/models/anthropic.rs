@@ -39,7 +39,7 @@ pub(super) async fn envelope(response: Response) -> Response {
     if !status.is_client_error() && !status.is_server_error() {
         return response;
     }
-    let (mut parts, body) = response.into_parts();
+    let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, LIMIT).await else {
         // Not the gateway's own (too large to be); its bytes are gone, so its status says what it was.
         let rewritten = anthropic_body(
@@ -48,18 +48,22 @@ pub(super) async fn envelope(response: Response) -> Response {
             None,
             serde_json::Map::new(),
         );
-        parts.headers.remove(http::header::CONTENT_LENGTH);
-        return Response::from_parts(parts, Body::from(rewritten.to_string()));
+        return json(parts, &rewritten);
     };
     let Some(rewritten) = rewrite(status, &bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
+    json(parts, &rewritten)
+}
+
+/// `body` as the JSON answer of `parts` (its length and type its own).
+fn json(mut parts: http::response::Parts, body: &Value) -> Response {
     parts.headers.remove(http::header::CONTENT_LENGTH);
     parts.headers.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
-    Response::from_parts(parts, Body::from(rewritten.to_string()))
+    Response::from_parts(parts, Body::from(body.to_string()))
 }
 
 /// The Anthropic body of an OpenAI-style error body; `None` when it is not one (already Anthropic's, or not

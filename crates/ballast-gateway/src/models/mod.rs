@@ -57,6 +57,11 @@ pub(crate) fn messages_routes() -> Router<Gateway> {
             "/v1/messages/count_tokens",
             post(count_tokens).fallback(wrong_method),
         )
+        // Anthropic's other endpoints (`/v1/messages/batches`): not served, said in Anthropic's envelope.
+        .route(
+            "/v1/messages/{*rest}",
+            axum::routing::any(crate::error::not_found),
+        )
 }
 
 /// `routes`, every error of theirs rewritten in Anthropic's envelope.

@@ -35,7 +35,9 @@ pub(super) trait ModelRequest: DeserializeOwned {
     fn streamed(&self) -> bool;
     /// Takes what the API reads from the caller's headers (Anthropic's `anthropic-version` and `anthropic-beta`,
     /// sent upstream with the request); nothing by default.
-    fn read_headers(&mut self, _headers: &HeaderMap) {}
+    fn read_headers(&mut self, _headers: &HeaderMap) -> Result<(), AppError> {
+        Ok(())
+    }
 }
 
 impl ModelRequest for MessagesRequest {
@@ -45,15 +47,30 @@ impl ModelRequest for MessagesRequest {
     fn streamed(&self) -> bool {
         self.stream == Some(true)
     }
-    fn read_headers(&mut self, headers: &HeaderMap) {
-        let text = |name: &str| {
-            let values: Vec<&str> = (headers.get_all(name).iter())
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            (!values.is_empty()).then(|| values.join(","))
+    /// `anthropic-version` once (two would be a guess), `anthropic-beta` as often as sent (its lines joined, as
+    /// the betas of one list); printable ASCII, as Anthropic reads them.
+    fn read_headers(&mut self, headers: &HeaderMap) -> Result<(), AppError> {
+        let values = |header: &'static str| -> Result<Vec<&str>, AppError> {
+            (headers.get_all(header).iter())
+                .map(|value| {
+                    value.to_str().map_err(|_| AppError::BadHeader {
+                        header,
+                        value: String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                        expected: "printable ASCII".to_owned(),
+                    })
+                })
+                .collect()
         };
-        self.version = text("anthropic-version");
-        self.beta = text("anthropic-beta");
+        let version = values("anthropic-version")?;
+        if version.len() > 1 {
+            return Err(AppError::HeaderRepeated {
+                header: "anthropic-version",
+            });
+        }
+        self.version = version.first().map(|v| (*v).to_owned());
+        let betas = values("anthropic-beta")?;
+        self.beta = (!betas.is_empty()).then(|| betas.join(","));
+        Ok(())
     }
 }
 
@@ -136,7 +153,7 @@ pub(super) async fn prepare<R: ModelRequest>(
             message: format!("the body is not a {} request: {e}", api.title()),
         })
     })?;
-    request.read_headers(headers);
+    request.read_headers(headers).map_err(&refused)?;
     let client = gateway.inner.models.get(request.model()).ok_or_else(|| {
         let mut models: Vec<String> = gateway
             .inner

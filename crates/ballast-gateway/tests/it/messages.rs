@@ -295,6 +295,39 @@ async fn the_gateways_own_errors_are_anthropics_envelope() {
     assert_eq!(answer["error"]["type"], "timeout_error", "{answer}");
     assert_eq!(header(&headers, "x-should-retry"), "false");
 
+    // Anthropic's endpoints the gateway does not serve are a 404 in Anthropic's envelope too.
+    let (status, _, answer) = read(
+        gateway
+            .post("/v1/messages/batches", &json!({"requests": []}), &key)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        error(&answer),
+        (json!("error"), json!("not_found_error"), json!("not_found")),
+        "{answer}"
+    );
+
+    // Two versions: which one counts would be a guess.
+    let mut request = http::Request::post("/v1/messages")
+        .header("content-type", "application/json")
+        .header("x-api-key", "sk-agents-0123456789");
+    for version in ["2023-06-01", "2024-10-22"] {
+        request = request.header("anthropic-version", version);
+    }
+    let body = axum::body::Body::from(message("claude", "op-e5").to_string());
+    let (status, _, answer) = read(gateway.send(request.body(body).unwrap()).await).await;
+    assert_eq!(status, 400);
+    assert_eq!(answer["error"]["code"], "invalid_header", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more than once"),
+        "{answer}"
+    );
+
     // The chat routes keep OpenAI's envelope.
     let chat = json!({"model": "nope", "messages": [{"role": "user", "content": "hi"}]});
     let (_, _, answer) = read(gateway.post("/v1/chat/completions", &chat, &key).await).await;
@@ -338,6 +371,7 @@ async fn the_callers_version_and_betas_go_upstream_and_the_deployments_key_repla
     let headers = [
         ("x-api-key", "sk-caller"),
         ("anthropic-beta", "files-api-2025-04-14"),
+        ("anthropic-beta", "token-efficient-tools-2025-02-19"),
     ];
     let (status, _, answer) = read(
         gateway
@@ -353,7 +387,11 @@ async fn the_callers_version_and_betas_go_upstream_and_the_deployments_key_repla
         "2023-06-01",
         "the default when the caller sends none"
     );
-    assert_eq!(header(&seen[0], "anthropic-beta"), "files-api-2025-04-14");
+    assert_eq!(
+        header(&seen[0], "anthropic-beta"),
+        "files-api-2025-04-14,token-efficient-tools-2025-02-19",
+        "the betas of every line, one list"
+    );
     assert!(!seen[0].contains_key("authorization"));
 }
 

@@ -56,6 +56,24 @@ async fn drain(
     (kinds, None)
 }
 
+/// [`drain`], the stream kept for its report.
+async fn drain_keeping(
+    mut stream: ballast::model::MessagesStream,
+) -> (
+    Vec<String>,
+    Option<ballast::model::StreamError>,
+    ballast::model::MessagesStream,
+) {
+    let mut kinds = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => kinds.push(MessagesEvent::kind(&event).to_owned()),
+            Err(error) => return (kinds, Some(error), stream),
+        }
+    }
+    (kinds, None, stream)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_message_goes_with_anthropics_key_header_and_version_and_its_tokens_count() {
     let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
@@ -123,7 +141,7 @@ steps = ["529", "529", "529"]
     assert_eq!(stream.deployment(), "agent[1] claude-fallback");
     let report = stream.report();
     assert_eq!(report.attempts.len(), 2, "retried on the primary first: {report}");
-    let (kinds, error) = drain(stream).await;
+    let (kinds, error, stream) = drain_keeping(stream).await;
     assert!(error.is_none(), "{error:?}");
     assert_eq!(kinds.first().map(String::as_str), Some("message_start"));
     assert_eq!(
@@ -134,6 +152,26 @@ steps = ["529", "529", "529"]
     assert!(!kinds.contains(&"error".to_owned()), "{kinds:?}");
     assert_eq!(kinds.last().map(String::as_str), Some("message_stop"));
     assert!(kinds.contains(&"content_block_delta".to_owned()), "{kinds:?}");
+    // The input tokens of `message_start` and the output of `message_delta`, as the fallback's JSON answer says.
+    let tokens = stream
+        .report()
+        .answering()
+        .tokens
+        .expect("the answer's tokens")
+        .answered;
+    let answer = route.message(first_turn("op-o1")).await.expect("answered");
+    let usage = answer.response.usage.expect("usage");
+    assert_eq!(
+        (tokens.prompt_tokens, tokens.completion_tokens),
+        (
+            usage["input_tokens"].as_u64().unwrap(),
+            usage["output_tokens"].as_u64().unwrap()
+        ),
+    );
+    assert!(
+        tokens.prompt_tokens > 0 && tokens.completion_tokens > 0,
+        "{tokens:?}"
+    );
     // Overload is not a failure: the primary's breaker counted none of it.
     let breaker = route.breaker(0).unwrap().snapshot(ballast::clock::now());
     assert_eq!(breaker.window_failures, 0, "{breaker:?}");

@@ -151,3 +151,24 @@ async fn the_callers_side_passes_each_event_on_as_it_came() {
         ]
     );
 }
+
+/// Anthropic reports a stream's input in `message_start` and its output, cumulative, in `message_delta`: the
+/// stream's usage is each count's latest, the total their sum; a usage reported once (chat, Responses) is itself.
+#[test]
+fn a_streams_usage_is_each_counts_latest() {
+    let usage = |prompt, completion, total| TokenUsage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: total,
+    };
+    let start = Some(usage(572, 2, 574));
+    let delta = Some(usage(0, 89, 89));
+    assert_eq!(super::latest(start, delta), Some(usage(572, 89, 661)));
+    assert_eq!(super::latest(None, delta), delta);
+    assert_eq!(super::latest(start, None), start);
+    assert_eq!(
+        super::latest(Some(usage(3, 4, 10)), Some(usage(3, 5, 8))),
+        Some(usage(3, 5, 10)),
+        "a total reported"
+    );
+}
