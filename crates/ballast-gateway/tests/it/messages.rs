@@ -422,6 +422,14 @@ async fn the_python_sdks_timeout_headers_are_read_as_it_writes_them() {
             assert!(left > 5_000, "{value}: {left} ms left");
         }
     }
+    let headers = [SDK[0], ("x-stainless-read-timeout", "NOT_GIVEN")];
+    let (status, _, answer) = read(
+        gateway
+            .post("/v1/messages", &message("claude", "op-t5"), &headers)
+            .await,
+    )
+    .await;
+    assert_eq!(status, 200, "the read timeout alike: {answer}");
     let headers = [SDK[0], ("ballast-timeout-ms", "NOT_GIVEN")];
     let (status, _, answer) = read(
         gateway

@@ -345,3 +345,45 @@ async fn a_prompt_too_long_is_truncated_by_whole_turns_and_resent() {
     assert_eq!(seen[1].body["messages"].as_array().map(Vec::len), Some(1));
     assert_eq!(answer.response.tool_uses()[0].name, "lookup_order");
 }
+
+/// One deployment speaking both OpenAI's chat and Anthropic's Messages (a LiteLLM proxy, say) sends its one key
+/// as each API wants it: `Authorization: Bearer` to `/chat/completions`, `x-api-key` to `/messages`.
+#[tokio::test(start_paused = true)]
+async fn a_deployment_of_both_apis_sends_its_key_as_each_wants_it() {
+    let upstreams = Upstreams::new(&[("primary", profile("")), ("fallback", profile(""))]);
+    let route = client(
+        &support::chat::config_with_apis(&[&["chat", "messages"], &["chat"]]),
+        &upstreams,
+    );
+    route
+        .complete(support::chat::call(&support::chat::first_turn("op-k1")))
+        .await
+        .expect("chat");
+    route.message(first_turn("op-k2")).await.expect("a message");
+    let seen = upstreams.seen();
+    assert_eq!(seen[0].method_and_path(), "POST /v1/chat/completions");
+    assert_eq!(
+        seen[0].headers["authorization"],
+        format!("Bearer {}", PRIMARY_KEY.1)
+    );
+    assert!(!seen[0].headers.contains_key("x-api-key") && !seen[0].headers.contains_key("anthropic-version"));
+    assert_eq!(seen[1].method_and_path(), "POST /v1/messages");
+    assert_eq!(seen[1].headers["x-api-key"], PRIMARY_KEY.1);
+    assert!(!seen[1].headers.contains_key("authorization"));
+}
+
+/// Anthropic's spent credit is a 400 whose words alone say so ("credit balance is too low"): not the caller's
+/// mistake to answer, but a deployment to pass over — the call moves on and is answered.
+#[tokio::test(start_paused = true)]
+async fn a_spent_credit_said_in_words_moves_on_to_the_next_deployment() {
+    let spent = "[[scripts]]\nendpoint = \"model\"\nop = \"op-q3\"\nsteps = [\"insufficient_quota\"]";
+    let upstreams = Upstreams::new(&[("primary", profile(spent)), ("fallback", profile(""))]);
+    let route = client(&config(""), &upstreams);
+    let answer = route
+        .message(first_turn("op-q3"))
+        .await
+        .expect("the fallback answers");
+    assert_eq!(answer.deployment, "agent[1] claude-fallback");
+    assert_eq!(answer.report.attempts.len(), 1, "{}", answer.report);
+    assert!(answer.report.to_string().contains("400"), "{}", answer.report);
+}
