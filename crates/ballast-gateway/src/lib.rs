@@ -1,4 +1,5 @@
-//! The Ballast gateway: model and tool calls from any language — Python, TypeScript, curl, the OpenAI SDKs — get
+//! The Ballast gateway: model and tool calls from any language — Python, TypeScript, curl, the OpenAI and
+//! Anthropic SDKs — get
 //! one deadline, safe retries, Stripe-grade idempotency, circuit breakers, adaptive throttling and priority
 //! admission by going through it. `ballast serve` runs it; the binary only parses arguments and calls [`run`].
 //!
@@ -6,6 +7,7 @@
 //! POST /v1/chat/completions    OpenAI's Chat Completions, streamed or not -> the route's deployments (models/)
 //! POST /v1/responses           OpenAI's Responses, and GET/DELETE/cancel of a response where it was made
 //! POST /v1/embeddings          OpenAI's embeddings
+//! POST /v1/messages[/count_tokens]  Anthropic's Messages, streamed or not, in its error envelope
 //! GET  /v1/models[/{id}]       the model routes, as OpenAI's model objects
 //! POST /v1/tools/{name}        the tool's JSON arguments -> its upstream, under its policy (tools/)
 //! GET  /v1/operations/{key}    where a keyed operation is: in_progress, completed, outcome_unknown, not_found

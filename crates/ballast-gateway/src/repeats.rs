@@ -2,8 +2,8 @@
 //! is answered again from that failure, nothing sent (the rule, and why it never takes a new request for a retry:
 //! [`ballast_core::RecentFailures`]; DESIGN.md, "Retries").
 //!
-//! The model routes (`POST /v1/responses`, `/v1/chat/completions`, `/v1/embeddings`) and the tool calls without
-//! an idempotency key are guarded; a keyed tool call already has the idempotency layer, which replays its stored
+//! The model routes (`POST /v1/responses`, `/v1/chat/completions`, `/v1/embeddings`, `/v1/messages`) and the
+//! tool calls without an idempotency key are guarded; a keyed tool call already has the idempotency layer, which replays its stored
 //! answer by key. The failures are kept in this process's memory, at most [`MAX_COST`] bytes of them; behind a
 //! load balancer, a repeat that lands on another instance is served in full, as it would be without this.
 //!

@@ -81,7 +81,7 @@ pub(crate) enum Commit {
     Error {
         /// The status the error's code stands for.
         status: ::http::StatusCode,
-        /// The error, in OpenAI's envelope.
+        /// The error, in its API's envelope (OpenAI's `{"error": ...}`, Anthropic's `{"type": "error", "error": ...}`).
         body: bytes::Bytes,
     },
     /// It cannot begin an answer (a `[DONE]` before any content, not the API's event): the attempt failed before

@@ -21,7 +21,7 @@
 //!   effect. Built from a config ([`Clients::from_config`]) or in code
 //!   ([`ToolClient::builder`](tool::ToolClient::builder)), checked by the same rules either way.
 //! - [`model`] — [`ModelClient`](model::ModelClient) over a route's deployments, for the Responses API, Chat
-//!   Completions and embeddings (fallbacks, the primary's share, context handling, streams and their commit point, a
+//!   Completions, embeddings and Anthropic's Messages (fallbacks, the primary's share, context handling, streams and their commit point, a
 //!   response's state kept with the deployment that made it); the bodies of each API
 //!   ([`ChatRequest`](model::ChatRequest), [`ResponsesRequest`](model::ResponsesRequest), ...); what a provider's
 //!   error answer means; whole older turns dropped to fit a context window. Built from a config

@@ -6,8 +6,15 @@
 //! object keeps its fields (`message`, the stable `code`, `upstream_code`) and its `type` becomes Anthropic's:
 //! the one a status or code says whatever the body says (401 `authentication_error`, 404 `not_found_error`, 529
 //! or `overloaded` `overloaded_error`, `deadline_exceeded` `timeout_error`, ...), else the provider's own when it
-//! is one of Anthropic's types (a `rate_limit_error` after the retries), else the status's. A provider's own error answer, already Anthropic's (`"type": "error"`),
-//! passes as it came. Headers (`x-should-retry`, `Retry-After`, `ballast-code`) are untouched.
+//! is one of Anthropic's types (a `rate_limit_error` after the retries), else the status's. A provider's own
+//! error answer, already Anthropic's (`"type": "error"`), passes as it came. Headers (`x-should-retry`,
+//! `Retry-After`, `ballast-code`) are untouched.
+//!
+//! Why a rewrite on the way out rather than a second flavour of every error: the gateway's answers come from many
+//! places (auth, the method, the path, the deadline, the body, the call), and all of them are written once, by
+//! `error.rs`; one rewrite at the edge of these routes covers every one, those added later included, and costs
+//! only on an error. It also rewrites an OpenAI-shaped error of a provider that speaks Messages behind an
+//! OpenAI-style proxy (LiteLLM, vLLM): an Anthropic SDK reads Anthropic's shape.
 
 use axum::body::Body;
 use axum::response::Response;

@@ -94,7 +94,8 @@ pub(crate) enum Read<E> {
 }
 
 /// An error sent as an event before the commit point, as the attempt's error answer: `error` (the error object,
-/// in whichever shape the API sends it) in OpenAI's envelope, with the status its code stands for.
+/// in whichever shape the API sends it) in OpenAI's envelope, with the status its code stands for (Anthropic's
+/// Messages writes its own envelope: `messages.rs`).
 pub(super) fn error_answer(error: &Value) -> Commit {
     let body = json!({ "error": error });
     let bytes = serde_json::to_vec(&body).unwrap_or_default();

@@ -168,10 +168,11 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
-/// The status an error sent as a stream event stands for (`body` is the error in OpenAI's envelope): a provider
-/// that errs inside a 200 stream sends no status of its own, so the code or type says it — an insufficient quota
-/// or a rate limit 429, an overload 529 (Anthropic's status for it, which the breaker does not count), a context length or another bad request (an `invalid_request_error` of
-/// any code) 400, a refused key 401 — and anything else is 502: the upstream failed, as a cut connection says.
+/// The status an error sent as a stream event stands for (`body` is the error under `error`, in OpenAI's envelope
+/// or Anthropic's): a provider that errs inside a 200 stream sends no status of its own, so the code or type says
+/// it — an insufficient quota or a rate limit 429, an overload 529 (Anthropic's status for it, which the breaker
+/// does not count), a context length or another bad request (an `invalid_request_error` of any code) 400, a
+/// refused key 401 — and anything else is 502: the upstream failed, as a cut connection says.
 pub(crate) fn status_of_error_event(body: &[u8]) -> http::StatusCode {
     let error = ProviderError::classify(502, body, None);
     let status = match error.kind {

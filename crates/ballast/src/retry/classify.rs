@@ -83,7 +83,7 @@ fn looks_like_json(headers: &HeaderMap, body: &[u8]) -> bool {
 }
 
 /// The first known problem among the body's structured codes: a problem+json `type`, then `error.code`, then
-/// `error.type`. A body that does not parse, or names no known code, is [`ProblemKind::None`].
+/// Anthropic's `error.details.error_code`, then `error.type`. A body that does not parse, or names no known code, is [`ProblemKind::None`].
 fn problem(body: &[u8]) -> ProblemKind {
     let Ok(json) = serde_json::from_slice::<Value>(body) else {
         return ProblemKind::None;
