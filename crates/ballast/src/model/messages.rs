@@ -36,6 +36,7 @@ use super::api::{Protocol, Read, Streamed};
 use super::object::{ObjectWriter, read_object};
 use super::provider::status_of_error_event;
 use super::truncate::{TurnItem, truncate_turns};
+use super::usage::counts_of_body;
 use super::{CannotTruncate, Truncation, TruncationGoal};
 use crate::TokenUsage;
 use crate::body::{Commit, CommitRule};
@@ -275,8 +276,8 @@ impl Protocol for Messages {
     }
 
     fn usage(body: &[u8]) -> Option<TokenUsage> {
-        let body: Value = serde_json::from_slice(body).ok()?;
-        usage_of(body.get("usage")?)
+        // Only `usage` is read into values; the content is skipped over as raw text.
+        counts_of_body(body, usage_of)
     }
 }
 

@@ -46,26 +46,31 @@ pub(crate) fn record_tokens(report: &Report, usage: Option<TokenUsage>, answered
 /// `response.usage`. Only the counts are read into values; the rest of the body (the choices, the output) is
 /// skipped over as raw text.
 pub(crate) fn usage_of_body(body: &[u8]) -> Option<TokenUsage> {
+    counts_of_body(body, token_usage_of)
+}
+
+/// [`usage_of_body`], the `usage` object read by `read` (an API's own names: Anthropic's cache counts).
+pub(crate) fn counts_of_body(body: &[u8], read: fn(&Value) -> Option<TokenUsage>) -> Option<TokenUsage> {
     let Ok(top) = Counted::of(body) else {
-        return usage_of_value(body);
+        return usage_of_value(body, read);
     };
     let top = top?;
     let usage = match top.usage {
         Some(usage) => usage,
         None => match Counted::of(top.response?.get().as_bytes()) {
             Ok(response) => response?.usage?,
-            Err(_) => return usage_of_value(body),
+            Err(_) => return usage_of_value(body, read),
         },
     };
-    token_usage_of(&serde_json::from_str(usage.get()).ok()?)
+    read(&serde_json::from_str(usage.get()).ok()?)
 }
 
 /// [`usage_of_body`] the slow way, the whole body read into a value: for what the raw reading refuses though it
 /// is JSON — a key given twice, where the last one counts (as when the answer itself is read).
-fn usage_of_value(body: &[u8]) -> Option<TokenUsage> {
+fn usage_of_value(body: &[u8], read: fn(&Value) -> Option<TokenUsage>) -> Option<TokenUsage> {
     let json: Value = serde_json::from_slice(body).ok()?;
     let usage = json.get("usage").or_else(|| json.get("response")?.get("usage"))?;
-    token_usage_of(usage)
+    read(usage)
 }
 
 /// The two places a body's counts are found, kept as raw JSON until read.
