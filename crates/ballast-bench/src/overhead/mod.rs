@@ -6,7 +6,8 @@
 //! auth on, its Prometheus recorder installed, its tracing subscriber at the default level), and **gateway,
 //! idempotent** (`create_refund`, side-effecting, each request a new key: its claim, dispatch and completion
 //! written to SQLite — WAL, `synchronous = NORMAL`: survives a process kill, not a power loss — on the request
-//! path). Each round runs every target in turn, at 1 connection (latency) then at 32 (throughput, CPU per request);
+//! path). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
+//! measured the same three ways (`GROUPS`). Each round runs every target in turn, at 1 connection (latency) then at 32 (throughput, CPU per request);
 //! the table gives each figure's median over the rounds, so a noisy machine moves all targets alike. With two CPUs
 //! or more, the load generator runs on CPU 0 and the upstream, the floor and the gateway on CPU 1.
 
@@ -39,7 +40,8 @@ pub struct OverheadOptions {
     pub warmup: Duration,
     /// The connections of the throughput load.
     pub connections: usize,
-    /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`); empty: all.
+    /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`, `messages`,
+    /// `messages streamed`); empty: all.
     pub groups: Vec<String>,
     /// Streams without the upstream's pause between events (preset `none` sends one every 5 ms): what the gateway's
     /// own work costs a stream, apart from its waking up idle for each event.
@@ -74,6 +76,35 @@ struct Group {
     body: &'static str,
     /// What its latency is timed to: the whole answer, or a stream's first content event.
     until: Until,
+    /// Whose SDK sends it: how the key goes, and what else is sent.
+    caller: Caller,
+}
+
+/// How a group's requests say who calls, as the caller's SDK sends them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Caller {
+    /// OpenAI's SDKs (and a tool call's plain HTTP): `Authorization: Bearer KEY`.
+    OpenAi,
+    /// Anthropic's SDKs: `x-api-key: KEY` and `anthropic-version: 2023-06-01` — sent direct and through the floor
+    /// too, since the upstream refuses a Messages request without the version.
+    Anthropic,
+}
+
+impl Caller {
+    /// The headers of a request with `key` (`None`: to the upstream or the floor, which take none).
+    fn headers(self, key: Option<&str>) -> Vec<(&'static str, String)> {
+        match self {
+            Caller::OpenAi => key
+                .map(|key| ("authorization", format!("Bearer {key}")))
+                .into_iter()
+                .collect(),
+            Caller::Anthropic => key
+                .map(|key| ("x-api-key", key.to_owned()))
+                .into_iter()
+                .chain([("anthropic-version", "2023-06-01".to_owned())])
+                .collect(),
+        }
+    }
 }
 
 impl Group {
@@ -90,7 +121,7 @@ pub fn group_labels() -> Vec<&'static str> {
 
 /// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
 /// first content event: for a stream that is when the caller can start acting, and the gateway's commit point).
-const GROUPS: [Group; 5] = [
+const GROUPS: [Group; 7] = [
     Group {
         name: "",
         upstream_path: "/tools/lookup_order",
@@ -98,6 +129,7 @@ const GROUPS: [Group; 5] = [
         keyed_path: Some("/v1/tools/create_refund"),
         body: r#"{"order_id": "1234"}"#,
         until: Until::Whole,
+        caller: Caller::OpenAi,
     },
     Group {
         name: "chat",
@@ -106,6 +138,7 @@ const GROUPS: [Group; 5] = [
         keyed_path: None,
         body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::Whole,
+        caller: Caller::OpenAi,
     },
     Group {
         name: "chat streamed",
@@ -114,6 +147,7 @@ const GROUPS: [Group; 5] = [
         keyed_path: None,
         body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::FirstContent("tool_calls"),
+        caller: Caller::OpenAi,
     },
     Group {
         name: "responses",
@@ -122,6 +156,7 @@ const GROUPS: [Group; 5] = [
         keyed_path: None,
         body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::Whole,
+        caller: Caller::OpenAi,
     },
     Group {
         name: "responses streamed",
@@ -130,6 +165,25 @@ const GROUPS: [Group; 5] = [
         keyed_path: None,
         body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::FirstContent("response.output_item.added"),
+        caller: Caller::OpenAi,
+    },
+    Group {
+        name: "messages",
+        upstream_path: "/v1/messages",
+        gateway_path: "/v1/messages",
+        keyed_path: None,
+        body: r#"{"model": "agent", "max_tokens": 1024, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
+        until: Until::Whole,
+        caller: Caller::Anthropic,
+    },
+    Group {
+        name: "messages streamed",
+        upstream_path: "/v1/messages",
+        gateway_path: "/v1/messages",
+        keyed_path: None,
+        body: r#"{"model": "agent", "max_tokens": 1024, "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
+        until: Until::FirstContent("content_block_start"),
+        caller: Caller::Anthropic,
     },
 ];
 
@@ -146,7 +200,8 @@ struct Measured<'a> {
 /// The principal key the bench's gateway is called with.
 const KEY: &str = "bench-key-0123456789";
 
-/// The gateway's configuration: one principal, a read-only tool and a side-effecting one.
+/// The gateway's configuration: one principal, a model route whose deployment speaks every API the upstream serves
+/// (Messages only when named), a read-only tool and a side-effecting one.
 const CONFIG: &str = r#"
 version = 1
 [store]
@@ -156,7 +211,7 @@ name = "bench"
 key_env = "BALLAST_BENCH_KEY"
 [[models]]
 name = "agent"
-deployments = [ { base_url = "http://{chaos}/v1", model = "mock" } ]
+deployments = [ { base_url = "http://{chaos}/v1", model = "mock", api = ["responses", "chat", "embeddings", "messages"] } ]
 [[tools]]
 name = "lookup_order"
 upstream = { method = "POST", url = "http://{chaos}/tools/lookup_order" }
@@ -231,11 +286,10 @@ pub async fn run(
         &[("BALLAST_BENCH_KEY", KEY)],
         dir.path(),
     )?;
-    let bearer = Some(format!("Bearer {KEY}"));
-    let at = |addr, path: &str, authorization: &Option<String>, body: &Bytes, until| Target {
+    let at = |addr, path: &str, headers: Vec<(&'static str, String)>, body: &Bytes, until| Target {
         addr,
         path: path.to_owned(),
-        authorization: authorization.clone(),
+        headers,
         keyed: false,
         body: body.clone(),
         until,
@@ -259,24 +313,37 @@ pub async fn run(
             "" => who.to_owned(),
             name => format!("{who}, {name}"),
         };
+        let (anonymous, keyed) = (group.caller.headers(None), group.caller.headers(Some(KEY)));
         targets.push(plain(
             suffix("direct"),
-            at(chaos.addr, group.upstream_path, &None, &body, group.until),
+            at(
+                chaos.addr,
+                group.upstream_path,
+                anonymous.clone(),
+                &body,
+                group.until,
+            ),
             None,
         ));
         targets.push(plain(
             suffix("floor"),
-            at(floor.addr, group.upstream_path, &None, &body, group.until),
+            at(floor.addr, group.upstream_path, anonymous, &body, group.until),
             Some(&floor),
         ));
         targets.push(plain(
             suffix("gateway"),
-            at(gateway.addr, group.gateway_path, &bearer, &body, group.until),
+            at(
+                gateway.addr,
+                group.gateway_path,
+                keyed.clone(),
+                &body,
+                group.until,
+            ),
             Some(&gateway),
         ));
         if let Some(keyed_path) = group.keyed_path {
             let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
-            let mut target = at(gateway.addr, keyed_path, &bearer, &refund, group.until);
+            let mut target = at(gateway.addr, keyed_path, keyed, &refund, group.until);
             target.keyed = true;
             targets.push(plain(suffix("gateway, idempotent"), target, Some(&gateway)));
         }
@@ -336,5 +403,52 @@ mod tests {
         assert!(!none.model.chunk_interval.is_zero(), "the preset pauses");
         none.model.chunk_interval = Duration::ZERO;
         assert_eq!(unpaced, none);
+    }
+
+    /// Every group's request, as its caller's SDK sends it, is one the upstream answers (a Messages request needs
+    /// `anthropic-version`), and a streamed one holds the event its latency is timed to.
+    #[tokio::test]
+    async fn every_groups_request_is_answered_by_the_upstream_with_its_timed_event() {
+        let profile = Profile::preset("none", 0).expect("the preset");
+        let upstream = ballast_chaos::spawn(profile).await.expect("chaos");
+        let client = reqwest::Client::new();
+        for group in &GROUPS {
+            let mut request = client
+                .post(upstream.url(group.upstream_path))
+                .header("content-type", "application/json")
+                .body(group.body);
+            for (name, value) in group.caller.headers(None) {
+                request = request.header(name, value);
+            }
+            let answer = request.send().await.expect("an answer");
+            let status = answer.status();
+            let body = answer.text().await.expect("a body");
+            assert!(status.is_success(), "{}: {status} {body}", group.label());
+            if let Until::FirstContent(marker) = group.until {
+                assert!(body.contains(marker), "{}: {body}", group.label());
+            }
+        }
+        upstream.shutdown().await.expect("chaos stops");
+    }
+
+    #[test]
+    fn anthropics_callers_send_the_key_as_x_api_key_with_the_version() {
+        assert_eq!(
+            Caller::Anthropic.headers(Some("k")),
+            [
+                ("x-api-key", "k".to_owned()),
+                ("anthropic-version", "2023-06-01".to_owned())
+            ]
+        );
+        assert_eq!(
+            Caller::Anthropic.headers(None),
+            [("anthropic-version", "2023-06-01".to_owned())]
+        );
+        assert_eq!(
+            Caller::OpenAi.headers(Some("k")),
+            [("authorization", "Bearer k".to_owned())]
+        );
+        assert!(Caller::OpenAi.headers(None).is_empty());
+        assert!(group_labels().contains(&"messages streamed"));
     }
 }
