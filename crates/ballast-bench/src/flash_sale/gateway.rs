@@ -5,8 +5,8 @@
 //! Its configuration is what a user writes for this upstream: the `ballast` strategy's, word for word (one place:
 //! [`super::with_ballast`]; durations scaled alike at another time scale) but for the model deployment's `api`,
 //! which names every API the upstream serves (Anthropic's Messages too, for `--api messages`), plus what only a
-//! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles' refusals are read
-//! from the gateway's `/status`, as an operator reads them.
+//! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles'
+//! refusals are read from the gateway's `/status`, as an operator reads them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -7,11 +7,13 @@
 //! idempotent** (`create_refund`, side-effecting, each request a new key: its claim, dispatch and completion
 //! written to SQLite — WAL, `synchronous = NORMAL`: survives a process kill, not a power loss — on the request
 //! path). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
-//! measured the same three ways (`GROUPS`). Each round runs every target in turn, at 1 connection (latency) then at 32 (throughput, CPU per request);
-//! the table gives each figure's median over the rounds, so a noisy machine moves all targets alike. With two CPUs
-//! or more, the load generator runs on CPU 0 and the upstream, the floor and the gateway on CPU 1.
+//! measured the same three ways (`groups.rs`). Each round runs every target in turn, at 1 connection (latency)
+//! then at 32 (throughput, CPU per request); the table gives each figure's median over the rounds, so a noisy
+//! machine moves all targets alike. With two CPUs or more, the load generator runs on CPU 0 and the upstream, the
+//! floor and the gateway on CPU 1.
 
 mod floor;
+mod groups;
 mod load;
 mod process;
 mod report;
@@ -24,7 +26,8 @@ use bytes::Bytes;
 pub use floor::serve_floor;
 pub use report::{OverheadReport, TargetFigures};
 
-use load::{Target, Until};
+use groups::{GROUPS, Group};
+use load::Target;
 use process::Running;
 
 /// How the bench runs.
@@ -62,130 +65,10 @@ impl Default for OverheadOptions {
     }
 }
 
-/// One kind of request, measured direct, through the floor and through the gateway.
-struct Group {
-    /// What the rows say after `direct`, `floor`, `gateway` (`""` for the tool call, the first group).
-    name: &'static str,
-    /// The request's path at the upstream (and the floor, which forwards it untouched).
-    upstream_path: &'static str,
-    /// The same request's path at the gateway.
-    gateway_path: &'static str,
-    /// A side-effecting path at the gateway, measured too (the idempotent path), for the tool group.
-    keyed_path: Option<&'static str>,
-    /// The JSON body.
-    body: &'static str,
-    /// What its latency is timed to: the whole answer, or a stream's first content event.
-    until: Until,
-    /// Whose SDK sends it: how the key goes, and what else is sent.
-    caller: Caller,
-}
-
-/// How a group's requests say who calls, as the caller's SDK sends them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Caller {
-    /// OpenAI's SDKs (and a tool call's plain HTTP): `Authorization: Bearer KEY`.
-    OpenAi,
-    /// Anthropic's SDKs: `x-api-key: KEY` and `anthropic-version: 2023-06-01` — sent direct and through the floor
-    /// too, since the upstream refuses a Messages request without the version.
-    Anthropic,
-}
-
-impl Caller {
-    /// The headers of a request with `key` (`None`: to the upstream or the floor, which take none).
-    fn headers(self, key: Option<&str>) -> Vec<(&'static str, String)> {
-        match self {
-            Caller::OpenAi => key
-                .map(|key| ("authorization", format!("Bearer {key}")))
-                .into_iter()
-                .collect(),
-            Caller::Anthropic => key
-                .map(|key| ("x-api-key", key.to_owned()))
-                .into_iter()
-                .chain([("anthropic-version", "2023-06-01".to_owned())])
-                .collect(),
-        }
-    }
-}
-
-impl Group {
-    /// Its name in `--groups`: `tools`, or the name its rows carry.
-    fn label(&self) -> &'static str {
-        if self.name.is_empty() { "tools" } else { self.name }
-    }
-}
-
 /// Every group's label, for `--groups`.
 pub fn group_labels() -> Vec<&'static str> {
     GROUPS.iter().map(Group::label).collect()
 }
-
-/// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
-/// first content event: for a stream that is when the caller can start acting, and the gateway's commit point).
-const GROUPS: [Group; 7] = [
-    Group {
-        name: "",
-        upstream_path: "/tools/lookup_order",
-        gateway_path: "/v1/tools/lookup_order",
-        keyed_path: Some("/v1/tools/create_refund"),
-        body: r#"{"order_id": "1234"}"#,
-        until: Until::Whole,
-        caller: Caller::OpenAi,
-    },
-    Group {
-        name: "chat",
-        upstream_path: "/v1/chat/completions",
-        gateway_path: "/v1/chat/completions",
-        keyed_path: None,
-        body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::Whole,
-        caller: Caller::OpenAi,
-    },
-    Group {
-        name: "chat streamed",
-        upstream_path: "/v1/chat/completions",
-        gateway_path: "/v1/chat/completions",
-        keyed_path: None,
-        body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::FirstContent("tool_calls"),
-        caller: Caller::OpenAi,
-    },
-    Group {
-        name: "responses",
-        upstream_path: "/v1/responses",
-        gateway_path: "/v1/responses",
-        keyed_path: None,
-        body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
-        until: Until::Whole,
-        caller: Caller::OpenAi,
-    },
-    Group {
-        name: "responses streamed",
-        upstream_path: "/v1/responses",
-        gateway_path: "/v1/responses",
-        keyed_path: None,
-        body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
-        until: Until::FirstContent("response.output_item.added"),
-        caller: Caller::OpenAi,
-    },
-    Group {
-        name: "messages",
-        upstream_path: "/v1/messages",
-        gateway_path: "/v1/messages",
-        keyed_path: None,
-        body: r#"{"model": "agent", "max_tokens": 1024, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::Whole,
-        caller: Caller::Anthropic,
-    },
-    Group {
-        name: "messages streamed",
-        upstream_path: "/v1/messages",
-        gateway_path: "/v1/messages",
-        keyed_path: None,
-        body: r#"{"model": "agent", "max_tokens": 1024, "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::FirstContent("content_block_start"),
-        caller: Caller::Anthropic,
-    },
-];
 
 /// A target as run: its row's name, the request, the server whose CPU and memory are its, and where its group's
 /// direct and floor rows are.
@@ -403,52 +286,5 @@ mod tests {
         assert!(!none.model.chunk_interval.is_zero(), "the preset pauses");
         none.model.chunk_interval = Duration::ZERO;
         assert_eq!(unpaced, none);
-    }
-
-    /// Every group's request, as its caller's SDK sends it, is one the upstream answers (a Messages request needs
-    /// `anthropic-version`), and a streamed one holds the event its latency is timed to.
-    #[tokio::test]
-    async fn every_groups_request_is_answered_by_the_upstream_with_its_timed_event() {
-        let profile = Profile::preset("none", 0).expect("the preset");
-        let upstream = ballast_chaos::spawn(profile).await.expect("chaos");
-        let client = reqwest::Client::new();
-        for group in &GROUPS {
-            let mut request = client
-                .post(upstream.url(group.upstream_path))
-                .header("content-type", "application/json")
-                .body(group.body);
-            for (name, value) in group.caller.headers(None) {
-                request = request.header(name, value);
-            }
-            let answer = request.send().await.expect("an answer");
-            let status = answer.status();
-            let body = answer.text().await.expect("a body");
-            assert!(status.is_success(), "{}: {status} {body}", group.label());
-            if let Until::FirstContent(marker) = group.until {
-                assert!(body.contains(marker), "{}: {body}", group.label());
-            }
-        }
-        upstream.shutdown().await.expect("chaos stops");
-    }
-
-    #[test]
-    fn anthropics_callers_send_the_key_as_x_api_key_with_the_version() {
-        assert_eq!(
-            Caller::Anthropic.headers(Some("k")),
-            [
-                ("x-api-key", "k".to_owned()),
-                ("anthropic-version", "2023-06-01".to_owned())
-            ]
-        );
-        assert_eq!(
-            Caller::Anthropic.headers(None),
-            [("anthropic-version", "2023-06-01".to_owned())]
-        );
-        assert_eq!(
-            Caller::OpenAi.headers(Some("k")),
-            [("authorization", "Bearer k".to_owned())]
-        );
-        assert!(Caller::OpenAi.headers(None).is_empty());
-        assert!(group_labels().contains(&"messages streamed"));
     }
 }
