@@ -46,10 +46,11 @@ pub(crate) struct FlashSale {
     strategies: Option<String>,
     /// Also run the agents through this OpenAI-compatible gateway (its base URL, `http://HOST:PORT/v1`): model
     /// calls through it, tool calls straight to the bench's upstream. It must route the model `agent` to the
-    /// bench's upstream (printed before the run; see --upstream-listen).
+    /// bench's upstream (printed before the run; see --upstream-listen); with --api messages it must speak
+    /// Anthropic's Messages API (`URL/messages`).
     #[arg(long, value_name = "URL")]
     against: Option<String>,
-    /// The bearer key the agents send to the --against gateway.
+    /// The key the agents send to the --against gateway (a bearer key; `x-api-key` with --api messages).
     #[arg(long, value_name = "KEY", requires = "against")]
     against_key: Option<String>,
     /// Where each run's chaos upstream listens [default: 127.0.0.1:9000 with --against, so that the other gateway
@@ -57,7 +58,9 @@ pub(crate) struct FlashSale {
     #[arg(long, value_name = "ADDR")]
     upstream_listen: Option<SocketAddr>,
     /// The model API of the HTTP agents (gateway, against): mixed (even agents the Responses API, odd ones Chat
-    /// Completions), responses, chat.
+    /// Completions), responses, chat, or messages (Anthropic's Messages API, with the Anthropic SDKs' `x-api-key`
+    /// and `anthropic-version`). The naive and ballast strategies call chat whatever it says; the table names the
+    /// API beside the strategy (`gateway (messages)`) unless mixed.
     #[arg(long, default_value = "mixed")]
     api: String,
     /// Print the results as JSON instead of tables.
@@ -104,8 +107,14 @@ pub(crate) fn flash_sale(args: &FlashSale) -> anyhow::Result<()> {
         SocketAddr::from(([127, 0, 0, 1], 0))
     });
     if let Some(url) = &args.against {
+        let speaks = match api {
+            ModelApi::Messages => {
+                format!("Messages (the agents call {url}/messages; the upstream's is /v1/messages)")
+            }
+            _ => "OpenAI-compatible".to_owned(),
+        };
         eprintln!(
-            "--against {url}: the gateway there must send the model {MODEL:?} to the OpenAI-compatible upstream \
+            "--against {url}: the gateway there must send the model {MODEL:?} to the {speaks} upstream \
              http://{upstream}/v1 (the bench's chaos upstream, served there during each run; it answers any model \
              name). Tool calls go straight to http://{upstream}/tools/{{name}}."
         );
@@ -283,6 +292,24 @@ mod tests {
             ["naive", "ballast", "gateway", "against"]
         );
         assert!(names(&["--strategies", "against"]).is_err());
+        let cli = Cli::try_parse_from([
+            "bench",
+            "--api",
+            "messages",
+            "--against",
+            "http://127.0.0.1:4000/v1",
+        ])
+        .unwrap();
+        let api: ModelApi = cli.args.api.parse().unwrap();
+        let named: Vec<String> = strategies(&cli.args, Path::new("ballast"), api)
+            .unwrap()
+            .iter()
+            .map(|s| s.name().to_owned())
+            .collect();
+        assert_eq!(
+            named,
+            ["naive", "ballast", "gateway (messages)", "against (messages)"]
+        );
         assert!(names(&["--strategies", "magic"]).is_err());
     }
 }

@@ -20,8 +20,8 @@ pub(crate) struct Overhead {
     /// Connections of the throughput load.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     connections: u32,
-    /// Measure only these groups, comma-separated: tools, chat, "chat streamed", responses, "responses streamed"
-    /// (default: all).
+    /// Measure only these groups, comma-separated: tools, chat, "chat streamed", responses, "responses streamed",
+    /// messages, "messages streamed" (default: all).
     #[arg(long, value_delimiter = ',')]
     groups: Vec<String>,
     /// Streams without the upstream's 5 ms between events: what the gateway's own work costs a stream, apart

@@ -1,5 +1,7 @@
 //! The `against` strategy (`--against URL`): the HTTP agents of [`super::over_http`] through any
-//! OpenAI-compatible gateway a user already runs, so that it meets the same faults beside Ballast.
+//! OpenAI-compatible gateway a user already runs, so that it meets the same faults beside Ballast. With
+//! `--api messages` its agents call `URL/messages` as Anthropic's SDKs do (`x-api-key`, `anthropic-version`), so
+//! the gateway there must speak Messages and send them to the upstream's `/v1/messages`.
 //!
 //! The bench still serves its own chaos upstream for each run; the user's gateway must route the model
 //! [`MODEL`](super::over_http::MODEL) to that upstream's `/v1` (the bench prints both before it starts: with
@@ -10,7 +12,7 @@
 
 use futures::future::BoxFuture;
 
-use super::over_http::{HttpAgents, ModelApi, Route};
+use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
 use super::strategy::{Agents, Strategy};
 
 /// The `against` strategy (see the module docs).
@@ -19,16 +21,19 @@ pub struct Against {
     url: String,
     key: Option<String>,
     api: ModelApi,
+    name: String,
 }
 
 impl Against {
-    /// Agents whose model calls go to the OpenAI-compatible base URL `url` (`http://HOST:PORT/v1`), with `key`
-    /// as their bearer key when given, on `api`.
+    /// Agents whose model calls go to the base URL `url` (`http://HOST:PORT/v1`) on `api`, with `key` when given
+    /// (as a bearer key, or as `x-api-key` on Messages calls). Named `against`, or `against (messages)` when
+    /// every agent calls one API.
     pub fn new(url: &str, key: Option<String>, api: ModelApi) -> Against {
         Against {
             url: url.trim_end_matches('/').to_owned(),
             key,
             api,
+            name: strategy_name("against", api),
         }
     }
 
@@ -40,7 +45,7 @@ impl Against {
 
 impl Strategy for Against {
     fn name(&self) -> &str {
-        "against"
+        &self.name
     }
 
     fn agents<'a>(

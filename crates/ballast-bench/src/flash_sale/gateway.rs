@@ -3,9 +3,10 @@
 //! of that run's chaos upstream, its SQLite store in a temporary directory.
 //!
 //! Its configuration is what a user writes for this upstream: the `ballast` strategy's, word for word (one place:
-//! [`super::with_ballast`]; durations scaled alike at another time scale), plus what only a gateway has — a
-//! store and a principal whose key the agents send. The breakers' changes and the throttles' refusals are read
-//! from the gateway's `/status`, as an operator reads them.
+//! [`super::with_ballast`]; durations scaled alike at another time scale) but for the model deployment's `api`,
+//! which names every API the upstream serves (Anthropic's Messages too, for `--api messages`), plus what only a
+//! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles'
+//! refusals are read from the gateway's `/status`, as an operator reads them.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::over_http::{HttpAgents, ModelApi, Route};
+use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
 use super::scenario::Conversation;
 use super::strategy::{Agents, BreakerChange, Outcome, Strategy};
 use super::with_ballast;
@@ -26,6 +27,9 @@ use crate::child::ChildProcess;
 const KEY: &str = "bench-agents-key-0123456789";
 /// The environment variable the gateway reads it from.
 const KEY_ENV: &str = "BALLAST_BENCH_KEY";
+/// The APIs the model deployment speaks: every one the chaos upstream serves, so that agents on any `--api`
+/// reach it (Messages is never a default: a deployment speaks it only when it says so).
+const APIS: &str = r#"["responses", "chat", "embeddings", "messages"]"#;
 /// How often `/status` is read during a run: often enough to time a breaker's changes, seldom enough that the
 /// gateway's work stays the agents' (each look is a request, and probes the store).
 const LOOK_EVERY: Duration = Duration::from_millis(250);
@@ -35,12 +39,18 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 pub struct ThroughGateway {
     binary: PathBuf,
     api: ModelApi,
+    name: String,
 }
 
 impl ThroughGateway {
     /// Agents through `ballast serve`, started from `binary` (the `ballast` binary), their model calls on `api`.
+    /// Named `gateway`, or `gateway (messages)` when every agent calls one API.
     pub fn new(binary: PathBuf, api: ModelApi) -> ThroughGateway {
-        ThroughGateway { binary, api }
+        ThroughGateway {
+            binary,
+            api,
+            name: strategy_name("gateway", api),
+        }
     }
 }
 
@@ -48,13 +58,13 @@ impl ThroughGateway {
 pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str) -> String {
     format!(
         "{}\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n\n[[principals]]\nname = \"agents\"\nkey_env = \"{KEY_ENV}\"\n",
-        with_ballast::config(base_url, time_scale)
+        with_ballast::config_speaking(base_url, time_scale, Some(APIS))
     )
 }
 
 impl Strategy for ThroughGateway {
     fn name(&self) -> &str {
-        "gateway"
+        &self.name
     }
 
     fn agents<'a>(
@@ -223,17 +233,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
+    use ballast_config::Api;
+
     use super::*;
 
     #[test]
     fn the_gateways_config_is_the_ballast_strategys_with_a_store_and_a_principal() {
         for scale in [1.0, 0.02] {
             let toml = gateway_config("http://127.0.0.1:1", scale, "/tmp/x");
-            assert!(toml.starts_with(&with_ballast::config("http://127.0.0.1:1", scale)));
+            // The ballast strategy's, but for the model deployment's APIs.
+            let without_apis = toml.replace(&format!(", api = {APIS}"), "");
+            assert!(without_apis.starts_with(&with_ballast::config("http://127.0.0.1:1", scale)));
             let config =
                 ballast_config::Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
             assert_eq!((config.tools.len(), config.models.len()), (3, 1));
             assert_eq!(config.principals.len(), 1);
+            let apis = config.models[0].deployments[0].apis;
+            assert!(
+                apis.contains(Api::Messages) && apis.contains(Api::Chat) && apis.contains(Api::Responses)
+            );
         }
     }
 

@@ -108,6 +108,12 @@ pub(super) fn priority_of(call: &str) -> &'static str {
 
 /// The configuration (see the module docs); the `gateway` strategy's too, with a store and a principal added.
 pub(super) fn config(base_url: &str, time_scale: f64) -> String {
+    config_speaking(base_url, time_scale, None)
+}
+
+/// The configuration, its model deployment speaking `apis` (a TOML array of API names) when given, else the
+/// default APIs (Responses, chat and embeddings: all the in-process agents call).
+pub(super) fn config_speaking(base_url: &str, time_scale: f64, apis: Option<&str>) -> String {
     let ms = |d: Duration| {
         let scaled = Duration::from_millis(d.mul_f64(time_scale).as_millis().max(1) as u64);
         format!("\"{}\"", ballast_config::format_duration(scaled))
@@ -138,9 +144,10 @@ pub(super) fn config(base_url: &str, time_scale: f64) -> String {
             ),
         )
     };
+    let api = apis.map(|apis| format!(", api = {apis}")).unwrap_or_default();
     let mut toml = format!(
         "version = 1\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
-         deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\" }} ]\n\
+         deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\"{api} }} ]\n\
          per_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
         ms(MODEL_TIMEOUT)
     );

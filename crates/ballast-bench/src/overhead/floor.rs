@@ -111,7 +111,7 @@ mod tests {
         let target = Target {
             addr,
             path: "/tools/lookup_order".into(),
-            authorization: None,
+            headers: Vec::new(),
             keyed: false,
             body: Bytes::from_static(br#"{"order_id": "1234"}"#),
             until: load::Until::Whole,

@@ -21,8 +21,9 @@ pub(crate) struct Target {
     pub(crate) addr: SocketAddr,
     /// The request's path.
     pub(crate) path: String,
-    /// `Authorization`, when the target needs it.
-    pub(crate) authorization: Option<String>,
+    /// Headers every request carries besides the body's type (the key as the caller's SDK sends it, Anthropic's
+    /// version).
+    pub(crate) headers: Vec<(&'static str, String)>,
     /// Whether each request carries an `Idempotency-Key` of its own (a new operation each time).
     pub(crate) keyed: bool,
     /// The JSON body.
@@ -191,8 +192,8 @@ fn request(target: &Target, n: u64) -> Request<Full<Bytes>> {
     let mut builder = Request::post(target.path.as_str())
         .header(http::header::HOST, target.addr.to_string())
         .header(http::header::CONTENT_TYPE, "application/json");
-    if let Some(authorization) = &target.authorization {
-        builder = builder.header(http::header::AUTHORIZATION, authorization.as_str());
+    for (name, value) in &target.headers {
+        builder = builder.header(*name, value.as_str());
     }
     if target.keyed {
         builder = builder.header("idempotency-key", format!("bench-{}-{n}", std::process::id()));

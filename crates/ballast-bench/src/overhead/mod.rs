@@ -6,11 +6,14 @@
 //! auth on, its Prometheus recorder installed, its tracing subscriber at the default level), and **gateway,
 //! idempotent** (`create_refund`, side-effecting, each request a new key: its claim, dispatch and completion
 //! written to SQLite — WAL, `synchronous = NORMAL`: survives a process kill, not a power loss — on the request
-//! path). Each round runs every target in turn, at 1 connection (latency) then at 32 (throughput, CPU per request);
-//! the table gives each figure's median over the rounds, so a noisy machine moves all targets alike. With two CPUs
-//! or more, the load generator runs on CPU 0 and the upstream, the floor and the gateway on CPU 1.
+//! path). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
+//! measured the same three ways (`groups.rs`). Each round runs every target in turn, at 1 connection (latency)
+//! then at 32 (throughput, CPU per request); the table gives each figure's median over the rounds, so a noisy
+//! machine moves all targets alike. With two CPUs or more, the load generator runs on CPU 0 and the upstream, the
+//! floor and the gateway on CPU 1.
 
 mod floor;
+mod groups;
 mod load;
 mod process;
 mod report;
@@ -23,7 +26,8 @@ use bytes::Bytes;
 pub use floor::serve_floor;
 pub use report::{OverheadReport, TargetFigures};
 
-use load::{Target, Until};
+use groups::{GROUPS, Group};
+use load::Target;
 use process::Running;
 
 /// How the bench runs.
@@ -39,7 +43,8 @@ pub struct OverheadOptions {
     pub warmup: Duration,
     /// The connections of the throughput load.
     pub connections: usize,
-    /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`); empty: all.
+    /// The groups to measure (`tools`, `chat`, `chat streamed`, `responses`, `responses streamed`, `messages`,
+    /// `messages streamed`); empty: all.
     pub groups: Vec<String>,
     /// Streams without the upstream's pause between events (preset `none` sends one every 5 ms): what the gateway's
     /// own work costs a stream, apart from its waking up idle for each event.
@@ -60,78 +65,10 @@ impl Default for OverheadOptions {
     }
 }
 
-/// One kind of request, measured direct, through the floor and through the gateway.
-struct Group {
-    /// What the rows say after `direct`, `floor`, `gateway` (`""` for the tool call, the first group).
-    name: &'static str,
-    /// The request's path at the upstream (and the floor, which forwards it untouched).
-    upstream_path: &'static str,
-    /// The same request's path at the gateway.
-    gateway_path: &'static str,
-    /// A side-effecting path at the gateway, measured too (the idempotent path), for the tool group.
-    keyed_path: Option<&'static str>,
-    /// The JSON body.
-    body: &'static str,
-    /// What its latency is timed to: the whole answer, or a stream's first content event.
-    until: Until,
-}
-
-impl Group {
-    /// Its name in `--groups`: `tools`, or the name its rows carry.
-    fn label(&self) -> &'static str {
-        if self.name.is_empty() { "tools" } else { self.name }
-    }
-}
-
 /// Every group's label, for `--groups`.
 pub fn group_labels() -> Vec<&'static str> {
     GROUPS.iter().map(Group::label).collect()
 }
-
-/// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
-/// first content event: for a stream that is when the caller can start acting, and the gateway's commit point).
-const GROUPS: [Group; 5] = [
-    Group {
-        name: "",
-        upstream_path: "/tools/lookup_order",
-        gateway_path: "/v1/tools/lookup_order",
-        keyed_path: Some("/v1/tools/create_refund"),
-        body: r#"{"order_id": "1234"}"#,
-        until: Until::Whole,
-    },
-    Group {
-        name: "chat",
-        upstream_path: "/v1/chat/completions",
-        gateway_path: "/v1/chat/completions",
-        keyed_path: None,
-        body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::Whole,
-    },
-    Group {
-        name: "chat streamed",
-        upstream_path: "/v1/chat/completions",
-        gateway_path: "/v1/chat/completions",
-        keyed_path: None,
-        body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
-        until: Until::FirstContent("tool_calls"),
-    },
-    Group {
-        name: "responses",
-        upstream_path: "/v1/responses",
-        gateway_path: "/v1/responses",
-        keyed_path: None,
-        body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
-        until: Until::Whole,
-    },
-    Group {
-        name: "responses streamed",
-        upstream_path: "/v1/responses",
-        gateway_path: "/v1/responses",
-        keyed_path: None,
-        body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
-        until: Until::FirstContent("response.output_item.added"),
-    },
-];
 
 /// A target as run: its row's name, the request, the server whose CPU and memory are its, and where its group's
 /// direct and floor rows are.
@@ -146,7 +83,8 @@ struct Measured<'a> {
 /// The principal key the bench's gateway is called with.
 const KEY: &str = "bench-key-0123456789";
 
-/// The gateway's configuration: one principal, a read-only tool and a side-effecting one.
+/// The gateway's configuration: one principal, a model route whose deployment speaks every API the upstream serves
+/// (Messages only when named), a read-only tool and a side-effecting one.
 const CONFIG: &str = r#"
 version = 1
 [store]
@@ -156,7 +94,7 @@ name = "bench"
 key_env = "BALLAST_BENCH_KEY"
 [[models]]
 name = "agent"
-deployments = [ { base_url = "http://{chaos}/v1", model = "mock" } ]
+deployments = [ { base_url = "http://{chaos}/v1", model = "mock", api = ["responses", "chat", "embeddings", "messages"] } ]
 [[tools]]
 name = "lookup_order"
 upstream = { method = "POST", url = "http://{chaos}/tools/lookup_order" }
@@ -231,11 +169,10 @@ pub async fn run(
         &[("BALLAST_BENCH_KEY", KEY)],
         dir.path(),
     )?;
-    let bearer = Some(format!("Bearer {KEY}"));
-    let at = |addr, path: &str, authorization: &Option<String>, body: &Bytes, until| Target {
+    let at = |addr, path: &str, headers: Vec<(&'static str, String)>, body: &Bytes, until| Target {
         addr,
         path: path.to_owned(),
-        authorization: authorization.clone(),
+        headers,
         keyed: false,
         body: body.clone(),
         until,
@@ -259,24 +196,37 @@ pub async fn run(
             "" => who.to_owned(),
             name => format!("{who}, {name}"),
         };
+        let (anonymous, keyed) = (group.caller.headers(None), group.caller.headers(Some(KEY)));
         targets.push(plain(
             suffix("direct"),
-            at(chaos.addr, group.upstream_path, &None, &body, group.until),
+            at(
+                chaos.addr,
+                group.upstream_path,
+                anonymous.clone(),
+                &body,
+                group.until,
+            ),
             None,
         ));
         targets.push(plain(
             suffix("floor"),
-            at(floor.addr, group.upstream_path, &None, &body, group.until),
+            at(floor.addr, group.upstream_path, anonymous, &body, group.until),
             Some(&floor),
         ));
         targets.push(plain(
             suffix("gateway"),
-            at(gateway.addr, group.gateway_path, &bearer, &body, group.until),
+            at(
+                gateway.addr,
+                group.gateway_path,
+                keyed.clone(),
+                &body,
+                group.until,
+            ),
             Some(&gateway),
         ));
         if let Some(keyed_path) = group.keyed_path {
             let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
-            let mut target = at(gateway.addr, keyed_path, &bearer, &refund, group.until);
+            let mut target = at(gateway.addr, keyed_path, keyed, &refund, group.until);
             target.keyed = true;
             targets.push(plain(suffix("gateway, idempotent"), target, Some(&gateway)));
         }

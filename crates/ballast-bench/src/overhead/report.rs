@@ -34,7 +34,7 @@ pub(crate) struct Measured {
 #[derive(Clone, Debug, Serialize)]
 pub struct TargetFigures {
     /// `direct`, `floor`, `gateway`, `gateway, idempotent`; for the model routes `direct, chat`, `gateway,
-    /// responses streamed`, ...
+    /// responses streamed`, `gateway, messages`, ...
     pub name: String,
     /// Latency p50 at 1 connection, µs.
     pub p50_us: f64,
@@ -191,7 +191,7 @@ impl fmt::Display for OverheadReport {
         writeln!(
             f,
             "a streamed row's latency is its first content event's (chat: the first tool-call chunk; responses: \
-             response.output_item.added), the gateway's commit point; {}",
+             response.output_item.added; messages: content_block_start), the gateway's commit point; {}",
             if self.unpaced {
                 "the upstream sends a stream's events without pausing (--unpaced)"
             } else {
