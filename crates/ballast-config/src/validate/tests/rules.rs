@@ -76,7 +76,7 @@ fn every_rule_has_its_message() {
         ("[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\", api = [] } ]".into(),
          "models[0].deployments[0].api: must not be empty"),
         ("[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\", api = [\"chat\", \"completions\"] } ]".into(),
-         r#"models[0].deployments[0].api[1]: "completions" is not one of responses, chat, embeddings"#),
+         r#"models[0].deployments[0].api[1]: "completions" is not one of responses, chat, embeddings, messages"#),
         ("[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\", api = [\"chat\", \"chat\"] } ]".into(),
          r#"models[0].deployments[0].api[1]: "chat" is already used by models[0].deployments[0].api[0]"#),
         (model("per_try_timeout = \"0ms\""), r#"models[0].per_try_timeout: "0ms" must be more than zero"#),
