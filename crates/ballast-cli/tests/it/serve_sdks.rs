@@ -411,6 +411,21 @@ fn check_messages(sdk: &str, lines: &HashMap<String, Value>) {
         "{}",
         what("count_tokens")
     );
+
+    // The model routes as Anthropic's model objects: the SDK's `models.list()` pages through them.
+    let models = at("models");
+    assert_eq!(models["ok"], true, "{}", what("models"));
+    assert!(
+        models["listed"]
+            .as_array()
+            .is_some_and(|l| l.contains(&Value::from("claude"))),
+        "{}",
+        what("models")
+    );
+    assert_eq!(
+        (&models["retrieved"], &models["display_name"]),
+        (&Value::from("claude"), &Value::from("claude"))
+    );
 }
 
 /// The storm: every call raised the SDK's overload (the gateway's retries spent, or its throttle's shed once the

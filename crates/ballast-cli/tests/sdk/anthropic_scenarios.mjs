@@ -368,6 +368,15 @@ async function countTokens(ctx) {
   });
 }
 
+/** `models.list` and `models.retrieve`: the gateway's routes as Anthropic's model objects. */
+async function models(ctx) {
+  const client = makeClient(ctx, { maxRetries: 0, http: [] });
+  const listed = [];
+  for await (const model of client.sdk.models.list({}, client.options)) listed.push(model.id);
+  const retrieved = await client.sdk.models.retrieve('claude', {}, client.options);
+  Object.assign(ctx.out, { listed, retrieved: retrieved.id, display_name: retrieved.display_name });
+}
+
 const SCENARIOS = new Map([
   ['message', message],
   ['stream', stream],
@@ -376,6 +385,7 @@ const SCENARIOS = new Map([
   ['spend_limit', spendLimit],
   ['storm', storm],
   ['count_tokens', countTokens],
+  ['models', models],
 ]);
 
 function parseArgs(argv, known) {

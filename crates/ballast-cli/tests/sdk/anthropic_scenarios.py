@@ -338,6 +338,14 @@ def count_tokens(ctx: Context) -> None:
                     "input_tokens": raw.parse().input_tokens, "http": http})
 
 
+def models(ctx: Context) -> None:
+    """`models.list` and `models.retrieve`: the gateway's routes as Anthropic's model objects."""
+    client = make_client(ctx, max_retries=0, http=[])
+    listed = [model.id for model in client.models.list()]
+    retrieved = client.models.retrieve("claude")
+    ctx.out.update({"listed": listed, "retrieved": retrieved.id, "display_name": retrieved.display_name})
+
+
 SCENARIOS: Dict[str, Callable[[Context], None]] = {
     "message": message,
     "stream": stream,
@@ -346,6 +354,7 @@ SCENARIOS: Dict[str, Callable[[Context], None]] = {
     "spend_limit": spend_limit,
     "storm": storm,
     "count_tokens": count_tokens,
+    "models": models,
 }
 
 

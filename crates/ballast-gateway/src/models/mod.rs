@@ -344,8 +344,12 @@ async fn on_response(
 
 /// `GET /v1/models`: the configured model routes, as OpenAI lists models.
 async fn list_models(State(gateway): State<Gateway>) -> Response {
-    let data: Vec<_> = route_names(&gateway).into_iter().map(model_object).collect();
-    axum::Json(json!({"object": "list", "data": data})).into_response()
+    let names = route_names(&gateway);
+    let (first, last) = (names.first().copied(), names.last().copied());
+    let data: Vec<_> = names.into_iter().map(model_object).collect();
+    // OpenAI's list, with the page fields Anthropic's SDKs read (`models.list()`): one page, all of it.
+    axum::Json(json!({"object": "list", "data": data, "has_more": false, "first_id": first, "last_id": last}))
+        .into_response()
 }
 
 /// `GET /v1/models/{id}`: the model route `id`, as `GET /v1/models` lists it; 404 `model_not_found` (naming the
@@ -372,7 +376,9 @@ fn route_names(gateway: &Gateway) -> Vec<&str> {
     names
 }
 
-/// A model route as OpenAI's model object.
+/// A model route as OpenAI's model object, which is Anthropic's too.
 fn model_object(name: &str) -> serde_json::Value {
-    json!({"id": name, "object": "model", "created": 0, "owned_by": "ballast"})
+    // OpenAI's fields, and Anthropic's (`type`, `display_name`, `created_at`): each SDK reads its own.
+    json!({"id": name, "object": "model", "created": 0, "owned_by": "ballast",
+           "type": "model", "display_name": name, "created_at": "1970-01-01T00:00:00Z"})
 }

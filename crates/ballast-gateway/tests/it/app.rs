@@ -165,8 +165,18 @@ async fn models_are_retrieved_and_a_404_under_v1_is_openai_style() {
     assert_eq!(status, StatusCode::OK, "{model}");
     assert_eq!(
         model,
-        json!({"id": "agent", "object": "model", "created": 0, "owned_by": "ballast"})
+        json!({"id": "agent", "object": "model", "created": 0, "owned_by": "ballast",
+               "type": "model", "display_name": "agent", "created_at": "1970-01-01T00:00:00Z"}),
+        "OpenAI's model object and Anthropic's"
     );
+    let (_, _, list) = send(&router, get("/v1/models")).await;
+    assert_eq!(list["object"], "list");
+    assert_eq!(
+        (&list["has_more"], &list["first_id"]),
+        (&json!(false), &json!("agent")),
+        "{list}"
+    );
+    assert_eq!(list["data"][0], model);
     let (status, _, body) = send(&router, get("/v1/models/gpt-5")).await;
     assert_eq!(
         (status, &body["error"]["code"]),
