@@ -93,6 +93,19 @@ pub(crate) enum Read<E> {
     Cut,
 }
 
+/// A typed event's data (the Responses API's, Anthropic's Messages') as a JSON object with a `type`.
+pub(super) fn event_object(data: &str) -> Option<serde_json::Map<String, Value>> {
+    match serde_json::from_str::<Value>(data) {
+        Ok(Value::Object(event)) if event.get("type").is_some_and(Value::is_string) => Some(event),
+        _ => None,
+    }
+}
+
+/// A typed event's `type` (`""` when it has none).
+pub(super) fn kind(event: &serde_json::Map<String, Value>) -> &str {
+    event.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
 /// An error sent as an event before the commit point, as the attempt's error answer: `error` (the error object,
 /// in whichever shape the API sends it) in OpenAI's envelope, with the status its code stands for (Anthropic's
 /// Messages writes its own envelope: `messages.rs`).

@@ -32,7 +32,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
-use super::api::{Protocol, Read, Streamed};
+use super::api::{Protocol, Read, Streamed, event_object, kind};
 use super::object::{ObjectWriter, read_object};
 use super::provider::status_of_error_event;
 use super::truncate::{TurnItem, truncate_turns};
@@ -202,7 +202,7 @@ impl MessagesResponse {
 impl MessagesEvent {
     /// Its `type` (`message_start`, `content_block_delta`, ...).
     pub fn kind(&self) -> &str {
-        self.0.get("type").and_then(Value::as_str).unwrap_or("")
+        kind(&self.0)
     }
 }
 
@@ -408,18 +408,6 @@ fn error_answer(error: &Value) -> Commit {
         status: status_of_error_event(&bytes),
         body: bytes.into(),
     }
-}
-
-/// The event's data as a JSON object with a `type`.
-fn event_object(data: &str) -> Option<Map<String, Value>> {
-    match serde_json::from_str::<Value>(data) {
-        Ok(Value::Object(event)) if event.get("type").is_some_and(Value::is_string) => Some(event),
-        _ => None,
-    }
-}
-
-fn kind(event: &Map<String, Value>) -> &str {
-    event.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
 /// The error object of an `error` event (`{"type": "error", "error": {"type", "message"}}`); the event's own

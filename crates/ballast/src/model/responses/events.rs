@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use super::{Input, ResponseEvent, ResponseObject, ResponsesRequest, truncate_input};
 use crate::body::{Commit, CommitRule};
-use crate::model::api::{Protocol, Read, Streamed, error_answer, set_stream};
+use crate::model::api::{Protocol, Read, Streamed, error_answer, event_object, kind, set_stream};
 use crate::model::usage::token_usage_of;
 use crate::model::{CannotTruncate, Truncation, TruncationGoal};
 use ballast_config::Api;
@@ -96,18 +96,6 @@ pub(crate) fn read_event(data: &str) -> Read<ResponseEvent> {
         }
         _ => Read::Item(ResponseEvent(event), None),
     }
-}
-
-/// The event's data as a JSON object with a `type`.
-fn event_object(data: &str) -> Option<Map<String, Value>> {
-    match serde_json::from_str::<Value>(data) {
-        Ok(Value::Object(event)) if event.get("type").is_some_and(Value::is_string) => Some(event),
-        _ => None,
-    }
-}
-
-fn kind(event: &Map<String, Value>) -> &str {
-    event.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
 /// The error an `error` event or `response.failed` reports, as an error object (`code`, `message`, ...): an
