@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import anthropic
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the sources when sdk_common is imported
-from sdk_common import Context, error_report, now_ms, outcome, parse_args, run, select_headers  # noqa: E402
+from sdk_common import Context, error_report, now_ms, outcome, parse_args, recording_hooks, run, select_headers  # noqa: E402
 
 HAPPY_TIMEOUT = 15.0  # seconds, on the client and per request (above); every call here, the failing ones too, ends well before
 MAX_TOKENS = 1024
@@ -100,27 +100,8 @@ def make_client(ctx: Context, *, max_retries: int, http: List[Dict[str, Any]],
                 headers: Optional[Dict[str, str]] = None) -> anthropic.Anthropic:
     """A client whose every HTTP request (each SDK retry included) is recorded in `http`: what the SDK sent of its
     own headers, which header carried the key, the status and the selected response headers."""
-    pending: Dict[int, Dict[str, Any]] = {}
-
-    def on_request(request: Any) -> None:
-        entry = {
-            "method": request.method,
-            "path": request.url.path,
-            "sent": {name: request.headers[name] for name in SENT_HEADERS if name in request.headers},
-            "key_header": [name for name in AUTH_HEADERS if name in request.headers],
-            "status": None,
-        }
-        pending[id(request)] = entry
-        http.append(entry)
-
-    def on_response(response: Any) -> None:
-        entry = pending.pop(id(response.request), None)
-        if entry is not None:
-            entry["status"] = response.status_code
-            entry["headers"] = select_headers(response.headers)
-
     http_client = anthropic.DefaultHttpxClient(
-        trust_env=False, event_hooks={"request": [on_request], "response": [on_response]}
+        trust_env=False, event_hooks=recording_hooks(http, SENT_HEADERS, AUTH_HEADERS)
     )
     return anthropic.Anthropic(
         base_url=ctx.base_url,

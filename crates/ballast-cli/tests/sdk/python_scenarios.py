@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import openai
 
 sys.dont_write_bytecode = True  # no __pycache__ beside the sources when sdk_common is imported
-from sdk_common import SENT_HEADERS, Context, error_report, now_ms, outcome, parse_args, run, select_headers  # noqa: E402
+from sdk_common import SENT_HEADERS, Context, error_report, now_ms, outcome, parse_args, recording_hooks, run, select_headers  # noqa: E402
 
 HAPPY_TIMEOUT = 15.0  # seconds; the calls that should simply succeed
 SHORT_TIMEOUT = 2.0  # the `timeout` and `long_stream` scenarios
@@ -80,27 +80,7 @@ def tool_output(name: str) -> str:
 def make_client(ctx: Context, *, timeout: float, max_retries: int, http: List[Dict[str, Any]]) -> openai.OpenAI:
     """A client whose every HTTP request (each SDK retry included) is recorded in `http`: what the SDK sent of
     its own headers, the status and the selected response headers."""
-    pending: Dict[int, Dict[str, Any]] = {}
-
-    def on_request(request: Any) -> None:
-        entry = {
-            "method": request.method,
-            "path": request.url.path,
-            "sent": {name: request.headers[name] for name in SENT_HEADERS if name in request.headers},
-            "status": None,
-        }
-        pending[id(request)] = entry
-        http.append(entry)
-
-    def on_response(response: Any) -> None:
-        entry = pending.pop(id(response.request), None)
-        if entry is not None:
-            entry["status"] = response.status_code
-            entry["headers"] = select_headers(response.headers)
-
-    http_client = openai.DefaultHttpxClient(
-        trust_env=False, event_hooks={"request": [on_request], "response": [on_response]}
-    )
+    http_client = openai.DefaultHttpxClient(trust_env=False, event_hooks=recording_hooks(http, SENT_HEADERS))
     return openai.OpenAI(
         base_url=ctx.base_url,
         api_key=ctx.api_key,

@@ -40,6 +40,35 @@ def select_headers(headers: Any) -> Dict[str, str]:
     return picked
 
 
+def recording_hooks(
+    http: List[Dict[str, Any]], sent_headers: tuple, key_headers: tuple = ()
+) -> Dict[str, List[Callable[[Any], None]]]:
+    """httpx event hooks that record every HTTP request of an SDK (each of its retries included) in `http`: its
+    method and path, the `sent_headers` it set, which of `key_headers` carried the key (when asked), then its status
+    and the selected response headers."""
+    pending: Dict[int, Dict[str, Any]] = {}
+
+    def on_request(request: Any) -> None:
+        entry: Dict[str, Any] = {
+            "method": request.method,
+            "path": request.url.path,
+            "sent": {name: request.headers[name] for name in sent_headers if name in request.headers},
+            "status": None,
+        }
+        if key_headers:
+            entry["key_header"] = [name for name in key_headers if name in request.headers]
+        pending[id(request)] = entry
+        http.append(entry)
+
+    def on_response(response: Any) -> None:
+        entry = pending.pop(id(response.request), None)
+        if entry is not None:
+            entry["status"] = response.status_code
+            entry["headers"] = select_headers(response.headers)
+
+    return {"request": [on_request], "response": [on_response]}
+
+
 def jsonable(value: Any) -> Any:
     """`value` as plain JSON data (SDK models dumped, anything else as its text)."""
     if hasattr(value, "model_dump"):
