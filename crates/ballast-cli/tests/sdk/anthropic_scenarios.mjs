@@ -9,7 +9,7 @@
 // `maxRetries` explicitly, so a wrong gateway can never hang the run; a watchdog ends the process if the whole run
 // takes longer than `--watchdog` seconds (exit code 3).
 
-import { Console } from 'node:console';
+import { emit, failed, msSince, runScenarios, selectHeaders, stderrLogger } from './sdk_common.mjs';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -31,8 +31,6 @@ const STORM_CALLS = 8; // the `storm` scenario makes at least this many calls...
 const STORM_SPREAD = 600; // ...over at least this many ms (a breaker's streak must span 500 ms by default)...
 const STORM_MAX_CALLS = 40; // ...and at most this many
 
-// Response headers a result reports: the ones a caller acts on, and every `ballast-*` header.
-const SELECTED_HEADERS = ['x-request-id', 'x-should-retry', 'retry-after', 'retry-after-ms', 'content-type'];
 // Request headers the SDK sets itself, reported per HTTP request it sent (the key's header by name only).
 const SENT_HEADERS = [
   'x-stainless-retry-count',
@@ -65,7 +63,6 @@ const TOOLS = [
 const TOOL_OUTPUTS = { lookup_order: { order_id: '1234', amount: 12.5 }, create_refund: { status: 'succeeded' } };
 
 const userTurn = (op) => ({ role: 'user', content: `Refund order 1234, op=${op}` });
-const msSince = (started) => Math.round(performance.now() - started);
 
 /** The first turn of the refund conversation for `op`: answered with a `lookup_order` tool use. */
 const firstRequest = (model, op) => ({ model, max_tokens: MAX_TOKENS, messages: [userTurn(op)], tools: TOOLS });
@@ -87,15 +84,6 @@ function finalRequest(model, op) {
   return { model, max_tokens: MAX_TOKENS, messages, tools: TOOLS };
 }
 
-function selectHeaders(headers) {
-  const picked = {};
-  if (!headers || typeof headers.forEach !== 'function') return picked;
-  headers.forEach((value, name) => {
-    const lower = name.toLowerCase();
-    if (SELECTED_HEADERS.includes(lower) || lower.startsWith('ballast-')) picked[lower] = value;
-  });
-  return picked;
-}
 
 /**
  * An exception as a result reports it: its class, and what the SDK exposes — `status`, `type` (the error's type,
@@ -122,8 +110,6 @@ function errorReport(err) {
   return report;
 }
 
-const stderrLogger = new Console({ stdout: process.stderr, stderr: process.stderr });
-const emit = (result) => process.stdout.write(JSON.stringify(result) + '\n');
 
 /**
  * A client whose every HTTP request (each SDK retry included) is recorded in `http`, and the request options every
@@ -388,94 +374,4 @@ const SCENARIOS = new Map([
   ['models', models],
 ]);
 
-function parseArgs(argv, known) {
-  const usage =
-    'usage: anthropic_scenarios.mjs --base-url URL [--api-key KEY] [--watchdog SECONDS] SCENARIO...\n' +
-    `scenarios: ${known.join(' ')} (or all)\n`;
-  const args = { baseURL: null, apiKey: 'sk-ballast-test', watchdog: 120, scenarios: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
-      return argv[++i];
-    };
-    if (arg === '--base-url') args.baseURL = value().replace(/\/+$/, '');
-    else if (arg === '--api-key') args.apiKey = value();
-    else if (arg === '--watchdog') args.watchdog = Number(value());
-    else if (arg === '-h' || arg === '--help') {
-      process.stdout.write(usage);
-      process.exit(0);
-    } else if (arg === 'all') args.scenarios.push(...known);
-    else args.scenarios.push(arg);
-  }
-  const unknown = args.scenarios.filter((name) => !known.includes(name));
-  const problem = !args.baseURL
-    ? '--base-url is required'
-    : args.scenarios.length === 0
-      ? 'name at least one scenario'
-      : !(args.watchdog > 0)
-        ? '--watchdog must be a positive number of seconds'
-        : unknown.length > 0
-          ? `unknown scenario(s): ${unknown.join(' ')}`
-          : null;
-  if (problem) {
-    process.stderr.write(`${usage}anthropic_scenarios.mjs: error: ${problem}\n`);
-    process.exit(2);
-  }
-  return args;
-}
-
-/** A call's outcome (see `outcome`) that failed, alone or in a list. */
-function failed(value) {
-  if (Array.isArray(value)) return value.some(failed);
-  return value !== null && typeof value === 'object' && value.ok === false;
-}
-
-async function main() {
-  let args;
-  try {
-    args = parseArgs(process.argv.slice(2), [...SCENARIOS.keys()]);
-  } catch (err) {
-    process.stderr.write(`anthropic_scenarios.mjs: error: ${err.message}\n`);
-    process.exit(2);
-  }
-  let current = '(none)';
-  let scenarioStarted = performance.now();
-  setTimeout(() => {
-    emit({
-      scenario: current,
-      ok: false,
-      elapsed_ms: msSince(scenarioStarted),
-      error: { class: 'Watchdog', message: `the run took over ${args.watchdog} s; killed` },
-    });
-    process.exit(3);
-  }, args.watchdog * 1000).unref();
-
-  for (const name of args.scenarios) {
-    current = name;
-    const started = (scenarioStarted = performance.now());
-    const ctx = {
-      baseURL: args.baseURL,
-      apiKey: args.apiKey,
-      out: {},
-      op: (suffix = '') => `op-claude-node-${name}${suffix}`,
-    };
-    let error = null;
-    try {
-      await SCENARIOS.get(name)(ctx);
-    } catch (err) {
-      error = errorReport(err);
-    }
-    const result = { scenario: name, ok: error === null, elapsed_ms: msSince(started), ...ctx.out };
-    if (error !== null) result.error = error;
-    if ('error' in result || Object.values(ctx.out).some(failed)) result.ok = false;
-    emit(result);
-  }
-  process.exit(0);
-}
-
-process.on('unhandledRejection', (reason) => {
-  process.stderr.write(`anthropic_scenarios.mjs: unhandled rejection: ${reason?.stack ?? reason}\n`);
-});
-
-await main();
+await runScenarios({ program: 'anthropic_scenarios.mjs', table: SCENARIOS, opOf: (name) => `op-claude-node-${name}`, errorReport });

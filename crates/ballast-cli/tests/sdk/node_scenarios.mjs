@@ -7,7 +7,7 @@
 // Every call sets its SDK timeout and `maxRetries` explicitly, so a wrong gateway can never hang the run; a
 // watchdog ends the process if the whole run takes longer than `--watchdog` seconds (exit code 3).
 
-import { Console } from 'node:console';
+import { emit, failed, msSince, runScenarios, selectHeaders, stderrLogger } from './sdk_common.mjs';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -27,8 +27,6 @@ const SHED_TIMEOUT = 30_000; // each of the two `shed` calls, its SDK retry wait
 const DEFAULT_MAX_RETRIES = 2; // the SDK's default, said explicitly
 const MAX_TURNS = 4; // the tool-calling loop's bound (the script has three turns)
 
-// Response headers a result reports: the ones a caller acts on, and every `ballast-*` header.
-const SELECTED_HEADERS = ['x-request-id', 'x-should-retry', 'retry-after', 'retry-after-ms', 'content-type'];
 // Request headers the SDK sets itself, reported per HTTP request it sent.
 const SENT_HEADERS = ['x-stainless-retry-count', 'x-stainless-read-timeout', 'x-stainless-timeout'];
 
@@ -59,7 +57,6 @@ const TOOL_OUTPUTS = { lookup_order: { order_id: '1234', amount: 12.5 }, create_
 
 const userTurn = (op) => `Refund order 1234, op=${op}`;
 const toolOutput = (name) => JSON.stringify(TOOL_OUTPUTS[name] ?? { error: `no such tool: ${name}` });
-const msSince = (started) => Math.round(performance.now() - started);
 
 /** Four older user/assistant turns of about 2,000 characters each, then the user turn naming `op`. */
 function longHistory(op) {
@@ -73,15 +70,6 @@ function longHistory(op) {
   return messages;
 }
 
-function selectHeaders(headers) {
-  const picked = {};
-  if (!headers || typeof headers.forEach !== 'function') return picked;
-  headers.forEach((value, name) => {
-    const lower = name.toLowerCase();
-    if (SELECTED_HEADERS.includes(lower) || lower.startsWith('ballast-')) picked[lower] = value;
-  });
-  return picked;
-}
 
 /** An exception as a result reports it: its class, and what the SDK exposes of status, code and body. */
 function errorReport(err) {
@@ -105,8 +93,6 @@ function errorReport(err) {
   return report;
 }
 
-const stderrLogger = new Console({ stdout: process.stderr, stderr: process.stderr });
-const emit = (result) => process.stdout.write(JSON.stringify(result) + '\n');
 
 /**
  * A client whose every HTTP request (each SDK retry included) is recorded in `http`, and the request options
@@ -505,95 +491,4 @@ function scenarios() {
   return table;
 }
 
-function parseArgs(argv, known) {
-  const usage =
-    'usage: node_scenarios.mjs --base-url URL [--api-key KEY] [--watchdog SECONDS] SCENARIO...\n' +
-    `scenarios: ${known.join(' ')} (or all)\n`;
-  const args = { baseURL: null, apiKey: 'sk-ballast-test', watchdog: 120, scenarios: [] };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    const value = () => {
-      if (i + 1 >= argv.length) throw new Error(`${arg} needs a value`);
-      return argv[++i];
-    };
-    if (arg === '--base-url') args.baseURL = value();
-    else if (arg === '--api-key') args.apiKey = value();
-    else if (arg === '--watchdog') args.watchdog = Number(value());
-    else if (arg === '-h' || arg === '--help') {
-      process.stdout.write(usage);
-      process.exit(0);
-    } else if (arg === 'all') args.scenarios.push(...known);
-    else args.scenarios.push(arg);
-  }
-  const unknown = args.scenarios.filter((name) => !known.includes(name));
-  const problem = !args.baseURL
-    ? '--base-url is required'
-    : args.scenarios.length === 0
-      ? 'name at least one scenario'
-      : !(args.watchdog > 0)
-        ? '--watchdog must be a positive number of seconds'
-        : unknown.length > 0
-          ? `unknown scenario(s): ${unknown.join(' ')}`
-          : null;
-  if (problem) {
-    process.stderr.write(`${usage}node_scenarios.mjs: error: ${problem}\n`);
-    process.exit(2);
-  }
-  return args;
-}
-
-async function main() {
-  const table = scenarios();
-  let args;
-  try {
-    args = parseArgs(process.argv.slice(2), [...table.keys()]);
-  } catch (err) {
-    process.stderr.write(`node_scenarios.mjs: error: ${err.message}\n`);
-    process.exit(2);
-  }
-  let current = '(none)';
-  let scenarioStarted = performance.now();
-  setTimeout(() => {
-    emit({
-      scenario: current,
-      ok: false,
-      elapsed_ms: msSince(scenarioStarted),
-      error: { class: 'Watchdog', message: `the run took over ${args.watchdog} s; killed` },
-    });
-    process.exit(3);
-  }, args.watchdog * 1000).unref();
-
-  for (const name of args.scenarios) {
-    current = name;
-    const started = (scenarioStarted = performance.now());
-    const ctx = {
-      baseURL: args.baseURL,
-      apiKey: args.apiKey,
-      out: {},
-      op: (suffix = '') => `op-node-${name.replaceAll('.', '-')}${suffix}`,
-    };
-    let error = null;
-    try {
-      await table.get(name)(ctx);
-    } catch (err) {
-      error = errorReport(err);
-    }
-    const result = { scenario: name, ok: error === null, elapsed_ms: msSince(started), ...ctx.out };
-    if (error !== null) result.error = error;
-    if ('error' in result || Object.values(ctx.out).some(failed)) result.ok = false;
-    emit(result);
-  }
-  process.exit(0);
-}
-
-/** A call's outcome (see `outcome`) that failed, alone or in a list. */
-function failed(value) {
-  if (Array.isArray(value)) return value.some(failed);
-  return value !== null && typeof value === 'object' && value.ok === false;
-}
-
-process.on('unhandledRejection', (reason) => {
-  process.stderr.write(`node_scenarios.mjs: unhandled rejection: ${reason?.stack ?? reason}\n`);
-});
-
-await main();
+await runScenarios({ program: 'node_scenarios.mjs', table: scenarios(), opOf: (name) => `op-node-${name.replaceAll('.', '-')}`, errorReport });
