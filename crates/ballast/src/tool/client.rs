@@ -32,7 +32,7 @@ pub(super) struct Operation {
 
 /// What the tool falls back to when its upstream is failing.
 #[derive(Clone, Debug)]
-pub(super) enum Fallback {
+pub(crate) enum Fallback {
     Tool(ToolClient),
     Response(Value),
 }
