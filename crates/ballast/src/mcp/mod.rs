@@ -229,6 +229,7 @@ impl McpServerClient {
             transport,
             runs,
             None,
+            true,
         ))
     }
 

@@ -182,7 +182,7 @@ where
     let parts = parts(config, tool)?;
     let headers = upstream_headers(tool, env)?;
     Ok(build_with(
-        config, tool, parts, headers, transport, runs, fallback,
+        config, tool, parts, headers, transport, runs, fallback, false,
     ))
 }
 
@@ -200,7 +200,9 @@ pub(crate) fn parts(config: &Config, tool: &ToolConfig) -> Result<Parts, Invalid
     Parts::of::<InvalidTool>(&tool.name, &settings, &config.server)
 }
 
-/// The client of `tool` over `parts`, sending `headers` on every attempt through `transport`.
+/// The client of `tool` over `parts`, sending `headers` on every attempt through `transport` (`mcp`: an upstream
+/// MCP server's tool, over its `McpTransport`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn build_with<T>(
     config: &Config,
     tool: &ToolConfig,
@@ -209,6 +211,7 @@ pub(crate) fn build_with<T>(
     transport: T,
     runs: Arc<Runs>,
     fallback: Option<Fallback>,
+    mcp: bool,
 ) -> ToolClient
 where
     T: Transport,
@@ -225,6 +228,7 @@ where
         target,
         headers,
         fallback,
+        mcp,
     })
 }
 
