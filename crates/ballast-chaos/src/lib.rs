@@ -36,7 +36,7 @@ pub use model::{
 };
 pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, Fault, FieldError, KeyMode, Latency,
-    LoseMode, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota, RetryAfterForm,
-    Script, ScriptStep, StreamFaults, Window,
+    LoseMode, McpSettings, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota,
+    RetryAfterForm, Script, ScriptStep, StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};
