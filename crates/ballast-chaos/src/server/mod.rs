@@ -33,6 +33,7 @@ mod keys;
 mod ledger;
 mod lock;
 mod lose;
+mod mcp;
 mod messages;
 mod response_store;
 mod responses;
@@ -119,6 +120,7 @@ fn routes(app: App) -> Router {
         .route("/admin/profile", post(admin::swap_profile))
         .route("/healthz", get(admin::healthz))
         .route("/echo", post(admin::echo))
+        .merge(mcp::routes(app.clone()))
         .with_state(app)
 }
 
