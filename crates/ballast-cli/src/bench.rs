@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use ballast_bench::flash_sale::{
-    Against, Arrivals, MODEL, ModelApi, Naive, Options, Progress, Run, Scenario, ScenarioReport, Strategy,
-    ThroughGateway, WithBallast, chart_svg, run_seeds, seed_label,
+    Against, Arrivals, MODEL, ModelApi, Naive, NaiveMcp, Options, Progress, Run, Scenario, ScenarioReport,
+    Strategy, ThroughGateway, ToolApi, WithBallast, chart_svg, run_seeds, seed_label,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -16,6 +16,8 @@ use crate::signal::Signals;
 
 /// The strategies run when `--strategies` is not given.
 const DEFAULT_STRATEGIES: &str = "naive,ballast,gateway";
+/// The strategies run with `--tools mcp` when `--strategies` is not given: the naive MCP client joins.
+const DEFAULT_STRATEGIES_MCP: &str = "naive,ballast,gateway,naive-mcp";
 
 /// The flash-sale bench's arguments.
 #[derive(Debug, Args)]
@@ -40,8 +42,9 @@ pub(crate) struct FlashSale {
     /// Each conversation's deadline (before scaling).
     #[arg(long, default_value = "30s")]
     deadline: String,
-    /// The strategies to run, comma-separated: naive, ballast, gateway, against [default: naive,ballast,gateway,
-    /// and against with --against].
+    /// The strategies to run, comma-separated: naive, ballast, gateway, naive-mcp (the naive agents with their
+    /// tools on the upstream's MCP server), against [default: naive,ballast,gateway; naive-mcp too with --tools
+    /// mcp; against too with --against].
     #[arg(long)]
     strategies: Option<String>,
     /// Also run the agents through this OpenAI-compatible gateway (its base URL, `http://HOST:PORT/v1`): model
@@ -63,6 +66,12 @@ pub(crate) struct FlashSale {
     /// API beside the strategy (`gateway (messages)`) unless mixed.
     #[arg(long, default_value = "mixed")]
     api: String,
+    /// How the gateway's agents call their tools: http (`POST /v1/tools/{name}`, with the run and the step), or
+    /// mcp (MCP `tools/call`s at the gateway's `/mcp`, one MCP client per conversation with `ballast-run-id`, the
+    /// gateway's tools the upstream's MCP server's): the whole path MCP, named `gateway (mcp)`. With mcp the
+    /// naive MCP client (naive-mcp) runs too by default. The other strategies call as they do.
+    #[arg(long, default_value = "http")]
+    tools: String,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -99,8 +108,12 @@ pub(crate) fn flash_sale(args: &FlashSale) -> anyhow::Result<()> {
         .api
         .parse()
         .map_err(|e: String| anyhow::anyhow!("--api: {e}"))?;
+    let tools: ToolApi = args
+        .tools
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--tools: {e}"))?;
     let binary = std::env::current_exe().context("cannot find the ballast binary")?;
-    let strategies = strategies(args, &binary, api)?;
+    let strategies = strategies(args, &binary, api, tools)?;
     let upstream = args.upstream_listen.unwrap_or(if args.against.is_some() {
         SocketAddr::from(([127, 0, 0, 1], 9000))
     } else {
@@ -225,12 +238,22 @@ fn seeds(text: &str) -> anyhow::Result<Vec<u64>> {
     }
 }
 
-/// The strategies named by `--strategies` (default: [`DEFAULT_STRATEGIES`], and `against` with `--against`).
-fn strategies(args: &FlashSale, binary: &Path, api: ModelApi) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
+/// The strategies named by `--strategies` (default: [`DEFAULT_STRATEGIES`], or [`DEFAULT_STRATEGIES_MCP`] with
+/// `--tools mcp`; and `against` with `--against`).
+fn strategies(
+    args: &FlashSale,
+    binary: &Path,
+    api: ModelApi,
+    tools: ToolApi,
+) -> anyhow::Result<Vec<Box<dyn Strategy>>> {
+    let default = match tools {
+        ToolApi::Http => DEFAULT_STRATEGIES,
+        ToolApi::Mcp => DEFAULT_STRATEGIES_MCP,
+    };
     let mut names: Vec<String> = args
         .strategies
         .as_deref()
-        .unwrap_or(DEFAULT_STRATEGIES)
+        .unwrap_or(default)
         .split(',')
         .map(|name| name.trim().to_owned())
         .collect();
@@ -243,12 +266,15 @@ fn strategies(args: &FlashSale, binary: &Path, api: ModelApi) -> anyhow::Result<
             match name.as_str() {
                 "naive" => Ok(Box::new(Naive)),
                 "ballast" => Ok(Box::new(WithBallast)),
-                "gateway" => Ok(Box::new(ThroughGateway::new(binary.to_owned(), api))),
+                "gateway" => Ok(Box::new(ThroughGateway::new(binary.to_owned(), api).tools(tools))),
+                "naive-mcp" => Ok(Box::new(NaiveMcp)),
                 "against" => match &args.against {
                     Some(url) => Ok(Box::new(Against::new(url, args.against_key.clone(), api))),
                     None => bail!("--strategies: `against` needs --against URL (the gateway to run against)"),
                 },
-                other => bail!("--strategies: unknown strategy {other:?}; naive, ballast, gateway, against"),
+                other => {
+                    bail!("--strategies: unknown strategy {other:?}; naive, ballast, gateway, naive-mcp, against")
+                }
             }
         })
         .collect()
@@ -267,7 +293,8 @@ mod tests {
 
     fn names(argv: &[&str]) -> anyhow::Result<Vec<String>> {
         let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
-        let strategies = strategies(&cli.args, Path::new("ballast"), ModelApi::Mixed)?;
+        let tools: ToolApi = cli.args.tools.parse().map_err(anyhow::Error::msg)?;
+        let strategies = strategies(&cli.args, Path::new("ballast"), ModelApi::Mixed, tools)?;
         Ok(strategies.iter().map(|s| s.name().to_owned()).collect())
     }
 
@@ -301,7 +328,7 @@ mod tests {
         ])
         .unwrap();
         let api: ModelApi = cli.args.api.parse().unwrap();
-        let named: Vec<String> = strategies(&cli.args, Path::new("ballast"), api)
+        let named: Vec<String> = strategies(&cli.args, Path::new("ballast"), api, ToolApi::Http)
             .unwrap()
             .iter()
             .map(|s| s.name().to_owned())
@@ -311,5 +338,22 @@ mod tests {
             ["naive", "ballast", "gateway (messages)", "against (messages)"]
         );
         assert!(names(&["--strategies", "magic"]).is_err());
+    }
+
+    #[test]
+    fn tools_over_mcp_name_the_gateway_so_and_add_the_naive_mcp_client() {
+        assert_eq!(
+            names(&["--tools", "mcp"]).unwrap(),
+            ["naive", "ballast", "gateway (mcp)", "naive-mcp"]
+        );
+        assert_eq!(
+            names(&["--tools", "mcp", "--strategies", "gateway"]).unwrap(),
+            ["gateway (mcp)"]
+        );
+        assert_eq!(
+            names(&["--strategies", "naive-mcp"]).unwrap(),
+            ["naive-mcp"]
+        );
+        assert!(names(&["--tools", "grpc"]).is_err());
     }
 }

@@ -94,11 +94,25 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .into_iter()
         .map(|route| (route.name().to_owned(), model_status(route, now)))
         .collect();
+    // An upstream MCP server's breaker, budget and throttle are its tools' (one upstream); admission is per tool.
+    let mcp_servers: serde_json::Map<String, Value> = (gateway.inner.mcp.iter())
+        .map(|server| {
+            let status = upstream_status(
+                server.breaker(),
+                &**server.budget(),
+                server.throttle(),
+                None,
+                now,
+            );
+            (server.name().to_owned(), status)
+        })
+        .collect();
     let store = store_health(&gateway);
     Json(json!({
         "draining": gateway.is_draining(),
         "models": models,
         "tools": tools,
+        "mcp_servers": mcp_servers,
         "runs": runs_status(&gateway.inner.runs, now),
         "connections": connections_status(&gateway),
         "background_tasks": ballast::background::running(),

@@ -12,7 +12,7 @@
 
 use futures::future::BoxFuture;
 
-use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
+use super::over_http::{HttpAgents, ModelApi, Route, ToolApi, strategy_name};
 use super::strategy::{Agents, Strategy};
 
 /// The `against` strategy (see the module docs).
@@ -33,7 +33,7 @@ impl Against {
             url: url.trim_end_matches('/').to_owned(),
             key,
             api,
-            name: strategy_name("against", api),
+            name: strategy_name("against", api, ToolApi::Http),
         }
     }
 

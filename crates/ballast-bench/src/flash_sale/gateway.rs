@@ -7,6 +7,10 @@
 //! which names every API the upstream serves (Anthropic's Messages too, for `--api messages`), plus what only a
 //! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles'
 //! refusals are read from the gateway's `/status`, as an operator reads them.
+//!
+//! With the tools over MCP ([`ToolApi::Mcp`], `--tools mcp`) the whole path is MCP: the agents call the gateway's
+//! `/mcp` ([`super::over_mcp`]), and the gateway's tools are the upstream's MCP server's, one `[[mcp_servers]]`
+//! entry in place of the `[[tools]]` ([`with_ballast::config_over_mcp`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,7 +21,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
+use super::over_http::{HttpAgents, ModelApi, Route, ToolApi, strategy_name};
 use super::scenario::Conversation;
 use super::strategy::{Agents, BreakerChange, Outcome, Strategy};
 use super::with_ballast;
@@ -39,26 +43,42 @@ const LOOK_EVERY: Duration = Duration::from_millis(250);
 pub struct ThroughGateway {
     binary: PathBuf,
     api: ModelApi,
+    tools: ToolApi,
     name: String,
 }
 
 impl ThroughGateway {
-    /// Agents through `ballast serve`, started from `binary` (the `ballast` binary), their model calls on `api`.
-    /// Named `gateway`, or `gateway (messages)` when every agent calls one API.
+    /// Agents through `ballast serve`, started from `binary` (the `ballast` binary), their model calls on `api`,
+    /// their tools over HTTP. Named `gateway`, or `gateway (messages)` when every agent calls one API.
     pub fn new(binary: PathBuf, api: ModelApi) -> ThroughGateway {
         ThroughGateway {
             binary,
             api,
-            name: strategy_name("gateway", api),
+            tools: ToolApi::Http,
+            name: strategy_name("gateway", api, ToolApi::Http),
+        }
+    }
+
+    /// The same agents calling their tools over `tools`: with [`ToolApi::Mcp`], at the gateway's `/mcp`, in front
+    /// of the upstream's MCP server. Named `gateway (mcp)` (`gateway (messages, mcp)`, ...).
+    pub fn tools(self, tools: ToolApi) -> ThroughGateway {
+        ThroughGateway {
+            tools,
+            name: strategy_name("gateway", self.api, tools),
+            ..self
         }
     }
 }
 
-/// The gateway's configuration in front of the upstream at `base_url`, its store in `dir` (see the module docs).
-pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str) -> String {
+/// The gateway's configuration in front of the upstream at `base_url`, its tools over `tools`, its store in `dir`
+/// (see the module docs).
+pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str, tools: ToolApi) -> String {
+    let routes = match tools {
+        ToolApi::Http => with_ballast::config_speaking(base_url, time_scale, Some(APIS)),
+        ToolApi::Mcp => with_ballast::config_over_mcp(base_url, time_scale, Some(APIS)),
+    };
     format!(
-        "{}\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n\n[[principals]]\nname = \"agents\"\nkey_env = \"{KEY_ENV}\"\n",
-        with_ballast::config_speaking(base_url, time_scale, Some(APIS))
+        "{routes}\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n\n[[principals]]\nname = \"agents\"\nkey_env = \"{KEY_ENV}\"\n"
     )
 }
 
@@ -74,7 +94,8 @@ impl Strategy for ThroughGateway {
     ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
         Box::pin(async move {
             let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
-            let config = gateway_config(base_url, time_scale, &dir.path().display().to_string());
+            let dir_path = dir.path().display().to_string();
+            let config = gateway_config(base_url, time_scale, &dir_path, self.tools);
             let path = dir.path().join("ballast.toml");
             std::fs::write(&path, config).map_err(|e| format!("cannot write the gateway's config: {e}"))?;
             let path = path.display().to_string();
@@ -88,7 +109,8 @@ impl Strategy for ThroughGateway {
             .await?;
             let base = format!("http://{}", gateway.addr());
             let route = Route::Ballast { base: base.clone() };
-            let agents = HttpAgents::new(route, Some(KEY.to_owned()), self.api, time_scale)?;
+            let agents =
+                HttpAgents::new(route, Some(KEY.to_owned()), self.api, time_scale)?.with_tools(self.tools)?;
             let status = Arc::new(StatusWatch::new(format!("{base}/status"))?);
             let looking = tokio::spawn(Arc::clone(&status).look_every(LOOK_EVERY));
             Ok(Box::new(GatewayAgents {
@@ -196,6 +218,9 @@ impl StatusWatch {
         if let Some(tools) = status["tools"].as_object() {
             upstreams.extend(tools.iter().map(|(name, tool)| (name.clone(), tool)));
         }
+        if let Some(servers) = status["mcp_servers"].as_object() {
+            upstreams.extend(servers.iter().map(|(name, server)| (format!("mcp:{name}"), server)));
+        }
         let refused = upstreams
             .iter()
             .filter_map(|(_, upstream)| upstream["throttle"]["refused_total"].as_u64())
@@ -240,7 +265,7 @@ mod tests {
     #[test]
     fn the_gateways_config_is_the_ballast_strategys_with_a_store_and_a_principal() {
         for scale in [1.0, 0.02] {
-            let toml = gateway_config("http://127.0.0.1:1", scale, "/tmp/x");
+            let toml = gateway_config("http://127.0.0.1:1", scale, "/tmp/x", ToolApi::Http);
             // The ballast strategy's, but for the model deployment's APIs.
             let without_apis = toml.replace(&format!(", api = {APIS}"), "");
             assert!(without_apis.starts_with(&with_ballast::config("http://127.0.0.1:1", scale)));
@@ -256,12 +281,27 @@ mod tests {
     }
 
     #[test]
+    fn over_mcp_the_gateways_config_has_the_upstreams_mcp_server_in_place_of_its_tools() {
+        let toml = gateway_config("http://127.0.0.1:1", 0.02, "/tmp/x", ToolApi::Mcp);
+        let config = ballast_config::Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+        assert_eq!((config.tools.len(), config.mcp_servers.len()), (0, 1));
+        assert_eq!(config.principals.len(), 1);
+    }
+
+    #[test]
     fn docs_bench_md_shows_the_config_as_it_is() {
         let docs = include_str!("../../../../docs/bench.md");
-        let config = gateway_config("http://127.0.0.1:9000", 1.0, "DIR");
-        assert!(
-            docs.contains(config.trim_end()),
-            "docs/bench.md, \"The gateway's configuration\", should show:\n{config}"
-        );
+        for tools in [ToolApi::Http, ToolApi::Mcp] {
+            let config = gateway_config("http://127.0.0.1:9000", 1.0, "DIR", tools);
+            // Over MCP the model route is the same: the docs show what differs, from the MCP server on.
+            let shown = match tools {
+                ToolApi::Http => config.trim_end(),
+                ToolApi::Mcp => &config[config.find("[[mcp_servers]]").expect("an MCP server")..].trim_end(),
+            };
+            assert!(
+                docs.contains(shown),
+                "docs/bench.md, \"The gateway's configuration\", should show:\n{shown}"
+            );
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The flash-sale bench (`ballast bench flash-sale`): N agents at once, each one conversation — model →
 //! `lookup_order` → `create_refund` or `process_payment` → model — under one deadline per conversation, against
 //! the chaos upstream served in process on 127.0.0.1, once per strategy on the same seed: the naive code, the
-//! `ballast` crate in process, and agents over HTTP with the SDKs' habits through Ballast's gateway or any other.
+//! `ballast` crate in process, and agents over HTTP with the SDKs' habits through Ballast's gateway or any other —
+//! their tools over HTTP or MCP.
 //!
 //! Why the same seed is fair: the chaos upstream draws each fault from (seed, endpoint, operation, attempt), the
 //! conversations and their arrival times come from the seed too, so every strategy meets the same agents at the
@@ -11,11 +12,14 @@
 //! # Layout
 //! - `scenario` — [`Scenario`], [`Dead`], [`Arrivals`], [`Conversation`]: what a run is made of.
 //! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`].
-//! - `naive` — [`Naive`]: the agent code of reference/000 and /002.
+//! - `naive` — [`Naive`]: the agent code of reference/000 and /002; `naive_mcp` — [`NaiveMcp`]: the same agents
+//!   with their tools on an MCP server, called as MCP tutorials do.
+//! - `mcp` — the bench's MCP client (JSON-RPC over its HTTP client), for both strategies over MCP.
 //! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it (and the gateway's config).
 //! - `sdk` — what the official OpenAI SDKs do on a call: retries, waits, headers ([`Flavour`]).
-//! - `over_http` — agents over HTTP with those habits, on either model API ([`ModelApi`]); `turns` — a
-//!   conversation as each API carries it.
+//! - `over_http` — agents over HTTP with those habits, on either model API ([`ModelApi`]), their tools over HTTP
+//!   or MCP ([`ToolApi`]); `over_mcp` — their tool calls over MCP through the gateway; `turns` — a conversation as
+//!   each API carries it.
 //! - `gateway` — [`ThroughGateway`]: those agents through `ballast serve`, started by the bench.
 //! - `against` — [`Against`]: those agents through any OpenAI-compatible gateway a user runs.
 //! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
@@ -25,8 +29,11 @@
 mod against;
 mod chart;
 mod gateway;
+mod mcp;
 mod naive;
+mod naive_mcp;
 mod over_http;
+mod over_mcp;
 mod report;
 mod scenario;
 mod sdk;
@@ -48,7 +55,8 @@ pub use against::Against;
 pub use chart::chart_svg;
 pub use gateway::{ThroughGateway, gateway_config};
 pub use naive::Naive;
-pub use over_http::{MODEL, ModelApi};
+pub use naive_mcp::NaiveMcp;
+pub use over_http::{MODEL, ModelApi, ToolApi};
 pub use report::{Summary, table};
 pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
 pub use sdk::Flavour;

@@ -13,6 +13,9 @@
 //! One departure, for the measurement only: every try sends `ballast-attempt` (its number from 1), as Ballast's
 //! tries do, so that the chaos upstream draws the same fault for the same try of the same call whichever strategy
 //! makes it. Nothing in the strategy reads it.
+//!
+//! The same agents call their tools over MCP in the `naive-mcp` strategy ([`super::naive_mcp`]): the model calls
+//! as here, the tool calls as tutorials write an MCP client.
 
 use std::time::Duration;
 
@@ -21,17 +24,20 @@ use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 use serde_json::{Value, json};
 
+use super::mcp::McpClient;
+use super::naive_mcp;
+use super::over_http::ToolApi;
 use super::scenario::Conversation;
 use super::strategy::{Agents, Outcome, Strategy};
 
 /// Tries per call.
-const TRIES: u32 = 3;
+pub(super) const TRIES: u32 = 3;
 /// The model's timeout per try.
 const MODEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The order lookup's timeout per try.
-const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The refund's and the payment's timeout per try.
-const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first backoff sleep, doubled on every retry.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest backoff sleep.
@@ -53,24 +59,32 @@ impl Strategy for Naive {
         base_url: &'a str,
         time_scale: f64,
     ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
-        let agents = reqwest::Client::builder()
-            .build()
-            .map_err(|error| format!("an HTTP client: {error}"))
-            .map(|client| {
-                Box::new(NaiveAgents {
-                    client,
-                    base_url: base_url.to_owned(),
-                    time_scale,
-                }) as Box<dyn Agents>
-            });
+        let agents = NaiveAgents::new(base_url, time_scale, ToolApi::Http);
         Box::pin(std::future::ready(agents))
     }
 }
 
-struct NaiveAgents {
+/// One run's naive agents, calling their tools at `/tools/{name}` or over MCP.
+pub(super) struct NaiveAgents {
     client: reqwest::Client,
     base_url: String,
     time_scale: f64,
+    tools: ToolApi,
+}
+
+impl NaiveAgents {
+    /// The agents of one run against the upstream at `base_url`, their tool calls over `tools`.
+    pub(super) fn new(base_url: &str, time_scale: f64, tools: ToolApi) -> Result<Box<dyn Agents>, String> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|error| format!("an HTTP client: {error}"))?;
+        Ok(Box::new(NaiveAgents {
+            client,
+            base_url: base_url.to_owned(),
+            time_scale,
+            tools,
+        }))
+    }
 }
 
 impl Agents for NaiveAgents {
@@ -83,6 +97,14 @@ impl NaiveAgents {
     async fn conversation(&self, conversation: &Conversation) -> Outcome {
         // Jitter from the conversation's own seed: a run repeats.
         let mut rng = SmallRng::seed_from_u64(op_seed(&conversation.op));
+        // Over MCP, a session first, as a tutorial's client opens one before the agent starts.
+        let session = match self.tools {
+            ToolApi::Http => None,
+            ToolApi::Mcp => match naive_mcp::connect(&self.client, &self.base_url, self.time_scale).await {
+                Ok(session) => Some(session),
+                Err(kind) => return Outcome::failed(0, "initialize", kind),
+            },
+        };
         let mut messages = vec![json!({"role": "user", "content": conversation.user_turn()})];
         let mut calls = 0;
         let mut acted = false;
@@ -90,7 +112,8 @@ impl NaiveAgents {
             calls += 1;
             let request = json!({"model": "mock", "messages": messages});
             let url = format!("{}/v1/chat/completions", self.base_url);
-            let completion = match self.call(&url, &request, MODEL_TIMEOUT, false, &mut rng).await {
+            let timeout = MODEL_TIMEOUT.mul_f64(self.time_scale);
+            let completion = match self.call(&url, &request, timeout, false, &mut rng).await {
                 Ok(completion) => completion,
                 Err(kind) => return Outcome::failed(calls, "model", kind),
             };
@@ -120,8 +143,10 @@ impl NaiveAgents {
                 } else {
                     LOOKUP_TIMEOUT
                 };
-                let url = format!("{}/tools/{name}", self.base_url);
-                let reply = match self.call(&url, &arguments, timeout, side_effect, &mut rng).await {
+                let reply = self
+                    .call_tool(session.as_ref(), &name, &arguments, timeout, side_effect, &mut rng)
+                    .await;
+                let reply = match reply {
                     Ok(reply) => reply,
                     Err(kind) => return Outcome::failed(calls, &name, kind),
                 };
@@ -129,14 +154,34 @@ impl NaiveAgents {
                 messages.push(json!({
                     "role": "tool",
                     "tool_call_id": tool_call["id"],
-                    "content": reply.to_string(),
+                    "content": reply,
                 }));
             }
         }
         Outcome::failed(calls, "model", "too_many_turns")
     }
 
-    /// One call: [`TRIES`] tries of `timeout` each on every error, with backoff between them; a new
+    /// One tool call, at `/tools/{name}` or over the MCP `session`: its output for the model, or the last
+    /// failure's kind.
+    async fn call_tool(
+        &self,
+        session: Option<&McpClient>,
+        name: &str,
+        arguments: &Value,
+        timeout: Duration,
+        side_effect: bool,
+        rng: &mut SmallRng,
+    ) -> Result<String, String> {
+        let timeout = timeout.mul_f64(self.time_scale);
+        if let Some(session) = session {
+            return naive_mcp::call(session, name, arguments, timeout, self.time_scale, rng).await;
+        }
+        let url = format!("{}/tools/{name}", self.base_url);
+        let reply = self.call(&url, arguments, timeout, side_effect, rng).await?;
+        Ok(reply.to_string())
+    }
+
+    /// One call: [`TRIES`] tries of `timeout` (scaled) each on every error, with backoff between them; a new
     /// `Idempotency-Key` on each try of a side effect. The answer's JSON, or the last failure's kind.
     async fn call(
         &self,
@@ -151,7 +196,7 @@ impl NaiveAgents {
             let mut request = self
                 .client
                 .post(url)
-                .timeout(timeout.mul_f64(self.time_scale))
+                .timeout(timeout)
                 .header("ballast-attempt", attempt)
                 .json(body);
             if side_effect {
@@ -173,8 +218,8 @@ impl NaiveAgents {
     }
 }
 
-/// The sleep after try `attempt` (from 1): `min(base * 2^(attempt-1), cap)` ± 25 %.
-fn backoff(attempt: u32, rng: &mut SmallRng) -> Duration {
+/// The sleep after try `attempt` (from 1): `min(base * 2^(attempt-1), cap)` ± 25 % (unscaled).
+pub(super) fn backoff(attempt: u32, rng: &mut SmallRng) -> Duration {
     let exponential = BACKOFF_BASE
         .saturating_mul(1 << (attempt - 1).min(16))
         .min(BACKOFF_CAP);

@@ -19,6 +19,8 @@
 //!   every call, its deadline as `ballast-timeout-ms` on its first call (the run holds it for every later call) —
 //!   and every tool call says its step (`ballast-step-id: turn-N`, and `ballast-call-ordinal` for a second call of
 //!   one tool in one turn), from which the gateway derives the side effect's key: a retried step never pays twice.
+//! - **Tools over MCP** ([`ToolApi::Mcp`], through a Ballast gateway only): the tool calls are MCP `tools/call`s at
+//!   the gateway's `/mcp`, one MCP client per conversation with its run on the transport ([`super::over_mcp`]).
 //! - **Through any other gateway** ([`Route::Any`]): model calls go to it and carry only what an SDK sends; tool
 //!   calls go straight to the upstream (such a gateway cannot take them), a side effect's `Idempotency-Key` made
 //!   once per call and kept across its retries, as a careful agent (and the SDKs, where they send one) does.
@@ -32,6 +34,7 @@ use futures::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use rand::rngs::SmallRng;
 
+use super::over_mcp::GatewayTools;
 use super::scenario::Conversation;
 use super::sdk::{Failure, Flavour, SdkHabits, jitter_rng};
 use super::strategy::{Agents, Outcome};
@@ -97,12 +100,52 @@ impl fmt::Display for ModelApi {
     }
 }
 
-/// A strategy's name in reports: `strategy` itself for the default mixed agents, else with the one API every agent
-/// used, `gateway (messages)`, so that a table says what it measured.
-pub(super) fn strategy_name(strategy: &str, api: ModelApi) -> String {
-    match api {
-        ModelApi::Mixed => strategy.to_owned(),
-        api => format!("{strategy} ({api})"),
+/// How the agents call the tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolApi {
+    /// Plain HTTP: `POST /tools/{name}` at the upstream, `POST /v1/tools/{name}` through Ballast's gateway.
+    #[default]
+    Http,
+    /// MCP `tools/call`s: at the upstream's `/mcp`, or at Ballast's gateway's `/mcp`.
+    Mcp,
+}
+
+impl FromStr for ToolApi {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "http" => Ok(ToolApi::Http),
+            "mcp" => Ok(ToolApi::Mcp),
+            _ => Err(format!("unknown tool API {s:?}: http, mcp")),
+        }
+    }
+}
+
+impl fmt::Display for ToolApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ToolApi::Http => "http",
+            ToolApi::Mcp => "mcp",
+        })
+    }
+}
+
+/// A strategy's name in reports: `strategy` itself for the default mixed agents calling their tools over HTTP,
+/// else with what differs — the one API every agent used and MCP for the tools: `gateway (messages)`,
+/// `gateway (mcp)`, `gateway (chat, mcp)` — so that a table says what it measured.
+pub(super) fn strategy_name(strategy: &str, api: ModelApi, tools: ToolApi) -> String {
+    let mut differs = Vec::new();
+    if api != ModelApi::Mixed {
+        differs.push(api.to_string());
+    }
+    if tools != ToolApi::Http {
+        differs.push(tools.to_string());
+    }
+    if differs.is_empty() {
+        strategy.to_owned()
+    } else {
+        format!("{strategy} ({})", differs.join(", "))
     }
 }
 
@@ -132,11 +175,13 @@ pub(super) struct HttpAgents {
     /// The gateway's key: `Authorization: Bearer` on its calls, but `x-api-key` on Messages calls.
     key: Option<String>,
     api: ModelApi,
+    /// MCP only through a Ballast gateway.
+    tools: ToolApi,
     time_scale: f64,
 }
 
 impl HttpAgents {
-    /// Agents calling through `route`, with `key` when the gateway asks for one.
+    /// Agents calling through `route`, with `key` when the gateway asks for one, their tools over HTTP.
     pub(super) fn new(
         route: Route,
         key: Option<String>,
@@ -151,8 +196,17 @@ impl HttpAgents {
             route,
             key,
             api,
+            tools: ToolApi::Http,
             time_scale,
         })
+    }
+
+    /// The same agents calling their tools over `tools` — MCP only through a Ballast gateway.
+    pub(super) fn with_tools(self, tools: ToolApi) -> Result<HttpAgents, String> {
+        if tools == ToolApi::Mcp && !matches!(self.route, Route::Ballast { .. }) {
+            return Err("tools over MCP go through Ballast's gateway only".to_owned());
+        }
+        Ok(HttpAgents { tools, ..self })
     }
 }
 
@@ -170,6 +224,16 @@ impl HttpAgents {
             self.time_scale,
         );
         let mut rng = jitter_rng(&conversation.op);
+        let mcp = match (&self.route, self.tools) {
+            (Route::Ballast { base }, ToolApi::Mcp) => {
+                let key = self.key.as_deref();
+                match GatewayTools::connect(&self.client, base, key, &conversation.op, &sdk).await {
+                    Ok(tools) => Some(tools),
+                    Err(failure) => return failed(0, "initialize", &failure),
+                }
+            }
+            _ => None,
+        };
         let mut turns = Turns::new(self.api.wire_for(conversation.agent), conversation);
         let mut calls = 0;
         let mut acted = false;
@@ -200,9 +264,13 @@ impl HttpAgents {
             for call in tool_calls {
                 calls += 1;
                 let ordinal = ordinals.entry(call.name.clone()).or_insert(0);
-                let result = self
-                    .call_tool(&sdk, conversation, &call, turn, *ordinal, &mut rng)
-                    .await;
+                let result = match &mcp {
+                    Some(tools) => tools.call(&sdk, &call, &mut rng).await,
+                    None => {
+                        self.call_tool(&sdk, conversation, &call, turn, *ordinal, &mut rng)
+                            .await
+                    }
+                };
                 *ordinal += 1;
                 match result {
                     Ok(output) => {
@@ -339,8 +407,13 @@ mod tests {
         ] {
             assert_eq!(api.to_string().parse(), Ok(api));
         }
-        assert_eq!(strategy_name("gateway", ModelApi::Mixed), "gateway");
-        assert_eq!(strategy_name("gateway", ModelApi::Messages), "gateway (messages)");
+        let name = |api, tools| strategy_name("gateway", api, tools);
+        assert_eq!(name(ModelApi::Mixed, ToolApi::Http), "gateway");
+        assert_eq!(name(ModelApi::Messages, ToolApi::Http), "gateway (messages)");
+        assert_eq!(name(ModelApi::Mixed, ToolApi::Mcp), "gateway (mcp)");
+        assert_eq!(name(ModelApi::Chat, ToolApi::Mcp), "gateway (chat, mcp)");
+        assert_eq!("mcp".parse(), Ok(ToolApi::Mcp));
+        assert!("grpc".parse::<ToolApi>().unwrap_err().contains("http, mcp"));
         assert!(
             "soap"
                 .parse::<ModelApi>()

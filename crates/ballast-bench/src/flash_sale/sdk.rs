@@ -30,7 +30,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
 /// Retries after the first try (both SDKs' default `max_retries`).
-const MAX_RETRIES: u32 = 2;
+pub(super) const MAX_RETRIES: u32 = 2;
 /// The first backoff sleep, doubled on each retry.
 const INITIAL_RETRY_DELAY: Duration = Duration::from_millis(500);
 /// The longest backoff sleep.
@@ -82,6 +82,9 @@ pub(super) enum Failure {
         /// Its headers.
         headers: HeaderMap,
     },
+    /// A tool's result over MCP with `isError: true`: its code (Ballast's `structuredContent.code`, else
+    /// `tool_error`).
+    ToolError(String),
 }
 
 impl Failure {
@@ -89,7 +92,7 @@ impl Failure {
     /// naive client's spelling), or the transport's kind.
     pub(super) fn code(&self) -> String {
         match self {
-            Failure::Transport(kind) => kind.clone(),
+            Failure::Transport(kind) | Failure::ToolError(kind) => kind.clone(),
             Failure::Status { status, headers } => headers
                 .get("ballast-code")
                 .and_then(|v| v.to_str().ok())
@@ -166,7 +169,7 @@ impl SdkHabits {
     }
 
     /// Whether the SDK retries an answer with `status` and `headers` (module docs).
-    fn should_retry(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+    pub(super) fn should_retry(&self, status: StatusCode, headers: &HeaderMap) -> bool {
         if self.flavour == Flavour::Python
             && retry_after(headers).is_some_and(|wait| wait > self.scaled(PYTHON_MAX_RETRY_AFTER))
         {
@@ -181,7 +184,7 @@ impl SdkHabits {
     }
 
     /// The wait an answer asks for, when the SDK takes it (module docs); `None`: back off.
-    fn asked_wait(&self, headers: &HeaderMap) -> Option<Duration> {
+    pub(super) fn asked_wait(&self, headers: &HeaderMap) -> Option<Duration> {
         let wait = retry_after(headers)?;
         let (limit, zero_taken) = match self.flavour {
             Flavour::Python => (PYTHON_MAX_RETRY_AFTER, false),
@@ -191,11 +194,16 @@ impl SdkHabits {
     }
 
     /// The backoff before retry `retries + 1`: 0.5 s × 2^retries up to 8 s, minus up to 25 % (scaled).
-    fn backoff(&self, retries: u32, rng: &mut SmallRng) -> Duration {
+    pub(super) fn backoff(&self, retries: u32, rng: &mut SmallRng) -> Duration {
         let sleep = INITIAL_RETRY_DELAY
             .saturating_mul(1 << retries.min(16))
             .min(MAX_RETRY_DELAY);
         self.scaled(sleep.mul_f64(1.0 - 0.25 * rng.random_range(0.0..1.0)))
+    }
+
+    /// The timeout of one request (scaled).
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     fn scaled(&self, duration: Duration) -> Duration {

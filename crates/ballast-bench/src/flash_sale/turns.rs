@@ -11,7 +11,7 @@ use super::scenario::Conversation;
 use super::with_ballast::ROUTE as MODEL;
 
 /// The tools the agents declare to the model.
-const TOOLS: [&str; 3] = ["lookup_order", "create_refund", "process_payment"];
+pub(super) const TOOLS: [&str; 3] = ["lookup_order", "create_refund", "process_payment"];
 /// The Messages API's `max_tokens` (required by it): room for any answer of the scripted model.
 const MAX_TOKENS: u32 = 1024;
 

@@ -114,43 +114,14 @@ pub(super) fn config(base_url: &str, time_scale: f64) -> String {
 /// The configuration, its model deployment speaking `apis` (a TOML array of API names) when given, else the
 /// default APIs (Responses, chat and embeddings: all the in-process agents call).
 pub(super) fn config_speaking(base_url: &str, time_scale: f64, apis: Option<&str>) -> String {
-    let ms = |d: Duration| {
-        let scaled = Duration::from_millis(d.mul_f64(time_scale).as_millis().max(1) as u64);
-        format!("\"{}\"", ballast_config::format_duration(scaled))
-    };
-    // The defaults' durations, scaled, when the clock is not real time.
-    let (server, retry, breaker, budget) = if time_scale == 1.0 {
-        (String::new(), String::new(), String::new(), String::new())
-    } else {
-        let budget_window = Duration::from_secs(10)
-            .mul_f64(time_scale)
-            .max(Duration::from_secs(1));
-        (
-            format!("[server]\nmax_retry_after = {}\n", ms(Duration::from_secs(60))),
-            format!(
-                ", base = {}, cap = {}",
-                ms(Duration::from_millis(100)),
-                ms(Duration::from_secs(2))
-            ),
-            format!(
-                "breaker = {{ open_for = {}, window = {} }}\nthrottle = {{ window = {} }}\n",
-                ms(BreakerConfig::DEFAULT_OPEN_FOR),
-                ms(BreakerConfig::DEFAULT_WINDOW),
-                ms(ThrottleConfig::DEFAULT_WINDOW)
-            ),
-            format!(
-                "budget = {{ kind = \"ratio\", window = \"{}\" }}\n",
-                ballast_config::format_duration(budget_window)
-            ),
-        )
-    };
-    let api = apis.map(|apis| format!(", api = {apis}")).unwrap_or_default();
-    let mut toml = format!(
-        "version = 1\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
-         deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\"{api} }} ]\n\
-         per_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
-        ms(MODEL_TIMEOUT)
-    );
+    let defaults = ScaledDefaults::at(time_scale);
+    let mut toml = models(base_url, time_scale, apis, &defaults);
+    let ScaledDefaults {
+        retry,
+        breaker,
+        budget,
+        ..
+    } = &defaults;
     for (name, timeout, priority) in TOOLS {
         let side_effects = if name == "lookup_order" {
             ""
@@ -161,10 +132,117 @@ pub(super) fn config_speaking(base_url: &str, time_scale: f64, apis: Option<&str
             "\n[[tools]]\nname = \"{name}\"\nupstream = {{ method = \"POST\", url = \"{base_url}/tools/{name}\" }}\n\
              {side_effects}priority = \"{priority}\"\nper_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n\
              {breaker}{budget}",
-            ms(timeout)
+            scaled_ms(timeout, time_scale)
         ));
     }
     toml
+}
+
+/// The name of the upstream MCP server of [`config_over_mcp`].
+pub(super) const MCP_SERVER: &str = "shop";
+
+/// The configuration with the tools on the upstream's MCP server instead (the gateway's over MCP): the same model
+/// route, then one `[[mcp_servers]]` entry at `{base_url}/mcp` whose tools have side effects by default, the lookup
+/// read-only by its override, and each tool its per-try timeout and priority as above. Its retries, and at another
+/// time scale its breaker, throttle and budget (one each, shared by its tools: one upstream), are set as each
+/// tool's are above; an MCP server is never taken to deduplicate, so only refusals are retried for a side effect.
+pub(super) fn config_over_mcp(base_url: &str, time_scale: f64, apis: Option<&str>) -> String {
+    let defaults = ScaledDefaults::at(time_scale);
+    let mut toml = models(base_url, time_scale, apis, &defaults);
+    let ScaledDefaults {
+        retry,
+        breaker,
+        budget,
+        ..
+    } = &defaults;
+    let action_timeout = TOOLS[1].1;
+    toml.push_str(&format!(
+        "\n[[mcp_servers]]\nname = \"{MCP_SERVER}\"\nurl = \"{base_url}/mcp\"\nper_try_timeout = {}\n\
+         retry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
+        scaled_ms(action_timeout, time_scale)
+    ));
+    for (name, timeout, priority) in TOOLS {
+        let side_effects = if name == "lookup_order" {
+            "side_effects = false\n"
+        } else {
+            ""
+        };
+        toml.push_str(&format!(
+            "\n[mcp_servers.tools.{name}]\n{side_effects}priority = \"{priority}\"\nper_try_timeout = {}\n",
+            scaled_ms(timeout, time_scale)
+        ));
+    }
+    toml
+}
+
+/// The defaults' durations written out scaled, when the clock is not real time (empty at real time).
+struct ScaledDefaults {
+    /// `[server]`'s `max_retry_after`.
+    server: String,
+    /// The backoff's `base` and `cap`, inside a `retry` table.
+    retry: String,
+    /// The breaker's and the throttle's tables.
+    breaker: String,
+    /// The retry budget's table.
+    budget: String,
+}
+
+impl ScaledDefaults {
+    fn at(time_scale: f64) -> ScaledDefaults {
+        if time_scale == 1.0 {
+            return ScaledDefaults {
+                server: String::new(),
+                retry: String::new(),
+                breaker: String::new(),
+                budget: String::new(),
+            };
+        }
+        let ms = |d: Duration| scaled_ms(d, time_scale);
+        let budget_window = Duration::from_secs(10)
+            .mul_f64(time_scale)
+            .max(Duration::from_secs(1));
+        ScaledDefaults {
+            server: format!("[server]\nmax_retry_after = {}\n", ms(Duration::from_secs(60))),
+            retry: format!(
+                ", base = {}, cap = {}",
+                ms(Duration::from_millis(100)),
+                ms(Duration::from_secs(2))
+            ),
+            breaker: format!(
+                "breaker = {{ open_for = {}, window = {} }}\nthrottle = {{ window = {} }}\n",
+                ms(BreakerConfig::DEFAULT_OPEN_FOR),
+                ms(BreakerConfig::DEFAULT_WINDOW),
+                ms(ThrottleConfig::DEFAULT_WINDOW)
+            ),
+            budget: format!(
+                "budget = {{ kind = \"ratio\", window = \"{}\" }}\n",
+                ballast_config::format_duration(budget_window)
+            ),
+        }
+    }
+}
+
+/// `d` scaled, as a quoted TOML duration (1 ms at least).
+fn scaled_ms(d: Duration, time_scale: f64) -> String {
+    let scaled = Duration::from_millis(d.mul_f64(time_scale).as_millis().max(1) as u64);
+    format!("\"{}\"", ballast_config::format_duration(scaled))
+}
+
+/// The configuration's start: the version, `[server]` at another time scale, and the model route.
+fn models(base_url: &str, time_scale: f64, apis: Option<&str>, defaults: &ScaledDefaults) -> String {
+    let ScaledDefaults {
+        server,
+        retry,
+        breaker,
+        budget,
+    } = defaults;
+    let api = apis.map(|apis| format!(", api = {apis}")).unwrap_or_default();
+    format!(
+        "version = 1\n{server}\n[[models]]\nname = \"{ROUTE}\"\n\
+         deployments = [ {{ base_url = \"{base_url}/v1\", model = \"mock\"{api} }} ]\n\
+         per_try_timeout = {}\nretry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
+        scaled_ms(MODEL_TIMEOUT, time_scale)
+    )
 }
 
 struct BallastAgents {
@@ -341,6 +419,29 @@ mod tests {
         for scale in [0.01, 0.05, 0.5, 2.0] {
             let toml = config("http://127.0.0.1:1", scale);
             Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("scale {scale}: {e}\n{toml}"));
+        }
+    }
+
+    #[test]
+    fn over_mcp_the_tools_are_one_servers_with_the_lookup_read_only_and_each_tools_timeout_and_priority() {
+        for scale in [1.0, 0.05] {
+            let toml = config_over_mcp("http://127.0.0.1:1", scale, None);
+            let config = Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
+            assert!(config.tools.is_empty(), "{toml}");
+            let [server] = &config.mcp_servers[..] else {
+                panic!("one MCP server: {toml}")
+            };
+            assert_eq!(server.url, "http://127.0.0.1:1/mcp");
+            for (name, timeout, priority) in TOOLS {
+                let tool = server.tool_config(name, None);
+                assert_eq!(tool.side_effects, name != "lookup_order", "{name}");
+                assert_eq!(tool.priority.as_str(), priority, "{name}");
+                let scaled = Duration::from_millis(timeout.mul_f64(scale).as_millis() as u64);
+                assert_eq!(tool.per_try_timeout, scaled, "{name}");
+                assert_eq!(tool.retry.max_attempts, 4, "{name}");
+            }
+            // The model route as in process.
+            assert!(toml.starts_with(&models("http://127.0.0.1:1", scale, None, &ScaledDefaults::at(scale))));
         }
     }
 }

@@ -178,7 +178,8 @@ fn bad_arguments_say_what_is_accepted() {
     for (args, expected) in [
         (&["--scenario", "dead-upstream:gone"][..], "dead-upstream:refused"),
         (&["--seed", "5..1"][..], "ends before it starts"),
-        (&["--strategies", "magic"][..], "naive, ballast, gateway, against"),
+        (&["--strategies", "magic"][..], "naive, ballast, gateway, naive-mcp, against"),
+        (&["--tools", "grpc"][..], "http, mcp"),
         (&["--strategies", "against"][..], "needs --against URL"),
         (&["--api", "soap"][..], "mixed, responses, chat"),
         (&["--time-scale", "0"][..], "positive"),
