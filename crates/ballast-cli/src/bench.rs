@@ -350,10 +350,7 @@ mod tests {
             names(&["--tools", "mcp", "--strategies", "gateway"]).unwrap(),
             ["gateway (mcp)"]
         );
-        assert_eq!(
-            names(&["--strategies", "naive-mcp"]).unwrap(),
-            ["naive-mcp"]
-        );
+        assert_eq!(names(&["--strategies", "naive-mcp"]).unwrap(), ["naive-mcp"]);
         assert!(names(&["--tools", "grpc"]).is_err());
     }
 }

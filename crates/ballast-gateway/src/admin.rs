@@ -97,13 +97,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
     // An upstream MCP server's breaker, budget and throttle are its tools' (one upstream); admission is per tool.
     let mcp_servers: serde_json::Map<String, Value> = (gateway.inner.mcp.iter())
         .map(|server| {
-            let status = upstream_status(
-                server.breaker(),
-                &**server.budget(),
-                server.throttle(),
-                None,
-                now,
-            );
+            let status = upstream_status(server.breaker(), &**server.budget(), server.throttle(), None, now);
             (server.name().to_owned(), status)
         })
         .collect();

@@ -219,7 +219,11 @@ impl StatusWatch {
             upstreams.extend(tools.iter().map(|(name, tool)| (name.clone(), tool)));
         }
         if let Some(servers) = status["mcp_servers"].as_object() {
-            upstreams.extend(servers.iter().map(|(name, server)| (format!("mcp:{name}"), server)));
+            upstreams.extend(
+                servers
+                    .iter()
+                    .map(|(name, server)| (format!("mcp:{name}"), server)),
+            );
         }
         let refused = upstreams
             .iter()

@@ -124,7 +124,10 @@ impl McpClient {
     ) -> Result<ToolResult, McpError> {
         let params = json!({"name": name, "arguments": arguments});
         let result = self.request("tools/call", params, timeout, extra).await?;
-        let blocks = result["content"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let blocks = result["content"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let texts: Vec<&str> = blocks
             .iter()
             .filter(|block| block["type"] == "text")
@@ -250,10 +253,7 @@ mod tests {
         assert_eq!(reply(body, false, 4), Err(McpError::Garbled), "another request's");
         let error = br#"{"jsonrpc":"2.0","id":5,"error":{"code":-32602,"message":"unknown tool"}}"#;
         assert_eq!(reply(error, false, 5), Err(McpError::Rpc { code: -32602 }));
-        assert_eq!(
-            reply(b"<html>busy</html>", false, 1),
-            Err(McpError::Garbled)
-        );
+        assert_eq!(reply(b"<html>busy</html>", false, 1), Err(McpError::Garbled));
         assert_eq!(McpError::Rpc { code: -32602 }.code(), "jsonrpc_-32602");
     }
 

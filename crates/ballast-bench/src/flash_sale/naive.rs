@@ -144,7 +144,14 @@ impl NaiveAgents {
                     LOOKUP_TIMEOUT
                 };
                 let reply = self
-                    .call_tool(session.as_ref(), &name, &arguments, timeout, side_effect, &mut rng)
+                    .call_tool(
+                        session.as_ref(),
+                        &name,
+                        &arguments,
+                        timeout,
+                        side_effect,
+                        &mut rng,
+                    )
                     .await;
                 let reply = match reply {
                     Ok(reply) => reply,

@@ -441,7 +441,12 @@ mod tests {
                 assert_eq!(tool.retry.max_attempts, 4, "{name}");
             }
             // The model route as in process.
-            assert!(toml.starts_with(&models("http://127.0.0.1:1", scale, None, &ScaledDefaults::at(scale))));
+            assert!(toml.starts_with(&models(
+                "http://127.0.0.1:1",
+                scale,
+                None,
+                &ScaledDefaults::at(scale)
+            )));
         }
     }
 }

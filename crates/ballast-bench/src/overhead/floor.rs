@@ -115,6 +115,7 @@ mod tests {
             keyed: false,
             body: Bytes::from_static(br#"{"order_id": "1234"}"#),
             until: load::Until::Whole,
+            expect: None,
         };
         let measured = load::run(&target, 2, Duration::ZERO, Duration::from_millis(100)).await;
         assert!(measured.requests > 0 && measured.errors == 0, "{measured:?}");

@@ -14,6 +14,9 @@ pub(super) struct Group {
     pub(super) gateway_path: &'static str,
     /// A side-effecting path at the gateway, measured too (the idempotent path), for the tool group.
     pub(super) keyed_path: Option<&'static str>,
+    /// The same tool called as an MCP `tools/call` at the gateway's `/mcp`, measured too, for the tool group: the
+    /// JSON-RPC body.
+    pub(super) mcp_body: Option<&'static str>,
     /// The JSON body.
     pub(super) body: &'static str,
     /// What its latency is timed to: the whole answer, or a stream's first content event.
@@ -56,6 +59,16 @@ impl Group {
     }
 }
 
+/// `lookup_order` as an MCP `tools/call`, with the tool group's arguments.
+pub(super) const MCP_LOOKUP: &str = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "lookup_order", "arguments": {"order_id": "1234"}}}"#;
+
+/// The headers of an MCP client of the gateway's `/mcp`, besides its key: it takes JSON or a stream, and speaks
+/// 2025-11-25 (the gateway keeps no session, so a call needs no `initialize` before it).
+pub(super) const MCP_HEADERS: [(&str, &str); 2] = [
+    ("accept", "application/json, text/event-stream"),
+    ("mcp-protocol-version", "2025-11-25"),
+];
+
 /// The groups, in the order run: a tool call, then the model routes, answered whole and streamed (timed to the
 /// first content event: for a stream that is when the caller can start acting, and the gateway's commit point).
 pub(super) const GROUPS: [Group; 7] = [
@@ -64,6 +77,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/tools/lookup_order",
         gateway_path: "/v1/tools/lookup_order",
         keyed_path: Some("/v1/tools/create_refund"),
+        mcp_body: Some(MCP_LOOKUP),
         body: r#"{"order_id": "1234"}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -73,6 +87,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/chat/completions",
         gateway_path: "/v1/chat/completions",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -82,6 +97,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/chat/completions",
         gateway_path: "/v1/chat/completions",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::FirstContent("tool_calls"),
         caller: Caller::OpenAi,
@@ -91,6 +107,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/responses",
         gateway_path: "/v1/responses",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -100,6 +117,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/responses",
         gateway_path: "/v1/responses",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::FirstContent("response.output_item.added"),
         caller: Caller::OpenAi,
@@ -109,6 +127,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/messages",
         gateway_path: "/v1/messages",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "max_tokens": 1024, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::Whole,
         caller: Caller::Anthropic,
@@ -118,6 +137,7 @@ pub(super) const GROUPS: [Group; 7] = [
         upstream_path: "/v1/messages",
         gateway_path: "/v1/messages",
         keyed_path: None,
+        mcp_body: None,
         body: r#"{"model": "agent", "max_tokens": 1024, "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::FirstContent("content_block_start"),
         caller: Caller::Anthropic,

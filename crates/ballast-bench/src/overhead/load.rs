@@ -30,6 +30,8 @@ pub(crate) struct Target {
     pub(crate) body: Bytes,
     /// What a request's latency is timed to.
     pub(crate) until: Until,
+    /// Text a 2xx answer's body must hold to count as answered (an MCP result's `"isError":false`); else an error.
+    pub(crate) expect: Option<&'static str>,
 }
 
 /// What a request's latency is timed to.
@@ -126,7 +128,9 @@ async fn closed_loop(
         }
         let request = request(&target, counter.fetch_add(1, Ordering::Relaxed));
         let (ok, ended) = match sender.send_request(request).await {
-            Ok(response) if response.status().is_success() => read(response.into_body(), target.until).await,
+            Ok(response) if response.status().is_success() => {
+                read(response.into_body(), target.until, target.expect).await
+            }
             Ok(response) => {
                 let _ = response.into_body().collect().await;
                 (false, clock::now())
@@ -156,22 +160,33 @@ async fn closed_loop(
     }
 }
 
-/// Reads `body` to its end: whether it all came, and when the latency stops (the end, or the first content event).
-async fn read(mut body: hyper::body::Incoming, until: Until) -> (bool, ballast_core::Instant) {
+/// Reads `body` to its end: whether it all came (holding `expect`, when given), and when the latency stops (the end,
+/// or the first content event).
+async fn read(
+    mut body: hyper::body::Incoming,
+    until: Until,
+    expect: Option<&str>,
+) -> (bool, ballast_core::Instant) {
+    let holds = |seen: &[u8], text: &str| seen.windows(text.len()).any(|w| w == text.as_bytes());
     let mut seen = Vec::new();
     let mut first_content = None;
     loop {
         match body.frame().await {
-            None => return (true, first_content.unwrap_or_else(clock::now)),
+            None => {
+                let ended = first_content.unwrap_or_else(clock::now);
+                return (expect.is_none_or(|text| holds(&seen, text)), ended);
+            }
             Some(Err(_)) => return (false, clock::now()),
             Some(Ok(frame)) => {
-                if let (Until::FirstContent(marker), None, Ok(data)) =
-                    (until, first_content, frame.into_data())
-                {
+                let Ok(data) = frame.into_data() else { continue };
+                let watching = matches!(until, Until::FirstContent(_)) && first_content.is_none();
+                if watching || expect.is_some() {
                     seen.extend_from_slice(&data);
-                    if seen.windows(marker.len()).any(|w| w == marker.as_bytes()) {
-                        first_content = Some(clock::now());
-                    }
+                }
+                if let (Until::FirstContent(marker), None) = (until, first_content)
+                    && holds(&seen, marker)
+                {
+                    first_content = Some(clock::now());
                 }
             }
         }

@@ -6,7 +6,8 @@
 //! auth on, its Prometheus recorder installed, its tracing subscriber at the default level), and **gateway,
 //! idempotent** (`create_refund`, side-effecting, each request a new key: its claim, dispatch and completion
 //! written to SQLite — WAL, `synchronous = NORMAL`: survives a process kill, not a power loss — on the request
-//! path). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
+//! path), and **gateway, mcp** (`lookup_order` as an MCP `tools/call` at the gateway's `/mcp`: the same tool over
+//! MCP, JSON-RPC in and out). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
 //! measured the same three ways (`groups.rs`). Each round runs every target in turn, at 1 connection (latency)
 //! then at 32 (throughput, CPU per request); the table gives each figure's median over the rounds, so a noisy
 //! machine moves all targets alike. With two CPUs or more, the load generator runs on CPU 0 and the upstream, the
@@ -26,7 +27,7 @@ use bytes::Bytes;
 pub use floor::serve_floor;
 pub use report::{OverheadReport, TargetFigures};
 
-use groups::{GROUPS, Group};
+use groups::{GROUPS, Group, MCP_HEADERS};
 use load::Target;
 use process::Running;
 
@@ -176,6 +177,7 @@ pub async fn run(
         keyed: false,
         body: body.clone(),
         until,
+        expect: None,
     };
     // Each group: direct to the upstream, through the floor, through the gateway (same request, same answer);
     // what the gateway adds is counted against the group's own direct and floor.
@@ -226,9 +228,18 @@ pub async fn run(
         ));
         if let Some(keyed_path) = group.keyed_path {
             let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
-            let mut target = at(gateway.addr, keyed_path, keyed, &refund, group.until);
+            let mut target = at(gateway.addr, keyed_path, keyed.clone(), &refund, group.until);
             target.keyed = true;
             targets.push(plain(suffix("gateway, idempotent"), target, Some(&gateway)));
+        }
+        if let Some(mcp_body) = group.mcp_body {
+            let mut headers = keyed.clone();
+            headers.extend(MCP_HEADERS.map(|(name, value)| (name, value.to_owned())));
+            let body = Bytes::from_static(mcp_body.as_bytes());
+            let mut target = at(gateway.addr, "/mcp", headers, &body, group.until);
+            // A tool error is answered 200 too: only the tool's result counts.
+            target.expect = Some(r#""isError":false"#);
+            targets.push(plain(suffix("gateway, mcp"), target, Some(&gateway)));
         }
     }
     let mut rounds: Vec<Vec<report::Round>> = targets.iter().map(|_| Vec::new()).collect();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ballast_bench::flash_sale::{Naive, Options, Scenario, Strategy, Summary, WithBallast, run};
+use ballast_bench::flash_sale::{Naive, NaiveMcp, Options, Scenario, Strategy, Summary, WithBallast, run};
 use ballast_chaos::{Script, ScriptStep};
 
 /// The short run: 40 agents at once, 30 s deadlines at a twentieth of real time.
@@ -46,5 +46,22 @@ async fn ballast_never_doubles_a_side_effect_nor_overruns_and_naive_does_double(
     assert!(
         ballast.max <= options().deadline + Duration::from_millis(50).div_f64(0.05),
         "{ballast:#?}"
+    );
+}
+
+/// The naive agents with their tools on the upstream's MCP server (issue 32): they hold their conversations over
+/// MCP, and a call re-issued after its answer was lost — a new JSON-RPC request, no key — refunds twice, as over
+/// HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_mcp_client_converses_over_mcp_and_doubles_a_lost_refund() {
+    let naive_mcp = summary(&NaiveMcp).await;
+    println!("{}", ballast_bench::flash_sale::table(&[naive_mcp.clone()]));
+    assert!(
+        naive_mcp.succeeded >= 30,
+        "the conversations go through over MCP: {naive_mcp:#?}"
+    );
+    assert!(
+        naive_mcp.duplicates >= 1,
+        "the trap is there over MCP too: {naive_mcp:#?}"
     );
 }

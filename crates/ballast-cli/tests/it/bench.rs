@@ -62,6 +62,44 @@ fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
     assert!(svg.starts_with("<svg") && svg.contains("gateway: succeeded"));
 }
 
+/// The flash sale over MCP (issue 32), short as above: the gateway's agents call `tools/call` at its `/mcp` in
+/// front of the upstream's MCP server, and the naive agents call that MCP server directly as tutorials do. Both hold
+/// their conversations over MCP; the gateway never pays twice nor overruns, and the naive MCP client re-issues the
+/// refunds of seeds 5 and 6 whose answers are lost after they committed.
+#[test]
+fn a_short_flash_sale_over_mcp_runs_the_gateways_agents_and_the_naive_mcp_client() {
+    let out = ballast(&[
+        "bench",
+        "flash-sale",
+        "--agents",
+        "24",
+        "--time-scale",
+        "0.05",
+        "--seed",
+        "5..6",
+        "--tools",
+        "mcp",
+        "--strategies",
+        "gateway,naive-mcp",
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let pooled = reports[0]["pooled"]
+        .as_array()
+        .expect("pooled over the two seeds");
+    let strategies: Vec<&str> = pooled.iter().filter_map(|s| s["strategy"].as_str()).collect();
+    assert_eq!(strategies, ["gateway (mcp)", "naive-mcp"]);
+    let (gateway, naive_mcp) = (&pooled[0], &pooled[1]);
+    for summary in [gateway, naive_mcp] {
+        assert_eq!(summary["conversations"], 48, "{summary}");
+        assert!(summary["succeeded"].as_u64() >= Some(40), "{summary}");
+    }
+    assert_eq!(gateway["duplicates"], 0, "{gateway}");
+    assert_eq!(gateway["overruns"], 0, "{gateway}");
+    assert!(naive_mcp["duplicates"].as_u64() >= Some(1), "{naive_mcp}");
+}
+
 /// `--against` with something real: a second `ballast serve`, configured as a user configures the gateway they
 /// already run (the model `agent` to the bench's upstream, at the address `--upstream-listen` fixes), and the chaos
 /// upstream itself (agents with no gateway at all).
@@ -178,7 +216,10 @@ fn bad_arguments_say_what_is_accepted() {
     for (args, expected) in [
         (&["--scenario", "dead-upstream:gone"][..], "dead-upstream:refused"),
         (&["--seed", "5..1"][..], "ends before it starts"),
-        (&["--strategies", "magic"][..], "naive, ballast, gateway, naive-mcp, against"),
+        (
+            &["--strategies", "magic"][..],
+            "naive, ballast, gateway, naive-mcp, against",
+        ),
         (&["--tools", "grpc"][..], "http, mcp"),
         (&["--strategies", "against"][..], "needs --against URL"),
         (&["--api", "soap"][..], "mixed, responses, chat"),
@@ -218,7 +259,16 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
     let report = short_overhead_run(&[]);
     let targets = report["targets"].as_array().expect("targets");
     let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names[..4], ["direct", "floor", "gateway", "gateway, idempotent"]);
+    assert_eq!(
+        names[..5],
+        [
+            "direct",
+            "floor",
+            "gateway",
+            "gateway, idempotent",
+            "gateway, mcp"
+        ]
+    );
     for group in ["chat", "chat streamed", "responses", "responses streamed"] {
         for who in ["direct", "floor", "gateway"] {
             assert!(
