@@ -82,9 +82,11 @@ enum Command {
 enum BenchCommand {
     /// The flash sale: N agents at once, each one conversation (model, lookup_order, a refund or a payment,
     /// model) under one deadline, side by side on the same faults: naive code, the `ballast` crate in process,
-    /// agents through `ballast serve` (and through any other gateway with --against). Prints a table per seed (and
-    /// pooled over a seed range), or JSON; optionally an SVG chart.
-    FlashSale(bench::FlashSale),
+    /// agents through `ballast serve` (their tools over HTTP, or over MCP with --tools mcp, beside a naive MCP
+    /// client), and through any other gateway with --against. Prints a table per seed (and pooled over a seed
+    /// range), or JSON; optionally an SVG chart.
+    // Boxed: its arguments are many, the other benches' few.
+    FlashSale(Box<bench::FlashSale>),
     /// What the gateway costs on the path of a tool call: added latency at 1 connection, requests per second at 32,
     /// CPU per request and peak memory, next to going direct and to a pass-through proxy (the floor), in
     /// interleaved rounds against the chaos upstream. Prints a table (or JSON).

@@ -12,8 +12,8 @@
 
 use futures::future::BoxFuture;
 
-use super::over_http::{HttpAgents, ModelApi, Route, ToolApi, strategy_name};
-use super::strategy::{Agents, Strategy};
+use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
+use super::strategy::{Agents, Strategy, ToolApi};
 
 /// The `against` strategy (see the module docs).
 #[derive(Clone, Debug)]

@@ -21,9 +21,9 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::over_http::{HttpAgents, ModelApi, Route, ToolApi, strategy_name};
+use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
 use super::scenario::Conversation;
-use super::strategy::{Agents, BreakerChange, Outcome, Strategy};
+use super::strategy::{Agents, BreakerChange, Outcome, Strategy, ToolApi};
 use super::with_ballast;
 use crate::child::ChildProcess;
 
@@ -300,7 +300,7 @@ mod tests {
             // Over MCP the model route is the same: the docs show what differs, from the MCP server on.
             let shown = match tools {
                 ToolApi::Http => config.trim_end(),
-                ToolApi::Mcp => &config[config.find("[[mcp_servers]]").expect("an MCP server")..].trim_end(),
+                ToolApi::Mcp => config[config.find("[[mcp_servers]]").expect("an MCP server")..].trim_end(),
             };
             assert!(
                 docs.contains(shown),

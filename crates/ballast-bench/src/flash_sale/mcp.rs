@@ -162,7 +162,7 @@ impl McpClient {
         let body = answer
             .bytes()
             .await
-            .map_err(|error| McpError::Transport(super::naive::kind(&error)))?;
+            .map_err(|error| McpError::Transport(super::strategy::no_answer(&error)))?;
         if !status.is_success() {
             return Err(McpError::Status { status, headers });
         }
@@ -194,7 +194,7 @@ impl McpClient {
             .body(message.to_string())
             .send()
             .await
-            .map_err(|error| McpError::Transport(super::naive::kind(&error)))
+            .map_err(|error| McpError::Transport(super::strategy::no_answer(&error)))
     }
 }
 

@@ -11,9 +11,9 @@
 //!
 //! # Layout
 //! - `scenario` — [`Scenario`], [`Dead`], [`Arrivals`], [`Conversation`]: what a run is made of.
-//! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`].
-//! - `naive` — [`Naive`]: the agent code of reference/000 and /002; `naive_mcp` — [`NaiveMcp`]: the same agents
-//!   with their tools on an MCP server, called as MCP tutorials do.
+//! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`], [`ToolApi`].
+//! - `naive` — [`Naive`]: the agent code of reference/000 and /002; and [`NaiveMcp`], the same agents with their
+//!   tools on an MCP server, called as MCP tutorials do (`naive_mcp`).
 //! - `mcp` — the bench's MCP client (JSON-RPC over its HTTP client), for both strategies over MCP.
 //! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it (and the gateway's config).
 //! - `sdk` — what the official OpenAI SDKs do on a call: retries, waits, headers ([`Flavour`]).
@@ -54,14 +54,13 @@ use tokio::task::JoinSet;
 pub use against::Against;
 pub use chart::chart_svg;
 pub use gateway::{ThroughGateway, gateway_config};
-pub use naive::Naive;
-pub use naive_mcp::NaiveMcp;
-pub use over_http::{MODEL, ModelApi, ToolApi};
+pub use naive::{Naive, NaiveMcp};
+pub use over_http::{MODEL, ModelApi};
 pub use report::{Summary, table};
 pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
 pub use sdk::Flavour;
 pub use seeds::{Progress, ScenarioReport, run_seeds, seed_label};
-pub use strategy::{Agents, BreakerChange, Outcome, Strategy};
+pub use strategy::{Agents, BreakerChange, Outcome, Strategy, ToolApi};
 pub use with_ballast::WithBallast;
 
 /// A failure that took at most this long (before time scaling) failed fast: the caller learned it at once

@@ -14,8 +14,8 @@
 //! tries do, so that the chaos upstream draws the same fault for the same try of the same call whichever strategy
 //! makes it. Nothing in the strategy reads it.
 //!
-//! The same agents call their tools over MCP in the `naive-mcp` strategy ([`super::naive_mcp`]): the model calls
-//! as here, the tool calls as tutorials write an MCP client.
+//! The same agents call their tools over MCP in the `naive-mcp` strategy ([`NaiveMcp`]): the model calls as here,
+//! the tool calls as tutorials write an MCP client ([`super::naive_mcp`]).
 
 use std::time::Duration;
 
@@ -25,19 +25,18 @@ use rand::{RngExt as _, SeedableRng as _};
 use serde_json::{Value, json};
 
 use super::mcp::McpClient;
-use super::naive_mcp;
-use super::over_http::ToolApi;
-use super::scenario::Conversation;
-use super::strategy::{Agents, Outcome, Strategy};
+use super::naive_mcp::{self, Tries};
+use super::scenario::{Conversation, op_seed};
+use super::strategy::{Agents, Outcome, Strategy, ToolApi, no_answer};
 
 /// Tries per call.
-pub(super) const TRIES: u32 = 3;
+const TRIES: u32 = 3;
 /// The model's timeout per try.
 const MODEL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The order lookup's timeout per try.
-pub(super) const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// The refund's and the payment's timeout per try.
-pub(super) const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
+const ACTION_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first backoff sleep, doubled on every retry.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The longest backoff sleep.
@@ -59,32 +58,49 @@ impl Strategy for Naive {
         base_url: &'a str,
         time_scale: f64,
     ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
-        let agents = NaiveAgents::new(base_url, time_scale, ToolApi::Http);
+        let agents = agents(base_url, time_scale, ToolApi::Http);
         Box::pin(std::future::ready(agents))
     }
 }
 
+/// The `naive-mcp` strategy: the naive agents with their tools on the upstream's MCP server, called as MCP
+/// tutorials do ([`super::naive_mcp`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NaiveMcp;
+
+impl Strategy for NaiveMcp {
+    fn name(&self) -> &str {
+        "naive-mcp"
+    }
+
+    fn agents<'a>(
+        &'a self,
+        base_url: &'a str,
+        time_scale: f64,
+    ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
+        Box::pin(std::future::ready(agents(base_url, time_scale, ToolApi::Mcp)))
+    }
+}
+
+/// The naive agents of one run against the upstream at `base_url`, their tool calls over `tools`.
+fn agents(base_url: &str, time_scale: f64, tools: ToolApi) -> Result<Box<dyn Agents>, String> {
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|error| format!("an HTTP client: {error}"))?;
+    Ok(Box::new(NaiveAgents {
+        client,
+        base_url: base_url.to_owned(),
+        time_scale,
+        tools,
+    }))
+}
+
 /// One run's naive agents, calling their tools at `/tools/{name}` or over MCP.
-pub(super) struct NaiveAgents {
+struct NaiveAgents {
     client: reqwest::Client,
     base_url: String,
     time_scale: f64,
     tools: ToolApi,
-}
-
-impl NaiveAgents {
-    /// The agents of one run against the upstream at `base_url`, their tool calls over `tools`.
-    pub(super) fn new(base_url: &str, time_scale: f64, tools: ToolApi) -> Result<Box<dyn Agents>, String> {
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|error| format!("an HTTP client: {error}"))?;
-        Ok(Box::new(NaiveAgents {
-            client,
-            base_url: base_url.to_owned(),
-            time_scale,
-            tools,
-        }))
-    }
 }
 
 impl Agents for NaiveAgents {
@@ -100,7 +116,13 @@ impl NaiveAgents {
         // Over MCP, a session first, as a tutorial's client opens one before the agent starts.
         let session = match self.tools {
             ToolApi::Http => None,
-            ToolApi::Mcp => match naive_mcp::connect(&self.client, &self.base_url, self.time_scale).await {
+            ToolApi::Mcp => match naive_mcp::connect(
+                &self.client,
+                &self.base_url,
+                LOOKUP_TIMEOUT.mul_f64(self.time_scale),
+            )
+            .await
+            {
                 Ok(session) => Some(session),
                 Err(kind) => return Outcome::failed(0, "initialize", kind),
             },
@@ -181,7 +203,12 @@ impl NaiveAgents {
     ) -> Result<String, String> {
         let timeout = timeout.mul_f64(self.time_scale);
         if let Some(session) = session {
-            return naive_mcp::call(session, name, arguments, timeout, self.time_scale, rng).await;
+            let tries = Tries {
+                tries: TRIES,
+                timeout,
+                backoff: |attempt, rng: &mut SmallRng| backoff(attempt, rng).mul_f64(self.time_scale),
+            };
+            return naive_mcp::call(session, name, arguments, &tries, rng).await;
         }
         let url = format!("{}/tools/{name}", self.base_url);
         let reply = self.call(&url, arguments, timeout, side_effect, rng).await?;
@@ -212,10 +239,10 @@ impl NaiveAgents {
             last = match request.send().await {
                 Ok(response) if response.status().is_success() => match response.json::<Value>().await {
                     Ok(answer) => return Ok(answer),
-                    Err(error) => kind(&error),
+                    Err(error) => no_answer(&error),
                 },
                 Ok(response) => format!("status_{}", response.status().as_u16()),
-                Err(error) => kind(&error),
+                Err(error) => no_answer(&error),
             };
             if attempt < TRIES {
                 tokio::time::sleep(backoff(attempt, rng).mul_f64(self.time_scale)).await;
@@ -226,32 +253,11 @@ impl NaiveAgents {
 }
 
 /// The sleep after try `attempt` (from 1): `min(base * 2^(attempt-1), cap)` ± 25 % (unscaled).
-pub(super) fn backoff(attempt: u32, rng: &mut SmallRng) -> Duration {
+fn backoff(attempt: u32, rng: &mut SmallRng) -> Duration {
     let exponential = BACKOFF_BASE
         .saturating_mul(1 << (attempt - 1).min(16))
         .min(BACKOFF_CAP);
     exponential.mul_f64(1.0 + 0.25 * rng.random_range(-1.0..=1.0))
-}
-
-/// What kind of failure a client error is.
-pub(super) fn kind(error: &reqwest::Error) -> String {
-    if error.is_timeout() {
-        "timeout"
-    } else if error.is_connect() {
-        "connect_error"
-    } else if error.is_decode() {
-        "bad_answer"
-    } else {
-        "connection_lost"
-    }
-    .to_owned()
-}
-
-/// A stable seed from an op id.
-pub(super) fn op_seed(op: &str) -> u64 {
-    op.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

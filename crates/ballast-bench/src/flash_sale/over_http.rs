@@ -41,7 +41,7 @@ use rand::rngs::SmallRng;
 use super::over_mcp::GatewayTools;
 use super::scenario::Conversation;
 use super::sdk::{Failure, Flavour, SdkHabits, jitter_rng};
-use super::strategy::{Agents, Outcome};
+use super::strategy::{Agents, Outcome, ToolApi};
 use super::turns::{ToolCall, Turns, Wire};
 use super::with_ballast;
 
@@ -100,37 +100,6 @@ impl fmt::Display for ModelApi {
             ModelApi::Responses => "responses",
             ModelApi::Chat => "chat",
             ModelApi::Messages => "messages",
-        })
-    }
-}
-
-/// How the agents call the tools.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ToolApi {
-    /// Plain HTTP: `POST /tools/{name}` at the upstream, `POST /v1/tools/{name}` through Ballast's gateway.
-    #[default]
-    Http,
-    /// MCP `tools/call`s: at the upstream's `/mcp`, or at Ballast's gateway's `/mcp`.
-    Mcp,
-}
-
-impl FromStr for ToolApi {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "http" => Ok(ToolApi::Http),
-            "mcp" => Ok(ToolApi::Mcp),
-            _ => Err(format!("unknown tool API {s:?}: http, mcp")),
-        }
-    }
-}
-
-impl fmt::Display for ToolApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ToolApi::Http => "http",
-            ToolApi::Mcp => "mcp",
         })
     }
 }

@@ -289,6 +289,13 @@ impl Conversation {
     }
 }
 
+/// A stable seed from an op id (FNV-1a): each conversation's own jitter, so a run repeats.
+pub(super) fn op_seed(op: &str) -> u64 {
+    op.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

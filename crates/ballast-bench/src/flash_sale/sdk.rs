@@ -146,7 +146,7 @@ impl SdkHabits {
             let (failure, asked) = match request.send().await {
                 Ok(response) if response.status().is_success() => match response.bytes().await {
                     Ok(body) => return Ok(body),
-                    Err(error) => (Failure::Transport(super::naive::kind(&error)), None),
+                    Err(error) => (Failure::Transport(super::strategy::no_answer(&error)), None),
                 },
                 Ok(response) => {
                     let (status, headers) = (response.status(), response.headers().clone());
@@ -158,7 +158,7 @@ impl SdkHabits {
                     let asked = self.asked_wait(&headers);
                     (Failure::Status { status, headers }, asked)
                 }
-                Err(error) => (Failure::Transport(super::naive::kind(&error)), None),
+                Err(error) => (Failure::Transport(super::strategy::no_answer(&error)), None),
             };
             if retries == MAX_RETRIES {
                 return Err(failure);
@@ -250,7 +250,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// A seeded jitter source for one conversation (the SDKs draw from `Math.random`/`random()`; a seeded one makes
 /// a run repeat).
 pub(super) fn jitter_rng(op: &str) -> SmallRng {
-    SmallRng::seed_from_u64(super::naive::op_seed(op) ^ 0x5D4B_A817)
+    SmallRng::seed_from_u64(super::scenario::op_seed(op) ^ 0x5D4B_A817)
 }
 
 #[cfg(test)]

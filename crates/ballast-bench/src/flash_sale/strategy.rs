@@ -1,10 +1,13 @@
-//! The trait every client strategy implements, and what a conversation comes to.
+//! The trait every client strategy implements, what a conversation comes to, and how a strategy's agents call
+//! their tools ([`ToolApi`]).
 //!
 //! A strategy builds its agents for one run against one upstream; each agent runs one conversation. The HTTP
 //! strategies (Ballast's gateway, any other gateway) implement the same trait as the in-process ones: the runner
 //! and the report know nothing of how a strategy calls the upstream. Building the agents is async because an HTTP
 //! strategy may start a process first (`ballast serve`).
 
+use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -98,4 +101,50 @@ pub struct BreakerChange {
     /// When it was seen, from the run's start; filled in by the runner.
     #[serde(serialize_with = "super::report::millis")]
     pub at: Duration,
+}
+
+/// How the agents call the tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolApi {
+    /// Plain HTTP: `POST /tools/{name}` at the upstream, `POST /v1/tools/{name}` through Ballast's gateway.
+    #[default]
+    Http,
+    /// MCP `tools/call`s: at the upstream's `/mcp`, or at Ballast's gateway's `/mcp`.
+    Mcp,
+}
+
+impl FromStr for ToolApi {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "http" => Ok(ToolApi::Http),
+            "mcp" => Ok(ToolApi::Mcp),
+            _ => Err(format!("unknown tool API {s:?}: http, mcp")),
+        }
+    }
+}
+
+impl fmt::Display for ToolApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ToolApi::Http => "http",
+            ToolApi::Mcp => "mcp",
+        })
+    }
+}
+
+/// The stable code of a call that got no answer, from the HTTP client's error: `timeout`, `connect_error`,
+/// `bad_answer` (a body that could not be read as what it claims), else `connection_lost`.
+pub(super) fn no_answer(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        "timeout"
+    } else if error.is_connect() {
+        "connect_error"
+    } else if error.is_decode() {
+        "bad_answer"
+    } else {
+        "connection_lost"
+    }
+    .to_owned()
 }

@@ -55,7 +55,10 @@ async fn ballast_never_doubles_a_side_effect_nor_overruns_and_naive_does_double(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_naive_mcp_client_converses_over_mcp_and_doubles_a_lost_refund() {
     let naive_mcp = summary(&NaiveMcp).await;
-    println!("{}", ballast_bench::flash_sale::table(&[naive_mcp.clone()]));
+    println!(
+        "{}",
+        ballast_bench::flash_sale::table(std::slice::from_ref(&naive_mcp))
+    );
     assert!(
         naive_mcp.succeeded >= 30,
         "the conversations go through over MCP: {naive_mcp:#?}"
