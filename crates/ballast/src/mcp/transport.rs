@@ -142,7 +142,8 @@ impl Session {
                     .to_owned(),
                 session,
             },
-            Ok(Reply::Error(_)) => stateless,
+            // No `initialize` (the stateless version only): nothing to tell it either.
+            Ok(Reply::Error(_)) => return Ok(Ok(stateless)),
             Err(Garbled(reason)) => {
                 let why = format!(
                     "MCP server {} answered initialize with garbage: {reason}",
