@@ -587,7 +587,7 @@ async fn every_printed_snippet_runs_as_printed() {
         assert_eq!(
             support::gateway::executions(&upstream, op).await,
             1,
-            "{client}'s refund over MCP, once though called twice"
+            "{client}'s refund over MCP: one execution"
         );
     }
 }
