@@ -31,7 +31,7 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -152,10 +152,13 @@ impl ServerHandler for Handler {
             return Err(self.unknown_tool(&name).await);
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let http = match self.request(&client, &arguments, &context) {
+        let mut http = match self.request(&client, &arguments, &context) {
             Ok(http) => http,
             Err(refused) => return Ok(CallToolResponse::Complete(refused)),
         };
+        if let Some(progress) = progress(&context) {
+            http.extensions_mut().insert(progress);
+        }
         let answered = tokio::select! {
             answered = route.oneshot(http) => answered,
             // The client closed the stream: a read-only call ends here, its upstream call dropped with it; a
@@ -280,6 +283,33 @@ impl Handler {
         }
         Ok(request)
     }
+}
+
+/// Where an upstream MCP tool's progress goes when the caller asked for it (a `progressToken` in its `_meta`): to
+/// the caller, on the request's own stream, in order (one task forwards them; it ends with the call).
+fn progress(context: &RequestContext<RoleServer>) -> Option<ballast::mcp::Progress> {
+    let token = context.meta.get_progress_token()?;
+    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let peer = context.peer.clone();
+    tokio::spawn(async move {
+        while let Some(params) = received.recv().await {
+            let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
+                continue;
+            };
+            let mut notification = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(total) = params.get("total").and_then(Value::as_f64) {
+                notification = notification.with_total(total);
+            }
+            if let Some(message) = params.get("message").and_then(Value::as_str) {
+                notification = notification.with_message(message);
+            }
+            // A caller that left gets none; the call runs on regardless.
+            let _ = peer.notify_progress(notification).await;
+        }
+    });
+    Some(ballast::mcp::Progress::new(move |params| {
+        let _ = sender.send(params);
+    }))
 }
 
 /// Reads an answer's body, whole (the route's answers are whole bytes).

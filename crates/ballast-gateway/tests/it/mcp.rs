@@ -39,6 +39,18 @@ async fn rpc(
     params: Value,
     headers: &[(&str, &str)],
 ) -> Value {
+    let mut messages = rpc_messages(gateway, version, method, params, headers).await;
+    messages.pop().expect("a message")
+}
+
+/// [`rpc`], every message of the reply in order.
+async fn rpc_messages(
+    gateway: &Gateway,
+    version: &str,
+    method: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> Vec<Value> {
     let mut params = params;
     if version == V2026 {
         params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V2026);
@@ -60,11 +72,18 @@ async fn rpc(
     let status = response.status();
     let text = crate::support::text(response).await;
     assert_eq!(status, 200, "{text}");
-    let last = (text.lines())
+    let events: Vec<&str> = (text.lines())
         .filter_map(|line| line.strip_prefix("data:"))
-        .rfind(|data| !data.trim().is_empty())
-        .map_or_else(|| text.clone(), str::to_owned);
-    serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {text}"))
+        .filter(|data| !data.trim().is_empty())
+        .collect();
+    let messages = if events.is_empty() {
+        vec![text.as_str()]
+    } else {
+        events
+    };
+    (messages.into_iter())
+        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("{e}: {text}")))
+        .collect()
 }
 
 /// `tools/call` of `tool` with `arguments`, the result (panics on a JSON-RPC error).
@@ -378,4 +397,41 @@ async fn an_upstream_servers_annotations_are_believed_only_when_trusted() {
         let refused = answer["structuredContent"]["code"] == "idempotency_key_missing";
         assert_eq!(refused, keyed, "{trust}: {answer}");
     }
+}
+
+#[tokio::test]
+async fn an_upstream_tools_progress_reaches_the_caller_on_its_stream() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let params = json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}, "_meta": {"progressToken": "p-1"}});
+    let messages = rpc_messages(&gateway, V2025, "tools/call", params, &[]).await;
+    let (result, notifications) = messages.split_last().expect("messages");
+    assert_eq!(
+        result["result"]["structuredContent"]["order_id"], "A",
+        "{messages:?}"
+    );
+    let progress: Vec<(Value, Value)> = (notifications.iter())
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            (
+                m["params"]["progressToken"].clone(),
+                m["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [(json!("p-1"), json!(0.0)), (json!("p-1"), json!(1.0))],
+        "{messages:?}"
+    );
+    // Without a token, no progress is asked for and the answer is one JSON body.
+    let plain = rpc_messages(
+        &gateway,
+        V2025,
+        "tools/call",
+        json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}}),
+        &[],
+    )
+    .await;
+    assert_eq!(plain.len(), 1, "{plain:?}");
 }
