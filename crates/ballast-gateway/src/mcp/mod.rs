@@ -209,20 +209,27 @@ impl Handler {
         None
     }
 
-    /// A JSON-RPC error naming the tools there are.
+    /// A JSON-RPC error naming the tools there are, and the upstream MCP servers that could not be listed (the tool
+    /// may be one of theirs).
     async fn unknown_tool(&self, name: &str) -> ErrorData {
         let inner = &self.0.gateway.inner;
         let mut names: Vec<String> = inner.config.tools.iter().map(|t| t.name.clone()).collect();
+        let mut unlisted = Vec::new();
         for server in inner.mcp.iter() {
-            if let Ok(tools) = server.tools().await {
-                names.extend(tools.into_iter().map(|t| t.name));
+            match server.tools().await {
+                Ok(tools) => names.extend(tools.into_iter().map(|t| t.name)),
+                Err(error) => unlisted.push(format!("{} ({error})", server.name())),
             }
         }
         names.sort();
-        ErrorData::invalid_params(
-            format!("unknown tool {name:?}: this gateway serves {}", names.join(", ")),
-            Some(json!({"code": "unknown_tool", "tools": names})),
-        )
+        let mut message = format!("unknown tool {name:?}: this gateway serves {}", names.join(", "));
+        if !unlisted.is_empty() {
+            message.push_str(&format!(
+                "; these MCP servers could not be listed, and the tool may be theirs: {}",
+                unlisted.join("; ")
+            ));
+        }
+        ErrorData::invalid_params(message, Some(json!({"code": "unknown_tool", "tools": names})))
     }
 
     /// The HTTP request of the call to the tool's route: the transport's headers and principal, the call's

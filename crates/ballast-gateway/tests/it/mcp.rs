@@ -435,3 +435,31 @@ async fn an_upstream_tools_progress_reaches_the_caller_on_its_stream() {
     .await;
     assert_eq!(plain.len(), 1, "{plain:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_is_down_is_named_when_its_tool_is_called() {
+    let down = Upstream::router(axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(|| async { http::StatusCode::SERVICE_UNAVAILABLE }),
+    ));
+    let gateway = Gateway::start(&config(""), &down, &[]).await;
+    let listed = rpc(&gateway, V2025, "tools/list", json!({}), &[]).await;
+    let names: Vec<&str> = (listed["result"]["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["lookup_order"],
+        "the gateway's own tools are still served"
+    );
+    let reply = rpc(
+        &gateway,
+        V2025,
+        "tools/call",
+        json!({"name": "shop_lookup_order", "arguments": {}}),
+        &[],
+    )
+    .await;
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shop") && message.contains("503"), "{reply}");
+}
