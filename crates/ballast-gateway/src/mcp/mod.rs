@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use ballast::tool::ToolClient;
 use http::{HeaderName, HeaderValue};
 use rmcp::ErrorData;
@@ -37,6 +37,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::Gateway;
@@ -62,13 +63,41 @@ struct Shared {
     routes: HashMap<String, (ToolClient, ToolRoute)>,
     /// Upstream MCP tools' routes, by served name, built the first time each is called.
     upstream: tokio::sync::Mutex<HashMap<String, (ToolClient, ToolRoute)>>,
+    /// Read-only calls in flight with a run, by (principal, run, request id): what a 2025-11-25 client's
+    /// `notifications/cancelled` (a request of its own, which no session ties to the call) can find and cancel.
+    cancels: std::sync::Mutex<HashMap<CancelKey, CancellationToken>>,
+}
+
+/// A call a `notifications/cancelled` can name: (principal, run, JSON-RPC request id). Request ids are unique
+/// per client only; a run is one client's (one MCP client per agent run), so the three name one call.
+type CancelKey = (String, String, String);
+
+/// A read-only call's entry in [`Shared::cancels`], removed when the call ends.
+struct Cancellable {
+    shared: Arc<Shared>,
+    key: CancelKey,
+}
+
+impl Drop for Cancellable {
+    fn drop(&mut self) {
+        if let Ok(mut cancels) = self.shared.cancels.lock() {
+            cancels.remove(&self.key);
+        }
+    }
+}
+
+/// The (principal, run) of a request: its principal's name and its `ballast-run-id`, when it has one.
+fn principal_and_run(headers: &http::HeaderMap, extensions: &http::Extensions) -> Option<(String, String)> {
+    let run = headers.get(&BALLAST_RUN_ID)?.to_str().ok()?.to_owned();
+    let principal = (extensions.get::<ballast::idempotency::Principal>())
+        .map_or(crate::auth::ANONYMOUS, |p| p.name())
+        .to_owned();
+    Some((principal, run))
 }
 
 /// The `/mcp` service: rmcp's Streamable HTTP server over [`Handler`], stateless (any instance answers any
 /// request), answering JSON unless a call sends notifications first. It stops when `closing` is cancelled.
-pub(crate) fn service(
-    gateway: &Gateway,
-) -> Result<StreamableHttpService<Handler, NeverSessionManager>, crate::StartError> {
+pub(crate) fn service(gateway: &Gateway) -> Result<ToolRoute, crate::StartError> {
     let mut routes = HashMap::new();
     for tool in &gateway.inner.config.tools {
         if let Some(client) = gateway.inner.tools.get(&tool.name) {
@@ -80,6 +109,7 @@ pub(crate) fn service(
         gateway: gateway.clone(),
         routes,
         upstream: tokio::sync::Mutex::new(HashMap::new()),
+        cancels: std::sync::Mutex::new(HashMap::new()),
     });
     let server = &gateway.inner.config.server;
     let config = StreamableHttpServerConfig::default()
@@ -91,11 +121,75 @@ pub(crate) fn service(
         .disable_allowed_hosts()
         .with_max_request_body_bytes(usize::try_from(server.body_limit).unwrap_or(usize::MAX))
         .with_cancellation_token(gateway.inner.closing.child_token());
-    Ok(StreamableHttpService::new(
-        move || Ok(Handler(Arc::clone(&shared))),
+    let limit = config.max_request_body_bytes;
+    let handlers = Arc::clone(&shared);
+    let rmcp = StreamableHttpService::new(
+        move || Ok(Handler(Arc::clone(&handlers))),
         Arc::new(NeverSessionManager::default()),
         config,
-    ))
+    );
+    Ok(ToolRoute::new(tower::service_fn(move |request: Request| {
+        let (rmcp, shared) = (rmcp.clone(), Arc::clone(&shared));
+        async move { Ok::<_, Infallible>(serve(rmcp, &shared, request, limit).await) }
+    })))
+}
+
+/// One request to `/mcp`: a `notifications/cancelled` is the gateway's (rmcp's stateless server ignores
+/// notifications: no session ties one to the call it names); everything else is rmcp's.
+async fn serve(
+    rmcp: StreamableHttpService<Handler, NeverSessionManager>,
+    shared: &Shared,
+    request: Request,
+    limit: usize,
+) -> Response {
+    let request = if request.method() == http::Method::POST {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+            return (
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                "the MCP message is over the body limit",
+            )
+                .into_response();
+        };
+        if shared.cancelled(&parts, &bytes) {
+            return http::StatusCode::ACCEPTED.into_response();
+        }
+        Request::from_parts(parts, Body::from(bytes))
+    } else {
+        request
+    };
+    match rmcp.oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(never) => match never {},
+    }
+}
+
+impl Shared {
+    /// Whether `body` is a `notifications/cancelled`: then the read-only call it names (by the request's
+    /// principal and run, and the request id) is cancelled, when there is one in flight.
+    fn cancelled(&self, parts: &http::request::Parts, body: &[u8]) -> bool {
+        const METHOD: &[u8] = b"notifications/cancelled";
+        if !body.windows(METHOD.len()).any(|w| w == METHOD) {
+            return false;
+        }
+        let Ok(message) = serde_json::from_slice::<Value>(body) else {
+            return false;
+        };
+        if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
+            return false;
+        }
+        let id = message.pointer("/params/requestId").map(Value::to_string);
+        if let (Some((principal, run)), Some(id)) = (principal_and_run(&parts.headers, &parts.extensions), id)
+            && let Some(cancel) = self
+                .cancels
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&(principal, run, id)).cloned())
+        {
+            cancel.cancel();
+        }
+        true
+    }
 }
 
 /// One request's handler (rmcp makes one per request).
@@ -159,8 +253,14 @@ impl ServerHandler for Handler {
         if let Some(progress) = progress(&context) {
             http.extensions_mut().insert(progress);
         }
+        let cancel = CancellationToken::new();
+        let _cancellable = (!client.config().side_effects)
+            .then(|| self.cancellable(&http, &context, &cancel))
+            .flatten();
         let answered = tokio::select! {
             answered = route.oneshot(http) => answered,
+            // A 2025-11-25 client's `notifications/cancelled` for this read-only call.
+            () = cancel.cancelled() => return Err(ErrorData::internal_error("cancelled by the client", None)),
             // The client closed the stream: a read-only call ends here, its upstream call dropped with it; a
             // side-effecting one runs on in the idempotency layer's task, stored for the retry.
             () = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled: the client closed the request", None)),
@@ -173,6 +273,26 @@ impl ServerHandler for Handler {
 }
 
 impl Handler {
+    /// Registers the read-only call `http` (with a run) as one a `notifications/cancelled` may cancel.
+    fn cancellable(
+        &self,
+        http: &Request,
+        context: &RequestContext<RoleServer>,
+        cancel: &CancellationToken,
+    ) -> Option<Cancellable> {
+        let (principal, run) = principal_and_run(http.headers(), http.extensions())?;
+        let key = (
+            principal,
+            run,
+            serde_json::to_value(&context.id).ok()?.to_string(),
+        );
+        self.0.cancels.lock().ok()?.insert(key.clone(), cancel.clone());
+        Some(Cancellable {
+            shared: Arc::clone(&self.0),
+            key,
+        })
+    }
+
     /// The route of the tool served as `name`: a `[[tools]]` entry's, else an upstream MCP server's (listed
     /// again when no listing names it: a client may call a tool it listed before the gateway restarted).
     async fn route(&self, name: &str) -> Option<(ToolClient, ToolRoute)> {

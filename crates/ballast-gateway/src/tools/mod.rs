@@ -70,7 +70,7 @@ struct Prepared {
     run_restarted: bool,
 }
 
-/// A tool's route as one boxed service (`route`'s, for the MCP route's tools).
+/// A route as one boxed service: a tool's (`route`'s, for the MCP route's tools), and `/mcp` itself.
 pub(crate) type ToolRoute = tower::util::BoxCloneSyncService<Request, Response, Infallible>;
 
 /// The routes of every configured tool, and the answer for a tool that is not configured.

@@ -159,6 +159,10 @@ async fn tools_of_the_config_and_of_the_upstream_server_are_listed_together_and_
     .await;
     assert_eq!(proxied["structuredContent"]["order_id"], "A-2", "{proxied}");
     assert_eq!(proxied["_meta"]["ballast/attempts"], 1);
+    // A 2026-07-28 client requires `resultType`, which a 2025-11-25 server's result does not carry.
+    let params = json!({"name": "shop_lookup_order", "arguments": {"op": "l-3", "order_id": "A-3"}});
+    let stateless = rpc(&gateway, V2026, "tools/call", params, &[]).await;
+    assert_eq!(stateless["result"]["resultType"], "complete", "{stateless}");
     let refunded = call(&gateway, "shop_create_refund", refund("r-1"), &[RUN]).await;
     assert_eq!(refunded["structuredContent"]["status"], "succeeded", "{refunded}");
     assert_eq!(upstream.executions("r-1").await, 1);
@@ -494,4 +498,45 @@ async fn two_tenants_with_the_same_run_and_arguments_are_two_operations() {
     assert_ne!(ids[0], ids[1], "b's refund is its own, never a's replayed");
     assert_eq!(ids[0], ids[2], "a's second call is a's first operation");
     assert_eq!(upstream.executions("r-12").await, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_read_only_call_is_cancelled_by_its_clients_notification() {
+    let upstream = Upstream::chaos("[endpoints.lookup_order]\nhang = 1.0");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let caller = gateway.clone();
+    let started = ballast::clock::now();
+    let call = tokio::spawn(async move {
+        let params = json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}});
+        rpc(&caller, V2025, "tools/call", params, &[RUN]).await
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Another client's notification (another run) names the same request id: it cancels nothing of this one's.
+    for run in ["run-other", RUN.1] {
+        let cancelled =
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}});
+        let headers = [
+            ("host", "127.0.0.1"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", V2025),
+            ("ballast-run-id", run),
+        ];
+        let answer = gateway.post("/mcp", &cancelled, &headers).await;
+        assert_eq!(answer.status(), 202);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(call.is_finished(), run == RUN.1, "{run}");
+    }
+    let reply = call.await.unwrap();
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cancelled"),
+        "{reply}"
+    );
+    let took = ballast::clock::now().saturating_duration_since(started);
+    assert!(
+        took < Duration::from_secs(1),
+        "cancelled, not timed out: {took:?}"
+    );
 }
