@@ -4,7 +4,8 @@
 //! 5xx and 429 with `Retry-After`, hangs, connection resets, outages, a capacity limit that turns a retry storm
 //! into an overload — and the double-refund trap, where the side effect commits and the response is lost.
 //! This crate serves a mock model — OpenAI's chat completions and Responses API, Anthropic's Messages API — and
-//! mock tools with a ledger of every side effect, and injects those faults **deterministically**: the fault an
+//! mock tools with a ledger of every side effect (over HTTP, and over MCP at `/mcp`), and injects those faults
+//! **deterministically**: the fault an
 //! attempt meets is a pure function of (seed, endpoint, operation id, attempt number), so two client strategies
 //! run against the same seed meet the same faults, and a comparison between them is fair.
 //!
@@ -20,8 +21,9 @@
 //!   embeddings ([`embeddings`]) — pure functions.
 //! - `server` — the HTTP side: [`router`], [`serve`], the model endpoints (`/v1/chat/completions`,
 //!   `/v1/responses` and the stored responses, `/v1/messages` and its `count_tokens`, `/v1/embeddings`), the
-//!   tools and their ledger, stats, the capacity limit, outages, connection resets and streams with their cuts,
-//!   stalls, keep-alives and errors after content.
+//!   tools and their ledger (`/tools/{name}`, and `/mcp`: the same tools as an MCP server, through the same
+//!   faults), stats, the capacity limit, outages, connection resets and streams with their cuts, stalls,
+//!   keep-alives and errors after content.
 
 mod fault;
 mod model;
@@ -36,7 +38,7 @@ pub use model::{
 };
 pub use profile::{
     Capacity, DurationError, EndpointProfile, ErrorDelivery, ErrorRate, Fault, FieldError, KeyMode, Latency,
-    LoseMode, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota, RetryAfterForm,
-    Script, ScriptStep, StreamFaults, Window,
+    LoseMode, McpSettings, ModelSettings, Outage, OutageAnswer, Problem, Profile, ProfileError, Quota,
+    RetryAfterForm, Script, ScriptStep, StreamFaults, Window,
 };
 pub use server::{ChaosServer, router, serve, spawn};

@@ -11,6 +11,7 @@ const ENDPOINTS: &str = "endpoints:
   POST /v1/chat/completions   the mock model (JSON or SSE with \"stream\": true)
   GET  /v1/models
   POST /tools/{name}          lookup_order (read-only), create_refund, process_payment (side effects)
+  POST /mcp                   the same tools over MCP (Streamable HTTP, stateless; 2025-11-25 and 2026-07-28)
   GET  /ledger                side-effect executions per op, duplicates
   GET  /stats                 requests per endpoint and outcome, in flight
   POST /admin/profile         swap the profile (TOML, or JSON {\"preset\": NAME, \"seed\": N}) and reset

@@ -93,10 +93,12 @@ fn store_name(config: &Config) -> String {
     }
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`).
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`, with rmcp's own lines at `error`: it logs every MCP
+/// request's start and end at `info` and every JSON-RPC error answered at `warn`, which the gateway's request
+/// log already says once).
 fn init_logs() {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

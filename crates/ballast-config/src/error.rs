@@ -392,6 +392,12 @@ pub enum Problem {
     /// `on_overflow = "fallback"` with a single deployment.
     #[error("\"fallback\" needs a second deployment to fall back to")]
     NeedsFallbackDeployment,
+    /// An `input_schema` that is not a JSON Schema of an object.
+    #[error("is not an object schema: {reason}")]
+    NotObjectSchema {
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A `fallback_response` value JSON cannot hold.
     #[error("{value} cannot be written as JSON")]
     NotJson {

@@ -3,14 +3,14 @@
 
 use crate::raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore, RawThrottle, RawTool,
-    RawUpstream, SCHEMA_VERSION,
+    RawHeaders, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
+    RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 
 use crate::typed::{
-    BudgetConfig, Config, HeaderValueSource, ModelRoute, PrincipalKey, RetryConfig, StoreLocation,
-    ToolConfig, ToolFallback, Upstream,
+    BudgetConfig, Config, HeaderValueSource, McpServerConfig, ModelRoute, PrincipalKey, RetryConfig,
+    StoreLocation, ToolConfig, ToolFallback, Upstream,
 };
 use crate::{format_duration, format_size};
 
@@ -73,6 +73,7 @@ impl From<&Config> for RawConfig {
             },
             models: config.models.iter().map(raw_model).collect(),
             tools: config.tools.iter().map(raw_tool).collect(),
+            mcp_servers: config.mcp_servers.iter().map(raw_mcp_server).collect(),
         }
     }
 }
@@ -113,6 +114,8 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
     };
     RawTool {
         name: Some(t.name.clone()),
+        description: t.description.clone(),
+        input_schema: t.input_schema.as_ref().and_then(json_to_toml),
         upstream: Some(raw_upstream(&t.upstream)),
         side_effects: Some(t.side_effects),
         // Written where it applies, and where it does not but is set (a config built in code): validation
@@ -129,6 +132,43 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
         queue: Some(i64::from(t.queue)),
         fallback_tool,
         fallback_response,
+    }
+}
+
+fn raw_mcp_server(s: &McpServerConfig) -> RawMcpServer {
+    let t = &s.tool;
+    let headers = raw_upstream(&Upstream {
+        headers: s.headers.clone(),
+        ..t.upstream.clone()
+    })
+    .headers;
+    RawMcpServer {
+        name: Some(s.name.clone()),
+        url: Some(s.url.clone()),
+        headers,
+        prefix: Some(s.prefix.clone()),
+        trust_annotations: Some(s.trust_annotations),
+        side_effects: Some(t.side_effects),
+        priority: Some(t.priority.as_str().to_owned()),
+        per_try_timeout: duration(t.per_try_timeout),
+        retry: Some(raw_retry(&t.retry)),
+        budget: Some(raw_budget(&t.budget)),
+        breaker: Some(raw_breaker(&t.breaker)),
+        throttle: Some(raw_throttle(t.throttle.as_ref())),
+        concurrency: Some(i64::from(t.concurrency)),
+        queue: Some(i64::from(t.queue)),
+        tools: (s.overrides.iter())
+            .map(|o| {
+                let raw = RawMcpTool {
+                    side_effects: o.side_effects,
+                    priority: o.priority.map(|p| p.as_str().to_owned()),
+                    per_try_timeout: o.per_try_timeout.and_then(duration),
+                    description: o.description.clone(),
+                    hidden: o.hidden.then_some(true),
+                };
+                (o.name.clone(), raw)
+            })
+            .collect(),
     }
 }
 

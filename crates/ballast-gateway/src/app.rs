@@ -55,10 +55,12 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         .iter()
         .map(|tool| format!("POST /v1/tools/{}", tool.name))
         .collect();
-    let mut authed = tools::routes(&gateway)?.route(
-        "/v1/operations/{key}",
-        operations_route(std::sync::Arc::clone(&gateway.inner.store), operations_routes),
-    );
+    let mut authed = tools::routes(&gateway)?
+        .route(
+            "/v1/operations/{key}",
+            operations_route(std::sync::Arc::clone(&gateway.inner.store), operations_routes),
+        )
+        .route_service("/mcp", crate::mcp::service(&gateway)?);
     if admin_here == AdminRoutes::Here {
         let admin_only = Router::new()
             .route("/metrics", get(admin::metrics))

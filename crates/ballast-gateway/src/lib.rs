@@ -47,6 +47,7 @@ mod connections;
 mod edge;
 mod error;
 mod inbound;
+mod mcp;
 mod metrics;
 mod models;
 mod repeats;

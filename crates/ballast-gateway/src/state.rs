@@ -27,6 +27,8 @@ pub(crate) struct Inner {
     pub(crate) tools: ToolClients,
     /// A client per model route (its deployments' API keys read at start), sharing the tools' runs.
     pub(crate) models: ModelClients,
+    /// A client per upstream MCP server (`/mcp` serves their tools beside `tools`'), sharing the runs.
+    pub(crate) mcp: ballast::mcp::McpServers,
     pub(crate) store: Arc<dyn IdempotencyStore>,
     /// The same store, with the result of its last probe: claims are refused while it failed (`/status`,
     /// `/readyz` say so).
@@ -95,7 +97,11 @@ impl Gateway {
         // Which deployment keeps which response, in the store: for its retention, across restarts and instances.
         let records = Arc::new(StoreStateRecords::new(Arc::clone(&store)));
         let Clients {
-            tools, models, runs, ..
+            tools,
+            models,
+            mcp,
+            runs,
+            ..
         } = Clients::from_config(&config)
             .env(env)
             .state_records(records)
@@ -107,6 +113,7 @@ impl Gateway {
                 config,
                 tools,
                 models,
+                mcp,
                 store,
                 checked_store,
                 runs,

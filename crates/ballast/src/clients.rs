@@ -44,6 +44,8 @@ pub struct Clients {
     pub tools: ToolClients,
     /// A client per configured model route.
     pub models: ModelClients,
+    /// A client per configured upstream MCP server (its tools' clients made as they are listed).
+    pub mcp: crate::mcp::McpServers,
     /// The registry of runs both share.
     pub runs: Arc<Runs>,
 }
@@ -106,8 +108,15 @@ impl<'a> ClientsBuilder<'a> {
         let runs = runs.unwrap_or_else(|| Arc::new(Runs::of(&config.run)));
         let records = records.unwrap_or_else(|| Arc::new(MemoryStateRecords::default()));
         let tools = ToolClients::assemble(config, env, transport.clone(), Arc::clone(&runs))?;
+        let mcp = crate::mcp::McpServers::assemble(config, env, transport.clone(), Arc::clone(&runs))
+            .map_err(InvalidClients::McpServer)?;
         let models = ModelClients::assemble(config, env, transport, Arc::clone(&runs), records)?;
-        Ok(Clients { tools, models, runs })
+        Ok(Clients {
+            tools,
+            models,
+            mcp,
+            runs,
+        })
     }
 }
 
@@ -121,4 +130,8 @@ pub enum InvalidClients {
     /// A model route's client (a deployment's API key missing from the environment, say).
     #[error(transparent)]
     Model(#[from] InvalidModelRoute),
+    /// An upstream MCP server's client (a header's variable missing from the environment, say), named by the
+    /// server's name where the message says `tools`.
+    #[error("mcp_servers: {0}")]
+    McpServer(InvalidTool),
 }

@@ -106,6 +106,7 @@ pub mod headers;
 #[cfg(feature = "idempotency")]
 pub mod idempotency;
 pub mod layer;
+pub mod mcp;
 mod metrics;
 pub mod model;
 mod outcome;

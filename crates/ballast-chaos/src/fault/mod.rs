@@ -16,8 +16,9 @@
 //! The digest gives three independent uniforms in `[0, 1)`:
 //! - the first picks the fault among the mutually exclusive rates, in this order: each error status (in the
 //!   order of [`EndpointProfile::errors`]), `insufficient_quota`, `spend_limit`, `hang`, `reset`,
-//!   `commit_then_lose`, stream cut, stream stall, stream error; the remainder is [`Fault::None`] (a rate added
-//!   to this list is added where a rate of 0 moves no threshold, so a profile without it draws as before);
+//!   `commit_then_lose`, stream cut, stream stall, stream error, garbage, is-error; the remainder is
+//!   [`Fault::None`] (a rate added to this list is added where a rate of 0 moves no threshold, so a profile
+//!   without it draws as before);
 //! - the other two draw the latency: log-normal fitted to p50 and p99, by Box–Muller.
 //!
 //! # Not in the draw

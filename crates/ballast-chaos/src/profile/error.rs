@@ -158,8 +158,8 @@ pub enum Problem {
     },
     /// A script step that is not one.
     #[error(
-        "{value} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error \
-         or a status in 400..=599)"
+        "{value} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error, \
+         garbage, is_error or a status in 400..=599)"
     )]
     NotAStep {
         /// The step as written.

@@ -40,6 +40,8 @@ pub struct Profile {
     pub endpoints: BTreeMap<String, EndpointProfile>,
     /// The mock model's behaviour.
     pub model: ModelSettings,
+    /// The MCP server's behaviour (`POST /mcp`).
+    pub mcp: McpSettings,
     /// Scripted sequences, checked before any random draw ("op X: 503, 503, then ok").
     pub scripts: Vec<Script>,
     /// Windows, from the server's start, during which it accepts no connection at all: connecting is refused,
@@ -100,7 +102,7 @@ impl Profile {
 
 /// What can go wrong on one endpoint, and how often. Rates are probabilities in `0..=1` per attempt; the rates
 /// of the mutually exclusive faults (errors, insufficient quota, spend limit, hang, reset, commit-then-lose,
-/// stream cut, stream stall, stream error) sum to at most 1.
+/// stream cut, stream stall, stream error, garbage, is-error) sum to at most 1.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EndpointProfile {
     /// Latency of every answer (log-normal from p50 and p99); `None`: answer at once.
@@ -129,6 +131,12 @@ pub struct EndpointProfile {
     pub capacity: Option<Capacity>,
     /// Faults of streamed answers (the model endpoint with `stream: true`).
     pub stream: StreamFaults,
+    /// Rate of answers that are not protocol answers: over MCP, a `200` whose body is not JSON-RPC; nothing
+    /// executes. Only a tool called over MCP meets it ([`Fault::Garbage`]).
+    pub garbage: f64,
+    /// Rate of the tool's own errors: over MCP, a result with `isError: true`; nothing executes. Only a tool
+    /// called over MCP meets it ([`Fault::IsError`]).
+    pub is_error: f64,
     /// What the endpoint does with `Idempotency-Key` (side-effecting tools).
     pub key_mode: KeyMode,
 }
@@ -285,6 +293,14 @@ pub enum KeyMode {
     KeyedReplaysErrors,
 }
 
+/// The MCP server's behaviour (`POST /mcp`), beside the faults of its tools (which are the tools' endpoints').
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct McpSettings {
+    /// `create_refund` is annotated `readOnlyHint: true` — a lie, for testing a client that must not trust an
+    /// untrusted server's annotations (it has side effects, and every call executes).
+    pub lying_annotations: bool,
+}
+
 /// The mock model's behaviour.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSettings {
@@ -336,4 +352,8 @@ pub enum ScriptStep {
     /// A stream that fails with the API's overload error after the endpoint's `stream.error_after_chunks`
     /// content chunks ([`Fault::StreamError`]); an answer not streamed is served normally.
     StreamError,
+    /// Over MCP, a `200` whose body is not JSON-RPC ([`Fault::Garbage`]); elsewhere served normally.
+    Garbage,
+    /// Over MCP, a result with `isError: true` ([`Fault::IsError`]); elsewhere served normally.
+    IsError,
 }

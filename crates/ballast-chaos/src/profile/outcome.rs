@@ -60,6 +60,14 @@ pub enum Fault {
         /// Content chunks sent first.
         after_chunks: u32,
     },
+    /// Answer with something that is not a protocol answer, executing nothing: over MCP, a `200` whose body is
+    /// not JSON-RPC (a broken proxy, a truncated write). Only MCP answers it; a request over any other API is
+    /// served as [`Fault::None`].
+    Garbage,
+    /// The tool's own error, executing nothing: over MCP, a result with `isError: true` (an error the model is
+    /// meant to read, not a failure of the transport). Only MCP answers it; a request over any other API is
+    /// served as [`Fault::None`].
+    IsError,
 }
 
 impl Fault {
@@ -124,6 +132,8 @@ pub(crate) fn exclusive_outcomes(faults: &EndpointProfile) -> impl Iterator<Item
                 after_chunks: stream.error_after_chunks,
             },
         ),
+        (faults.garbage, Fault::Garbage),
+        (faults.is_error, Fault::IsError),
     ])
 }
 
@@ -140,6 +150,8 @@ impl ScriptStep {
             ScriptStep::StreamError => Fault::StreamError {
                 after_chunks: faults.stream.error_after_chunks,
             },
+            ScriptStep::Garbage => Fault::Garbage,
+            ScriptStep::IsError => Fault::IsError,
         }
     }
 }

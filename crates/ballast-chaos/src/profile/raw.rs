@@ -21,6 +21,9 @@ pub(super) struct RawProfile {
     /// `[model]`.
     #[serde(default)]
     pub(super) model: RawModel,
+    /// `[mcp]`.
+    #[serde(default)]
+    pub(super) mcp: RawMcp,
     /// `[default]`.
     #[serde(default)]
     pub(super) default: RawEndpoint,
@@ -43,6 +46,13 @@ pub(super) struct RawModel {
     pub(super) chunk_interval: Option<toml::Value>,
 }
 
+/// `[mcp]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMcp {
+    pub(super) lying_annotations: Option<bool>,
+}
+
 /// `[default]` or `[endpoints.<name>]`: every key optional; an endpoint's table overrides `[default]` key by key.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +70,8 @@ pub(super) struct RawEndpoint {
     pub(super) outages: Option<Vec<RawOutage>>,
     pub(super) capacity: Option<RawCapacity>,
     pub(super) stream: Option<RawStream>,
+    pub(super) garbage: Option<f64>,
+    pub(super) is_error: Option<f64>,
     pub(super) key_mode: Option<RawKeyMode>,
 }
 
@@ -73,6 +85,8 @@ impl RawEndpoint {
             || self.reset.is_some()
             || self.commit_then_lose.is_some()
             || self.stream.is_some()
+            || self.garbage.is_some()
+            || self.is_error.is_some()
     }
 }
 
@@ -206,6 +220,6 @@ pub(super) struct RawScript {
     pub(super) endpoint: String,
     pub(super) op: String,
     /// `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, `"spend_limit"`,
-    /// `"stream_error"`, or a status (`"503"` or `503`).
+    /// `"stream_error"`, `"garbage"`, `"is_error"`, or a status (`"503"` or `503`).
     pub(super) steps: Vec<toml::Value>,
 }

@@ -30,6 +30,9 @@ impl Profile {
         for (name, faults) in default.chain(endpoints) {
             let _ = writeln!(text, "{name}: {}", endpoint_line(faults));
         }
+        if self.mcp.lying_annotations {
+            text.push_str("mcp: create_refund annotated readOnlyHint: true (a lie)\n");
+        }
         for script in &self.scripts {
             let steps: Vec<String> = script.steps.iter().map(|step| step_name(*step)).collect();
             let _ = writeln!(
@@ -126,6 +129,8 @@ fn fault_name(fault: &Fault) -> String {
         Fault::StreamError { after_chunks } => {
             format!("stream error after {after_chunks} content chunks")
         }
+        Fault::Garbage => "garbage (MCP)".into(),
+        Fault::IsError => "is_error (MCP)".into(),
         Fault::None => "none".into(),
     }
 }
@@ -147,5 +152,7 @@ fn step_name(step: ScriptStep) -> String {
         ScriptStep::InsufficientQuota => "insufficient_quota".into(),
         ScriptStep::SpendLimit => "spend_limit".into(),
         ScriptStep::StreamError => "stream_error".into(),
+        ScriptStep::Garbage => "garbage".into(),
+        ScriptStep::IsError => "is_error".into(),
     }
 }

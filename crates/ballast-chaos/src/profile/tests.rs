@@ -165,6 +165,43 @@ fn spend_limits_and_stream_errors_are_drawn_scripted_and_summarized() {
     );
 }
 
+/// Issue 32: the faults only MCP plays, and the lying annotations, are keys like any other.
+#[test]
+fn garbage_is_errors_and_lying_annotations_are_read_drawn_and_summarized() {
+    let profile = Profile::from_toml_str(
+        "[mcp]\nlying_annotations = true\n[endpoints.create_refund]\ngarbage = 0.25\nis_error = 0.5\n\
+         [[scripts]]\nendpoint = \"create_refund\"\nop = \"op-7\"\nsteps = [\"garbage\", \"is_error\"]\n",
+    )
+    .expect("valid");
+    assert!(profile.mcp.lying_annotations);
+    assert!(!Profile::default().mcp.lying_annotations, "honest by default");
+    let scripted = |attempt| profile.fault_for("create_refund", "op-7", attempt).fault;
+    assert_eq!(scripted(1), Fault::Garbage);
+    assert_eq!(scripted(2), Fault::IsError);
+    let drawn: Vec<Fault> = (0..200)
+        .map(|i| profile.fault_for("create_refund", &format!("op-{i}-x"), 1).fault)
+        .collect();
+    assert!(
+        drawn.contains(&Fault::Garbage) && drawn.contains(&Fault::IsError) && drawn.contains(&Fault::None)
+    );
+    let summary = profile.summary();
+    assert!(
+        summary.contains("create_refund: no latency; 25% garbage (MCP), 50% is_error (MCP)"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("mcp: create_refund annotated readOnlyHint: true (a lie)"),
+        "{summary}"
+    );
+    let over = Profile::from_toml_str("[default]\ngarbage = 0.75\nis_error = 0.5\n").expect_err("over 1");
+    assert_eq!(
+        over.to_string(),
+        "default: rates sum to 1.25, over 1 (garbage = 0.75, is_error = 0.5)"
+    );
+    let unknown = Profile::from_toml_str("[mcp]\nlying = true\n").expect_err("unknown key");
+    assert!(unknown.to_string().contains("mcp.lying"), "{unknown}");
+}
+
 #[test]
 fn the_summary_says_what_is_served() {
     let summary = Profile::preset("flash-sale", 7).expect("preset").summary();

@@ -72,20 +72,24 @@ pub(crate) async fn create_embeddings(
             visit.count(Outcome::CommitThenLose, false);
             lose::lose(mode, app.stopping(), conn).await
         }
-        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } | Fault::StreamError { .. } => {
-            match vectors() {
-                Ok(body) => answer(&mut visit, Answer::ok(body)),
-                Err(error) => {
-                    let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
-                    answer(
-                        &mut visit,
-                        Answer {
-                            status,
-                            ..Answer::ok(error.body())
-                        },
-                    )
-                }
+        // Stream faults have no stream to fault, and only MCP answers garbage and is-error: served normally.
+        Fault::None
+        | Fault::StreamCut { .. }
+        | Fault::StreamStall { .. }
+        | Fault::StreamError { .. }
+        | Fault::Garbage
+        | Fault::IsError => match vectors() {
+            Ok(body) => answer(&mut visit, Answer::ok(body)),
+            Err(error) => {
+                let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                answer(
+                    &mut visit,
+                    Answer {
+                        status,
+                        ..Answer::ok(error.body())
+                    },
+                )
             }
-        }
+        },
     }
 }

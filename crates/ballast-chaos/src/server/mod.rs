@@ -9,7 +9,9 @@
 //! error after content — or nothing. The tools' idempotency keys are checked between the front door and the fault
 //! (`tools` documents the key modes). `POST /v1/chat/completions`, `POST /v1/responses` and `POST /v1/messages`
 //! are one endpoint, `model`, with faults keyed alike (`chat`, `responses`, `messages`; the last answers in
-//! Anthropic's format, with its headers); `POST /v1/embeddings` is `embeddings`. Streams (`sse`) are planned,
+//! Anthropic's format, with its headers); `POST /v1/embeddings` is `embeddings`. `POST /mcp` is the tools again,
+//! as an MCP server (`mcp`): a `tools/call` goes through the tool's own front door, faults and ledger
+//! (`tools::enter`), and rmcp speaks the protocol. Streams (`sse`) are planned,
 //! then played, with their cuts, stalls and keep-alives. `GET /ledger`, `GET /stats`, `GET /healthz`,
 //! `GET /v1/models`, `POST /admin/profile`, `POST /v1/messages/count_tokens` and the stored responses
 //! (`GET`/`DELETE /v1/responses/{id}`, `POST /v1/responses/{id}/cancel`) have no faults.
@@ -33,6 +35,7 @@ mod keys;
 mod ledger;
 mod lock;
 mod lose;
+mod mcp;
 mod messages;
 mod response_store;
 mod responses;
@@ -119,6 +122,7 @@ fn routes(app: App) -> Router {
         .route("/admin/profile", post(admin::swap_profile))
         .route("/healthz", get(admin::healthz))
         .route("/echo", post(admin::echo))
+        .merge(mcp::routes(app.clone()))
         .with_state(app)
 }
 

@@ -3,8 +3,9 @@
 //! A benchmark compares client strategies by what the upstream saw (a retry storm shows as requests and
 //! `shed_capacity` answers), so every request that reaches a faulty endpoint ends in exactly one bucket: its HTTP
 //! status, or what happened instead of one (`hang`, `reset`, `commit_then_lose`, `stream_cut`, `stream_error`: a
-//! `200` stream that failed after content), or why the front
-//! door refused it (`outage`, `shed_capacity`), or `client_gone` when the client left before any of these.
+//! `200` stream that failed after content; over MCP `garbage`, `is_error` and `protocol_error`), or why the front
+//! door refused it (`outage`, `shed_capacity`), or `client_gone` when the client left before any of these. A tool
+//! called over MCP counts under the tool's name, pooled with its HTTP calls.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,13 @@ pub(crate) enum Outcome {
     StreamCut,
     /// A stream that failed with an error event after content (`stream.error`).
     StreamError,
+    /// Over MCP: a `200` whose body is not JSON-RPC (`garbage`).
+    Garbage,
+    /// Over MCP: a result with `isError: true` drawn as a fault (`is_error`).
+    IsError,
+    /// Over MCP: a call the protocol layer answered itself without calling the tool (a version, header or
+    /// `_meta` mistake).
+    ProtocolError,
     /// The client went away before the request ended in another bucket.
     ClientGone,
 }
@@ -47,6 +55,9 @@ impl Outcome {
             Outcome::CommitThenLose => "commit_then_lose".into(),
             Outcome::StreamCut => "stream_cut".into(),
             Outcome::StreamError => "stream_error".into(),
+            Outcome::Garbage => "garbage".into(),
+            Outcome::IsError => "is_error".into(),
+            Outcome::ProtocolError => "protocol_error".into(),
             Outcome::ClientGone => "client_gone".into(),
         }
     }
@@ -183,6 +194,9 @@ mod tests {
             Outcome::CommitThenLose,
             Outcome::StreamCut,
             Outcome::StreamError,
+            Outcome::Garbage,
+            Outcome::IsError,
+            Outcome::ProtocolError,
         ]
         .into_iter()
         .map(Outcome::bucket)
@@ -196,7 +210,10 @@ mod tests {
                 "reset",
                 "commit_then_lose",
                 "stream_cut",
-                "stream_error"
+                "stream_error",
+                "garbage",
+                "is_error",
+                "protocol_error"
             ]
         );
     }

@@ -1,4 +1,6 @@
-//! `POST /tools/{name}`: the mock tools, their side effects and their idempotency keys.
+//! `POST /tools/{name}`: the mock tools, their side effects and their idempotency keys; and the part of a call
+//! that MCP's `tools/call` shares ([`enter`], [`Reached`]), so that a call meets the same faults, ledger, stats
+//! and keys whichever way it comes.
 //!
 //! `lookup_order` is read-only. `create_refund` and `process_payment` have side effects: each execution is a
 //! ledger entry under the body's `op`. Their endpoint's key mode (`EndpointProfile::key_mode`) decides what an
@@ -16,12 +18,15 @@
 //! a commit-then-lose stores the committed success before losing the answer, so a keyed retry gets the replay
 //! and the ledger shows one execution.
 
+use std::sync::Arc;
+
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::answer::{Answer, Flavor};
 use super::arrival::{Arrival, Door, answer, arrive, injected};
@@ -29,20 +34,24 @@ use super::keys::{Claim, KeyCheck, idempotency_key};
 use super::lock::lock;
 use super::lose::{self, ConnectionHandle};
 use super::state::{App, Epoch};
-use super::stats::Outcome;
+use super::stats::{Outcome, Visit};
 use super::{body_hash, short_hash};
 use crate::{Fault, KeyMode};
 
 /// The mock tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tool {
+pub(crate) enum Tool {
     LookupOrder,
     CreateRefund,
     ProcessPayment,
 }
 
 impl Tool {
-    fn named(name: &str) -> Option<Tool> {
+    /// Every tool, in the order they are listed.
+    pub(crate) const ALL: [Tool; 3] = [Tool::LookupOrder, Tool::CreateRefund, Tool::ProcessPayment];
+
+    /// The tool called `name`, if there is one.
+    pub(crate) fn named(name: &str) -> Option<Tool> {
         match name {
             "lookup_order" => Some(Tool::LookupOrder),
             "create_refund" => Some(Tool::CreateRefund),
@@ -51,7 +60,8 @@ impl Tool {
         }
     }
 
-    fn name(self) -> &'static str {
+    /// Its name: in the path, over MCP, and as its endpoint in the profile, the stats and the ledger.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Tool::LookupOrder => "lookup_order",
             Tool::CreateRefund => "create_refund",
@@ -61,6 +71,7 @@ impl Tool {
 }
 
 /// One tool call past the front door and the key check.
+#[derive(Debug)]
 struct Call {
     tool: Tool,
     op: String,
@@ -69,7 +80,7 @@ struct Call {
     claim: Option<Claim>,
 }
 
-/// Answers one tool call.
+/// Answers one tool call over HTTP.
 pub(crate) async fn call_tool(
     State(app): State<App>,
     Path(name): Path<String>,
@@ -88,26 +99,108 @@ pub(crate) async fn call_tool(
         )
         .into_response();
     };
-    let args: Option<Value> = serde_json::from_slice(&body).ok();
+    let conn = conn.map(|Extension(conn)| conn);
+    match enter(&app, tool, &body, &headers, conn).await {
+        Ok(reached) => reached.answer().into_response(),
+        Err(answered) => answered,
+    }
+}
+
+/// A tool call that reached the tool: the front door let it in, and its fault (if any) is one the tool plays
+/// itself. What is left is its answer — executing it, or the answer the key check (or its body) already gave —
+/// or, over MCP, a fault only MCP plays ([`Fault::Garbage`], [`Fault::IsError`]).
+///
+/// It holds the request's place in the stats and its capacity slot until it is answered or dropped.
+#[derive(Debug)]
+pub(crate) struct Reached {
+    epoch: Arc<Epoch>,
+    visit: Visit,
+    slot: Option<OwnedSemaphorePermit>,
+    work: Work,
+}
+
+#[derive(Debug)]
+enum Work {
+    /// The answer without executing: a bad body (400), a key in use (409) or reused (422), a replay.
+    Answer(Answer),
+    /// Execute `call`, which drew `fault` (one the shared path leaves to the transport, or none).
+    Execute { call: Call, fault: Fault },
+}
+
+impl Reached {
+    /// The fault left for the transport to play: [`Fault::None`] when the call answers without executing, or
+    /// when nothing goes wrong; a stream fault (a tool has no stream: served normally), [`Fault::Garbage`] or
+    /// [`Fault::IsError`] otherwise.
+    pub(crate) fn fault(&self) -> Fault {
+        match self.work {
+            Work::Answer(_) => Fault::None,
+            Work::Execute { fault, .. } => fault,
+        }
+    }
+
+    /// Ends the call without executing or answering it, counted as `outcome` (a key it claimed is released).
+    pub(crate) fn skip(mut self, outcome: Outcome) {
+        self.visit.count(outcome, false);
+    }
+
+    /// The tool's answer, counted under its status: the call executed (a ledger entry for a side effect, its
+    /// success stored under its key), or the answer it already had.
+    pub(crate) fn answer(self) -> Answer {
+        let Reached {
+            epoch,
+            mut visit,
+            slot,
+            work,
+        } = self;
+        let done = match work {
+            Work::Answer(answer) => answer,
+            Work::Execute { mut call, .. } => execute(&epoch, &mut call),
+        };
+        visit.count(Outcome::Status(done.status.as_u16()), done.replayed);
+        drop(slot);
+        done
+    }
+}
+
+/// The part of a tool call that is the same over HTTP and MCP: the front door (stats, outage, capacity, the
+/// draw, latency), the body and key checks, and the faults that answer instead of the tool — an injected status,
+/// a hang, a reset, a commit-then-lose. `body` is the tool's JSON arguments (the HTTP body; over MCP the call's
+/// `arguments`): its `op` keys the faults and the ledger, and without one a hash of `body` does.
+///
+/// # Errors
+/// The HTTP response that answered the call instead of the tool.
+pub(crate) async fn enter(
+    app: &App,
+    tool: Tool,
+    body: &[u8],
+    headers: &HeaderMap,
+    conn: Option<ConnectionHandle>,
+) -> Result<Reached, Response> {
+    let args: Option<Value> = serde_json::from_slice(body).ok();
     let op = match args.as_ref().and_then(|a| a.get("op")).and_then(Value::as_str) {
         Some(op) => op.to_owned(),
-        None => body_hash(&body),
+        None => body_hash(body),
     };
     let epoch = app.epoch();
-    let conn = conn.map(|Extension(conn)| conn);
     let door = Door {
         stopping: app.stopping(),
         conn: conn.clone(),
     };
-    let mut arrival = match arrive(&epoch, tool.name(), &op, &headers, Flavor::Tool, door).await {
-        Ok(arrival) => arrival,
-        Err(refused) => return refused,
+    let Arrival {
+        draw,
+        mut visit,
+        slot,
+    } = arrive(&epoch, tool.name(), &op, headers, Flavor::Tool, door).await?;
+    let work = match admit(&epoch, tool, op, args, headers) {
+        Ok(call) => play(app, &epoch, draw.fault, &mut visit, call, conn).await?,
+        Err(refusal) => Work::Answer(refusal),
     };
-    let call = match admit(&epoch, tool, op, args, &headers) {
-        Ok(call) => call,
-        Err(refusal) => return answer(&mut arrival.visit, refusal),
-    };
-    play(&app, &epoch, arrival, call, conn).await
+    Ok(Reached {
+        epoch,
+        visit,
+        slot,
+        work,
+    })
 }
 
 /// Validates the body and checks the key: the call to execute, or the answer instead (400, replay, 409, 422).
@@ -140,21 +233,17 @@ fn admit(
     })
 }
 
-/// Plays the attempt's fault on `call`.
+/// Plays the attempt's fault on `call` when it answers instead of the tool; else leaves the call to execute.
 async fn play(
     app: &App,
     epoch: &Epoch,
-    arrival: Arrival,
+    fault: Fault,
+    visit: &mut Visit,
     mut call: Call,
     conn: Option<ConnectionHandle>,
-) -> Response {
-    let Arrival {
-        draw,
-        mut visit,
-        slot: _slot,
-    } = arrival;
+) -> Result<Work, Response> {
     let mode = epoch.profile.endpoint(call.tool.name()).key_mode;
-    match draw.fault {
+    match fault {
         Fault::Status {
             status,
             retry_after,
@@ -167,27 +256,29 @@ async fn play(
             {
                 claim.store(&error);
             }
-            answer(&mut visit, error)
+            Err(answer(visit, error))
         }
         Fault::Hang => {
             visit.count(Outcome::Hang, false);
             // The claim is held while hanging and released when the hang ends (or hyper drops this future).
-            lose::hang(app.stopping(), conn).await
+            Err(lose::hang(app.stopping(), conn).await)
         }
         Fault::Reset => {
             visit.count(Outcome::Reset, false);
             drop(call.claim.take());
-            lose::reset(conn).await
+            Err(lose::reset(conn).await)
         }
         Fault::CommitThenLose(lose_with) => {
             let _lost = execute(epoch, &mut call);
             visit.count(Outcome::CommitThenLose, false);
-            lose::lose(lose_with, app.stopping(), conn).await
+            Err(lose::lose(lose_with, app.stopping(), conn).await)
         }
-        Fault::None | Fault::StreamCut { .. } | Fault::StreamStall { .. } | Fault::StreamError { .. } => {
-            let done = execute(epoch, &mut call);
-            answer(&mut visit, done)
-        }
+        Fault::None
+        | Fault::StreamCut { .. }
+        | Fault::StreamStall { .. }
+        | Fault::StreamError { .. }
+        | Fault::Garbage
+        | Fault::IsError => Ok(Work::Execute { call, fault }),
     }
 }
 

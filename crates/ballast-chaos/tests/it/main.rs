@@ -7,6 +7,7 @@ mod admin;
 mod embeddings;
 mod faults;
 mod keys;
+mod mcp;
 mod messages;
 mod messages_faults;
 mod responses;

@@ -5,10 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::*;
 
 /// Keys whose values are free-form data, not schema.
-const OPAQUE: [&str; 1] = ["tools.fallback_response"];
+const OPAQUE: [&str; 2] = ["tools.fallback_response", "tools.input_schema"];
 
 /// Tables whose keys are names the user chooses (header names): documented once, as `NAME`.
-const NAMED: [&str; 1] = ["tools.upstream.headers"];
+const NAMED: [&str; 3] = [
+    "tools.upstream.headers",
+    "mcp_servers.headers",
+    "mcp_servers.tools",
+];
 
 /// Every (table path, key) in a TOML value; array indexes dropped (`tools.retry`, `max_attempts`), the keys of a
 /// `NAMED` table replaced by `NAME` (`tools.upstream.headers.NAME`, `env`).
@@ -139,6 +143,9 @@ fn documented_defaults_are_the_defaults() {
                    budget = { kind = \"token_bucket\" }\n\
                    [[tools]]\nname = \"t\"\nupstream = { url = \"http://h/t\" }\n\
                    [[tools]]\nname = \"u\"\nside_effects = true\nupstream = { url = \"http://h/u\" }\n\
+                   budget = { kind = \"token_bucket\" }\n\
+                   [[mcp_servers]]\nname = \"r\"\nurl = \"http://h/mcp\"\n\
+                   [[mcp_servers]]\nname = \"s\"\nurl = \"http://h/mcp\"\n\
                    budget = { kind = \"token_bucket\" }\n";
     let defaults = to_table(&RawConfig::from(&Config::from_toml_str(minimal).unwrap()));
     let mut compared = 0;

@@ -55,6 +55,13 @@ fn throttle() -> Option<RawThrottle> {
 fn fully_populated() -> RawConfig {
     let tool = |name: &str, budget: RawBudget, fallback_tool: Option<String>, fallback_response| RawTool {
         name: Some(name.into()),
+        description: Some(format!("The {name} tool.")),
+        input_schema: Some(toml::Value::Table(toml::toml! {
+            type = "object"
+            required = ["order_id"]
+            [properties.order_id]
+            type = "string"
+        })),
         upstream: Some(RawUpstream {
             method: Some("PUT".into()),
             url: Some(format!("http://127.0.0.1:9000/{name}")),
@@ -198,6 +205,54 @@ fn fully_populated() -> RawConfig {
                 None,
                 Some(toml::Value::Table(toml::toml! { queued = true })),
             ),
+        ],
+        mcp_servers: vec![
+            RawMcpServer {
+                name: Some("shop".into()),
+                url: Some("http://127.0.0.1:9100/mcp".into()),
+                headers: RawHeaders(vec![(
+                    "authorization".into(),
+                    RawHeaderValue::Env(RawHeaderEnv {
+                        env: Some("SHOP_MCP_TOKEN".into()),
+                        prefix: Some("Bearer ".into()),
+                    }),
+                )]),
+                prefix: Some("shop_".into()),
+                trust_annotations: Some(true),
+                side_effects: Some(true),
+                priority: Some("critical".into()),
+                per_try_timeout: text("4s"),
+                retry: retry(),
+                budget: Some(RawBudget::TokenBucket {
+                    capacity: Some(10),
+                    refill_per_sec: Some(1.0),
+                }),
+                breaker: breaker(),
+                throttle: throttle(),
+                concurrency: Some(16),
+                queue: Some(32),
+                tools: [(
+                    "lookup_order".to_owned(),
+                    RawMcpTool {
+                        side_effects: Some(false),
+                        priority: Some("sheddable".into()),
+                        per_try_timeout: text("1s"),
+                        description: Some("Look up an order.".into()),
+                        hidden: Some(false),
+                    },
+                )]
+                .into(),
+            },
+            RawMcpServer {
+                name: Some("search".into()),
+                url: Some("http://127.0.0.1:9101/mcp".into()),
+                budget: Some(RawBudget::Ratio {
+                    ratio: Some(0.1),
+                    min_per_sec: Some(2),
+                    window: text("20s"),
+                }),
+                ..Default::default()
+            },
         ],
     }
 }

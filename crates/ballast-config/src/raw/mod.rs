@@ -45,6 +45,9 @@ pub struct RawConfig {
     /// `[[tools]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<RawTool>,
+    /// `[[mcp_servers]]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<RawMcpServer>,
 }
 
 impl Default for RawConfig {
@@ -58,6 +61,7 @@ impl Default for RawConfig {
             run: RawRun::default(),
             models: Vec::new(),
             tools: Vec::new(),
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -351,6 +355,12 @@ pub struct RawTool {
     /// The tool's name (required).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// What the tool does, for the model (served over MCP; a sentence naming the tool).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments, an object schema (`{ type = "object" }`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<toml::Value>,
     /// Where calls go (required).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream: Option<RawUpstream>,
@@ -405,4 +415,76 @@ pub struct RawUpstream {
     /// Headers sent on every attempt, name -> value (none).
     #[serde(default, skip_serializing_if = "RawHeaders::is_empty")]
     pub headers: RawHeaders,
+}
+
+/// One `[[mcp_servers]]` entry: an upstream MCP server whose tools the gateway serves.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpServer {
+    /// The server's name (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Its Streamable HTTP endpoint (required).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent on every request, name -> value (none).
+    #[serde(default, skip_serializing_if = "RawHeaders::is_empty")]
+    pub headers: RawHeaders,
+    /// Put before each of its tools' names (`""`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// Whether its `readOnlyHint` annotations are believed (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust_annotations: Option<bool>,
+    /// Whether its tools change something unless told otherwise (`true`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<bool>,
+    /// Admission class of its tools (`"critical"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// Longest attempt (`"10s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<HumanValue>,
+    /// Retries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RawRetry>,
+    /// Retry budget, shared by its tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<RawBudget>,
+    /// Circuit breaker, shared by its tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<RawBreaker>,
+    /// Adaptive throttle, shared by its tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<RawThrottle>,
+    /// Calls in flight at most, per tool (`64`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<i64>,
+    /// Calls waiting at most, per tool (`256`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<i64>,
+    /// Per-tool overrides, by the server's own tool name (none).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tools: std::collections::BTreeMap<String, RawMcpTool>,
+}
+
+/// A `[mcp_servers.tools.NAME]` table: one upstream MCP tool's overrides.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpTool {
+    /// Whether it changes something (the server's `side_effects`, or its trusted annotation).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<bool>,
+    /// Admission class (the server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+    /// Longest attempt (the server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_try_timeout: Option<HumanValue>,
+    /// What it does, for the model (the server's description).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Not served (`false`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<bool>,
 }

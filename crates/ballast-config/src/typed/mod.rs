@@ -7,6 +7,7 @@
 //! `min_attempt`, `max_retry_after`, the run's retry allowance) is ballast-core's constant, not a copy.
 
 mod budget;
+mod mcp;
 mod route;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use ballast_core::{
 };
 
 pub use budget::BudgetConfig;
+pub use mcp::{McpServerConfig, McpToolOverride};
 pub use route::{
     Api, ApiSet, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
     DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
@@ -60,6 +62,8 @@ pub struct Config {
     pub models: Vec<ModelRoute>,
     /// `[[tools]]`: tool routes, in file order (names unique; fallbacks name existing tools, no cycles).
     pub tools: Vec<ToolConfig>,
+    /// `[[mcp_servers]]`: upstream MCP servers whose tools are served at `/mcp`, in file order (names unique).
+    pub mcp_servers: Vec<McpServerConfig>,
 }
 
 /// `[server]`.

@@ -288,6 +288,10 @@ impl FromStr for OnOverflow {
 pub struct ToolConfig {
     /// The tool's name (unique; 1-64 of `A-Z a-z 0-9 _ -`, OpenAI's function-name rule).
     pub name: String,
+    /// What the tool does, for the model (served over MCP; default none: a sentence naming the tool is served).
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments, an object schema (default none: `{"type": "object"}` is served).
+    pub input_schema: Option<serde_json::Value>,
     /// Where calls go.
     pub upstream: Upstream,
     /// Whether a call changes something (then it needs an idempotency key; default false).
@@ -333,6 +337,8 @@ impl ToolConfig {
     pub fn new(name: impl Into<String>, upstream: Upstream) -> Self {
         ToolConfig {
             name: name.into(),
+            description: None,
+            input_schema: None,
             upstream,
             side_effects: false,
             upstream_idempotency: UpstreamIdempotency::None,

@@ -33,6 +33,9 @@ pub(crate) fn reserved(name: &str) -> Option<&'static str> {
         "idempotency-key" => "Ballast sends the call's own idempotency key",
         "traceparent" | "tracestate" => "Ballast sends the call's own trace context",
         "x-envoy-expected-rq-timeout-ms" => "Ballast sends what is left of the call's deadline",
+        "mcp-session-id" | "mcp-protocol-version" | "mcp-method" | "mcp-name" => {
+            "Ballast sets it for the MCP request it sends"
+        }
         _ if name.starts_with("ballast-") => {
             "ballast- headers are Ballast's own (attempt, deadline, run, step, priority)"
         }

@@ -10,6 +10,7 @@ mod breaker;
 mod check;
 mod headers;
 mod listen;
+mod mcp;
 mod policy;
 mod routes;
 #[cfg(test)]
@@ -64,6 +65,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     let run = c.run(&raw.run, &server, &raw.server);
     let models = c.models(&raw.models);
     let tools = c.tools(&raw.tools);
+    let mcp_servers = c.mcp_servers(&raw.mcp_servers);
     match ConfigErrors::from_vec(c.into_errors()) {
         Some(errors) => Err(errors),
         None => Ok(Config {
@@ -73,6 +75,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
             run,
             models,
             tools,
+            mcp_servers,
         }),
     }
 }

@@ -222,8 +222,13 @@ impl Checker {
                 .map(ToolFallback::Response),
             (None, None) => None,
         };
+        let description = self.description(&join(path, "description"), raw.description.as_ref());
+        let input_schema = (raw.input_schema.as_ref())
+            .and_then(|schema| self.object_schema(&join(path, "input_schema"), schema));
         ToolConfig {
             name: name.unwrap_or_default(),
+            description,
+            input_schema,
             upstream,
             side_effects,
             upstream_idempotency: upstream_idempotency.unwrap_or(d.upstream_idempotency),

@@ -70,51 +70,71 @@ struct Prepared {
     run_restarted: bool,
 }
 
+/// A tool's route as one boxed service (`route`'s, for the MCP route's tools).
+pub(crate) type ToolRoute = tower::util::BoxCloneSyncService<Request, Response, Infallible>;
+
 /// The routes of every configured tool, and the answer for a tool that is not configured.
 pub(crate) fn routes(gateway: &Gateway) -> Result<Router<Gateway>, crate::StartError> {
-    let server = &gateway.inner.config.server;
     let mut router = Router::new();
     for tool in &gateway.inner.config.tools {
         let Some(client) = gateway.inner.tools.get(&tool.name) else {
             continue;
         };
-        let expired = if tool.upstream_idempotency.deduplicates() {
-            ExpiredDispatch::TakeOver
-        } else {
-            ExpiredDispatch::OutcomeUnknown
-        };
-        let idempotency = IdempotencyLayer::builder(Arc::clone(&gateway.inner.store))
-            .require_key(tool.side_effects)
-            .body_limit(usize::try_from(server.body_limit).unwrap_or(usize::MAX))
-            .default_timeout(server.default_timeout)
-            .max_timeout(server.max_timeout)
-            .expired_dispatch(expired)
-            .max_retry_after(server.max_retry_after)
-            .store_header(BALLAST_CODE)
-            .store_header(BALLAST_FALLBACK)
-            .build()
-            .map_err(|source| crate::StartError::Idempotency {
-                tool: tool.name.clone(),
-                source,
-            })?;
-        let handler_client = ToolClient::clone(client);
-        // The handler's future boxed: the idempotency layer runs a claimed call in a task of its own, whose future
-        // would otherwise hold the whole call inline (kilobytes, copied at every move of the task).
-        let handler = tower::service_fn(move |request: Request| {
-            let client = ToolClient::clone(&handler_client);
-            let call: route::Answer = Box::pin(async move { Ok(call_tool(client, request).await) });
-            call
-        });
-        let route = tower::ServiceBuilder::new()
-            .layer(route::PrepareLayer {
-                gateway: gateway.clone(),
-                client: ToolClient::clone(client),
-            })
-            .layer(idempotency)
-            .service(handler);
-        router = router.route_service(&format!("/v1/tools/{}", tool.name), route);
+        router = router.route_service(&format!("/v1/tools/{}", tool.name), route(gateway, client)?);
     }
     Ok(router.route("/v1/tools/{name}", any(unknown_tool)))
+}
+
+/// The route of the tool `client` calls (a `[[tools]]` entry, or an upstream MCP server's tool): what
+/// `POST /v1/tools/{name}` and the MCP route's `tools/call` both go through.
+pub(crate) fn route(
+    gateway: &Gateway,
+    client: &ToolClient,
+) -> Result<
+    impl Service<Request, Response = Response, Error = Infallible, Future = route::Answer>
+    + Clone
+    + Send
+    + Sync
+    + 'static,
+    crate::StartError,
+> {
+    let server = &gateway.inner.config.server;
+    let tool = client.config();
+    let expired = if tool.upstream_idempotency.deduplicates() {
+        ExpiredDispatch::TakeOver
+    } else {
+        ExpiredDispatch::OutcomeUnknown
+    };
+    let idempotency = IdempotencyLayer::builder(Arc::clone(&gateway.inner.store))
+        .require_key(tool.side_effects)
+        .body_limit(usize::try_from(server.body_limit).unwrap_or(usize::MAX))
+        .default_timeout(server.default_timeout)
+        .max_timeout(server.max_timeout)
+        .expired_dispatch(expired)
+        .max_retry_after(server.max_retry_after)
+        .store_header(BALLAST_CODE)
+        .store_header(BALLAST_FALLBACK)
+        .build()
+        .map_err(|source| crate::StartError::Idempotency {
+            tool: tool.name.clone(),
+            source,
+        })?;
+    let handler_client = ToolClient::clone(client);
+    // The handler's future boxed: the idempotency layer runs a claimed call in a task of its own, whose future
+    // would otherwise hold the whole call inline (kilobytes, copied at every move of the task).
+    let handler = tower::service_fn(move |request: Request| {
+        let client = ToolClient::clone(&handler_client);
+        let call: route::Answer = Box::pin(async move { Ok(call_tool(client, request).await) });
+        call
+    });
+    let route = tower::ServiceBuilder::new()
+        .layer(route::PrepareLayer {
+            gateway: gateway.clone(),
+            client: ToolClient::clone(client),
+        })
+        .layer(idempotency)
+        .service(handler);
+    Ok(route)
 }
 
 /// A tool name nobody configured: 404 listing the tools. A configured name percent-encoded in the path

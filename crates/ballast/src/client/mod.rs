@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use error::{CallError, Refusal, StateRecordError};
-pub(crate) use upstream::Upstream;
+pub(crate) use upstream::{Parts, Upstream};
 
 use crate::{Body, CallContext, Cancel, Error, Report, Runs};
 

@@ -98,6 +98,26 @@ impl Parts {
     }
 }
 
+impl Parts {
+    /// The parts of one member of a group that shares these parts' retry policy, budget, breaker and throttle
+    /// (an upstream MCP server's tools), with an admission and a per-try timeout of its own.
+    pub(crate) fn member(
+        &self,
+        concurrency: u32,
+        queue: u32,
+        per_try: Duration,
+    ) -> Result<Parts, InvalidAdmission> {
+        Ok(Parts {
+            policy: self.policy,
+            budget: Arc::clone(&self.budget),
+            breaker: Arc::clone(&self.breaker),
+            throttle: self.throttle.clone(),
+            admission: Some(admission(concurrency, queue)?),
+            per_try,
+        })
+    }
+}
+
 impl Upstream {
     /// The upstream of `parts`, sending through `transport`.
     pub(crate) fn new<T>(parts: Parts, transport: T) -> Self

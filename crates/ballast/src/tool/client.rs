@@ -32,7 +32,7 @@ pub(super) struct Operation {
 
 /// What the tool falls back to when its upstream is failing.
 #[derive(Clone, Debug)]
-pub(super) enum Fallback {
+pub(crate) enum Fallback {
     Tool(ToolClient),
     Response(Value),
 }
@@ -57,6 +57,8 @@ pub(super) struct Inner {
     /// are marked sensitive. Sent on every attempt.
     pub(super) headers: Vec<(http::HeaderName, HeaderValue)>,
     pub(super) fallback: Option<Fallback>,
+    /// Whether the upstream is an MCP server's tool (its answers are MCP results: `crate::mcp`).
+    pub(super) mcp: bool,
 }
 
 impl ToolClient {
@@ -71,6 +73,12 @@ impl ToolClient {
     /// The tool's name.
     pub fn name(&self) -> &str {
         &self.inner.tool.name
+    }
+
+    /// Whether the tool is an upstream MCP server's: its answer's body is the server's MCP result (see
+    /// [`crate::mcp`]), not the JSON of an HTTP tool.
+    pub fn is_mcp(&self) -> bool {
+        self.inner.mcp
     }
 
     /// The tool's configuration.

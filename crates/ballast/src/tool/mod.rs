@@ -80,7 +80,7 @@ mod call;
 mod client;
 mod fallback;
 mod poll;
-mod registry;
+pub(crate) mod registry;
 mod send;
 
 pub use builder::ToolClientBuilder;

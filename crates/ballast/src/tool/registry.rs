@@ -179,8 +179,15 @@ pub(super) fn build<T>(
 where
     T: Transport,
 {
-    let server = &config.server;
+    let parts = parts(config, tool)?;
     let headers = upstream_headers(tool, env)?;
+    Ok(build_with(
+        config, tool, parts, headers, transport, runs, fallback, false,
+    ))
+}
+
+/// The parts of `tool`'s upstream (its own breaker, budget, throttle and admission) under `config`'s server.
+pub(crate) fn parts(config: &Config, tool: &ToolConfig) -> Result<Parts, InvalidTool> {
     let settings = Settings {
         retry: &tool.retry,
         budget: &tool.budget,
@@ -190,11 +197,30 @@ where
         queue: tool.queue,
         per_try: tool.per_try_timeout,
     };
-    let parts = Parts::of::<InvalidTool>(&tool.name, &settings, server)?;
+    Parts::of::<InvalidTool>(&tool.name, &settings, &config.server)
+}
+
+/// The client of `tool` over `parts`, sending `headers` on every attempt through `transport` (`mcp`: an upstream
+/// MCP server's tool, over its `McpTransport`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn build_with<T>(
+    config: &Config,
+    tool: &ToolConfig,
+    parts: Parts,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    transport: T,
+    runs: Arc<Runs>,
+    fallback: Option<Fallback>,
+    mcp: bool,
+) -> ToolClient
+where
+    T: Transport,
+{
+    let server = &config.server;
     let target = http::Method::from_bytes(tool.upstream.method.as_str().as_bytes())
         .ok()
         .zip(http::Uri::try_from(tool.upstream.url.as_str()).ok());
-    Ok(ToolClient::from_inner(Inner {
+    ToolClient::from_inner(Inner {
         tool: tool.clone(),
         name: Arc::from(tool.name.as_str()),
         core: Core::new(server, runs),
@@ -202,12 +228,16 @@ where
         target,
         headers,
         fallback,
-    }))
+        mcp,
+    })
 }
 
 /// The headers `tool`'s upstream gets on every attempt, in order, each value resolved (from `env` for those that
 /// name a variable: marked sensitive).
-fn upstream_headers(tool: &ToolConfig, env: &dyn Env) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidTool> {
+pub(crate) fn upstream_headers(
+    tool: &ToolConfig,
+    env: &dyn Env,
+) -> Result<Vec<(HeaderName, HeaderValue)>, InvalidTool> {
     let invalid = |header: &str| InvalidTool::InvalidHeader {
         tool: tool.name.clone(),
         header: header.to_owned(),

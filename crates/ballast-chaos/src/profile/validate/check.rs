@@ -112,7 +112,7 @@ pub(super) fn error_status(problems: &mut Problems, path: String, key: &str) -> 
 }
 
 /// A script step: `"ok"`, `"hang"`, `"reset"`, `"commit_then_lose"`, `"insufficient_quota"`, `"spend_limit"`,
-/// `"stream_error"`, or an error status as text or number.
+/// `"stream_error"`, `"garbage"`, `"is_error"`, or an error status as text or number.
 pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -> Option<ScriptStep> {
     let status = |n: i64| {
         u16::try_from(n)
@@ -129,6 +129,8 @@ pub(super) fn step(problems: &mut Problems, path: String, value: &toml::Value) -
             "insufficient_quota" => Some(ScriptStep::InsufficientQuota),
             "spend_limit" => Some(ScriptStep::SpendLimit),
             "stream_error" => Some(ScriptStep::StreamError),
+            "garbage" => Some(ScriptStep::Garbage),
+            "is_error" => Some(ScriptStep::IsError),
             digits if digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0') => {
                 digits.parse().ok().and_then(status)
             }

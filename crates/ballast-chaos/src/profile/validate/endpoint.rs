@@ -77,6 +77,8 @@ fn merge_rates(path: &str, raw: &RawEndpoint, merged: &mut EndpointProfile, prob
         raw.commit_then_lose,
         &mut merged.commit_then_lose,
     );
+    rate("garbage", raw.garbage, &mut merged.garbage);
+    rate("is_error", raw.is_error, &mut merged.is_error);
 }
 
 fn latency(path: &str, raw: &RawLatency, problems: &mut Problems) -> Option<Latency> {
@@ -221,6 +223,8 @@ fn rate_key(fault: &Fault) -> String {
         Fault::StreamCut { .. } => "stream.cut".into(),
         Fault::StreamStall { .. } => "stream.stall".into(),
         Fault::StreamError { .. } => "stream.error".into(),
+        Fault::Garbage => "garbage".into(),
+        Fault::IsError => "is_error".into(),
         Fault::None => "none".into(),
     }
 }

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use super::error::{Problem, Problems, ProfileError};
 use super::raw::{RawModel, RawProfile, RawScript};
-use super::{EndpointProfile, ModelSettings, Profile, Script};
+use super::{EndpointProfile, McpSettings, ModelSettings, Profile, Script};
 
 /// The typed profile of `raw`, or every rule it breaks.
 pub(super) fn validate(raw: &RawProfile) -> Result<Profile, ProfileError> {
@@ -53,6 +53,9 @@ pub(super) fn validate(raw: &RawProfile) -> Result<Profile, ProfileError> {
         default,
         endpoints,
         model,
+        mcp: McpSettings {
+            lying_annotations: raw.mcp.lying_annotations.unwrap_or(false),
+        },
         scripts,
         closed,
     })

@@ -324,7 +324,7 @@ fn script_steps_parse() {
     let profile = valid(
         "[[scripts]]\nendpoint = \"create_refund\"\nop = \"op-42\"\n\
          steps = [\"503\", 429, \"hang\", \"reset\", \"commit_then_lose\", \"insufficient_quota\", \"spend_limit\", \
-         \"stream_error\", \"ok\"]\n",
+         \"stream_error\", \"garbage\", \"is_error\", \"ok\"]\n",
     );
     assert_eq!(
         profile.scripts[0].steps,
@@ -337,13 +337,15 @@ fn script_steps_parse() {
             ScriptStep::InsufficientQuota,
             ScriptStep::SpendLimit,
             ScriptStep::StreamError,
+            ScriptStep::Garbage,
+            ScriptStep::IsError,
             ScriptStep::Ok,
         ]
     );
     let step_error = |step: &str| {
         format!(
-            "{step} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error \
-             or a status in 400..=599)"
+            "{step} is not a step (ok, hang, reset, commit_then_lose, insufficient_quota, spend_limit, stream_error, \
+             garbage, is_error or a status in 400..=599)"
         )
     };
     assert_eq!(

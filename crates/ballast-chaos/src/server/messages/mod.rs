@@ -175,7 +175,10 @@ async fn respond(
         fault @ (Fault::None
         | Fault::StreamCut { .. }
         | Fault::StreamStall { .. }
-        | Fault::StreamError { .. }) => {
+        | Fault::StreamError { .. }
+        // Only MCP answers these; here they are served normally.
+        | Fault::Garbage
+        | Fault::IsError) => {
             let reply = match request.reply(&epoch.profile.model) {
                 Ok(reply) => reply,
                 Err(error) => return answer(&mut visit, refusal(&error, request_id)),

@@ -146,7 +146,10 @@ async fn respond(
         fault @ (Fault::None
         | Fault::StreamCut { .. }
         | Fault::StreamStall { .. }
-        | Fault::StreamError { .. }) => {
+        | Fault::StreamError { .. }
+        // Only MCP answers these; here they are served normally.
+        | Fault::Garbage
+        | Fault::IsError) => {
             let id = app.responses().next_id();
             let reply = match request.reply(&history, &epoch.profile.model, &id) {
                 Ok(reply) => reply,

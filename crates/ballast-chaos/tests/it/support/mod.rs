@@ -4,6 +4,7 @@
 // Each test file uses its own subset of the fixtures.
 #![allow(dead_code)]
 
+pub(crate) mod mcp;
 pub(crate) mod oneshot;
 
 use std::future::Future;
