@@ -32,7 +32,7 @@ const CONCURRENT = 16; // identical calls at once in `concurrent_same_key`
 const SENT_HEADERS = ['mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'ballast-run-id'];
 
 const lookupArgs = (op) => ({ order_id: '1234', op });
-const refundArgs = (op) => ({ order_id: '1234', amount: 12.5, op });
+const refundArgs = (op) => ({ order_id: '1234', amount: 1250, op });
 const runId = (ctx, suffix = '') => `run-${ctx.op(suffix)}`;
 
 /** An exception as a result reports it: an `McpError`'s JSON-RPC `code` and `data`; else where it happened. */
