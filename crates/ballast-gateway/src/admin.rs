@@ -95,10 +95,15 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .map(|route| (route.name().to_owned(), model_status(route, now)))
         .collect();
     let store = store_health(&gateway);
+    let mut mcp_servers = serde_json::Map::new();
+    for server in gateway.inner.mcp.iter() {
+        mcp_servers.insert(server.name().to_owned(), mcp_server_status(server, now).await);
+    }
     Json(json!({
         "draining": gateway.is_draining(),
         "models": models,
         "tools": tools,
+        "mcp_servers": mcp_servers,
         "runs": runs_status(&gateway.inner.runs, now),
         "connections": connections_status(&gateway),
         "background_tasks": ballast::background::running(),
@@ -126,6 +131,27 @@ fn runs_status(runs: &ballast::Runs, now: Instant) -> Value {
         "max": max,
         "max_per_principal": max_per_principal,
     })
+}
+
+/// An upstream MCP server: its breaker, budget and throttle (shared by its tools), what its last listing said,
+/// and the admission of each of its tools called so far.
+async fn mcp_server_status(server: &ballast::mcp::McpServerClient, now: Instant) -> Value {
+    let snapshot = server.snapshot().await;
+    let mut status = upstream_status(server.breaker(), &**server.budget(), server.throttle(), None, now);
+    let tools: serde_json::Map<String, Value> = (snapshot.clients.iter())
+        .map(|tool| {
+            (
+                tool.name().to_owned(),
+                tool_status(tool, now)["admission"].clone(),
+            )
+        })
+        .collect();
+    status["url"] = json!(server.config().url);
+    status["listed"] = json!(snapshot.tools);
+    status["listed_seconds_ago"] = json!(snapshot.listed_ago.map(|d| d.as_secs_f64()));
+    status["listing_error"] = json!(snapshot.failed);
+    status["tools"] = Value::Object(tools);
+    status
 }
 
 fn tool_status(tool: &ToolClient, now: Instant) -> Value {

@@ -151,7 +151,7 @@ fn jsonrpc_error(body: &Value) -> Option<ErrorData> {
 fn tool_error(text: String, structured: Value, meta: Map<String, Value>) -> CallToolResult {
     let mut result = CallToolResult::structured_error(structured);
     result.content = vec![ContentBlock::text(text)];
-    result.meta = Some(MetaObject(meta as JsonObject));
+    result.meta = (!meta.is_empty()).then(|| MetaObject(meta as JsonObject));
     result
 }
 

@@ -27,6 +27,7 @@ mod fallback;
 mod idempotency;
 mod inputs;
 mod load;
+mod mcp;
 mod messages;
 mod model_deadlines;
 mod model_state;

@@ -58,6 +58,20 @@ pub struct ListedTool {
     pub config: ToolConfig,
 }
 
+/// What is known of a server's tools at one moment ([`McpServerClient::snapshot`]).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct McpServerSnapshot {
+    /// The served names of the tools it listed last.
+    pub tools: Vec<String>,
+    /// How long ago that listing was read (`None`: never).
+    pub listed_ago: Option<Duration>,
+    /// Why the last listing failed, when it did (the last good one is served meanwhile).
+    pub failed: Option<String>,
+    /// The clients of the tools called so far, by name.
+    pub clients: Vec<ToolClient>,
+}
+
 /// What is known of a server's tools.
 #[derive(Debug, Default)]
 struct Listing {
@@ -189,6 +203,19 @@ impl McpServerClient {
                 listing.failed = Some((clock::now(), why.clone()));
                 stale_or(&listing, why)
             }
+        }
+    }
+
+    /// What is known of the server's tools now, without asking it: for `/status`.
+    pub async fn snapshot(&self) -> McpServerSnapshot {
+        let listing = self.inner.listing.lock().await;
+        let mut clients: Vec<ToolClient> = listing.clients.values().cloned().collect();
+        clients.sort_by(|a, b| a.name().cmp(b.name()));
+        McpServerSnapshot {
+            tools: listing.tools.iter().map(|t| t.name.clone()).collect(),
+            listed_ago: (listing.read_at).map(|at| clock::now().saturating_duration_since(at)),
+            failed: listing.failed.as_ref().map(|(_, why)| why.clone()),
+            clients,
         }
     }
 

@@ -1,0 +1,385 @@
+//! `/mcp`: the gateway as an MCP server (docs/mcp.md), in process, over JSON-RPC POSTs as the MCP clients send
+//! them. Its tools are the config's `[[tools]]` and the tools of an upstream MCP server: the chaos upstream's
+//! `/mcp`, through the library's MCP client. The real clients (Python `mcp`, openai-agents, the TypeScript SDK)
+//! are `ballast-cli`'s black-box tests.
+
+use std::time::Duration;
+
+use ballast_testkit::ConfigText;
+use serde_json::{Value, json};
+
+use crate::support::{Gateway, Upstream};
+
+const V2025: &str = "2025-11-25";
+const V2026: &str = "2026-07-28";
+
+/// A gateway with one HTTP tool and the chaos upstream's MCP server under the prefix `shop_`, its `lookup_order`
+/// declared read-only (an upstream MCP tool has side effects unless the config says otherwise).
+fn config(server_extra: &str) -> String {
+    ConfigText::new()
+        .tool(
+            "lookup_order",
+            "http://chaos/tools/lookup_order",
+            "description = \"Look up an order.\"\ninput_schema = { required = [\"order_id\"], properties = { order_id = { type = \"string\" } } }",
+        )
+        .raw(&format!(
+            "[[mcp_servers]]\nname = \"shop\"\nurl = \"http://chaos/mcp\"\nprefix = \"shop_\"\nper_try_timeout = \"1s\"\n\
+             retry = {{ max_attempts = 3, base = \"10ms\", cap = \"10ms\" }}\n{server_extra}\n\
+             [mcp_servers.tools.lookup_order]\nside_effects = false\n"
+        ))
+        .build()
+}
+
+/// `method` with `params` to the gateway's `/mcp`, as a client of `version` with `headers`: the reply's last
+/// JSON-RPC message (its JSON body, or the last event of its stream).
+async fn rpc(
+    gateway: &Gateway,
+    version: &str,
+    method: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> Value {
+    let mut params = params;
+    if version == V2026 {
+        params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V2026);
+        params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    }
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut all: Vec<(&str, &str)> = vec![
+        ("host", "127.0.0.1"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", version),
+        ("mcp-method", method),
+    ];
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    if !name.is_empty() {
+        all.push(("mcp-name", &name));
+    }
+    all.extend_from_slice(headers);
+    let response = gateway.post("/mcp", &message, &all).await;
+    let status = response.status();
+    let text = crate::support::text(response).await;
+    assert_eq!(status, 200, "{text}");
+    let last = (text.lines())
+        .filter_map(|line| line.strip_prefix("data:"))
+        .filter(|data| !data.trim().is_empty())
+        .last()
+        .map_or_else(|| text.clone(), str::to_owned);
+    serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `tools/call` of `tool` with `arguments`, the result (panics on a JSON-RPC error).
+async fn call(gateway: &Gateway, tool: &str, arguments: Value, headers: &[(&str, &str)]) -> Value {
+    let reply = rpc(
+        gateway,
+        V2025,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+        headers,
+    )
+    .await;
+    assert!(reply.get("error").is_none(), "{reply}");
+    reply["result"].clone()
+}
+
+fn refund(op: &str) -> Value {
+    json!({"op": op, "order_id": "A-1001", "amount": 500})
+}
+
+const RUN: (&str, &str) = ("ballast-run-id", "run-1");
+
+#[tokio::test]
+async fn tools_of_the_config_and_of_the_upstream_server_are_listed_together_and_called() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    for version in [V2025, V2026] {
+        let listed = rpc(&gateway, version, "tools/list", json!({}), &[]).await;
+        let tools = listed["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{listed}"));
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "lookup_order",
+                "shop_lookup_order",
+                "shop_create_refund",
+                "shop_process_payment"
+            ]
+        );
+        assert_eq!(tools[0]["description"], "Look up an order.");
+        assert_eq!(
+            tools[0]["inputSchema"]["type"], "object",
+            "the object type is written for the client"
+        );
+        assert!(
+            tools[1]["inputSchema"]["properties"]["order_id"].is_object(),
+            "the upstream's schema: {}",
+            tools[1]
+        );
+    }
+    let own = call(
+        &gateway,
+        "lookup_order",
+        json!({"op": "l-1", "order_id": "A-1"}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (
+            own["isError"].clone(),
+            own["structuredContent"]["order_id"].clone()
+        ),
+        (json!(false), json!("A-1"))
+    );
+    let proxied = call(
+        &gateway,
+        "shop_lookup_order",
+        json!({"op": "l-2", "order_id": "A-2"}),
+        &[],
+    )
+    .await;
+    assert_eq!(proxied["structuredContent"]["order_id"], "A-2", "{proxied}");
+    assert_eq!(proxied["_meta"]["ballast/attempts"], 1);
+    let refunded = call(&gateway, "shop_create_refund", refund("r-1"), &[RUN]).await;
+    assert_eq!(refunded["structuredContent"]["status"], "succeeded", "{refunded}");
+    assert_eq!(upstream.executions("r-1").await, 1);
+}
+
+#[tokio::test]
+async fn the_same_side_effect_in_the_same_run_runs_once_and_replays() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let first = call(&gateway, "shop_create_refund", refund("r-2"), &[RUN]).await;
+    let again = call(&gateway, "shop_create_refund", refund("r-2"), &[RUN]).await;
+    assert_eq!(again["structuredContent"], first["structuredContent"]);
+    assert_eq!(again["_meta"]["ballast/replayed"], true, "{again}");
+    assert_eq!(upstream.executions("r-2").await, 1);
+    // Another run is another operation; so is a step, or a key in `_meta`.
+    call(
+        &gateway,
+        "shop_create_refund",
+        refund("r-2"),
+        &[("ballast-run-id", "run-2")],
+    )
+    .await;
+    assert_eq!(upstream.executions("r-2").await, 2);
+    let keyed = json!({"name": "shop_create_refund", "arguments": refund("r-3"), "_meta": {"ballast/idempotency_key": "k-r-3"}});
+    for _ in 0..2 {
+        let reply = rpc(&gateway, V2025, "tools/call", keyed.clone(), &[]).await;
+        assert_eq!(
+            reply["result"]["_meta"]["ballast/idempotency_key"], "k-r-3",
+            "{reply}"
+        );
+    }
+    assert_eq!(upstream.executions("r-3").await, 1);
+}
+
+#[tokio::test]
+async fn a_side_effect_with_nothing_to_key_it_is_refused_with_advice_and_runs_nowhere() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let refused = call(&gateway, "shop_create_refund", refund("r-4"), &[]).await;
+    assert_eq!(refused["isError"], true);
+    assert_eq!(refused["structuredContent"]["code"], "idempotency_key_missing");
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ballast-run-id"),
+        "{refused}"
+    );
+    assert_eq!(upstream.executions("r-4").await, 0);
+}
+
+#[tokio::test]
+async fn protocol_mistakes_are_json_rpc_errors() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let reply = rpc(
+        &gateway,
+        V2025,
+        "tools/call",
+        json!({"name": "nope", "arguments": {}}),
+        &[],
+    )
+    .await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(
+        reply["error"]["data"]["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("shop_create_refund"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixteen_concurrent_calls_of_one_operation_execute_once() {
+    let upstream =
+        Upstream::chaos("[endpoints.create_refund]\nlatency = { p50 = \"200ms\", p99 = \"200ms\" }");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let calls = (0..16).map(|_| call(&gateway, "shop_create_refund", refund("r-5"), &[RUN]));
+    let results = futures::future::join_all(calls).await;
+    for result in &results {
+        let done = result["structuredContent"]["status"] == "succeeded";
+        let waiting = result["structuredContent"]["code"] == "idempotency_in_progress";
+        assert!(done || waiting, "{result}");
+    }
+    assert!(results.iter().any(|r| r["isError"] == false));
+    assert_eq!(upstream.executions("r-5").await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_the_upstream_lost_is_outcome_unknown_and_never_sent_again() {
+    let upstream = Upstream::chaos(
+        "[[scripts]]\nendpoint = \"create_refund\"\nop = \"r-6\"\nsteps = [\"commit_then_lose\"]\n\
+         [endpoints.create_refund]\nlose_with = \"hang\"",
+    );
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let lost = call(&gateway, "shop_create_refund", refund("r-6"), &[RUN]).await;
+    assert_eq!(lost["structuredContent"]["code"], "outcome_unknown", "{lost}");
+    let operation = lost["structuredContent"]["operation"].as_str().unwrap();
+    assert!(operation.starts_with("/v1/operations/"), "{lost}");
+    assert!(
+        lost["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Check whether it happened")
+    );
+    // The agent calls it again: the same operation, not a second refund.
+    let again = call(&gateway, "shop_create_refund", refund("r-6"), &[RUN]).await;
+    assert_eq!(again["structuredContent"]["code"], "outcome_unknown", "{again}");
+    assert_eq!(upstream.executions("r-6").await, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_goes_away_mid_side_effect_leaves_it_to_finish_and_the_retry_replays() {
+    let upstream =
+        Upstream::chaos("[endpoints.create_refund]\nlatency = { p50 = \"500ms\", p99 = \"500ms\" }");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let gone = tokio::time::timeout(
+        Duration::from_millis(100),
+        call(&gateway, "shop_create_refund", refund("r-7"), &[RUN]),
+    )
+    .await;
+    assert!(gone.is_err(), "the caller gave up before the answer");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        upstream.executions("r-7").await,
+        1,
+        "the refund ran on to its answer"
+    );
+    let again = call(&gateway, "shop_create_refund", refund("r-7"), &[RUN]).await;
+    assert_eq!(again["_meta"]["ballast/replayed"], true, "{again}");
+    assert_eq!(upstream.executions("r-7").await, 1);
+}
+
+/// The chaos tools claim `idempotentHint: true`: it never makes a sent side effect safe to send again.
+#[tokio::test(start_paused = true)]
+async fn garbage_is_retried_for_a_read_and_never_for_a_side_effect() {
+    let upstream = Upstream::chaos(
+        "[[scripts]]\nendpoint = \"lookup_order\"\nop = \"l-8\"\nsteps = [\"garbage\", \"ok\"]\n\
+         [[scripts]]\nendpoint = \"create_refund\"\nop = \"r-8\"\nsteps = [\"garbage\"]",
+    );
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let read = call(
+        &gateway,
+        "shop_lookup_order",
+        json!({"op": "l-8", "order_id": "A-8"}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        (read["isError"].clone(), read["_meta"]["ballast/attempts"].clone()),
+        (json!(false), json!(2)),
+        "{read}"
+    );
+    let written = call(&gateway, "shop_create_refund", refund("r-8"), &[RUN]).await;
+    assert_eq!(
+        written["structuredContent"]["code"], "outcome_unknown",
+        "{written}"
+    );
+    assert_eq!(written["_meta"]["ballast/attempts"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tools_own_error_is_an_answer_never_retried() {
+    let upstream =
+        Upstream::chaos("[[scripts]]\nendpoint = \"lookup_order\"\nop = \"l-9\"\nsteps = [\"is_error\"]");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let answer = call(
+        &gateway,
+        "shop_lookup_order",
+        json!({"op": "l-9", "order_id": "A-9"}),
+        &[],
+    )
+    .await;
+    assert_eq!(answer["isError"], true, "{answer}");
+    assert_eq!(answer["_meta"]["ballast/attempts"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_server_opens_its_breaker_and_calls_fail_fast_with_advice() {
+    let upstream = Upstream::chaos("[endpoints.lookup_order]\nerrors = { 503 = 1.0 }");
+    let gateway = Gateway::start(
+        &config("breaker = { consecutive_failures = 3, min_calls = 1000 }"),
+        &upstream,
+        &[],
+    )
+    .await;
+    let mut last = Value::Null;
+    // Failures in a row over time (a crowd failing at one instant is not a dead upstream).
+    for i in 0..8 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        last = call(
+            &gateway,
+            "shop_lookup_order",
+            json!({"op": format!("l-10-{i}"), "order_id": "A"}),
+            &[],
+        )
+        .await;
+        assert_eq!(last["isError"], true, "{last}");
+    }
+    assert_eq!(last["structuredContent"]["code"], "circuit_open", "{last}");
+    assert!(
+        last["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Nothing happened")
+    );
+    let status = gateway.get_json("/status").await;
+    assert_eq!(
+        status["mcp_servers"]["shop"]["breaker"]["state"], "open",
+        "{status}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_calls_deadline_from_meta_bounds_it() {
+    let upstream = Upstream::chaos("[endpoints.lookup_order]\nhang = 1.0");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let started = tokio::time::Instant::now();
+    let params = json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}, "_meta": {"ballast/timeout_ms": 300}});
+    let reply = rpc(&gateway, V2025, "tools/call", params, &[]).await;
+    assert_eq!(
+        reply["result"]["structuredContent"]["code"], "deadline_exceeded",
+        "{reply}"
+    );
+    assert!(
+        started.elapsed() <= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_upstream_servers_annotations_are_believed_only_when_trusted() {
+    let lying = "[mcp]\nlying_annotations = true";
+    for (trust, keyed) in [("", true), ("trust_annotations = true", false)] {
+        let upstream = Upstream::chaos(lying);
+        let gateway = Gateway::start(&config(trust), &upstream, &[]).await;
+        let answer = call(&gateway, "shop_create_refund", refund("r-11"), &[]).await;
+        let refused = answer["structuredContent"]["code"] == "idempotency_key_missing";
+        assert_eq!(refused, keyed, "{trust}: {answer}");
+    }
+}
