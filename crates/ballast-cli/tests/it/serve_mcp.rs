@@ -13,8 +13,8 @@ use ballast_chaos::ChaosServer;
 use serde_json::{Value, json};
 use support::gateway::{Gateway, chaos, executions};
 use support::mcp::{
-    AGENTS, KEY, LOOKUP_DESCRIPTION, NODE, PYTHON, PYTHON_HANDSHAKE, REFUND_DESCRIPTION, Sdk, answered,
-    config, line, script, tool_error,
+    AGENTS, IN_PROGRESS, KEY, LOOKUP_DESCRIPTION, NODE, PYTHON, PYTHON_HANDSHAKE, REFUND_DESCRIPTION, Sdk,
+    answered, config, line, script, tool_error,
 };
 use support::sdk::installed;
 

@@ -8,7 +8,8 @@ use crate::support;
 use serde_json::Value;
 use support::gateway::{Gateway, PATIENCE, chaos, eventually, executions};
 use support::mcp::{
-    KEY, PYTHON, PYTHON_HANDSHAKE, answered, config, endpoint_stats, line, script, status, tool_error,
+    IN_PROGRESS, KEY, KEY_MISSING, PYTHON, PYTHON_HANDSHAKE, answered, config, endpoint_stats, line,
+    listed_names, script, status, tool_error,
 };
 use support::sdk::installed;
 
@@ -33,10 +34,7 @@ async fn a_side_effect_whose_caller_left_runs_on_and_is_replayed() {
             answered(settled) && settled["replayed"] == true,
             "{sdk:?}: the stored outcome: {at}"
         );
-        assert!(
-            waits.iter().all(|o| tool_error(o, "in_progress")),
-            "{sdk:?}: {at}"
-        );
+        assert!(waits.iter().all(|o| tool_error(o, IN_PROGRESS)), "{sdk:?}: {at}");
         assert_eq!(
             executions(&upstream, &sdk.op("close_mid_side_effect")).await,
             1,
@@ -80,38 +78,46 @@ fn breaker<'a>(status: &'a Value, name: &str) -> &'a Value {
     &status["mcp_servers"][name]["breaker"]
 }
 
-/// Upstream MCP servers that are down (nothing listens), slow (every call outlives its 200 ms per-try timeout) and
-/// answering garbage (a 200 that is not JSON-RPC): every call is answered at once with a tool error naming what
-/// happened, and each server's breaker opens (3 failures in a row), after which calls answer `circuit_open`.
+/// Upstream MCP servers that went down after the gateway listed their tools (nothing listens any more), are slow
+/// (every call outlives its 200 ms per-try timeout) and answer garbage (a 200 that is not JSON-RPC): every call is
+/// answered at once with a tool error that has a code, and each server's breaker opens (3 failures in a row), after
+/// which calls answer `circuit_open`; the healthy server's stays closed.
 #[tokio::test(flavor = "multi_thread")]
 async fn failing_servers_answer_tool_errors_and_open_their_breakers() {
     if !installed() {
         return;
     }
     let ok = chaos("").await;
+    let down = chaos("").await;
     let slow = chaos("[endpoints.lookup_order]\nlatency = { p50 = \"5s\", p99 = \"5s\" }\n").await;
     let garbage = chaos("[endpoints.lookup_order]\ngarbage = 1.0\n").await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let down = format!("http://{}", closed.local_addr().expect("its address"));
-    drop(closed);
     let policy = "side_effects = false\nper_try_timeout = \"200ms\"\nretry = { max_attempts = 1 }\n\
                   breaker = { consecutive_failures = 3, consecutive_spread = \"0s\", failure_rate = 0.0, \
                   open_for = \"60s\" }\n";
-    let servers: String = [
-        ("down", down.as_str()),
-        ("slow", "{slow}"),
-        ("garbage", "{garbage}"),
-    ]
-    .iter()
-    .map(|(name, url)| {
-        format!("[[mcp_servers]]\nname = \"{name}\"\nurl = \"{url}/mcp\"\nprefix = \"{name}_\"\n{policy}")
-    })
-    .collect();
+    let servers: String = ["down", "slow", "garbage"]
+        .iter()
+        .map(|name| {
+            format!(
+                "[[mcp_servers]]\nname = \"{name}\"\nurl = \"{{{name}}}/mcp\"\nprefix = \"{name}_\"\n{policy}"
+            )
+        })
+        .collect();
     let gateway = Gateway::start_with(
         &config("", &servers),
-        &[("chaos", &ok), ("slow", &slow), ("garbage", &garbage)],
+        &[
+            ("chaos", &ok),
+            ("down", &down),
+            ("slow", &slow),
+            ("garbage", &garbage),
+        ],
         &[KEY],
     );
+    let listed = listed_names(&gateway).await;
+    assert!(
+        listed.iter().any(|name| name == "down_lookup_order"),
+        "{listed:?}"
+    );
+    down.shutdown().await.expect("the upstream stops");
     let lines = PYTHON.run(&gateway, None, &["upstream_down", "slow", "garbage"]);
     for (scenario, server) in [
         ("upstream_down", "down"),
@@ -126,9 +132,7 @@ async fn failing_servers_answer_tool_errors_and_open_their_breakers() {
             "{scenario}: the breaker never opened: {at}"
         );
         assert!(
-            before
-                .iter()
-                .all(|c| c["ok"] == true && c["is_error"] == true && c["code"].is_string()),
+            (before.iter()).all(|c| c["ok"] == true && c["is_error"] == true && c["code"].is_string()),
             "{scenario}: every answer a tool error with its code: {at}"
         );
         assert!(
@@ -162,7 +166,7 @@ async fn annotations_are_believed_only_from_a_trusted_server() {
         tool
     };
     let untrusted = tool("untrusted_create_refund");
-    assert!(tool_error(&untrusted["no_run"], "key_missing"), "{untrusted}");
+    assert!(tool_error(&untrusted["no_run"], KEY_MISSING), "{untrusted}");
     let same_run = &untrusted["same_run"];
     assert!(answered(&same_run[0]) && answered(&same_run[1]), "{untrusted}");
     assert_eq!(same_run[1]["replayed"], true, "{untrusted}");

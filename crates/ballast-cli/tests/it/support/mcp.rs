@@ -147,3 +147,37 @@ impl Sdk {
         Background::start(self.program, gateway, KEY.1, self.options, scenarios)
     }
 }
+
+/// docs/mcp.md's `structuredContent.code` of a call whose operation is still running.
+pub(crate) const IN_PROGRESS: &str = "in_progress";
+/// docs/mcp.md's code of a side-effecting call with nothing to key it on.
+pub(crate) const KEY_MISSING: &str = "key_missing";
+
+/// The served tools' names, from one `tools/list` of 2026-07-28 sent as plain JSON-RPC (a test's setup, not a
+/// client under test: it makes the gateway read every upstream server's listing now).
+pub(crate) async fn listed_names(gateway: &Gateway) -> Vec<String> {
+    let version = "2026-07-28";
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }},
+    });
+    let answer: Value = client()
+        .post(gateway.url("/mcp"))
+        .bearer_auth(KEY.1)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", version)
+        .header("mcp-method", "tools/list")
+        .json(&body)
+        .send()
+        .await
+        .expect("an answer")
+        .json()
+        .await
+        .expect("JSON-RPC");
+    (answer["result"]["tools"].as_array().into_iter().flatten())
+        .filter_map(|tool| Some(tool["name"].as_str()?.to_owned()))
+        .collect()
+}
