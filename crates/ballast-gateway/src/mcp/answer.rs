@@ -16,7 +16,7 @@ use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_IDEMPOTENCY_KEY, 
 use ballast::tool::ToolClient;
 use ballast_config::ToolConfig;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, MetaObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -151,7 +151,7 @@ fn jsonrpc_error(body: &Value) -> Option<ErrorData> {
 fn tool_error(text: String, structured: Value, meta: Map<String, Value>) -> CallToolResult {
     let mut result = CallToolResult::structured_error(structured);
     result.content = vec![ContentBlock::text(text)];
-    result.meta = (!meta.is_empty()).then(|| MetaObject(meta as JsonObject));
+    result.meta = (!meta.is_empty()).then_some(MetaObject(meta));
     result
 }
 

@@ -31,7 +31,7 @@ use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -152,10 +152,13 @@ impl ServerHandler for Handler {
             return Err(self.unknown_tool(&name).await);
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let http = match self.request(&client, &arguments, &context) {
+        let mut http = match self.request(&client, &arguments, &context) {
             Ok(http) => http,
             Err(refused) => return Ok(CallToolResponse::Complete(refused)),
         };
+        if let Some(progress) = progress(&context) {
+            http.extensions_mut().insert(progress);
+        }
         let answered = tokio::select! {
             answered = route.oneshot(http) => answered,
             // The client closed the stream: a read-only call ends here, its upstream call dropped with it; a
@@ -206,20 +209,27 @@ impl Handler {
         None
     }
 
-    /// A JSON-RPC error naming the tools there are.
+    /// A JSON-RPC error naming the tools there are, and the upstream MCP servers that could not be listed (the tool
+    /// may be one of theirs).
     async fn unknown_tool(&self, name: &str) -> ErrorData {
         let inner = &self.0.gateway.inner;
         let mut names: Vec<String> = inner.config.tools.iter().map(|t| t.name.clone()).collect();
+        let mut unlisted = Vec::new();
         for server in inner.mcp.iter() {
-            if let Ok(tools) = server.tools().await {
-                names.extend(tools.into_iter().map(|t| t.name));
+            match server.tools().await {
+                Ok(tools) => names.extend(tools.into_iter().map(|t| t.name)),
+                Err(error) => unlisted.push(format!("{} ({error})", server.name())),
             }
         }
         names.sort();
-        ErrorData::invalid_params(
-            format!("unknown tool {name:?}: this gateway serves {}", names.join(", ")),
-            Some(json!({"code": "unknown_tool", "tools": names})),
-        )
+        let mut message = format!("unknown tool {name:?}: this gateway serves {}", names.join(", "));
+        if !unlisted.is_empty() {
+            message.push_str(&format!(
+                "; these MCP servers could not be listed, and the tool may be theirs: {}",
+                unlisted.join("; ")
+            ));
+        }
+        ErrorData::invalid_params(message, Some(json!({"code": "unknown_tool", "tools": names})))
     }
 
     /// The HTTP request of the call to the tool's route: the transport's headers and principal, the call's
@@ -280,6 +290,33 @@ impl Handler {
         }
         Ok(request)
     }
+}
+
+/// Where an upstream MCP tool's progress goes when the caller asked for it (a `progressToken` in its `_meta`): to
+/// the caller, on the request's own stream, in order (one task forwards them; it ends with the call).
+fn progress(context: &RequestContext<RoleServer>) -> Option<ballast::mcp::Progress> {
+    let token = context.meta.get_progress_token()?;
+    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let peer = context.peer.clone();
+    tokio::spawn(async move {
+        while let Some(params) = received.recv().await {
+            let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
+                continue;
+            };
+            let mut notification = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(total) = params.get("total").and_then(Value::as_f64) {
+                notification = notification.with_total(total);
+            }
+            if let Some(message) = params.get("message").and_then(Value::as_str) {
+                notification = notification.with_message(message);
+            }
+            // A caller that left gets none; the call runs on regardless.
+            let _ = peer.notify_progress(notification).await;
+        }
+    });
+    Some(ballast::mcp::Progress::new(move |params| {
+        let _ = sender.send(params);
+    }))
 }
 
 /// Reads an answer's body, whole (the route's answers are whole bytes).

@@ -327,6 +327,10 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         // by several principals never sees two principals' operations under one key.
         call = call.idempotency_key(key.for_principal(&prepared.owner));
     }
+    if let Some(progress) = request.extensions().get::<ballast::mcp::Progress>() {
+        // A call over MCP whose caller asked for progress (`mcp/`).
+        call = call.on_progress(progress.clone());
+    }
     let call = crate::inbound::with_inbound!(call, inbound);
     let result = client.call(call).await;
     answer::answer(client.name(), prepared.key.as_ref(), result)

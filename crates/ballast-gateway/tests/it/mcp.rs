@@ -39,6 +39,18 @@ async fn rpc(
     params: Value,
     headers: &[(&str, &str)],
 ) -> Value {
+    let mut messages = rpc_messages(gateway, version, method, params, headers).await;
+    messages.pop().expect("a message")
+}
+
+/// [`rpc`], every message of the reply in order.
+async fn rpc_messages(
+    gateway: &Gateway,
+    version: &str,
+    method: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> Vec<Value> {
     let mut params = params;
     if version == V2026 {
         params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V2026);
@@ -60,12 +72,18 @@ async fn rpc(
     let status = response.status();
     let text = crate::support::text(response).await;
     assert_eq!(status, 200, "{text}");
-    let last = (text.lines())
+    let events: Vec<&str> = (text.lines())
         .filter_map(|line| line.strip_prefix("data:"))
         .filter(|data| !data.trim().is_empty())
-        .last()
-        .map_or_else(|| text.clone(), str::to_owned);
-    serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {text}"))
+        .collect();
+    let messages = if events.is_empty() {
+        vec![text.as_str()]
+    } else {
+        events
+    };
+    (messages.into_iter())
+        .map(|m| serde_json::from_str(m).unwrap_or_else(|e| panic!("{e}: {text}")))
+        .collect()
 }
 
 /// `tools/call` of `tool` with `arguments`, the result (panics on a JSON-RPC error).
@@ -358,18 +376,15 @@ async fn a_failing_server_opens_its_breaker_and_calls_fail_fast_with_advice() {
 async fn a_calls_deadline_from_meta_bounds_it() {
     let upstream = Upstream::chaos("[endpoints.lookup_order]\nhang = 1.0");
     let gateway = Gateway::start(&config(""), &upstream, &[]).await;
-    let started = tokio::time::Instant::now();
+    let started = ballast::clock::now();
     let params = json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}, "_meta": {"ballast/timeout_ms": 300}});
     let reply = rpc(&gateway, V2025, "tools/call", params, &[]).await;
     assert_eq!(
         reply["result"]["structuredContent"]["code"], "deadline_exceeded",
         "{reply}"
     );
-    assert!(
-        started.elapsed() <= Duration::from_millis(400),
-        "{:?}",
-        started.elapsed()
-    );
+    let took = ballast::clock::now().saturating_duration_since(started);
+    assert!(took <= Duration::from_millis(400), "{took:?}");
 }
 
 #[tokio::test]
@@ -382,4 +397,69 @@ async fn an_upstream_servers_annotations_are_believed_only_when_trusted() {
         let refused = answer["structuredContent"]["code"] == "idempotency_key_missing";
         assert_eq!(refused, keyed, "{trust}: {answer}");
     }
+}
+
+#[tokio::test]
+async fn an_upstream_tools_progress_reaches_the_caller_on_its_stream() {
+    let upstream = Upstream::chaos("");
+    let gateway = Gateway::start(&config(""), &upstream, &[]).await;
+    let params = json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}, "_meta": {"progressToken": "p-1"}});
+    let messages = rpc_messages(&gateway, V2025, "tools/call", params, &[]).await;
+    let (result, notifications) = messages.split_last().expect("messages");
+    assert_eq!(
+        result["result"]["structuredContent"]["order_id"], "A",
+        "{messages:?}"
+    );
+    let progress: Vec<(Value, Value)> = (notifications.iter())
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            (
+                m["params"]["progressToken"].clone(),
+                m["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [(json!("p-1"), json!(0.0)), (json!("p-1"), json!(1.0))],
+        "{messages:?}"
+    );
+    // Without a token, no progress is asked for and the answer is one JSON body.
+    let plain = rpc_messages(
+        &gateway,
+        V2025,
+        "tools/call",
+        json!({"name": "shop_lookup_order", "arguments": {"order_id": "A"}}),
+        &[],
+    )
+    .await;
+    assert_eq!(plain.len(), 1, "{plain:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_that_is_down_is_named_when_its_tool_is_called() {
+    let down = Upstream::router(axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(|| async { http::StatusCode::SERVICE_UNAVAILABLE }),
+    ));
+    let gateway = Gateway::start(&config(""), &down, &[]).await;
+    let listed = rpc(&gateway, V2025, "tools/list", json!({}), &[]).await;
+    let names: Vec<&str> = (listed["result"]["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["lookup_order"],
+        "the gateway's own tools are still served"
+    );
+    let reply = rpc(
+        &gateway,
+        V2025,
+        "tools/call",
+        json!({"name": "shop_lookup_order", "arguments": {}}),
+        &[],
+    )
+    .await;
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shop") && message.contains("503"), "{reply}");
 }

@@ -41,6 +41,30 @@ pub const LIST_RETRY: Duration = Duration::from_secs(2);
 /// The longest a listing waits for a server.
 pub const LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where an upstream MCP tool's progress notifications go while its call runs ([`ToolCall::on_progress`]): each
+/// notification's params (`progress`, `total`, `message`), its `progressToken` left out.
+///
+/// [`ToolCall::on_progress`]: crate::tool::ToolCall::on_progress
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(Value) + Send + Sync>);
+
+impl Progress {
+    /// Progress handed to `report`, in the order the server sent it, while the call's attempt reads its answer.
+    pub fn new(report: impl Fn(Value) + Send + Sync + 'static) -> Self {
+        Progress(Arc::new(report))
+    }
+
+    pub(crate) fn report(&self, params: Value) {
+        (self.0)(params);
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}
+
 /// The transport every server's requests go through, type-erased once.
 type Shared = BoxCloneSyncService<Request<Bytes>, Response<Body>, Error>;
 

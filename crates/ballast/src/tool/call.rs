@@ -14,6 +14,7 @@ pub struct ToolCall {
     pub(crate) options: CallOptions,
     pub(crate) step: Option<(String, u32)>,
     pub(crate) key: Option<IdempotencyKey>,
+    pub(crate) progress: Option<crate::mcp::Progress>,
 }
 
 impl ToolCall {
@@ -36,6 +37,7 @@ impl ToolCall {
             options: CallOptions::default(),
             step: None,
             key: None,
+            progress: None,
         }
     }
 
@@ -50,6 +52,13 @@ impl ToolCall {
     /// The operation's idempotency key, when the caller already has one (it wins over a derived one).
     pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
         self.key = Some(key);
+        self
+    }
+
+    /// Where the progress notifications of an upstream MCP tool go while the call runs (each one's params, its
+    /// `progressToken` left out). A tool that is not an MCP server's sends none. They never extend the deadline.
+    pub fn on_progress(mut self, progress: crate::mcp::Progress) -> Self {
+        self.progress = Some(progress);
         self
     }
 }
