@@ -106,9 +106,7 @@ async fn check_concurrent(sdk: Sdk, lines: &HashMap<String, Value>, upstream: &C
         let outcomes = at[part].as_array().expect("outcomes");
         assert_eq!(outcomes.len(), 16, "{sdk:?} {part}: {at}");
         assert!(
-            outcomes
-                .iter()
-                .all(|o| answered(o) || tool_error(o, "in_progress")),
+            outcomes.iter().all(|o| answered(o) || tool_error(o, IN_PROGRESS)),
             "{sdk:?} {part}: {at}"
         );
         let results: Vec<&Value> = (outcomes.iter().filter(|o| answered(o)))
