@@ -463,3 +463,35 @@ async fn a_server_that_is_down_is_named_when_its_tool_is_called() {
     let message = reply["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("shop") && message.contains("503"), "{reply}");
 }
+
+#[tokio::test]
+async fn two_tenants_with_the_same_run_and_arguments_are_two_operations() {
+    let upstream = Upstream::chaos("");
+    let config = format!(
+        "{}[[principals]]\nname = \"a\"\nkey_env = \"KEY_A\"\n[[principals]]\nname = \"b\"\nkey_env = \"KEY_B\"\n",
+        config("")
+    );
+    let gateway = Gateway::start(&config, &upstream, &[("KEY_A", "key-a"), ("KEY_B", "key-b")]).await;
+    let unauthorized = gateway
+        .post(
+            "/mcp",
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            &[],
+        )
+        .await;
+    assert_eq!(unauthorized.status(), 401);
+    let mut ids = Vec::new();
+    for key in ["Bearer key-a", "Bearer key-b", "Bearer key-a"] {
+        let result = call(
+            &gateway,
+            "shop_create_refund",
+            refund("r-12"),
+            &[RUN, ("authorization", key)],
+        )
+        .await;
+        ids.push(result["structuredContent"]["id"].clone());
+    }
+    assert_ne!(ids[0], ids[1], "b's refund is its own, never a's replayed");
+    assert_eq!(ids[0], ids[2], "a's second call is a's first operation");
+    assert_eq!(upstream.executions("r-12").await, 2);
+}
