@@ -99,7 +99,7 @@ async fn check_lost_answer(sdk: Sdk, lines: &HashMap<String, Value>, upstream: &
 }
 
 /// `concurrent_same_key`: 16 identical calls at once, by run and by `_meta` key: one execution each, every caller
-/// the result or `in_progress`.
+/// the result or `idempotency_in_progress`.
 async fn check_concurrent(sdk: Sdk, lines: &HashMap<String, Value>, upstream: &ChaosServer) {
     let at = line(lines, "concurrent_same_key");
     for (part, suffix) in [("by_run", "-run"), ("by_key", "-key")] {

@@ -14,7 +14,7 @@ use support::mcp::{
 use support::sdk::installed;
 
 /// A client that closes its stream mid-payment: the gateway runs the sent call on to its answer and stores it, so
-/// the client's re-issued call gets it (after `in_progress` while it runs); one execution. Both protocol eras: the
+/// the client's re-issued call gets it (after `idempotency_in_progress` while it runs); one execution. Both protocol eras: the
 /// 2026 client closes the request's stream, the handshake client sends `notifications/cancelled`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_side_effect_whose_caller_left_runs_on_and_is_replayed() {
@@ -146,7 +146,7 @@ async fn failing_servers_answer_tool_errors_and_open_their_breakers() {
 }
 
 /// A server whose `create_refund` says `readOnlyHint: true` (a lie: it has side effects). Untrusted, the hint is
-/// ignored: a call without a run has nothing to key on (`key_missing`), and in a run the second call is the first's
+/// ignored: a call without a run has nothing to key on (`idempotency_key_missing`), and in a run the second call is the first's
 /// replay (one execution). Trusted (`trust_annotations = true`), it is called as read-only: every call executes.
 #[tokio::test(flavor = "multi_thread")]
 async fn annotations_are_believed_only_from_a_trusted_server() {

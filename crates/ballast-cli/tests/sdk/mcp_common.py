@@ -24,7 +24,7 @@ for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_prox
 TIMEOUT = 15.0  # seconds: each MCP request's read timeout, the whole of a call that should simply be answered
 IN_FLIGHT_PATIENCE = 10.0  # seconds: the longest wait for the upstream to see (or drop) a call
 POLL = 0.02  # seconds between two reads of the upstream's stats
-REISSUES = 40  # a re-issued call answered `in_progress` is sent again at most this many times
+REISSUES = 40  # a re-issued call answered `idempotency_in_progress` is sent again at most this many times
 
 # Request headers of the MCP transport reported per HTTP request it sent.
 SENT_HEADERS = ("mcp-protocol-version", "mcp-method", "mcp-name", "mcp-session-id", "ballast-run-id")
@@ -145,15 +145,13 @@ async def outcome_of(call: Callable[[], Awaitable[Any]]) -> Dict[str, Any]:
 
 
 async def reissue_until_settled(call: Callable[[], Awaitable[Any]]) -> List[Dict[str, Any]]:
-    """The same call sent again while the gateway answers `in_progress`, waiting its `retry_after_ms` (at most a
+    """The same call sent again while the gateway answers `idempotency_in_progress`, waiting its `retry_after_ms` (at most a
     second) between two, at most `REISSUES` times: every outcome, the settled one last."""
     outcomes: List[Dict[str, Any]] = []
     for _ in range(REISSUES):
         outcome = await outcome_of(call)
         outcomes.append(outcome)
-        # `in_progress` is docs/mcp.md's code; `idempotency_in_progress` the HTTP route's, which is waited as well
-        # so that the settled outcome is seen whichever the gateway sends (the test checks the code).
-        if outcome.get("code") not in ("in_progress", "idempotency_in_progress"):
+        if outcome.get("code") != "idempotency_in_progress":
             break
         wait_ms = (outcome.get("structured") or {}).get("retry_after_ms") or 100
         await asyncio.sleep(min(float(wait_ms), 1000.0) / 1000.0)

@@ -149,9 +149,9 @@ impl Sdk {
 }
 
 /// docs/mcp.md's `structuredContent.code` of a call whose operation is still running.
-pub(crate) const IN_PROGRESS: &str = "in_progress";
+pub(crate) const IN_PROGRESS: &str = "idempotency_in_progress";
 /// docs/mcp.md's code of a side-effecting call with nothing to key it on.
-pub(crate) const KEY_MISSING: &str = "key_missing";
+pub(crate) const KEY_MISSING: &str = "idempotency_key_missing";
 
 /// The served tools' names, from one `tools/list` of 2026-07-28 sent as plain JSON-RPC (a test's setup, not a
 /// client under test: it makes the gateway read every upstream server's listing now).
