@@ -8,7 +8,7 @@ use crate::support;
 use serde_json::Value;
 use support::gateway::{Gateway, PATIENCE, chaos, eventually, executions};
 use support::mcp::{
-    IN_PROGRESS, KEY, KEY_MISSING, PYTHON, PYTHON_HANDSHAKE, answered, config, endpoint_stats, line,
+    IN_PROGRESS, KEY, KEY_MISSING, PYTHON, PYTHON_HANDSHAKE, Sdk, answered, config, endpoint_stats, line,
     listed_names, script, status, tool_error,
 };
 use support::sdk::installed;
@@ -24,7 +24,7 @@ async fn a_side_effect_whose_caller_left_runs_on_and_is_replayed() {
     let upstream =
         chaos("[endpoints.process_payment]\nlatency = { p50 = \"1500ms\", p99 = \"1500ms\" }\n").await;
     let gateway = Gateway::start(&config("per_try_timeout = \"10s\"", ""), &upstream, &[KEY]);
-    for sdk in [PYTHON, PYTHON_HANDSHAKE] {
+    for sdk in [PYTHON_HANDSHAKE, PYTHON] {
         let lines = sdk.run(&gateway, Some(&upstream), &["close_mid_side_effect"]);
         let at = line(&lines, "close_mid_side_effect");
         assert_eq!(at["first"]["cancelled"], true, "{sdk:?}: {at}");
@@ -43,34 +43,40 @@ async fn a_side_effect_whose_caller_left_runs_on_and_is_replayed() {
     }
 }
 
-/// A read-only call on a hanging upstream, cancelled by its client, is cancelled upstream: the upstream sees its
-/// request go long before the per-try timeout (60 s) would have ended it.
+/// A read-only call on a hanging upstream, cancelled by its `sdk` client, is cancelled upstream: the upstream sees
+/// its request go long before the per-try timeout (60 s) would have ended it.
+async fn cancelled_read_only_call(sdk: Sdk) {
+    let profile = script("lookup_order", &sdk.op("read_only_cancelled"), "\"hang\"");
+    let upstream = chaos(&profile).await;
+    let gateway = Gateway::start(&config("per_try_timeout = \"60s\"", ""), &upstream, &[KEY]);
+    let lines = sdk.run(&gateway, Some(&upstream), &["read_only_cancelled"]);
+    let at = line(&lines, "read_only_cancelled");
+    assert_eq!(at["first"]["cancelled"], true, "{sdk:?}: {at}");
+    assert!(
+        at["ok"] == true && at["upstream_released_ms"].as_u64() < Some(PATIENCE.as_millis() as u64),
+        "{sdk:?}: the upstream kept the cancelled call: {at}"
+    );
+    let stats = endpoint_stats(&upstream, "lookup_order").await;
+    assert_eq!(stats["in_flight"], 0, "{sdk:?}: {stats}");
+}
+
+/// 2026-07-28: the client cancels by closing the request's stream.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancelled_read_only_call_is_cancelled_upstream() {
     if !installed() {
         return;
     }
-    let mut profile = String::new();
-    for sdk in [PYTHON, PYTHON_HANDSHAKE] {
-        profile.push_str(&script(
-            "lookup_order",
-            &sdk.op("read_only_cancelled"),
-            "\"hang\"",
-        ));
+    cancelled_read_only_call(PYTHON).await;
+}
+
+/// 2025-11-25: the client cancels with `notifications/cancelled` (a POST of its own; the spec says a disconnect is
+/// not a cancellation in this era), and keeps the request's stream open.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_call_cancelled_by_notification_is_cancelled_upstream() {
+    if !installed() {
+        return;
     }
-    let upstream = chaos(&profile).await;
-    let gateway = Gateway::start(&config("per_try_timeout = \"60s\"", ""), &upstream, &[KEY]);
-    for sdk in [PYTHON, PYTHON_HANDSHAKE] {
-        let lines = sdk.run(&gateway, Some(&upstream), &["read_only_cancelled"]);
-        let at = line(&lines, "read_only_cancelled");
-        assert_eq!(at["first"]["cancelled"], true, "{sdk:?}: {at}");
-        assert!(
-            at["ok"] == true && at["upstream_released_ms"].as_u64() < Some(PATIENCE.as_millis() as u64),
-            "{sdk:?}: the upstream kept the cancelled call: {at}"
-        );
-        let stats = endpoint_stats(&upstream, "lookup_order").await;
-        assert_eq!(stats["in_flight"], 0, "{sdk:?}: {stats}");
-    }
+    cancelled_read_only_call(PYTHON_HANDSHAKE).await;
 }
 
 /// The breaker of the MCP server `name` in `/status`.
@@ -158,7 +164,9 @@ async fn annotations_are_believed_only_from_a_trusted_server() {
                    [[mcp_servers]]\nname = \"trusted\"\nurl = \"{chaos}/mcp\"\nprefix = \"trusted_\"\n\
                    trust_annotations = true\n";
     let gateway = Gateway::start(&config("", servers), &upstream, &[KEY]);
-    let lines = PYTHON.run(&gateway, None, &["untrusted_annotations"]);
+    // The handshake client: what 2026-07-28 clients make of an upstream tool's result is `mcp_python`'s business.
+    let sdk = PYTHON_HANDSHAKE;
+    let lines = sdk.run(&gateway, None, &["untrusted_annotations"]);
     let at = line(&lines, "untrusted_annotations");
     let tool = |name: &str| {
         let tool = &at["tools"][name];
@@ -170,7 +178,7 @@ async fn annotations_are_believed_only_from_a_trusted_server() {
     let same_run = &untrusted["same_run"];
     assert!(answered(&same_run[0]) && answered(&same_run[1]), "{untrusted}");
     assert_eq!(same_run[1]["replayed"], true, "{untrusted}");
-    let op = |name: &str| PYTHON.op(&format!("untrusted_annotations-{name}"));
+    let op = |name: &str| sdk.op(&format!("untrusted_annotations-{name}"));
     assert_eq!(executions(&upstream, &op("untrusted_create_refund")).await, 1);
 
     let trusted = tool("trusted_create_refund");
