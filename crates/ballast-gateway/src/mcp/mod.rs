@@ -17,6 +17,7 @@
 //! runs on to its answer and is stored under its key for the retry.
 
 mod answer;
+mod cancel;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -45,6 +46,7 @@ use crate::tools::ToolRoute;
 use ballast::headers::{
     BALLAST_PRIORITY, BALLAST_RUN_ID, BALLAST_STEP_ID, BALLAST_TIMEOUT_MS, IDEMPOTENCY_KEY, TRACEPARENT,
 };
+use cancel::Cancels;
 
 /// `_meta` keys a call may carry, and the header each stands for.
 const META_HEADERS: [(&str, HeaderName); 6] = [
@@ -63,36 +65,8 @@ struct Shared {
     routes: HashMap<String, (ToolClient, ToolRoute)>,
     /// Upstream MCP tools' routes, by served name, built the first time each is called.
     upstream: tokio::sync::Mutex<HashMap<String, (ToolClient, ToolRoute)>>,
-    /// Read-only calls in flight with a run, by (principal, run, request id): what a 2025-11-25 client's
-    /// `notifications/cancelled` (a request of its own, which no session ties to the call) can find and cancel.
-    cancels: std::sync::Mutex<HashMap<CancelKey, CancellationToken>>,
-}
-
-/// A call a `notifications/cancelled` can name: (principal, run, JSON-RPC request id). Request ids are unique
-/// per client only; a run is one client's (one MCP client per agent run), so the three name one call.
-type CancelKey = (String, String, String);
-
-/// A read-only call's entry in [`Shared::cancels`], removed when the call ends.
-struct Cancellable {
-    shared: Arc<Shared>,
-    key: CancelKey,
-}
-
-impl Drop for Cancellable {
-    fn drop(&mut self) {
-        if let Ok(mut cancels) = self.shared.cancels.lock() {
-            cancels.remove(&self.key);
-        }
-    }
-}
-
-/// The (principal, run) of a request: its principal's name and its `ballast-run-id`, when it has one.
-fn principal_and_run(headers: &http::HeaderMap, extensions: &http::Extensions) -> Option<(String, String)> {
-    let run = headers.get(&BALLAST_RUN_ID)?.to_str().ok()?.to_owned();
-    let principal = (extensions.get::<ballast::idempotency::Principal>())
-        .map_or(crate::auth::ANONYMOUS, |p| p.name())
-        .to_owned();
-    Some((principal, run))
+    /// Read-only calls in flight that a 2025-11-25 client's `notifications/cancelled` can find.
+    cancels: Arc<Cancels>,
 }
 
 /// The `/mcp` service: rmcp's Streamable HTTP server over [`Handler`], stateless (any instance answers any
@@ -109,7 +83,7 @@ pub(crate) fn service(gateway: &Gateway) -> Result<ToolRoute, crate::StartError>
         gateway: gateway.clone(),
         routes,
         upstream: tokio::sync::Mutex::new(HashMap::new()),
-        cancels: std::sync::Mutex::new(HashMap::new()),
+        cancels: Arc::default(),
     });
     let server = &gateway.inner.config.server;
     let config = StreamableHttpServerConfig::default()
@@ -151,7 +125,7 @@ async fn serve(
             )
                 .into_response();
         };
-        if shared.cancelled(&parts, &bytes) {
+        if shared.cancels.notified(&parts, &bytes) {
             return http::StatusCode::ACCEPTED.into_response();
         }
         Request::from_parts(parts, Body::from(bytes))
@@ -161,34 +135,6 @@ async fn serve(
     match rmcp.oneshot(request).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
-    }
-}
-
-impl Shared {
-    /// Whether `body` is a `notifications/cancelled`: then the read-only call it names (by the request's
-    /// principal and run, and the request id) is cancelled, when there is one in flight.
-    fn cancelled(&self, parts: &http::request::Parts, body: &[u8]) -> bool {
-        const METHOD: &[u8] = b"notifications/cancelled";
-        if !body.windows(METHOD.len()).any(|w| w == METHOD) {
-            return false;
-        }
-        let Ok(message) = serde_json::from_slice::<Value>(body) else {
-            return false;
-        };
-        if message.get("method").and_then(Value::as_str) != Some("notifications/cancelled") {
-            return false;
-        }
-        let id = message.pointer("/params/requestId").map(Value::to_string);
-        if let (Some((principal, run)), Some(id)) = (principal_and_run(&parts.headers, &parts.extensions), id)
-            && let Some(cancel) = self
-                .cancels
-                .lock()
-                .ok()
-                .and_then(|c| c.get(&(principal, run, id)).cloned())
-        {
-            cancel.cancel();
-        }
-        true
     }
 }
 
@@ -255,7 +201,7 @@ impl ServerHandler for Handler {
         }
         let cancel = CancellationToken::new();
         let _cancellable = (!client.config().side_effects)
-            .then(|| self.cancellable(&http, &context, &cancel))
+            .then(|| self.0.cancels.register(&http, &context.id, &cancel))
             .flatten();
         let answered = tokio::select! {
             answered = route.oneshot(http) => answered,
@@ -273,26 +219,6 @@ impl ServerHandler for Handler {
 }
 
 impl Handler {
-    /// Registers the read-only call `http` (with a run) as one a `notifications/cancelled` may cancel.
-    fn cancellable(
-        &self,
-        http: &Request,
-        context: &RequestContext<RoleServer>,
-        cancel: &CancellationToken,
-    ) -> Option<Cancellable> {
-        let (principal, run) = principal_and_run(http.headers(), http.extensions())?;
-        let key = (
-            principal,
-            run,
-            serde_json::to_value(&context.id).ok()?.to_string(),
-        );
-        self.0.cancels.lock().ok()?.insert(key.clone(), cancel.clone());
-        Some(Cancellable {
-            shared: Arc::clone(&self.0),
-            key,
-        })
-    }
-
     /// The route of the tool served as `name`: a `[[tools]]` entry's, else an upstream MCP server's (listed
     /// again when no listing names it: a client may call a tool it listed before the gateway restarted).
     async fn route(&self, name: &str) -> Option<(ToolClient, ToolRoute)> {

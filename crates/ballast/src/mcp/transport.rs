@@ -208,7 +208,7 @@ impl<T: Transport> McpTransport<T> {
     async fn call_tool(self, request: Request<Bytes>) -> Result<Response<Body>, Error> {
         let (mut parts, arguments) = request.into_parts();
         // Progress wanted: the server's answer is read as a stream when it is one, each notification passed on.
-        let progress = parts.extensions.get::<super::Progress>().cloned();
+        let progress = parts.extensions.get::<crate::tool::Progress>().cloned();
         if progress.is_some()
             && let Some(ctx) = parts.extensions.get_mut::<CallContext>()
         {
@@ -271,7 +271,7 @@ impl<T: Transport> McpTransport<T> {
         &self,
         answer: Response<Body>,
         id: u64,
-        progress: Option<&super::Progress>,
+        progress: Option<&crate::tool::Progress>,
         token: &str,
     ) -> Result<Response<Body>, Error> {
         if !answer.status().is_success() {
@@ -309,7 +309,7 @@ impl<T: Transport> McpTransport<T> {
 async fn reply_of_stream(
     stream: crate::body::Stream,
     id: u64,
-    progress: Option<&super::Progress>,
+    progress: Option<&crate::tool::Progress>,
     token: &str,
 ) -> Result<Result<Reply, Garbled>, Error> {
     use http_body_util::BodyExt as _;
