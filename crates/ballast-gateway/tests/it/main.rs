@@ -28,6 +28,7 @@ mod idempotency;
 mod inputs;
 mod load;
 mod mcp;
+mod mcp_faults;
 mod messages;
 mod model_deadlines;
 mod model_state;
