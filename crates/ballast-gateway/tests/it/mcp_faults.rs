@@ -205,3 +205,20 @@ async fn a_read_only_call_is_cancelled_by_its_clients_notification() {
         "cancelled, not timed out: {took:?}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_server_declared_to_deduplicate_has_a_lost_answer_retried_under_the_same_key() {
+    let upstream = Upstream::chaos(
+        "[[scripts]]\nendpoint = \"create_refund\"\nop = \"r-13\"\nsteps = [\"commit_then_lose\", \"ok\"]\n\
+         [endpoints.create_refund]\nlose_with = \"hang\"\nkey_mode = \"keyed\"",
+    );
+    let gateway = Gateway::start(&config("upstream_idempotency = \"keyed\""), &upstream, &[]).await;
+    let refunded = call(&gateway, "shop_create_refund", refund("r-13"), &[RUN]).await;
+    assert_eq!(refunded["isError"], false, "{refunded}");
+    assert_eq!(refunded["_meta"]["ballast/attempts"], 2, "{refunded}");
+    assert_eq!(
+        upstream.executions("r-13").await,
+        1,
+        "the server replayed the first execution"
+    );
+}
