@@ -149,6 +149,8 @@ fn raw_mcp_server(s: &McpServerConfig) -> RawMcpServer {
         prefix: Some(s.prefix.clone()),
         trust_annotations: Some(s.trust_annotations),
         side_effects: Some(t.side_effects),
+        upstream_idempotency: (t.side_effects || t.upstream_idempotency.deduplicates())
+            .then(|| t.upstream_idempotency.as_str().to_owned()),
         priority: Some(t.priority.as_str().to_owned()),
         per_try_timeout: duration(t.per_try_timeout),
         retry: Some(raw_retry(&t.retry)),

@@ -94,14 +94,11 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         .into_iter()
         .map(|route| (route.name().to_owned(), model_status(route, now)))
         .collect();
-    // An upstream MCP server's breaker, budget and throttle are its tools' (one upstream); admission is per tool.
-    let mcp_servers: serde_json::Map<String, Value> = (gateway.inner.mcp.iter())
-        .map(|server| {
-            let status = upstream_status(server.breaker(), &**server.budget(), server.throttle(), None, now);
-            (server.name().to_owned(), status)
-        })
-        .collect();
     let store = store_health(&gateway);
+    let mut mcp_servers = serde_json::Map::new();
+    for server in gateway.inner.mcp.iter() {
+        mcp_servers.insert(server.name().to_owned(), mcp_server_status(server, now).await);
+    }
     Json(json!({
         "draining": gateway.is_draining(),
         "models": models,
@@ -134,6 +131,27 @@ fn runs_status(runs: &ballast::Runs, now: Instant) -> Value {
         "max": max,
         "max_per_principal": max_per_principal,
     })
+}
+
+/// An upstream MCP server: its breaker, budget and throttle (shared by its tools), what its last listing said,
+/// and the admission of each of its tools called so far.
+async fn mcp_server_status(server: &ballast::mcp::McpServerClient, now: Instant) -> Value {
+    let snapshot = server.snapshot().await;
+    let mut status = upstream_status(server.breaker(), &**server.budget(), server.throttle(), None, now);
+    let tools: serde_json::Map<String, Value> = (snapshot.clients.iter())
+        .map(|tool| {
+            (
+                tool.name().to_owned(),
+                tool_status(tool, now)["admission"].clone(),
+            )
+        })
+        .collect();
+    status["url"] = json!(server.config().url);
+    status["listed"] = json!(snapshot.tools);
+    status["listed_seconds_ago"] = json!(snapshot.listed_ago.map(|d| d.as_secs_f64()));
+    status["listing_error"] = json!(snapshot.failed);
+    status["tools"] = Value::Object(tools);
+    status
 }
 
 fn tool_status(tool: &ToolClient, now: Instant) -> Value {

@@ -10,6 +10,7 @@
 //! POST /v1/messages[/count_tokens]  Anthropic's Messages, streamed or not, in its error envelope
 //! GET  /v1/models[/{id}]       the model routes, as OpenAI's model objects
 //! POST /v1/tools/{name}        the tool's JSON arguments -> its upstream, under its policy (tools/)
+//! POST /mcp                    the tools as an MCP server (rmcp, stateless): each tools/call is its tool's route (mcp/)
 //! GET  /v1/operations/{key}    where a keyed operation is: in_progress, completed, outcome_unknown, not_found
 //! GET  /healthz, /readyz       alive; ready (not draining)
 //! GET  /metrics, /status       Prometheus text; breakers, budgets, throttles, queues, runs, the store (JSON)
@@ -27,7 +28,8 @@
 //!   the model routes; their names are `ballast::headers`, the one table the library and the gateway share) and
 //!   the call's deadline by the library's one rule;
 //! - `models` — the model routes (axum handlers returning `Result`); `tools` — the tool routes (`PrepareLayer`
-//!   over the `IdempotencyLayer` over the handler); `repeats` — a repeat of a final failure answered from it;
+//!   over the `IdempotencyLayer` over the handler); `mcp` — `/mcp`, rmcp's server whose `tools/call` calls a tool's
+//!   route in process (the same route, key and policy as `POST /v1/tools/{name}`); `repeats` — a repeat of a final failure answered from it;
 //!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
 //!   place (problem+json, OpenAI's envelope, `Retry-After` and its jitter);
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;

@@ -100,6 +100,15 @@ pub(crate) struct Named(pub(crate) String);
 /// The commit point of an API's streams: what each event read before it means.
 pub(crate) type CommitRule = fn(&str) -> Commit;
 
+/// How a call's 2xx answer is read as a stream: its commit rule, and whether only an answer that is a stream of
+/// events (`text/event-stream`) is — an MCP server answers a call with JSON or with events, as it likes, and JSON
+/// is then read whole. A model stream is read as events whatever its content type says.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamRead {
+    pub(crate) commits: CommitRule,
+    pub(crate) events_only: bool,
+}
+
 impl Body {
     /// An empty whole body.
     pub fn empty() -> Self {

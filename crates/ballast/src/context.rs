@@ -54,9 +54,19 @@ pub struct CallContext {
     /// For a streamed call: the rule that says which event of the answer commits it (the transport reads a 2xx
     /// up to that event within the attempt's timeout and hands the rest up as a stream).
     pub(crate) stream: Option<CommitRule>,
+    /// Whether `stream` applies only to an answer that is a stream of events (an MCP call's, `crate::mcp`).
+    pub(crate) stream_events_only: bool,
 }
 
 impl CallContext {
+    /// How the transport reads the call's 2xx answer as a stream, when it does.
+    pub(crate) fn stream_read(&self) -> Option<crate::body::StreamRead> {
+        self.stream.map(|commits| crate::body::StreamRead {
+            commits,
+            events_only: self.stream_events_only,
+        })
+    }
+
     /// A context for a call of `kind` under `deadline`: critical priority, no run, first hop, retries allowed, a
     /// cancellation token of its own.
     pub fn new(kind: CallKind, deadline: Deadline) -> Self {
@@ -73,6 +83,7 @@ impl CallContext {
             report: Report::default(),
             cancel: Cancel::new(),
             stream: None,
+            stream_events_only: false,
         }
     }
 

@@ -2,7 +2,7 @@
 //! clients) against a chaos upstream on loopback. They hold what only a real process shows: signals and graceful
 //! shutdown, kill -9 and restarts on the same store, real sockets (slow and idle connections, bodies never sent,
 //! connection limits under a file limit), the store probes `serve` runs, the admin address it binds and prints,
-//! its Prometheus recorder, panics anywhere in the process (its stderr), the official SDKs, and the CLI's own
+//! its Prometheus recorder, panics anywhere in the process (its stderr), the official SDKs (OpenAI, Anthropic, MCP), and the CLI's own
 //! commands (`serve --check`, `plan`, `chaos`, `demo`, `bench`), output and exit codes.
 //!
 //! What a caller reads from the gateway's router — answers, codes, headers, auth, idempotency, fallbacks, model
@@ -20,6 +20,8 @@ mod serve_auth;
 mod serve_inputs;
 mod serve_lifecycle;
 mod serve_load;
+mod serve_mcp;
+mod serve_mcp_faults;
 mod serve_open_network;
 mod serve_sdks;
 mod support;

@@ -504,7 +504,7 @@ async fn anthropic_node() {
     anthropic(Program::AnthropicNode, "anthropic-node").await;
 }
 
-/// Every snippet a user reads — each Python, TypeScript and curl block of README.md and docs/gateway.md — runs as
+/// Every snippet a user reads — each Python, TypeScript and curl block of README.md, docs/gateway.md and docs/mcp.md — runs as
 /// printed on a fresh machine (in a new directory: TypeScript as `npx tsx agent.ts` in the CommonJS project `npm
 /// install openai` makes), against the gateway of examples/quickstart.toml in front of the chaos upstream (only
 /// the addresses changed). The agent loops (Responses, chat, and the Claude agent's Messages) finish their refund,
@@ -528,7 +528,7 @@ async fn every_printed_snippet_runs_as_printed() {
     let chaos_alone = support::gateway::chaos("").await;
     let (address, chaos_address) = (gateway.url(""), chaos_alone.url(""));
     let mut ran = Vec::new();
-    for doc in ["README.md", "docs/gateway.md"] {
+    for doc in ["README.md", "docs/gateway.md", "docs/mcp.md"] {
         let text = std::fs::read_to_string(root.join(doc)).expect("the doc");
         for (language, code) in runnable_blocks(&text) {
             let code = code
@@ -561,6 +561,8 @@ async fn every_printed_snippet_runs_as_printed() {
         "README.md sh",
         "docs/gateway.md python",
         "docs/gateway.md sh",
+        "docs/mcp.md python",
+        "docs/mcp.md typescript",
     ] {
         assert!(
             ran.iter().any(|r| r == expected),
@@ -577,6 +579,17 @@ async fn every_printed_snippet_runs_as_printed() {
         1,
         "the Claude agent's refund, through the gateway"
     );
+    for (op, client) in [
+        ("op-81", "README's MCP client"),
+        ("op-82", "openai-agents"),
+        ("op-83", "the TypeScript MCP SDK"),
+    ] {
+        assert_eq!(
+            support::gateway::executions(&upstream, op).await,
+            1,
+            "{client}'s refund over MCP: one execution"
+        );
+    }
 }
 
 /// The fenced blocks a user runs: `python`, `typescript`, and `sh` blocks of curl commands only (the others start

@@ -99,7 +99,7 @@ def error_report(exc: BaseException) -> Dict[str, Any]:
         # What the transport said (a reset, a cut body, a read timeout); a status error's cause is only httpx's
         # restatement of the status.
         report["cause"] = f"{type(cause).__name__}: {cause}"
-    if not report["module"].startswith(("openai", "agents", "anthropic")):
+    if not report["module"].startswith(("openai", "agents", "anthropic", "mcp")):
         # Not an SDK error: a bug in the program or an unexpected answer shape; keep where it happened.
         report["traceback"] = traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:]
     return report
@@ -116,6 +116,7 @@ class Context:
     what was observed before an exception is still reported)."""
 
     def __init__(self, args: argparse.Namespace, sdk: str, scenario: str) -> None:
+        self.args = args  # every option, a program's own ones included
         self.base_url: str = args.base_url
         self.api_key: str = args.api_key
         self.sdk = sdk
@@ -168,7 +169,12 @@ class Watchdog:
         os._exit(3)
 
 
-def parse_args(description: str, scenarios: List[str]) -> argparse.Namespace:
+def parse_args(
+    description: str,
+    scenarios: List[str],
+    extend: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+) -> argparse.Namespace:
+    """The common arguments, and a program's own options when `extend` adds them to the parser."""
     parser = argparse.ArgumentParser(
         description=description,
         epilog="scenarios: " + " ".join(scenarios) + " (or `all`)",
@@ -178,6 +184,8 @@ def parse_args(description: str, scenarios: List[str]) -> argparse.Namespace:
     parser.add_argument(
         "--watchdog", type=float, default=120.0, help="seconds after which the whole run is killed (exit code 3)"
     )
+    if extend is not None:
+        extend(parser)
     parser.add_argument("scenario", nargs="+", help="scenario names, run in order")
     args = parser.parse_args()
     names: List[str] = []

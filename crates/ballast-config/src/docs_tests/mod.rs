@@ -220,6 +220,7 @@ fn fully_populated() -> RawConfig {
                 prefix: Some("shop_".into()),
                 trust_annotations: Some(true),
                 side_effects: Some(true),
+                upstream_idempotency: Some("keyed".into()),
                 priority: Some("critical".into()),
                 per_try_timeout: text("4s"),
                 retry: retry(),

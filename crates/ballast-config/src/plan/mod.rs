@@ -49,6 +49,10 @@ pub struct Plan {
     pub sequence_ballast_bound_caller_deadline: Duration,
     /// Settings that will not behave as they seem to; the config is still valid.
     pub warnings: Vec<Warning>,
+    /// `[[tools]]` served at `/mcp` without a description or an input schema (a model picks a tool by the one
+    /// and writes its arguments by the other).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undescribed: Vec<String>,
 }
 
 /// The request deadline and its margins, from `[server]`.
@@ -77,6 +81,8 @@ pub enum TargetKind {
     Model,
     /// A `[[tools]]` entry.
     Tool,
+    /// An `[[mcp_servers]]` entry's tools (`shop/*`), or one of them with its own override (`shop/lookup`).
+    McpServer,
 }
 
 /// One model route or tool.
@@ -150,12 +156,16 @@ impl Plan {
             sequence_ballast_bound: Duration::ZERO,
             sequence_ballast_bound_caller_deadline: Duration::ZERO,
             warnings: Vec::new(),
+            undescribed: Vec::new(),
         };
         for (i, model) in config.models.iter().enumerate() {
             plan.add_model(&format!("models[{i}]"), model);
         }
         for (i, tool) in config.tools.iter().enumerate() {
             plan.add_tool(config, &format!("tools[{i}]"), tool);
+        }
+        for (i, server) in config.mcp_servers.iter().enumerate() {
+            plan.add_mcp_server(config, &format!("mcp_servers[{i}]"), server);
         }
         plan.warn_run_allowance(config);
         let (default, max) = (plan.deadline.default_timeout, plan.deadline.max_timeout);

@@ -28,6 +28,7 @@ pub fn render_table(plan: &Plan) -> String {
         write_rows(&mut out, plan);
     }
     write_fallbacks(&mut out, plan);
+    write_undescribed(&mut out, plan);
     write_warnings(&mut out, plan);
     out
 }
@@ -82,6 +83,7 @@ fn cells(r: &PlanRow) -> [String; 9] {
     let kind = match r.kind {
         TargetKind::Model => "model",
         TargetKind::Tool => "tool",
+        TargetKind::McpServer => "mcp",
     };
     [
         format!("{kind} {}", r.name),
@@ -105,6 +107,18 @@ fn write_fallbacks(out: &mut String, plan: &Plan) {
     for r in chains {
         let _ = writeln!(out, "  {}: {}", r.name, r.fallbacks.join(" -> "));
     }
+}
+
+/// The tools an MCP client is shown without a description or a schema.
+fn write_undescribed(out: &mut String, plan: &Plan) {
+    if plan.undescribed.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nServed at /mcp without a description or an input_schema (a model picks tools by them): {}.",
+        plan.undescribed.join(", ")
+    );
 }
 
 fn write_warnings(out: &mut String, plan: &Plan) {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Plan, PlanRow, RetryLoad, TargetKind, naive_worst_case, saturating_sum};
-use crate::{BudgetConfig, Config, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
+use crate::{BudgetConfig, Config, McpServerConfig, ModelRoute, RetryConfig, ToolConfig, ToolFallback};
 
 impl Plan {
     /// A row with the settings every target has; the caller fills in its fallbacks and worst case.
@@ -79,7 +79,38 @@ impl Plan {
         row.naive_worst_case =
             naive_worst_case(tool.per_try_timeout, &tool.retry).saturating_add(fallback_worst);
         self.warn_tool(config, path, tool);
+        if tool.description.is_none() || tool.input_schema.is_none() {
+            self.undescribed.push(tool.name.clone());
+        }
         self.rows.push(row);
+    }
+
+    /// An upstream MCP server's tools: one row for the server's settings (`shop/*`), and one for each tool whose
+    /// override changes its per-try timeout (`shop/lookup_order`).
+    pub(super) fn add_mcp_server(&mut self, config: &Config, path: &str, server: &McpServerConfig) {
+        let mut tools: Vec<(String, ToolConfig, String)> =
+            vec![(format!("{}/*", server.name), server.tool.clone(), path.to_owned())];
+        for o in server.overrides.iter().filter(|o| o.per_try_timeout.is_some()) {
+            let tool = server.tool_config(&o.name, None);
+            tools.push((
+                format!("{}/{}", server.name, o.name),
+                tool,
+                format!("{path}.tools.{}", o.name),
+            ));
+        }
+        for (name, tool, path) in tools {
+            let mut row = self.row(
+                TargetKind::McpServer,
+                &name,
+                &path,
+                tool.per_try_timeout,
+                &tool.retry,
+                &tool.budget,
+            );
+            row.naive_worst_case = naive_worst_case(tool.per_try_timeout, &tool.retry);
+            self.warn_tool(config, &path, &tool);
+            self.rows.push(row);
+        }
     }
 }
 

@@ -439,6 +439,9 @@ pub struct RawMcpServer {
     /// Whether its tools change something unless told otherwise (`true`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub side_effects: Option<bool>,
+    /// What the server does with the operation's key (`"none"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_idempotency: Option<String>,
     /// Admission class of its tools (`"critical"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub priority: Option<String>,

@@ -1,6 +1,8 @@
 //! `[[mcp_servers]]` (each server, its tools' overrides, unique names), and what `[[tools]]` adds for MCP: a
 //! description and an object schema of the arguments.
 
+use ballast_core::UpstreamIdempotency;
+
 use super::check::{Checker, DurationRule, index, join};
 use super::text::{IDENT_RULE, is_ident};
 use crate::error::Problem;
@@ -46,6 +48,14 @@ impl Checker {
             prefix => prefix.clone().unwrap_or_default(),
         };
         let t = &d.tool;
+        let side_effects = raw.side_effects.unwrap_or(t.side_effects);
+        let idempotency_path = join(path, "upstream_idempotency");
+        let written = raw.upstream_idempotency.as_ref();
+        let upstream_idempotency = self.word(&idempotency_path, written, t.upstream_idempotency);
+        if !side_effects && upstream_idempotency.is_some_and(UpstreamIdempotency::deduplicates) {
+            let value = written.cloned().unwrap_or_default();
+            self.report(idempotency_path, Problem::NeedsSideEffects { value });
+        }
         let priority = self.word(&join(path, "priority"), raw.priority.as_ref(), t.priority);
         let per_try = self.duration(
             &join(path, "per_try_timeout"),
@@ -63,7 +73,8 @@ impl Checker {
                 headers: headers.clone(),
                 ..Upstream::new(HttpMethod::Post, d.url.clone())
             },
-            side_effects: raw.side_effects.unwrap_or(t.side_effects),
+            side_effects,
+            upstream_idempotency: upstream_idempotency.unwrap_or(t.upstream_idempotency),
             priority: priority.unwrap_or(t.priority),
             per_try_timeout: per_try.unwrap_or(t.per_try_timeout),
             retry: self.retry(&join(path, "retry"), raw.retry.as_ref()),

@@ -16,7 +16,7 @@ use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_IDEMPOTENCY_KEY, 
 use ballast::tool::ToolClient;
 use ballast_config::ToolConfig;
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, MetaObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject, ResultType, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 
@@ -118,7 +118,12 @@ pub(super) async fn result(client: &ToolClient, response: Response) -> Result<Ca
 fn success(is_mcp: bool, json: Option<Value>, bytes: &[u8], meta: Map<String, Value>) -> CallToolResult {
     let mut result = match (is_mcp, json) {
         (true, Some(json)) => match serde_json::from_value::<CallToolResult>(json) {
-            Ok(result) => result,
+            // A 2025-11-25 server's result has no `resultType`, which a 2026-07-28 client requires: it is
+            // complete (rmcp leaves the field out again for an older client).
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                result
+            }
             Err(error) => {
                 let message = format!("the upstream MCP server's result is not an MCP tool result: {error}");
                 let structured = json!({"code": "upstream_error", "message": message});
@@ -151,7 +156,7 @@ fn jsonrpc_error(body: &Value) -> Option<ErrorData> {
 fn tool_error(text: String, structured: Value, meta: Map<String, Value>) -> CallToolResult {
     let mut result = CallToolResult::structured_error(structured);
     result.content = vec![ContentBlock::text(text)];
-    result.meta = Some(MetaObject(meta as JsonObject));
+    result.meta = (!meta.is_empty()).then_some(MetaObject(meta));
     result
 }
 

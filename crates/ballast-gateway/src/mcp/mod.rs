@@ -17,6 +17,7 @@
 //! runs on to its answer and is stored under its key for the retry.
 
 mod answer;
+mod cancel;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -24,19 +25,20 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use ballast::tool::ToolClient;
 use http::{HeaderName, HeaderValue};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
 use crate::Gateway;
@@ -44,6 +46,7 @@ use crate::tools::ToolRoute;
 use ballast::headers::{
     BALLAST_PRIORITY, BALLAST_RUN_ID, BALLAST_STEP_ID, BALLAST_TIMEOUT_MS, IDEMPOTENCY_KEY, TRACEPARENT,
 };
+use cancel::Cancels;
 
 /// `_meta` keys a call may carry, and the header each stands for.
 const META_HEADERS: [(&str, HeaderName); 6] = [
@@ -62,13 +65,13 @@ struct Shared {
     routes: HashMap<String, (ToolClient, ToolRoute)>,
     /// Upstream MCP tools' routes, by served name, built the first time each is called.
     upstream: tokio::sync::Mutex<HashMap<String, (ToolClient, ToolRoute)>>,
+    /// Read-only calls in flight that a 2025-11-25 client's `notifications/cancelled` can find.
+    cancels: Arc<Cancels>,
 }
 
 /// The `/mcp` service: rmcp's Streamable HTTP server over [`Handler`], stateless (any instance answers any
 /// request), answering JSON unless a call sends notifications first. It stops when `closing` is cancelled.
-pub(crate) fn service(
-    gateway: &Gateway,
-) -> Result<StreamableHttpService<Handler, NeverSessionManager>, crate::StartError> {
+pub(crate) fn service(gateway: &Gateway) -> Result<ToolRoute, crate::StartError> {
     let mut routes = HashMap::new();
     for tool in &gateway.inner.config.tools {
         if let Some(client) = gateway.inner.tools.get(&tool.name) {
@@ -80,6 +83,7 @@ pub(crate) fn service(
         gateway: gateway.clone(),
         routes,
         upstream: tokio::sync::Mutex::new(HashMap::new()),
+        cancels: Arc::default(),
     });
     let server = &gateway.inner.config.server;
     let config = StreamableHttpServerConfig::default()
@@ -91,11 +95,47 @@ pub(crate) fn service(
         .disable_allowed_hosts()
         .with_max_request_body_bytes(usize::try_from(server.body_limit).unwrap_or(usize::MAX))
         .with_cancellation_token(gateway.inner.closing.child_token());
-    Ok(StreamableHttpService::new(
-        move || Ok(Handler(Arc::clone(&shared))),
+    let limit = config.max_request_body_bytes;
+    let handlers = Arc::clone(&shared);
+    let rmcp = StreamableHttpService::new(
+        move || Ok(Handler(Arc::clone(&handlers))),
         Arc::new(NeverSessionManager::default()),
         config,
-    ))
+    );
+    Ok(ToolRoute::new(tower::service_fn(move |request: Request| {
+        let (rmcp, shared) = (rmcp.clone(), Arc::clone(&shared));
+        async move { Ok::<_, Infallible>(serve(rmcp, &shared, request, limit).await) }
+    })))
+}
+
+/// One request to `/mcp`: a `notifications/cancelled` is the gateway's (rmcp's stateless server ignores
+/// notifications: no session ties one to the call it names); everything else is rmcp's.
+async fn serve(
+    rmcp: StreamableHttpService<Handler, NeverSessionManager>,
+    shared: &Shared,
+    request: Request,
+    limit: usize,
+) -> Response {
+    let request = if request.method() == http::Method::POST {
+        let (parts, body) = request.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+            return (
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                "the MCP message is over the body limit",
+            )
+                .into_response();
+        };
+        if shared.cancels.notified(&parts, &bytes) {
+            return http::StatusCode::ACCEPTED.into_response();
+        }
+        Request::from_parts(parts, Body::from(bytes))
+    } else {
+        request
+    };
+    match rmcp.oneshot(request).await {
+        Ok(response) => response.map(Body::new),
+        Err(never) => match never {},
+    }
 }
 
 /// One request's handler (rmcp makes one per request).
@@ -152,12 +192,21 @@ impl ServerHandler for Handler {
             return Err(self.unknown_tool(&name).await);
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let http = match self.request(&client, &arguments, &context) {
+        let mut http = match self.request(&client, &arguments, &context) {
             Ok(http) => http,
             Err(refused) => return Ok(CallToolResponse::Complete(refused)),
         };
+        if let Some(progress) = progress(&context) {
+            http.extensions_mut().insert(progress);
+        }
+        let cancel = CancellationToken::new();
+        let _cancellable = (!client.config().side_effects)
+            .then(|| self.0.cancels.register(&http, &context.id, &cancel))
+            .flatten();
         let answered = tokio::select! {
             answered = route.oneshot(http) => answered,
+            // A 2025-11-25 client's `notifications/cancelled` for this read-only call.
+            () = cancel.cancelled() => return Err(ErrorData::internal_error("cancelled by the client", None)),
             // The client closed the stream: a read-only call ends here, its upstream call dropped with it; a
             // side-effecting one runs on in the idempotency layer's task, stored for the retry.
             () = context.ct.cancelled() => return Err(ErrorData::internal_error("cancelled: the client closed the request", None)),
@@ -206,20 +255,27 @@ impl Handler {
         None
     }
 
-    /// A JSON-RPC error naming the tools there are.
+    /// A JSON-RPC error naming the tools there are, and the upstream MCP servers that could not be listed (the tool
+    /// may be one of theirs).
     async fn unknown_tool(&self, name: &str) -> ErrorData {
         let inner = &self.0.gateway.inner;
         let mut names: Vec<String> = inner.config.tools.iter().map(|t| t.name.clone()).collect();
+        let mut unlisted = Vec::new();
         for server in inner.mcp.iter() {
-            if let Ok(tools) = server.tools().await {
-                names.extend(tools.into_iter().map(|t| t.name));
+            match server.tools().await {
+                Ok(tools) => names.extend(tools.into_iter().map(|t| t.name)),
+                Err(error) => unlisted.push(format!("{} ({error})", server.name())),
             }
         }
         names.sort();
-        ErrorData::invalid_params(
-            format!("unknown tool {name:?}: this gateway serves {}", names.join(", ")),
-            Some(json!({"code": "unknown_tool", "tools": names})),
-        )
+        let mut message = format!("unknown tool {name:?}: this gateway serves {}", names.join(", "));
+        if !unlisted.is_empty() {
+            message.push_str(&format!(
+                "; these MCP servers could not be listed, and the tool may be theirs: {}",
+                unlisted.join("; ")
+            ));
+        }
+        ErrorData::invalid_params(message, Some(json!({"code": "unknown_tool", "tools": names})))
     }
 
     /// The HTTP request of the call to the tool's route: the transport's headers and principal, the call's
@@ -280,6 +336,33 @@ impl Handler {
         }
         Ok(request)
     }
+}
+
+/// Where an upstream MCP tool's progress goes when the caller asked for it (a `progressToken` in its `_meta`): to
+/// the caller, on the request's own stream, in order (one task forwards them; it ends with the call).
+fn progress(context: &RequestContext<RoleServer>) -> Option<ballast::mcp::Progress> {
+    let token = context.meta.get_progress_token()?;
+    let (sender, mut received) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let peer = context.peer.clone();
+    tokio::spawn(async move {
+        while let Some(params) = received.recv().await {
+            let Some(progress) = params.get("progress").and_then(Value::as_f64) else {
+                continue;
+            };
+            let mut notification = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(total) = params.get("total").and_then(Value::as_f64) {
+                notification = notification.with_total(total);
+            }
+            if let Some(message) = params.get("message").and_then(Value::as_str) {
+                notification = notification.with_message(message);
+            }
+            // A caller that left gets none; the call runs on regardless.
+            let _ = peer.notify_progress(notification).await;
+        }
+    });
+    Some(ballast::mcp::Progress::new(move |params| {
+        let _ = sender.send(params);
+    }))
 }
 
 /// Reads an answer's body, whole (the route's answers are whole bytes).

@@ -70,7 +70,7 @@ struct Prepared {
     run_restarted: bool,
 }
 
-/// A tool's route as one boxed service (`route`'s, for the MCP route's tools).
+/// A route as one boxed service: a tool's (`route`'s, for the MCP route's tools), and `/mcp` itself.
 pub(crate) type ToolRoute = tower::util::BoxCloneSyncService<Request, Response, Infallible>;
 
 /// The routes of every configured tool, and the answer for a tool that is not configured.
@@ -326,6 +326,10 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         // The upstream's key is the principal's own (`IdempotencyKey::for_principal`): an upstream account shared
         // by several principals never sees two principals' operations under one key.
         call = call.idempotency_key(key.for_principal(&prepared.owner));
+    }
+    if let Some(progress) = request.extensions().get::<ballast::mcp::Progress>() {
+        // A call over MCP whose caller asked for progress (`mcp/`).
+        call = call.on_progress(progress.clone());
     }
     let call = crate::inbound::with_inbound!(call, inbound);
     let result = client.call(call).await;

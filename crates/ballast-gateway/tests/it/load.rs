@@ -133,17 +133,3 @@ async fn metrics_move_with_calls_and_status_shows_what_decides() {
     assert_eq!(status["store"]["healthy"], true, "{status}");
     assert_eq!(status["store"]["backend"], "sqlite", "{status}");
 }
-
-/// `/status` shows each upstream MCP server's breaker, retry budget and throttle, which its tools share (the
-/// server's name is in `/status`, as docs/config.md says), without calling it.
-#[tokio::test]
-async fn status_shows_each_upstream_mcp_servers_shared_parts() {
-    let upstream = Upstream::chaos("");
-    let config = "version = 1\n[[mcp_servers]]\nname = \"shop\"\nurl = \"http://chaos/mcp\"\n";
-    let gateway = Gateway::start(config, &upstream, &[]).await;
-    let status = gateway.get_json("/status").await;
-    let shop = &status["mcp_servers"]["shop"];
-    assert_eq!(shop["breaker"]["state"], "closed", "{status}");
-    assert!(shop["retry_budget"]["available"].as_u64().is_some(), "{status}");
-    assert!(shop["throttle"]["refusal_probability"].is_number(), "{status}");
-}

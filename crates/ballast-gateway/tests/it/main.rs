@@ -27,6 +27,8 @@ mod fallback;
 mod idempotency;
 mod inputs;
 mod load;
+mod mcp;
+mod mcp_faults;
 mod messages;
 mod model_deadlines;
 mod model_state;

@@ -234,6 +234,7 @@ impl Core {
                 .as_ref()
                 .map_or_else(Cancel::never, Cancel::child_of),
             stream: None,
+            stream_events_only: false,
         }
     }
 

@@ -11,6 +11,7 @@
 //! ToolClient (deadline -> admission -> retry -> throttle, breaker -> attempt) -> McpTransport -> transport
 //! ```
 
+mod listing;
 mod transport;
 mod wire;
 
@@ -22,7 +23,7 @@ use ballast_config::{Config, Env, McpServerConfig, ToolConfig};
 use ballast_core::{AdaptiveThrottle, CircuitBreaker, Instant, RetryBudget};
 use bytes::Bytes;
 use http::{Request, Response};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::util::BoxCloneSyncService;
 
 use crate::client::Parts;
@@ -31,6 +32,7 @@ use crate::tool::registry::{self, InvalidTool};
 use crate::transport::{Answer as _, Transport};
 use crate::{Body, Error, Runs, clock};
 
+pub use crate::tool::Progress;
 pub use transport::META_IDEMPOTENCY_KEY;
 
 /// How long a server's listing is used before it is asked again.
@@ -56,6 +58,20 @@ pub struct ListedTool {
     pub definition: Value,
     /// The configuration it is called with (side effects as the config and the trusted annotations decide).
     pub config: ToolConfig,
+}
+
+/// What is known of a server's tools at one moment ([`McpServerClient::snapshot`]).
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct McpServerSnapshot {
+    /// The served names of the tools it listed last.
+    pub tools: Vec<String>,
+    /// How long ago that listing was read (`None`: never).
+    pub listed_ago: Option<Duration>,
+    /// Why the last listing failed, when it did (the last good one is served meanwhile).
+    pub failed: Option<String>,
+    /// The clients of the tools called so far, by name.
+    pub clients: Vec<ToolClient>,
 }
 
 /// What is known of a server's tools.
@@ -167,7 +183,7 @@ impl McpServerClient {
             return Ok(listing.tools.clone());
         }
         if let Some(why) = failed_lately {
-            return stale_or(&listing, why);
+            return listing::stale_or(&listing, why);
         }
         match self.list().await {
             Ok(tools) => {
@@ -187,8 +203,21 @@ impl McpServerClient {
                 let why = error.to_string();
                 tracing::warn!(server = %self.name(), error = %why, "listing an MCP server's tools failed");
                 listing.failed = Some((clock::now(), why.clone()));
-                stale_or(&listing, why)
+                listing::stale_or(&listing, why)
             }
+        }
+    }
+
+    /// What is known of the server's tools now, without asking it: for `/status`.
+    pub async fn snapshot(&self) -> McpServerSnapshot {
+        let listing = self.inner.listing.lock().await;
+        let mut clients: Vec<ToolClient> = listing.clients.values().cloned().collect();
+        clients.sort_by(|a, b| a.name().cmp(b.name()));
+        McpServerSnapshot {
+            tools: listing.tools.iter().map(|t| t.name.clone()).collect(),
+            listed_ago: (listing.read_at).map(|at| clock::now().saturating_duration_since(at)),
+            failed: listing.failed.as_ref().map(|(_, why)| why.clone()),
+            clients,
         }
     }
 
@@ -232,121 +261,6 @@ impl McpServerClient {
             true,
         ))
     }
-
-    /// `tools/list`, every page, within [`LIST_TIMEOUT`] and the breaker's say.
-    async fn list(&self) -> Result<Vec<ListedTool>, Error> {
-        let inner = &self.inner;
-        if let Some(open) = inner.parts.breaker.open_remaining(clock::now()) {
-            return Err(Error::CircuitOpen { retry_in: Some(open) });
-        }
-        let listed = tokio::time::timeout(LIST_TIMEOUT, self.list_pages()).await;
-        let listed = listed.unwrap_or(Err(Error::Timeout {
-            after: LIST_TIMEOUT,
-            by_deadline: false,
-        }));
-        Ok(listed?
-            .into_iter()
-            .filter_map(|definition| self.served(definition))
-            .collect())
-    }
-
-    async fn list_pages(&self) -> Result<Vec<Value>, Error> {
-        let session = &self.inner.session;
-        let agreed = match session.agreed(&self.inner.transport).await? {
-            Ok(agreed) => agreed,
-            Err(answer) => return Err(refused(session, &answer)),
-        };
-        let mut tools = Vec::new();
-        let mut cursor: Option<Value> = None;
-        // A server that pages for ever is cut off: 100 pages is more tools than any model can be given.
-        for _ in 0..100 {
-            let id = wire::next_id();
-            let mut params = json!({"_meta": wire::request_meta(&agreed.version, serde_json::Map::new())});
-            if let Some(cursor) = cursor.take() {
-                params["cursor"] = cursor;
-            }
-            let request = session.post(
-                wire::request(id, "tools/list", params),
-                Some(&agreed),
-                "tools/list",
-            );
-            let answer = transport::send(&self.inner.transport, request).await?;
-            if !answer.status().is_success() {
-                return Err(refused(session, &answer));
-            }
-            let bytes = answer.body().as_bytes().cloned().unwrap_or_default();
-            let ct = answer.headers().get(http::header::CONTENT_TYPE);
-            let result = match wire::reply(ct, &bytes, id) {
-                Ok(wire::Reply::Result(result)) => result,
-                Ok(wire::Reply::Error(error)) => {
-                    return Err(Error::transport(
-                        true,
-                        format!("MCP server {} refused tools/list: {error}", session.name),
-                    ));
-                }
-                Err(wire::Garbled(why)) => {
-                    return Err(Error::transport(
-                        true,
-                        format!(
-                            "MCP server {} answered tools/list with garbage: {why}",
-                            session.name
-                        ),
-                    ));
-                }
-            };
-            if let Some(page) = result.get("tools").and_then(Value::as_array) {
-                tools.extend(page.iter().cloned());
-            }
-            match result.get("nextCursor") {
-                Some(next) if !next.is_null() => cursor = Some(next.clone()),
-                _ => return Ok(tools),
-            }
-        }
-        Ok(tools)
-    }
-
-    /// A listed tool as served, or `None` (hidden, nameless, a name no served name may be).
-    fn served(&self, mut definition: Value) -> Option<ListedTool> {
-        let server = &self.inner.server;
-        let upstream_name = definition.get("name")?.as_str()?.to_owned();
-        let overrides = server.override_of(&upstream_name);
-        if overrides.is_some_and(|o| o.hidden) {
-            return None;
-        }
-        let read_only = (definition.pointer("/annotations/readOnlyHint")).and_then(Value::as_bool);
-        let config = server.tool_config(&upstream_name, read_only);
-        let object = definition.as_object_mut()?;
-        object.insert("name".to_owned(), Value::from(config.name.as_str()));
-        if let Some(description) = &config.description {
-            object.insert("description".to_owned(), Value::from(description.as_str()));
-        }
-        if !object.get("inputSchema").is_some_and(Value::is_object) {
-            object.insert("inputSchema".to_owned(), json!({"type": "object"}));
-        }
-        Some(ListedTool {
-            name: config.name.clone(),
-            upstream_name,
-            definition,
-            config,
-        })
-    }
-}
-
-/// The last good listing, or why there is none.
-fn stale_or(listing: &Listing, why: String) -> Result<Vec<ListedTool>, Error> {
-    if listing.read_at.is_some() {
-        Ok(listing.tools.clone())
-    } else {
-        Err(Error::transport(true, why))
-    }
-}
-
-/// An HTTP answer that is no MCP answer, as an error.
-fn refused(session: &transport::Session, answer: &Response<Body>) -> Error {
-    Error::transport(
-        true,
-        format!("MCP server {} answered HTTP {}", session.name, answer.status()),
-    )
 }
 
 /// The clients of every `[[mcp_servers]]` entry of a configuration, in file order.

@@ -25,9 +25,17 @@ use serde_json::{Map, Value, json};
 use tower::{Service, ServiceExt as _};
 
 use super::wire::{self, Garbled, Reply};
+use crate::body::Commit;
 use crate::headers::{IDEMPOTENCY_KEY, TRACEPARENT};
+use crate::sse::SseDecoder;
 use crate::transport::{Answer as _, Transport};
-use crate::{Body, Error};
+use crate::{Body, CallContext, Error};
+
+/// The commit rule of a call whose progress is passed on: the stream is handed over at its first event, and read
+/// here event by event (`McpTransport::reply_of_stream`), within the attempt.
+fn first_event(_event: &str) -> Commit {
+    Commit::Now
+}
 
 /// The `_meta` key of the operation's idempotency key, sent with each call (a server that deduplicates can read
 /// it; the gateway reads the same key from its callers).
@@ -142,7 +150,8 @@ impl Session {
                     .to_owned(),
                 session,
             },
-            Ok(Reply::Error(_)) => stateless,
+            // No `initialize` (the stateless version only): nothing to tell it either.
+            Ok(Reply::Error(_)) => return Ok(Ok(stateless)),
             Err(Garbled(reason)) => {
                 let why = format!(
                     "MCP server {} answered initialize with garbage: {reason}",
@@ -197,7 +206,15 @@ impl<T: Transport> Service<Request<Bytes>> for McpTransport<T> {
 
 impl<T: Transport> McpTransport<T> {
     async fn call_tool(self, request: Request<Bytes>) -> Result<Response<Body>, Error> {
-        let (parts, arguments) = request.into_parts();
+        let (mut parts, arguments) = request.into_parts();
+        // Progress wanted: the server's answer is read as a stream when it is one, each notification passed on.
+        let progress = parts.extensions.get::<crate::tool::Progress>().cloned();
+        if progress.is_some()
+            && let Some(ctx) = parts.extensions.get_mut::<CallContext>()
+        {
+            ctx.stream = Some(first_event);
+            ctx.stream_events_only = true;
+        }
         let arguments: Value = serde_json::from_slice(&arguments).unwrap_or_else(|_| json!({}));
         let mut meta = Map::new();
         if let Some(key) = parts.headers.get(IDEMPOTENCY_KEY).and_then(|v| v.to_str().ok()) {
@@ -213,10 +230,15 @@ impl<T: Transport> McpTransport<T> {
                 Err(answer) => return Ok(answer),
             };
             let id = wire::next_id();
+            let token = format!("ballast-{id}");
+            let mut meta = meta.clone();
+            if progress.is_some() {
+                meta.insert("progressToken".to_owned(), Value::from(token.as_str()));
+            }
             let params = json!({
                 "name": &*self.tool,
                 "arguments": arguments,
-                "_meta": wire::request_meta(&agreed.version, meta.clone()),
+                "_meta": wire::request_meta(&agreed.version, meta),
             });
             let mut request = Request::from_parts(parts.clone(), wire::request(id, "tools/call", params));
             *request.uri_mut() = self.session.uri.clone();
@@ -232,7 +254,7 @@ impl<T: Transport> McpTransport<T> {
                 self.session.forget(&agreed).await;
                 continue;
             }
-            return self.judge(answer, id);
+            return self.judge(answer, id, progress.as_ref(), &token).await;
         }
         Err(Error::transport(
             false,
@@ -243,12 +265,18 @@ impl<T: Transport> McpTransport<T> {
         ))
     }
 
-    /// The attempt's answer to the server's `answer` to request `id` (the module's table).
-    fn judge(&self, answer: Response<Body>, id: u64) -> Result<Response<Body>, Error> {
+    /// The attempt's answer to the server's `answer` to request `id` (the module's table); a stream of events is
+    /// read to the reply, each progress notification for `token` handed to `progress`.
+    async fn judge(
+        &self,
+        answer: Response<Body>,
+        id: u64,
+        progress: Option<&crate::tool::Progress>,
+        token: &str,
+    ) -> Result<Response<Body>, Error> {
         if !answer.status().is_success() {
             return Ok(answer);
         }
-        let bytes = answer.body().as_bytes().cloned().unwrap_or_default();
         let garbled = |reason: String| {
             let server = &self.session.name;
             Error::transport(
@@ -256,7 +284,12 @@ impl<T: Transport> McpTransport<T> {
                 format!("MCP server {server} answered tools/call with garbage: {reason}"),
             )
         };
-        let (status, body) = match wire::reply(answer.headers().get(header::CONTENT_TYPE), &bytes, id) {
+        let (parts, body) = answer.into_parts();
+        let reply = match body.into_stream() {
+            Ok(stream) => reply_of_stream(stream, id, progress, token).await?,
+            Err(bytes) => wire::reply(parts.headers.get(header::CONTENT_TYPE), &bytes, id),
+        };
+        let (status, body) = match reply {
             Ok(Reply::Result(result)) if wire::is_call_result(&result) => (StatusCode::OK, result),
             Ok(Reply::Result(_)) => return Err(garbled("its result is not a tool call's result".to_owned())),
             Ok(Reply::Error(error)) => (error_status(&error), json!({"error": error})),
@@ -268,6 +301,59 @@ impl<T: Transport> McpTransport<T> {
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         Ok(response)
+    }
+}
+
+/// The reply to request `id` in a stream of events, read to it: each progress notification for `token` handed to
+/// `progress` as it arrives. Within the attempt: its timeout bounds the read.
+async fn reply_of_stream(
+    stream: crate::body::Stream,
+    id: u64,
+    progress: Option<&crate::tool::Progress>,
+    token: &str,
+) -> Result<Result<Reply, Garbled>, Error> {
+    use http_body_util::BodyExt as _;
+    let crate::body::Stream {
+        head,
+        mut rest,
+        event_limit,
+        ..
+    } = stream;
+    let mut decoder = SseDecoder::new(event_limit);
+    decoder.push(&head);
+    loop {
+        loop {
+            let event = match decoder.next_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(_) => return Err(Error::BodyTooLarge { limit: event_limit }),
+            };
+            if event.trim().is_empty() {
+                continue;
+            }
+            let message: Value = match serde_json::from_str(&event) {
+                Ok(message) => message,
+                Err(e) => return Ok(Err(Garbled(format!("an event of its stream is not JSON: {e}")))),
+            };
+            if let (Some(progress), Some(params)) = (progress, wire::progress_of(&message, token)) {
+                progress.report(params);
+                continue;
+            }
+            match wire::reply_in(message, id) {
+                Ok(Some(reply)) => return Ok(Ok(reply)),
+                Ok(None) => {}
+                Err(garbled) => return Ok(Err(garbled)),
+            }
+        }
+        match rest.frame().await {
+            None => return Ok(Err(Garbled("its stream ended without the response".to_owned()))),
+            Some(Err(error)) => return Err(Error::transport(true, error)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    decoder.push(&data);
+                }
+            }
+        }
     }
 }
 

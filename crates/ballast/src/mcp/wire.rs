@@ -120,7 +120,7 @@ pub(crate) fn reply(content_type: Option<&HeaderValue>, body: &[u8], id: u64) ->
 }
 
 /// The reply to `id` in one message or a batch; `None` when it holds none (a notification).
-fn reply_in(message: Value, id: u64) -> Result<Option<Reply>, Garbled> {
+pub(crate) fn reply_in(message: Value, id: u64) -> Result<Option<Reply>, Garbled> {
     let Value::Object(mut object) = message else {
         if let Value::Array(batch) = message {
             for message in batch {
@@ -153,6 +153,16 @@ fn reply_in(message: Value, id: u64) -> Result<Option<Reply>, Garbled> {
             "its response has neither a result nor an error".to_owned(),
         )),
     }
+}
+
+/// The params of `message` when it is a progress notification for `token`, its `progressToken` left out.
+pub(crate) fn progress_of(message: &Value, token: &str) -> Option<Value> {
+    if message.get("method").and_then(Value::as_str) != Some("notifications/progress") {
+        return None;
+    }
+    let mut params = message.get("params")?.as_object()?.clone();
+    let sent = params.remove("progressToken")?;
+    (sent.as_str() == Some(token)).then_some(Value::Object(params))
 }
 
 /// Whether `result` is a tool call's result: an object whose `content`, if written, is an array.

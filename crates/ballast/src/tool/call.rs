@@ -1,6 +1,8 @@
 //! A tool call's inputs and results.
 
 use ballast_core::IdempotencyKey;
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::OutcomeReport;
@@ -14,6 +16,7 @@ pub struct ToolCall {
     pub(crate) options: CallOptions,
     pub(crate) step: Option<(String, u32)>,
     pub(crate) key: Option<IdempotencyKey>,
+    pub(crate) progress: Option<Progress>,
 }
 
 impl ToolCall {
@@ -36,6 +39,7 @@ impl ToolCall {
             options: CallOptions::default(),
             step: None,
             key: None,
+            progress: None,
         }
     }
 
@@ -50,6 +54,13 @@ impl ToolCall {
     /// The operation's idempotency key, when the caller already has one (it wins over a derived one).
     pub fn idempotency_key(mut self, key: IdempotencyKey) -> Self {
         self.key = Some(key);
+        self
+    }
+
+    /// Where the progress notifications of an upstream MCP tool go while the call runs (each one's params, its
+    /// `progressToken` left out). A tool that is not an MCP server's sends none. They never extend the deadline.
+    pub fn on_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
         self
     }
 }
@@ -89,3 +100,26 @@ impl ToolAnswer {
 /// A tool call that did not succeed: the upstream's own answer, or why there is none, with the call's report
 /// (see [`CallError`]).
 pub type ToolError = CallError;
+
+/// Where an upstream MCP tool's progress notifications go while its call runs ([`ToolCall::on_progress`]; sent by an upstream MCP server's tools, `crate::mcp`): each
+/// notification's params (`progress`, `total`, `message`), its `progressToken` left out.
+///
+#[derive(Clone)]
+pub struct Progress(Arc<dyn Fn(Value) + Send + Sync>);
+
+impl Progress {
+    /// Progress handed to `report`, in the order the server sent it, while the call's attempt reads its answer.
+    pub fn new(report: impl Fn(Value) + Send + Sync + 'static) -> Self {
+        Progress(Arc::new(report))
+    }
+
+    pub(crate) fn report(&self, params: Value) {
+        (self.0)(params);
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}

@@ -84,7 +84,7 @@ pub(crate) mod registry;
 mod send;
 
 pub use builder::ToolClientBuilder;
-pub use call::{ToolAnswer, ToolCall, ToolError};
+pub use call::{Progress, ToolAnswer, ToolCall, ToolError};
 pub use client::ToolClient;
 pub use fallback::STATIC_RESPONSE;
 pub use registry::{InvalidTool, ToolClients};

@@ -137,6 +137,9 @@ impl ToolClient {
             headers.insert(BALLAST_STEP_ID, step);
         }
         request.extensions_mut().insert(ctx.clone());
+        if let Some(progress) = &call.progress {
+            request.extensions_mut().insert(progress.clone());
+        }
         Ok(request)
     }
 }

@@ -76,7 +76,7 @@ impl Service<Request<Bytes>> for HttpTransport {
         let stream = request
             .extensions()
             .get::<CallContext>()
-            .and_then(|ctx| ctx.stream);
+            .and_then(CallContext::stream_read);
         let request = to_reqwest(request, &self.urls);
         Box::pin(async move {
             let start = clock::now();

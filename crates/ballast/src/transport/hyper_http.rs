@@ -99,7 +99,7 @@ impl Service<Request<Bytes>> for HyperTransport {
         let stream = request
             .extensions()
             .get::<CallContext>()
-            .and_then(|ctx| ctx.stream);
+            .and_then(CallContext::stream_read);
         // As reqwest: the extensions stay behind (nothing below reads ours), `accept` defaults to anything.
         request.extensions_mut().clear();
         request

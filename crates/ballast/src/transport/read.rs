@@ -7,7 +7,7 @@ use http_body::Body as HttpBody;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 
-use crate::body::{Commit, CommitRule, HOLD_EVENTS, Named};
+use crate::body::{Commit, CommitRule, HOLD_EVENTS, Named, StreamRead};
 use crate::sse::SseDecoder;
 use crate::{Body, BoxError, Error};
 
@@ -17,7 +17,7 @@ use crate::{Body, BoxError, Error};
 pub(crate) async fn read_answer<B>(
     response: Response<B>,
     limit: usize,
-    stream: Option<CommitRule>,
+    stream: Option<StreamRead>,
     body_error: impl Fn(BoxError) -> Error,
 ) -> Result<Response<Body>, Error>
 where
@@ -39,8 +39,8 @@ where
         ));
     }
     let body = match stream {
-        Some(commits) if parts.status.is_success() => {
-            match read_to_commit(body, limit, commits, body_error).await? {
+        Some(read) if parts.status.is_success() && (!read.events_only || is_event_stream(&parts.headers)) => {
+            match read_to_commit(body, limit, read.commits, body_error).await? {
                 Committed::Stream { body, named } => {
                     if let Some(named) = named {
                         parts.extensions.insert(Named(named));
@@ -61,6 +61,13 @@ where
         _ => Body::whole(read_whole(body, limit, body_error).await?),
     };
     Ok(Response::from_parts(parts, body))
+}
+
+/// Whether an answer says it is a stream of server-sent events.
+fn is_event_stream(headers: &http::HeaderMap) -> bool {
+    (headers.get(http::header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/event-stream"))
 }
 
 /// How a stream read up to its commit point turned out.
@@ -177,6 +184,14 @@ mod tests {
         }
     }
 
+    /// `rule` for any answer, as a model stream's.
+    fn any(rule: CommitRule) -> StreamRead {
+        StreamRead {
+            commits: rule,
+            events_only: false,
+        }
+    }
+
     fn answer(status: u16, body: &'static [u8]) -> Response<Full<Bytes>> {
         Response::builder()
             .status(status)
@@ -237,14 +252,14 @@ mod tests {
     #[tokio::test]
     async fn a_streamed_2xx_is_read_up_to_the_event_that_commits_it() {
         let body = b": keep-alive\n\ndata: first\n\ndata: [DONE]\n\n";
-        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+        let read = read_answer(answer(200, body), 1024, Some(any(rule)), failed)
             .await
             .unwrap();
         assert!(read.body().is_stream());
         let stream = read.into_body().into_stream().expect("a stream");
         assert_eq!(stream.head, &body[..]);
         // An error answer to a streamed request is read whole.
-        let error = read_answer(answer(503, b"busy"), 1024, Some(rule), failed)
+        let error = read_answer(answer(503, b"busy"), 1024, Some(any(rule)), failed)
             .await
             .unwrap();
         assert_eq!(error.body().as_bytes().unwrap(), "busy");
@@ -258,13 +273,13 @@ mod tests {
             b"data: unfinished",
             b"",
         ] {
-            let error = read_answer(answer(200, body), 1024, Some(rule), failed)
+            let error = read_answer(answer(200, body), 1024, Some(any(rule)), failed)
                 .await
                 .unwrap_err();
             assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
         }
         let keep_alives = b": keep-alive\n\n: keep-alive\n\n: keep-alive\n\n";
-        let error = read_answer(answer(200, keep_alives), 16, Some(rule), failed)
+        let error = read_answer(answer(200, keep_alives), 16, Some(any(rule)), failed)
             .await
             .unwrap_err();
         assert!(
@@ -276,7 +291,7 @@ mod tests {
     #[tokio::test]
     async fn a_preamble_is_held_back_with_the_status_and_commits_with_the_first_content() {
         let body = b"data: hold\n\n: keep-alive\n\ndata: hold\n\ndata: content\n\ndata: more\n\n";
-        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+        let read = read_answer(answer(200, body), 1024, Some(any(rule)), failed)
             .await
             .unwrap();
         let stream = read.into_body().into_stream().expect("a stream");
@@ -286,7 +301,7 @@ mod tests {
             "every byte read is handed on, the held events first"
         );
         // A preamble alone is no answer: the stream that ends after it failed before its commit point.
-        let error = read_answer(answer(200, b"data: hold\n\n"), 1024, Some(rule), failed)
+        let error = read_answer(answer(200, b"data: hold\n\n"), 1024, Some(any(rule)), failed)
             .await
             .unwrap_err();
         assert!(matches!(error, Error::Transport { sent: true, .. }), "{error}");
@@ -295,7 +310,7 @@ mod tests {
     #[tokio::test]
     async fn the_first_name_a_preamble_gives_is_kept_on_the_answer() {
         let body = b"data: name first\n\ndata: hold\n\ndata: name second\n\ndata: content\n\n";
-        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+        let read = read_answer(answer(200, body), 1024, Some(any(rule)), failed)
             .await
             .unwrap();
         assert_eq!(read.extensions().get::<Named>(), Some(&Named("first".into())));
@@ -308,7 +323,7 @@ mod tests {
         let unnamed = read_answer(
             answer(200, b"data: hold\n\ndata: content\n\n"),
             1024,
-            Some(rule),
+            Some(any(rule)),
             failed,
         )
         .await
@@ -321,7 +336,7 @@ mod tests {
         let mut body = b"data: hold\n\n".repeat(HOLD_EVENTS + 1);
         body.extend_from_slice(b"data: hold\n\n");
         let body: &'static [u8] = Box::leak(body.into_boxed_slice());
-        let read = read_answer(answer(200, body), 4096, Some(rule), failed)
+        let read = read_answer(answer(200, body), 4096, Some(any(rule)), failed)
             .await
             .unwrap();
         assert!(
@@ -334,7 +349,7 @@ mod tests {
     #[tokio::test]
     async fn an_error_event_before_the_commit_point_is_the_attempts_error_answer() {
         let body = b"data: hold\n\ndata: quota\n\n";
-        let read = read_answer(answer(200, body), 1024, Some(rule), failed)
+        let read = read_answer(answer(200, body), 1024, Some(any(rule)), failed)
             .await
             .unwrap();
         assert_eq!(read.status(), 429);

@@ -120,7 +120,7 @@ where
         let stream = request
             .extensions()
             .get::<CallContext>()
-            .and_then(|ctx| ctx.stream);
+            .and_then(CallContext::stream_read);
         Box::pin(async move {
             let request = request.map(B::from);
             let ready = service.ready().await.map_err(|e| Error::transport(false, e))?;

@@ -27,6 +27,7 @@ mod idempotency_input;
 mod idempotency_lease;
 mod idempotency_status;
 mod idempotency_store_failure;
+mod mcp_upstream;
 mod messages;
 mod observability;
 mod responses;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub(crate) mod gateway;
+pub(crate) mod mcp;
 pub(crate) mod models;
 pub(crate) mod process;
 pub(crate) mod raw;

@@ -1,4 +1,4 @@
-//! The official OpenAI and Anthropic SDKs as clients of the real gateway: installed by `scripts/sdk-clients`
+//! The official OpenAI, Anthropic and MCP SDKs as clients of the real gateway: installed by `scripts/sdk-clients`
 //! (pinned, into `target/sdk`), run as the programs of `tests/sdk/` (one JSON line per scenario), read back here.
 //!
 //! Where the SDKs cannot be installed (no network on a laptop), the tests skip with a printed reason — unless
@@ -52,34 +52,72 @@ pub(crate) enum Program {
     AnthropicPython,
     /// @anthropic-ai/sdk (`anthropic_scenarios.mjs`).
     AnthropicNode,
+    /// The MCP Python SDK (`mcp_python.py`).
+    McpPython,
+    /// The OpenAI Agents SDK's MCP client (`mcp_agents.py`).
+    McpAgents,
+    /// The MCP TypeScript SDK (`mcp_node.mjs`).
+    McpNode,
 }
 
 /// Runs `program` against `gateway` with `scenarios` and `key`; its result lines by scenario. The OpenAI programs
-/// are given the API root (`/v1`), the Anthropic ones the gateway's root (their SDKs add `/v1/messages`). The
-/// program's own watchdog bounds the run; its exit and stderr are reported when a line is missing.
+/// are given the API root (`/v1`), the Anthropic ones the gateway's root (their SDKs add `/v1/messages`), the MCP
+/// ones its `/mcp`. The program's own watchdog bounds the run; its exit and stderr are reported when a line is
+/// missing.
 pub(crate) fn run(
     program: Program,
     gateway: &Gateway,
     key: &str,
     scenarios: &[&str],
 ) -> HashMap<String, Value> {
+    run_with(program, gateway, key, &[], scenarios)
+}
+
+/// [`run`] with the program's own `options` (`--upstream URL`, `--mode legacy`) before the scenarios.
+pub(crate) fn run_with(
+    program: Program,
+    gateway: &Gateway,
+    key: &str,
+    options: &[&str],
+    scenarios: &[&str],
+) -> HashMap<String, Value> {
+    let output = command(program, gateway, key, options, scenarios)
+        .output()
+        .expect("the client program runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines = result_lines(&stdout);
+    assert!(
+        output.status.success(),
+        "{program:?} exited with {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
+
+/// The command that runs `program` against `gateway` (see [`run`]).
+fn command(program: Program, gateway: &Gateway, key: &str, options: &[&str], scenarios: &[&str]) -> Command {
     let python = root().join("target/sdk/venv/bin/python");
     let dir = root().join("crates/ballast-cli/tests/sdk");
     let (interpreter, file) = match program {
         Program::Python => (python.as_path(), "python_scenarios.py"),
         Program::Agents => (python.as_path(), "agents_scenario.py"),
         Program::AnthropicPython => (python.as_path(), "anthropic_scenarios.py"),
+        Program::McpPython => (python.as_path(), "mcp_python.py"),
+        Program::McpAgents => (python.as_path(), "mcp_agents.py"),
         Program::Node => (Path::new("node"), "node_scenarios.mjs"),
         Program::AnthropicNode => (Path::new("node"), "anthropic_scenarios.mjs"),
+        Program::McpNode => (Path::new("node"), "mcp_node.mjs"),
     };
-    let mut command = Command::new(interpreter);
-    command.arg(dir.join(file));
     let base = match program {
         Program::AnthropicPython | Program::AnthropicNode => gateway.url(""),
+        Program::McpPython | Program::McpAgents | Program::McpNode => gateway.url("/mcp"),
         Program::Python | Program::Node | Program::Agents => format!("{}/v1", gateway.url("")),
     };
     let watchdog = Duration::from_secs(240);
-    let output = command
+    let mut command = Command::new(interpreter);
+    command
+        .arg(dir.join(file))
         .args([
             "--base-url",
             &base,
@@ -88,24 +126,48 @@ pub(crate) fn run(
             "--watchdog",
             &watchdog.as_secs().to_string(),
         ])
+        .args(options)
         .args(scenarios)
         .current_dir(root())
-        .stdin(Stdio::null())
-        .output()
-        .expect("the client program runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let lines: HashMap<String, Value> = stdout
+        .stdin(Stdio::null());
+    command
+}
+
+/// A program's result lines by scenario.
+fn result_lines(stdout: &str) -> HashMap<String, Value> {
+    stdout
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter_map(|v| Some((v["scenario"].as_str()?.to_owned(), v)))
-        .collect();
-    assert!(
-        output.status.success(),
-        "{program:?} exited with {:?}\nstdout:\n{stdout}\nstderr:\n{}",
-        output.status.code(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    lines
+        .collect()
+}
+
+/// A client program running in the background (started by [`Background::start`]), killed on drop.
+pub(crate) struct Background(std::process::Child);
+
+impl Background {
+    /// Starts `program` as [`run_with`] does, without waiting for it; what it prints is dropped.
+    pub(crate) fn start(
+        program: Program,
+        gateway: &Gateway,
+        key: &str,
+        options: &[&str],
+        scenarios: &[&str],
+    ) -> Background {
+        let child = command(program, gateway, key, options, scenarios)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the client program starts");
+        Background(child)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Runs a printed snippet as a newcomer would on a fresh machine, in a new directory, and its output: `python`

@@ -193,3 +193,47 @@ fn callers_that_send_a_deadline_get_the_max_timeout_bound() {
     assert_eq!(json["rows"][0]["ballast_bound_caller_deadline_ms"], 120_000);
     assert_eq!(json["sequence_ballast_bound_caller_deadline_ms"], 120_000);
 }
+
+#[test]
+fn mcp_servers_are_planned_with_their_overrides_and_undescribed_tools_are_named() {
+    let plan = plan_of(
+        r#"version = 1
+           [[tools]]
+           name = "lookup"
+           upstream = { url = "http://127.0.0.1:9000/lookup" }
+           [[tools]]
+           name = "refund"
+           description = "Refund an order."
+           input_schema = { properties = { order_id = { type = "string" } } }
+           upstream = { url = "http://127.0.0.1:9000/refund" }
+           [[mcp_servers]]
+           name = "shop"
+           url = "http://127.0.0.1:9100/mcp"
+           per_try_timeout = "4s"
+           retry = { max_attempts = 2 }
+           [mcp_servers.tools.slow_report]
+           per_try_timeout = "20s"
+           [mcp_servers.tools.other]
+           side_effects = false
+        "#,
+    );
+    let rows: Vec<(&str, TargetKind, Duration)> = (plan.rows.iter())
+        .map(|r| (r.name.as_str(), r.kind, r.per_try_timeout))
+        .collect();
+    assert_eq!(
+        rows[2..],
+        [
+            ("shop/*", TargetKind::McpServer, 4000 * MS),
+            ("shop/slow_report", TargetKind::McpServer, 20_000 * MS),
+        ],
+        "a row for the server, one for the override that changes the per-try timeout"
+    );
+    // Two tries of 4 s and one backoff sleep at most.
+    assert!(plan.rows[2].naive_worst_case >= 8000 * MS);
+    assert_eq!(plan.rows[3].path, "mcp_servers[0].tools.slow_report");
+    assert_eq!(plan.undescribed, ["lookup"]);
+    assert!(
+        render_table(&plan)
+            .contains("without a description or an input_schema (a model picks tools by them): lookup.")
+    );
+}
