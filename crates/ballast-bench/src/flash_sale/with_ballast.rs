@@ -143,9 +143,11 @@ pub(super) const MCP_SERVER: &str = "shop";
 
 /// The configuration with the tools on the upstream's MCP server instead (the gateway's over MCP): the same model
 /// route, then one `[[mcp_servers]]` entry at `{base_url}/mcp` whose tools have side effects by default, the lookup
-/// read-only by its override, and each tool its per-try timeout and priority as above. Its retries, and at another
-/// time scale its breaker, throttle and budget (one each, shared by its tools: one upstream), are set as each
-/// tool's are above; an MCP server is never taken to deduplicate, so only refusals are retried for a side effect.
+/// read-only by its override, and each tool its per-try timeout and priority as above. The server deduplicates by
+/// the operation's key (the chaos MCP server honours the `Idempotency-Key` the gateway sends with each side
+/// effect), declared as for the HTTP tools: `upstream_idempotency = "keyed"`. Its retries, and at another time
+/// scale its breaker, throttle and budget (one each, shared by its tools: one upstream), are set as each tool's
+/// are above.
 pub(super) fn config_over_mcp(base_url: &str, time_scale: f64, apis: Option<&str>) -> String {
     let defaults = ScaledDefaults::at(time_scale);
     let mut toml = models(base_url, time_scale, apis, &defaults);
@@ -157,7 +159,8 @@ pub(super) fn config_over_mcp(base_url: &str, time_scale: f64, apis: Option<&str
     } = &defaults;
     let action_timeout = TOOLS[1].1;
     toml.push_str(&format!(
-        "\n[[mcp_servers]]\nname = \"{MCP_SERVER}\"\nurl = \"{base_url}/mcp\"\nper_try_timeout = {}\n\
+        "\n[[mcp_servers]]\nname = \"{MCP_SERVER}\"\nurl = \"{base_url}/mcp\"\nupstream_idempotency = \"keyed\"\n\
+         per_try_timeout = {}\n\
          retry = {{ max_attempts = 4{retry} }}\n{breaker}{budget}",
         scaled_ms(action_timeout, time_scale)
     ));
@@ -435,6 +438,8 @@ mod tests {
             for (name, timeout, priority) in TOOLS {
                 let tool = server.tool_config(name, None);
                 assert_eq!(tool.side_effects, name != "lookup_order", "{name}");
+                let deduplicates = tool.upstream_idempotency.deduplicates();
+                assert_eq!(deduplicates, tool.side_effects, "{name}: keyed, as over HTTP");
                 assert_eq!(tool.priority.as_str(), priority, "{name}");
                 let scaled = Duration::from_millis(timeout.mul_f64(scale).as_millis() as u64);
                 assert_eq!(tool.per_try_timeout, scaled, "{name}");
