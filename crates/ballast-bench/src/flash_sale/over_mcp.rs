@@ -10,8 +10,9 @@
 //!   times, after the wait the answer asks for or the SDK's backoff — when no answer came (a timeout: the
 //!   conversation's deadline), when the POST's status is one the SDK retries, and when the result is one of
 //!   Ballast's tool errors whose advice is to call again later (`idempotency_in_progress`, `overloaded`,
-//!   `circuit_open`: nothing ran, or it is still running), after its `retry_after_ms`. Any other tool error
-//!   (`outcome_unknown`, `deadline_exceeded`, ...) ends the conversation with its code, as a JSON-RPC error does.
+//!   `store_unavailable`, `circuit_open`: nothing ran, or it is still running), after its `retry_after_ms`. Any
+//!   other tool error (`outcome_unknown`, `deadline_exceeded`, ...) ends the conversation with its code, as a
+//!   JSON-RPC error does.
 //!
 //! What a result does not say: why an `overloaded` call was refused (admission or a throttle), so over MCP no call
 //! counts as shed per class.
@@ -27,7 +28,12 @@ use super::sdk::{Failure, MAX_RETRIES, SdkHabits};
 use super::turns::{TOOLS, ToolCall};
 
 /// Ballast's tool-error codes whose advice is to call again after `retry_after_ms` (docs/mcp.md, "Answers").
-const CALL_AGAIN: [&str; 3] = ["idempotency_in_progress", "overloaded", "circuit_open"];
+const CALL_AGAIN: [&str; 4] = [
+    "idempotency_in_progress",
+    "overloaded",
+    "store_unavailable",
+    "circuit_open",
+];
 
 /// One conversation's MCP client of the gateway (see the module docs).
 pub(super) struct GatewayTools {
