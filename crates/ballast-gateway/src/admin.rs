@@ -67,7 +67,25 @@ pub(crate) async fn metrics(State(gateway): State<Gateway>) -> Response {
         let body = "# no metrics recorder is installed in this process (`ballast serve` installs one)\n";
         return text(StatusCode::OK, body.to_owned());
     };
+    mcp_server_metrics(&gateway).await;
     text(StatusCode::OK, handle.render())
+}
+
+/// Each upstream MCP server's own gauges, set as the page is rendered: its breaker (shared by its tools, whose
+/// calls are counted per tool under their served names) and how many tools it listed last.
+async fn mcp_server_metrics(gateway: &Gateway) {
+    let now = ballast::clock::now();
+    for server in gateway.inner.mcp.iter() {
+        let name = server.name().to_owned();
+        let state = match server.breaker().state(now) {
+            BreakerState::Closed => 0.0,
+            BreakerState::HalfOpen => 1.0,
+            BreakerState::Open => 2.0,
+        };
+        metrics::gauge!("ballast_mcp_server_breaker_state", "server" => name.clone()).set(state);
+        let listed = server.snapshot().await.tools.len();
+        metrics::gauge!("ballast_mcp_server_tools", "server" => name).set(listed as f64);
+    }
 }
 
 fn text(status: StatusCode, body: String) -> Response {

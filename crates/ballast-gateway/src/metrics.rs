@@ -83,6 +83,14 @@ fn describe() {
         "ballast_connections_total",
         "Connections evicted for room, refused at the cap, or closed by their header or idle timeout."
     );
+    describe_gauge!(
+        "ballast_mcp_server_breaker_state",
+        "An upstream MCP server's circuit breaker (0 closed, 1 half open, 2 open), shared by its tools."
+    );
+    describe_gauge!(
+        "ballast_mcp_server_tools",
+        "The tools an upstream MCP server listed last (0 until it was listed)."
+    );
     describe_gauge!("ballast_connections_open", "Connections open now, per listener.");
     describe_counter!(
         "ballast_runs_evicted_total",

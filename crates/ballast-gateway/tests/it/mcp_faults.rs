@@ -222,3 +222,31 @@ async fn a_server_declared_to_deduplicate_has_a_lost_answer_retried_under_the_sa
         "the server replayed the first execution"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn metrics_say_each_servers_breaker_and_tools() {
+    let upstream = Upstream::chaos("[endpoints.lookup_order]\nerrors = { 503 = 1.0 }");
+    let config = config("breaker = { consecutive_failures = 3, min_calls = 1000 }")
+        .replace("name = \"shop\"", "name = \"metered_shop\"");
+    let gateway = Gateway::metered(&config, &[("chaos", &upstream)], &[]).await;
+    for i in 0..8 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let op = format!("l-14-{i}");
+        call(
+            &gateway,
+            "shop_lookup_order",
+            json!({"op": op, "order_id": "A"}),
+            &[],
+        )
+        .await;
+    }
+    let page = gateway.metrics().await;
+    assert!(
+        page.contains("ballast_mcp_server_breaker_state{server=\"metered_shop\"} 2"),
+        "{page}"
+    );
+    assert!(
+        page.contains("ballast_mcp_server_tools{server=\"metered_shop\"} 3"),
+        "{page}"
+    );
+}
