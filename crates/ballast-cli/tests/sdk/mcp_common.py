@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional
 
 import httpx2
 
-from sdk_common import Context, error_report, jsonable, now_ms, select_headers
+from sdk_common import Context, error_report, jsonable, now_ms, recording_hooks
 
 # The gateway is on loopback: no MCP request goes through a proxy (httpx2 reads these when a client is made).
 for _var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
@@ -63,24 +63,7 @@ def headers_for(ctx: Context, run: Optional[str]) -> Dict[str, str]:
 def record_requests(client: httpx2.AsyncClient, http: List[Dict[str, Any]]) -> None:
     """Records every HTTP request `client` sends in `http`: method, the MCP headers it set, then the answer's status
     and selected headers."""
-    pending: Dict[int, Dict[str, Any]] = {}
-
-    async def on_request(request: Any) -> None:
-        entry = {
-            "method": request.method,
-            "sent": {name: request.headers[name] for name in SENT_HEADERS if name in request.headers},
-            "status": None,
-        }
-        pending[id(request)] = entry
-        http.append(entry)
-
-    async def on_response(response: Any) -> None:
-        entry = pending.pop(id(response.request), None)
-        if entry is not None:
-            entry["status"] = response.status_code
-            entry["headers"] = select_headers(response.headers)
-
-    client.event_hooks = {"request": [on_request], "response": [on_response]}
+    client.event_hooks = recording_hooks(http, SENT_HEADERS, asynchronous=True)
 
 
 def tool_summary(tool: Any) -> Dict[str, Any]:

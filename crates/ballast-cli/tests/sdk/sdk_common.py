@@ -41,11 +41,11 @@ def select_headers(headers: Any) -> Dict[str, str]:
 
 
 def recording_hooks(
-    http: List[Dict[str, Any]], sent_headers: tuple, key_headers: tuple = ()
-) -> Dict[str, List[Callable[[Any], None]]]:
+    http: List[Dict[str, Any]], sent_headers: tuple, key_headers: tuple = (), asynchronous: bool = False
+) -> Dict[str, List[Callable[[Any], Any]]]:
     """httpx event hooks that record every HTTP request of an SDK (each of its retries included) in `http`: its
     method and path, the `sent_headers` it set, which of `key_headers` carried the key (when asked), then its status
-    and the selected response headers."""
+    and the selected response headers. `asynchronous`: as coroutines, which an async client's hooks must be."""
     pending: Dict[int, Dict[str, Any]] = {}
 
     def on_request(request: Any) -> None:
@@ -66,6 +66,15 @@ def recording_hooks(
             entry["status"] = response.status_code
             entry["headers"] = select_headers(response.headers)
 
+    if asynchronous:
+
+        async def on_request_async(request: Any) -> None:
+            on_request(request)
+
+        async def on_response_async(response: Any) -> None:
+            on_response(response)
+
+        return {"request": [on_request_async], "response": [on_response_async]}
     return {"request": [on_request], "response": [on_response]}
 
 
