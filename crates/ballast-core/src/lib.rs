@@ -17,6 +17,7 @@
 //! - `admission` — [`Priority`] classes, the bounded priority queue and the concurrency limit.
 //! - `idempotency` — idempotency keys (UUIDv4, derived UUIDv5) and request fingerprints (SHA-256 over the
 //!   media type and the body in JCS form with exact numbers).
+//! - `limit` — [`Gcra`]: account limits (requests and tokens per minute), decided with reservations.
 //! - `code` — [`ErrorCode`], the stable error codes every failure maps to.
 //! - `repeat` — [`RecentFailures`]: a status-only client's retries of a final failure, told from new requests.
 
@@ -28,6 +29,7 @@ mod cache_line;
 mod code;
 mod deadline;
 mod idempotency;
+mod limit;
 mod name;
 mod repeat;
 mod retry;
@@ -58,6 +60,8 @@ pub use idempotency::{
     AmbiguousJson, Fingerprint, IdempotencyKey, InvalidFingerprint, InvalidKey, canonical_json, fingerprint,
     is_json_content_type, media_type,
 };
+// limit
+pub use limit::{DEFAULT_LIMIT_BURST, Gcra, Grant, reserve_all};
 // name
 pub use name::UnknownName;
 // repeat

@@ -187,6 +187,10 @@ impl IdempotencyStore for CheckedStore {
         self.inner.backend()
     }
 
+    fn shared_state(&self) -> Option<Arc<dyn crate::SharedState>> {
+        self.inner.shared_state()
+    }
+
     async fn check(&self) -> Result<(), StoreError> {
         self.inner.check().await
     }

@@ -19,6 +19,8 @@
 //! - `types` — [`Scope`] (principal + route + key), [`OwnerToken`], [`ClaimRequest`], [`ClaimOutcome`],
 //!   [`Record`], [`StoredResponse`], [`StoreOptions`].
 //! - `error` — [`StoreError`].
+//! - `shared` — [`SharedState`]: what many gateway instances share besides records (runs, account limits, live
+//!   instances), with [`RunKey`], [`Charge`] and the answers.
 //! - `codec` — the one binary form of stored headers.
 //! - `decide` — what a claim does to the record it finds (shared by the SQL backends).
 //! - `open` — [`open`]: a store from its URL (`sqlite://`, `sqlite::memory:`, `postgres://`, `redis://`).
@@ -47,6 +49,7 @@ mod decide;
 mod error;
 mod health;
 mod open;
+mod shared;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
@@ -62,6 +65,7 @@ pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
 pub use health::{CheckedStore, SLOW_PROBES, StoreHealth};
 pub use open::open;
+pub use shared::{AllowanceRule, Charge, Reservation, RetryTake, RunKey, RunState, SharedState};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
@@ -132,6 +136,13 @@ pub trait IdempotencyStore: Send + Sync + Debug {
 
     /// The backend's name, for logs and metrics: `sqlite`, `postgres`, `redis`.
     fn backend(&self) -> &'static str;
+
+    /// The state many instances share through this store — runs, account limits, live instances
+    /// ([`SharedState`]) — for a backend that several processes use at once (Redis, PostgreSQL). Default: none
+    /// (SQLite: one process holds the file, and its memory is the truth).
+    fn shared_state(&self) -> Option<std::sync::Arc<dyn SharedState>> {
+        None
+    }
 
     /// Whether the store works now: a probe that goes where a claim would (the server, the file), so that its
     /// health is checked, not assumed — a gateway refuses side effects while it fails and says why in its
