@@ -49,7 +49,7 @@ pub use load::parse;
 pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
+    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
     RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
 pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
@@ -60,7 +60,7 @@ pub use typed::{
     DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW,
     DEFAULT_SEND_TIMEOUT, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
     DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod,
-    McpServerConfig, McpToolOverride, ModelRoute, OnOverflow, Principal, PrincipalKey, RetryConfig,
+    Limits, McpServerConfig, McpToolOverride, ModelRoute, OnOverflow, OnStoreLoss, Principal, PrincipalKey, RetryConfig,
     RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
     UpstreamHeader,
 };

@@ -2,6 +2,7 @@
 //! `ballast plan` can print as the effective configuration, and what the round-trip tests compare.
 
 use crate::raw::{
+    RawLimits,
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
     RawHeaders, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
     RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
@@ -88,6 +89,12 @@ fn raw_model(m: &ModelRoute) -> RawModel {
                 api_key_env: d.api_key_env.clone(),
                 per_try_timeout: duration(d.per_try_timeout),
                 api: Some(d.apis.iter().map(|api| api.as_str().to_owned()).collect()),
+                limits: d.limits.map(|limits| RawLimits {
+                    requests_per_minute: limits.requests_per_minute.map(i64::from),
+                    tokens_per_minute: limits.tokens_per_minute.map(i64::from),
+                    burst: duration(limits.burst),
+                    on_store_loss: Some(limits.on_store_loss.as_str().to_owned()),
+                }),
             })
             .collect(),
         per_try_timeout: duration(m.per_try_timeout),

@@ -139,7 +139,7 @@ fn same_default(documented: &toml::Value, actual: &toml::Value) -> bool {
 #[test]
 fn documented_defaults_are_the_defaults() {
     let minimal = "version = 1\n[[principals]]\nname = \"p\"\nkey_env = \"K\"\n[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\" } ]\n\
-                   [[models]]\nname = \"n\"\ndeployments = [ { base_url = \"http://h/v1\" } ]\n\
+                   [[models]]\nname = \"n\"\ndeployments = [ { base_url = \"http://h/v1\", limits = { requests_per_minute = 10 } } ]\n\
                    budget = { kind = \"token_bucket\" }\n\
                    [[tools]]\nname = \"t\"\nupstream = { url = \"http://h/t\" }\n\
                    [[tools]]\nname = \"u\"\nside_effects = true\nupstream = { url = \"http://h/u\" }\n\

@@ -147,6 +147,12 @@ fn fully_populated() -> RawConfig {
                         api_key_env: Some("OPENAI_API_KEY".into()),
                         per_try_timeout: text("10s"),
                         api: Some(vec!["responses".into(), "chat".into()]),
+                        limits: Some(RawLimits {
+                            requests_per_minute: Some(500),
+                            tokens_per_minute: Some(200_000),
+                            burst: text("2s"),
+                            on_store_loss: Some("refuse".into()),
+                        }),
                     },
                     RawDeployment {
                         base_url: Some("http://127.0.0.1:9000/v1".into()),

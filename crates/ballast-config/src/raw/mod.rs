@@ -238,6 +238,27 @@ pub struct RawDeployment {
     /// The APIs it speaks (`["responses", "chat", "embeddings"]`, all of them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<Vec<String>>,
+    /// The account's limits, counted across every instance sharing the store (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RawLimits>,
+}
+
+/// A deployment's `limits` table.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    /// Requests per minute (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<i64>,
+    /// Tokens per minute, input and output (none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_minute: Option<i64>,
+    /// How much of a limit may go at once (`"1s"`: one second's worth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst: Option<HumanValue>,
+    /// Without the shared store: `share` (each instance its share) or `refuse` (`"share"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_store_loss: Option<String>,
 }
 
 /// A `retry` table (models and tools).

@@ -109,6 +109,62 @@ pub struct Deployment {
     /// The APIs this deployment speaks (OpenAI's three unless the config names them: [`ApiSet::OPENAI`]): a call of
     /// an API goes only to the deployments that speak it.
     pub apis: ApiSet,
+    /// The account's limits (requests and tokens per minute), counted across every instance sharing the store;
+    /// none by default.
+    pub limits: Option<Limits>,
+}
+
+/// A deployment's account limits (`models.deployments.limits`; DESIGN.md "Many instances"): decided before each
+/// attempt, on the shared store's clock when there is one, so N instances send no more than the account allows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests per minute, every attempt counted (a retry is a request to the provider).
+    pub requests_per_minute: Option<u32>,
+    /// Tokens per minute, input and output: estimated before the call, corrected by the usage its answer reports.
+    pub tokens_per_minute: Option<u32>,
+    /// How much of a limit may go at once after a quiet spell: this long's worth (default 1 s).
+    pub burst: Duration,
+    /// What an instance does while the shared store cannot be reached.
+    pub on_store_loss: OnStoreLoss,
+}
+
+/// What the limits do while the shared store cannot be reached (`limits.on_store_loss`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnStoreLoss {
+    /// Each instance admits its share: the limit divided by the instances seen alive lately (the default).
+    #[default]
+    Share,
+    /// Refuse every call of the deployment (`overloaded`) until the store is back.
+    Refuse,
+}
+
+impl OnStoreLoss {
+    /// The name used in configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnStoreLoss::Share => "share",
+            OnStoreLoss::Refuse => "refuse",
+        }
+    }
+}
+
+impl fmt::Display for OnStoreLoss {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for OnStoreLoss {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [OnStoreLoss::Share, OnStoreLoss::Refuse]
+            .into_iter()
+            .find(|o| o.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                value: s.to_owned(),
+                expected: &["share", "refuse"],
+            })
+    }
 }
 
 impl Deployment {
@@ -121,6 +177,7 @@ impl Deployment {
             api_key_env: None,
             per_try_timeout: DEFAULT_MODEL_PER_TRY_TIMEOUT,
             apis: ApiSet::OPENAI,
+            limits: None,
         }
     }
 }

@@ -8,10 +8,10 @@ use ballast_core::UpstreamIdempotency;
 use super::check::{Checker, DurationRule, index, join};
 use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
-use crate::raw::{RawDeployment, RawModel, RawTool, RawUpstream};
+use crate::raw::{RawDeployment, RawLimits, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, ModelRoute,
-    OnOverflow, ToolConfig, ToolFallback, Upstream,
+    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, Limits, ModelRoute,
+    OnOverflow, OnStoreLoss, ToolConfig, ToolFallback, Upstream,
 };
 
 const DEPLOYMENT_CREDENTIALS: &str =
@@ -128,13 +128,46 @@ impl Checker {
             DurationRule::Positive,
         );
         let apis = self.apis(&join(path, "api"), raw.api.as_deref());
+        let limits = (raw.limits.as_ref()).and_then(|limits| self.limits(&join(path, "limits"), limits));
         Deployment {
             base_url: base_url.unwrap_or_default(),
             model: model.unwrap_or_default(),
             api_key_env,
             per_try_timeout: per_try.unwrap_or(DEFAULT_MODEL_PER_TRY_TIMEOUT),
             apis,
+            limits,
         }
+    }
+
+    /// A deployment's `limits`: at least one of the two rates, each at least 1 a minute.
+    fn limits(&mut self, path: &str, raw: &RawLimits) -> Option<Limits> {
+        let mut rate = |key: &str, value: Option<i64>| {
+            value.and_then(|value| self.int(&join(path, key), Some(value), 1, 1))
+        };
+        let requests_per_minute = rate("requests_per_minute", raw.requests_per_minute);
+        let tokens_per_minute = rate("tokens_per_minute", raw.tokens_per_minute);
+        let burst = self.duration(
+            &join(path, "burst"),
+            raw.burst.as_ref(),
+            ballast_core::DEFAULT_LIMIT_BURST,
+            DurationRule::Any,
+        );
+        let on_store_loss = self.word(&join(path, "on_store_loss"), raw.on_store_loss.as_ref(), OnStoreLoss::Share);
+        if raw.requests_per_minute.is_none() && raw.tokens_per_minute.is_none() {
+            self.report(
+                path,
+                Problem::MissingOneOf {
+                    choices: "requests_per_minute or tokens_per_minute",
+                },
+            );
+            return None;
+        }
+        Some(Limits {
+            requests_per_minute,
+            tokens_per_minute,
+            burst: burst?,
+            on_store_loss: on_store_loss?,
+        })
     }
 
     /// A deployment's `api`: OpenAI's APIs when omitted; otherwise a non-empty list of known API names, each once.

@@ -181,6 +181,7 @@ impl DeploymentBuilder {
             },
             per_try_timeout: self.per_try_timeout.unwrap_or(route.per_try_timeout),
             apis: self.apis,
+            limits: self.limits,
         }
     }
 }

@@ -258,6 +258,40 @@ fn deployments_speak_openais_apis_unless_they_name_theirs() {
 }
 
 #[test]
+fn deployment_limits_name_a_rate_and_default_to_sharing_on_store_loss() {
+    let c = load(
+        "[[models]]\nname = \"m\"\ndeployments = [\n  { base_url = \"https://a/v1\", limits = { requests_per_minute = 500 } },\n  \
+         { base_url = \"https://b/v1\", limits = { tokens_per_minute = 90000, burst = \"0s\", on_store_loss = \"refuse\" } } ]\n",
+    )
+    .unwrap();
+    let d = &c.models[0].deployments;
+    assert_eq!(
+        d[0].limits,
+        Some(Limits {
+            requests_per_minute: Some(500),
+            tokens_per_minute: None,
+            burst: secs(1),
+            on_store_loss: OnStoreLoss::Share,
+        })
+    );
+    let second = d[1].limits.unwrap();
+    assert_eq!((second.tokens_per_minute, second.burst), (Some(90_000), Duration::ZERO));
+    assert_eq!(second.on_store_loss, OnStoreLoss::Refuse);
+    let wrong = load(
+        "[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"https://a/v1\", limits = { burst = \"2s\" } },\n  \
+         { base_url = \"https://b/v1\", limits = { requests_per_minute = 0, on_store_loss = \"hope\" } } ]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        wrong.contains("models[0].deployments[0].limits: needs one of requests_per_minute or tokens_per_minute"),
+        "{wrong}"
+    );
+    assert!(wrong.contains("models[0].deployments[1].limits.requests_per_minute: 0 must be at least 1"), "{wrong}");
+    assert!(wrong.contains("models[0].deployments[1].limits.on_store_loss"), "{wrong}");
+}
+
+#[test]
 fn budget_kinds_and_their_defaults() {
     let c = load(&tool("budget = { kind = \"token_bucket\" }")).unwrap();
     assert_eq!(c.tools[0].budget, BudgetConfig::token_bucket(10, 1.0).unwrap());

@@ -73,7 +73,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"http://h/v1\" }, { url = \"http://h/v1\" } ]\n",
-            "models[0].deployments[1].url: unknown field `url`, expected one of `base_url`, `model`, `api_key_env`, `per_try_timeout`, `api` (line 4, column 49)",
+            "models[0].deployments[1].url: unknown field `url`, expected one of `base_url`, `model`, `api_key_env`, `per_try_timeout`, `api`, `limits` (line 4, column 49)",
         ),
         (
             &tool("budget = { kind = \"token_bucket\", ratio = 0.2 }")[..],
