@@ -25,9 +25,19 @@ const STORE_PROBE_EVERY: Duration = Duration::from_secs(1);
 /// Probes the store every [`STORE_PROBE_EVERY`] while the gateway serves: its health is checked, not assumed (a
 /// SQLite file deleted, replaced or made read-only; a PostgreSQL or Redis gone), and while a probe fails claims
 /// are refused — side effects answer `store_unavailable`, nothing runs — until one passes.
+///
+/// On a store many instances share, each probe also says this instance is alive (the count a lost store's limits
+/// are divided by), and is how a lost shared store is found again: runs and limits are shared from the next
+/// heartbeat that reaches it.
 pub(crate) async fn probe_store(gateway: Gateway) {
+    let sharing = gateway.inner.runs.sharing().cloned();
     loop {
-        gateway.inner.checked_store.probe(STORE_PROBE).await;
+        let beat = async {
+            if let Some(sharing) = &sharing {
+                sharing.heartbeat().await;
+            }
+        };
+        tokio::join!(gateway.inner.checked_store.probe(STORE_PROBE), beat);
         tokio::time::sleep(STORE_PROBE_EVERY).await;
     }
 }
@@ -123,6 +133,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "tools": tools,
         "mcp_servers": mcp_servers,
         "runs": runs_status(&gateway.inner.runs, now),
+        "shared_state": shared_state_status(&gateway.inner.runs),
         "connections": connections_status(&gateway),
         "background_tasks": ballast::background::running(),
         "store": store,
@@ -139,15 +150,33 @@ fn connections_status(gateway: &Gateway) -> Value {
     status
 }
 
-/// The runs: in flight, remembered, evicted for room since the start, and the bounds.
+/// The runs: in flight, remembered, evicted for room since the start, and the bounds; where they are kept
+/// (`shared` in the store many instances share, `local` in this process: no shared store, or it is lost).
 fn runs_status(runs: &ballast::Runs, now: Instant) -> Value {
     let (max, max_per_principal) = runs.bounds();
+    let shared = runs.sharing().is_some_and(|sharing| sharing.is_reachable());
     json!({
+        "mode": if shared { "shared" } else { "local" },
         "in_flight": runs.live(now),
         "remembered": runs.len(),
         "evicted": runs.evicted_total(),
         "max": max,
         "max_per_principal": max_per_principal,
+    })
+}
+
+/// The state shared with other instances through the store: whether it is reachable, the instances seen alive,
+/// and why not (`null` on a store no other instance can share: SQLite).
+fn shared_state_status(runs: &ballast::Runs) -> Value {
+    let Some(sharing) = runs.sharing() else {
+        return Value::Null;
+    };
+    let status = sharing.status();
+    json!({
+        "reachable": status.reachable,
+        "instances": status.instances,
+        "instance": status.instance,
+        "error": status.error,
     })
 }
 
@@ -194,6 +223,15 @@ fn model_status(route: &ModelClient, now: Instant) -> Value {
                 now,
             );
             status["name"] = json!(route.deployment(index));
+            if let Some(limits) = route.limits(index) {
+                let (requests, tokens) = limits.per_minute();
+                status["limits"] = json!({
+                    "mode": limits.mode().as_str(),
+                    "requests_per_minute": requests,
+                    "tokens_per_minute": tokens,
+                    "instances": limits.instances(),
+                });
+            }
             status["api"] = json!(
                 route.config().deployments[index]
                     .apis

@@ -134,7 +134,11 @@ impl Inbound {
 /// `now`, never later than the deadline of the caller's run (`owner`'s run of that id); `fallback` from `now`
 /// when neither is set. With it, whether this call started its run again after the run was evicted for room
 /// (its answer says so: `ballast-run: restarted`).
-pub(crate) fn call_deadline(
+///
+/// With a store many instances share, the run is brought in step with it first (`Runs::visit`): the deadline
+/// another instance was given for the run holds here too, and this call's explicit deadline, when earlier, is
+/// written there for the others.
+pub(crate) async fn call_deadline(
     gateway: &crate::Gateway,
     owner: &str,
     inbound: &Inbound,
@@ -143,7 +147,14 @@ pub(crate) fn call_deadline(
     now: ballast_core::Instant,
 ) -> (ballast_core::Deadline, bool) {
     use ballast_core::Deadline;
-    let run = (inbound.run_id.as_ref()).map(|id| gateway.inner.runs.find(Some(owner), id, now));
+    let server = &gateway.inner.config.server;
+    let run = match inbound.run_id.as_ref() {
+        Some(id) => {
+            let offer = (inbound.explicit_timeout).map(|t| Deadline::after(now, t));
+            Some(gateway.inner.runs.visit(Some(owner), id, offer, server, now).await)
+        }
+        None => None,
+    };
     let restarted = run
         .as_ref()
         .is_some_and(|(_, origin)| *origin == ballast::RunOrigin::Restarted);
@@ -161,7 +172,7 @@ pub(crate) fn call_deadline(
 /// The deadline of a call that is not streamed — its deadline headers' (`timeout`), else its run's, else
 /// `server.default_timeout` — as every route settles it before it reads the body ([`call_deadline`]), with
 /// whether its run started again; and the refusal of anything found wrong before the call, which says both.
-pub(crate) fn unary_deadline(
+pub(crate) async fn unary_deadline(
     gateway: &crate::Gateway,
     owner: &str,
     inbound: &Inbound,
@@ -172,7 +183,8 @@ pub(crate) fn unary_deadline(
     impl Fn(crate::error::AppError) -> crate::error::Refused + Copy,
 ) {
     let default = gateway.inner.config.server.default_timeout;
-    let (deadline, run_restarted) = call_deadline(gateway, owner, inbound, inbound.timeout, default, now);
+    let (deadline, run_restarted) =
+        call_deadline(gateway, owner, inbound, inbound.timeout, default, now).await;
     let refused = move |error| crate::error::Refused {
         error,
         deadline: Some(deadline),

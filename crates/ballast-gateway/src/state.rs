@@ -96,6 +96,11 @@ impl Gateway {
         let store: Arc<dyn IdempotencyStore> = Arc::clone(&checked_store) as Arc<dyn IdempotencyStore>;
         // Which deployment keeps which response, in the store: for its retention, across restarts and instances.
         let records = Arc::new(StoreStateRecords::new(Arc::clone(&store)));
+        // On a store many instances share (Redis, PostgreSQL), runs and account limits live there too.
+        let mut runs = Runs::of(&config.run);
+        if let Some(shared) = store.shared_state() {
+            runs = runs.with_sharing(Arc::new(ballast::sharing::Sharing::new(shared)));
+        }
         let Clients {
             tools,
             models,
@@ -105,6 +110,7 @@ impl Gateway {
         } = Clients::from_config(&config)
             .env(env)
             .state_records(records)
+            .runs(Arc::new(runs))
             .build(transport)?;
         let repeats = crate::repeats::Repeats::new(config.server.repeat_window);
         Ok(Gateway {

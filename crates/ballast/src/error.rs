@@ -28,6 +28,9 @@ pub enum Overload {
     /// The upstream's adaptive throttle refused it: the upstream has been refusing most requests (DESIGN.md,
     /// "Overload").
     Throttled,
+    /// The deployment's account limits (requests or tokens per minute) have no room before the deadline would
+    /// need the attempt (`models.deployments.limits`; DESIGN.md "Many instances").
+    Limited,
 }
 
 impl Overload {
@@ -38,6 +41,7 @@ impl Overload {
             Overload::Evicted => "evicted",
             Overload::DeadlineTooShort => "deadline_too_short",
             Overload::Throttled => "throttled",
+            Overload::Limited => "limit",
         }
     }
 

@@ -106,6 +106,7 @@ pub mod headers;
 #[cfg(feature = "idempotency")]
 pub mod idempotency;
 pub mod layer;
+mod limit;
 pub mod mcp;
 mod metrics;
 pub mod model;
@@ -114,6 +115,8 @@ pub mod report;
 mod retry;
 mod run;
 mod settings;
+#[cfg(feature = "idempotency")]
+pub mod sharing;
 mod sse;
 pub mod tool;
 mod trace;
@@ -178,6 +181,7 @@ pub use body::Body;
 pub use client::{CallError, Refusal};
 pub use clients::{Clients, ClientsBuilder, InvalidClients};
 pub use error::{BoxError, Error, Overload};
+pub use limit::{AccountLimits, LimitMode};
 pub use run::{Run, RunOrigin, Runs};
 
 // The crate's own short paths to the names its modules share.

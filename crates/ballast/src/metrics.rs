@@ -14,6 +14,8 @@
 //!   `ballast_idempotency_total{result}` (the idempotency layer: `claimed`, `replayed`, `conflict`, `mismatch`,
 //!   `unknown`);
 //! - **the runs**: `ballast_runs_evicted_total` (runs forgotten for room, `[run] max_runs`);
+//! - **many instances**: `ballast_shared_state_reachable` (1 while runs and limits are shared), 
+//!   `ballast_limit_mode{target,mode}` and `ballast_limited_total{target,outcome}` (a deployment's account limits);
 //! - **the model side**: `ballast_tokens_total{model,outcome}` (`answered`, or `failed`: tokens of attempts that
 //!   failed after the upstream reported them, paid for too — reference/002).
 //!
@@ -227,4 +229,26 @@ fn status_label(status: u16) -> &'static str {
 /// Runs the registry forgot for room (`ballast_runs_evicted_total`).
 pub(crate) fn runs_evicted(count: u64) {
     counter!("ballast_runs_evicted_total").increment(count);
+}
+
+/// `ballast_shared_state_reachable`: 1 while runs and limits are decided in the shared store, 0 while this
+/// instance works without it (runs from each call's headers, limits by `on_store_loss`).
+#[cfg(feature = "idempotency")]
+pub(crate) fn shared_state_reachable(reachable: bool) {
+    gauge!("ballast_shared_state_reachable").set(if reachable { 1.0 } else { 0.0 });
+}
+
+/// `ballast_limit_mode{target,mode}`: 1 for the mode a deployment's limits are in now (`shared`, `share`,
+/// `refuse`, `local`), 0 for the others.
+pub(crate) fn limit_mode(target: &str, mode: &'static str) {
+    for each in crate::limit::MODES {
+        gauge!("ballast_limit_mode", "target" => target.to_owned(), "mode" => each)
+            .set(if each == mode { 1.0 } else { 0.0 });
+    }
+}
+
+/// `ballast_limited_total{target,outcome}`: attempts a deployment's limits held back (`waited`) or refused
+/// (`refused`).
+pub(crate) fn limited(target: &str, outcome: &'static str) {
+    counter!("ballast_limited_total", "target" => target.to_owned(), "outcome" => outcome).increment(1);
 }

@@ -229,7 +229,7 @@ pub(crate) fn upstream_failing(result: Result<(), &Error>, stop: Option<&StopRea
 /// client and a model route (each over its own trips).
 pub(crate) fn write_verdict(verdict: &Verdict, ctx: &crate::CallContext, budget_left: u64) {
     verdict.write(&ctx.report);
-    let run_allowance_left = ctx.run.as_ref().map(|run| run.allowance().left());
+    let run_allowance_left = ctx.run.as_ref().map(|run| run.retries_left());
     ctx.report.update(|r| {
         r.budget_left = Some(budget_left);
         r.run_allowance_left = run_allowance_left;

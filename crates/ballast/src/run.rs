@@ -11,6 +11,11 @@ use std::time::Duration;
 
 use ballast_core::{Deadline, Instant, RunAllowance, TraceContext};
 
+#[cfg(feature = "idempotency")]
+mod shared;
+#[cfg(feature = "idempotency")]
+pub(crate) use shared::SharedTake;
+
 /// One run: its id, its earliest deadline and its shared retry allowance.
 #[derive(Debug)]
 pub struct Run {
@@ -18,6 +23,9 @@ pub struct Run {
     trace: TraceContext,
     deadline: Mutex<Option<Deadline>>,
     allowance: RunAllowance,
+    /// The run in the store many instances share, when there is one (`run/shared.rs`).
+    #[cfg(feature = "idempotency")]
+    shared: Option<shared::SharedRun>,
 }
 
 impl Run {
@@ -33,7 +41,29 @@ impl Run {
             trace: crate::trace::new_trace(),
             deadline: Mutex::new(None),
             allowance,
+            #[cfg(feature = "idempotency")]
+            shared: None,
         }
+    }
+
+    /// Counts one call of the run (each logical call, however many attempts it makes): its allowance grows by
+    /// its share — here, and in the shared store with the next retry this instance asks it for.
+    pub fn note_call(&self) {
+        self.allowance.note_call();
+        #[cfg(feature = "idempotency")]
+        if let Some(shared) = &self.shared {
+            shared.note_call();
+        }
+    }
+
+    /// The retries left to the run: the shared store's count as last read when the run is shared, else this
+    /// process's.
+    pub fn retries_left(&self) -> u32 {
+        #[cfg(feature = "idempotency")]
+        if let Some(left) = self.shared.as_ref().and_then(shared::SharedRun::left) {
+            return left;
+        }
+        self.allowance.left()
     }
 
     /// The run id.
@@ -89,6 +119,9 @@ pub struct Runs {
     max_runs: usize,
     max_per_owner: usize,
     state: Mutex<Registry>,
+    /// The store many instances share, when the runs live there too (`run/shared.rs`).
+    #[cfg(feature = "idempotency")]
+    sharing: Option<Arc<crate::sharing::Sharing>>,
 }
 
 /// How [`Runs::find`] came by the run it returns.
@@ -167,6 +200,8 @@ impl Runs {
             max_runs: defaults.max_runs as usize,
             max_per_owner: defaults.max_runs_per_principal as usize,
             state: Mutex::new(Registry::default()),
+            #[cfg(feature = "idempotency")]
+            sharing: None,
         }
     }
 
@@ -212,7 +247,21 @@ impl Runs {
         }
         // Unknown, or idle too long: a fresh run (the old one's allowance and deadline are forgotten).
         let allowance = RunAllowance::with_share(self.allowance, self.per_call);
-        let run = Arc::new(Run::with_allowance(id.to_owned(), allowance));
+        #[cfg_attr(not(feature = "idempotency"), allow(unused_mut))]
+        let mut run = Run::with_allowance(id.to_owned(), allowance);
+        #[cfg(feature = "idempotency")]
+        if let Some(sharing) = &self.sharing {
+            run.shared = Some(shared::SharedRun::new(
+                Arc::clone(sharing),
+                ballast_store::RunKey::new(owner, id),
+                ballast_store::AllowanceRule {
+                    base: self.allowance,
+                    share: self.per_call,
+                },
+                ttl,
+            ));
+        }
+        let run = Arc::new(run);
         let owned = state.owners.get(owner).map_or(0, HashMap::len);
         // The runs used least recently go first, runs idle past `ttl` among them (they are the oldest): no sweep
         // of everything per new run at the bound.

@@ -286,7 +286,7 @@ async fn on_response(
     query: Option<String>,
     operation: Operation,
 ) -> Result<Response, OpenAiRefused> {
-    let settled = request::settle_state_call(gateway, caller, inbound)?;
+    let settled = request::settle_state_call(gateway, caller, inbound).await?;
     if query
         .as_deref()
         .is_some_and(|q| q.split('&').any(|pair| pair.eq_ignore_ascii_case("stream=true")))

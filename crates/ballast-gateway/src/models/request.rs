@@ -144,7 +144,7 @@ pub(super) async fn prepare<R: ModelRequest>(
     let now = clock::now();
     let server = &gateway.inner.config.server;
     let (reading, run_restarted, refused) =
-        crate::inbound::unary_deadline(gateway, caller.name(), &inbound, now);
+        crate::inbound::unary_deadline(gateway, caller.name(), &inbound, now).await;
     let bytes = crate::body::read_body(body, server, reading, now)
         .await
         .map_err(refused)?;
@@ -181,10 +181,12 @@ pub(super) async fn prepare<R: ModelRequest>(
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
     // The reading's lookup made the run, when it was new: the restart, if any, was seen there.
     let mut settled =
-        settle(gateway, caller, client.name(), inbound, request.streamed(), now).map_err(|mut refused| {
-            refused.run_restarted |= run_restarted;
-            refused
-        })?;
+        settle(gateway, caller, client.name(), inbound, request.streamed(), now)
+            .await
+            .map_err(|mut refused| {
+                refused.run_restarted |= run_restarted;
+                refused
+            })?;
     settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     let identity = Identity::of(caller.name(), path, headers, bytes, settled.inbound.sdk_retry);
@@ -197,18 +199,18 @@ pub(super) async fn prepare<R: ModelRequest>(
 }
 
 /// The deadline of a retrieve, delete or cancel (not streamed).
-pub(super) fn settle_state_call(
+pub(super) async fn settle_state_call(
     gateway: &Gateway,
     caller: &Principal,
     inbound: Inbound,
 ) -> Result<Settled, Refused> {
-    let mut settled = settle(gateway, caller, "responses", inbound, false, clock::now())?;
+    let mut settled = settle(gateway, caller, "responses", inbound, false, clock::now()).await?;
     settled.about_a_response = true;
     Ok(settled)
 }
 
 /// The call's deadlines (module docs); a deadline that cannot hold an attempt is answered at once.
-fn settle(
+async fn settle(
     gateway: &Gateway,
     caller: &Principal,
     route: &str,
@@ -222,7 +224,7 @@ fn settle(
     } else {
         (inbound.timeout, server.default_timeout)
     };
-    let (deadline, run_restarted) = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now);
+    let (deadline, run_restarted) = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now).await;
     let commit_by = (inbound.sdk_timeout).filter(|_| stream).map(|t| {
         Deadline::after(now, t)
             .with_reserve(server.reserve)

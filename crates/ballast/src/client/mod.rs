@@ -211,7 +211,7 @@ impl Core {
         );
         if let Some(run) = &run {
             // Each logical call grows the run's allowance by its share.
-            run.allowance().note_call();
+            run.note_call();
         }
         // The request id: the caller's trace, else its run's, else a new one.
         let trace = options

@@ -1,7 +1,8 @@
 //! One upstream (a tool, a model deployment) and a trip through its stack.
 //!
 //! ```text
-//! deadline -> admission -> retry -> BreakerService (throttle, breaker) -> AttemptService -> transport
+//! deadline -> admission -> retry -> LimitService -> BreakerService (throttle, breaker) -> AttemptService
+//!   -> transport
 //! ```
 //!
 //! The attempt-level part is a tower stack ([`BreakerLayer`], [`AttemptLayer`] over the transport): each attempt
@@ -40,6 +41,7 @@ pub(crate) struct Upstream {
     retry: RetryLayer,
     breaker: Arc<CircuitBreaker>,
     throttle: Option<Arc<AdaptiveThrottle>>,
+    limits: Option<Arc<crate::limit::AccountLimits>>,
     attempts: Box<dyn Attempts>,
 }
 
@@ -51,6 +53,8 @@ pub(crate) struct Parts {
     pub(crate) throttle: Option<Arc<AdaptiveThrottle>>,
     pub(crate) admission: Option<AdmissionLayer>,
     pub(crate) per_try: Duration,
+    /// A model deployment's account limits, charged before each attempt.
+    pub(crate) limits: Option<Arc<crate::limit::AccountLimits>>,
 }
 
 /// The settings an upstream is built from, the same for a tool and a model deployment (their config tables name
@@ -94,6 +98,7 @@ impl Parts {
             throttle: (settings.throttle).map(|config| Arc::new(AdaptiveThrottle::seeded(config, None))),
             admission: Some(admission),
             per_try: settings.per_try,
+            limits: None,
         })
     }
 }
@@ -114,6 +119,7 @@ impl Parts {
             throttle: self.throttle.clone(),
             admission: Some(admission(concurrency, queue)?),
             per_try,
+            limits: self.limits.clone(),
         })
     }
 }
@@ -127,7 +133,13 @@ impl Upstream {
         let attempts = BreakerLayer::new(Arc::clone(&parts.breaker))
             .with_throttle(parts.throttle.clone())
             .layer(AttemptLayer::new(parts.per_try).layer(transport));
-        Self::over(parts, attempts)
+        match parts.limits.clone() {
+            Some(limits) => {
+                let limited = crate::limit::LimitLayer::new(Some(limits)).layer(attempts);
+                Self::over(parts, limited)
+            }
+            None => Self::over(parts, attempts),
+        }
     }
 
     /// The upstream of `parts` over the attempt-level stack `attempts`.
@@ -141,6 +153,7 @@ impl Upstream {
             retry: RetryLayer::new(parts.policy, parts.budget),
             breaker: parts.breaker,
             throttle: parts.throttle,
+            limits: parts.limits,
             attempts: Box::new(attempts),
         }
     }
@@ -153,6 +166,11 @@ impl Upstream {
     /// The upstream's adaptive throttle, if it has one.
     pub(crate) fn throttle(&self) -> Option<&Arc<AdaptiveThrottle>> {
         self.throttle.as_ref()
+    }
+
+    /// The deployment's account limits, if it has them.
+    pub(crate) fn limits(&self) -> Option<&Arc<crate::limit::AccountLimits>> {
+        self.limits.as_ref()
     }
 
     /// The upstream's admission (its concurrency limit and queue), if it has one.
@@ -271,6 +289,7 @@ mod tests {
             throttle: None,
             admission: Some(admission(4, 4).unwrap()),
             per_try: Duration::from_millis(100),
+            limits: None,
         }
     }
 

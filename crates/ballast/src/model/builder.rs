@@ -73,6 +73,7 @@ pub struct DeploymentBuilder {
     api_key: Option<ApiKey>,
     per_try_timeout: Option<Duration>,
     apis: ApiSet,
+    limits: Option<ballast_config::Limits>,
 }
 
 /// Where a deployment's API key comes from.
@@ -112,7 +113,9 @@ impl ModelClient {
         T: Transport,
     {
         let deployments = (authorization.into_iter().enumerate())
-            .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone()))
+            .map(|(index, key)| {
+                DeploymentClient::build(&route, index, server, key, transport.clone(), &runs)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ModelClient::from_route(Route {
             config: route,
@@ -133,6 +136,7 @@ impl DeploymentBuilder {
             model: None,
             api_key: None,
             per_try_timeout: None,
+            limits: None,
             apis: ApiSet::OPENAI,
         }
     }
@@ -161,6 +165,13 @@ impl DeploymentBuilder {
     /// Replaces a key given as a value.
     pub fn api_key_env(mut self, var: impl Into<String>) -> Self {
         self.api_key = Some(ApiKey::Env(var.into()));
+        self
+    }
+
+    /// The account's limits (requests and tokens per minute), charged before each attempt — across every instance
+    /// when the clients share a store ([`Runs::with_sharing`](crate::Runs::with_sharing)), else in this process.
+    pub fn limits(mut self, limits: ballast_config::Limits) -> Self {
+        self.limits = Some(limits);
         self
     }
 

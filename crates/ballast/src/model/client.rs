@@ -120,6 +120,14 @@ impl ModelClient {
             .and_then(|d| d.upstream.throttle())
     }
 
+    /// The account limits of deployment `index`, when it declares them (for `/status`).
+    pub fn limits(&self, index: usize) -> Option<&Arc<crate::AccountLimits>> {
+        self.route
+            .deployments
+            .get(index)
+            .and_then(|d| d.upstream.limits())
+    }
+
     /// The admission of deployment `index`: its concurrency limit and priority queue, for `/status`.
     pub fn admission(&self, index: usize) -> Option<&crate::layer::AdmissionLayer> {
         self.route

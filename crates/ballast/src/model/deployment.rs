@@ -164,6 +164,7 @@ impl DeploymentClient {
         server: &ServerConfig,
         authorization: Option<HeaderValue>,
         transport: T,
+        runs: &crate::Runs,
     ) -> Result<Self, InvalidModelRoute>
     where
         T: Transport,
@@ -189,9 +190,22 @@ impl DeploymentClient {
             queue: route.queue,
             per_try: config.per_try_timeout,
         };
-        let parts = Parts::of::<InvalidModelRoute>(&route.name, &settings, server)?;
+        let mut parts = Parts::of::<InvalidModelRoute>(&route.name, &settings, server)?;
         let name = deployment_name(route, index);
         let account = account(&config, authorization.as_ref());
+        parts.limits = config.limits.map(|limits| {
+            // The same key on every instance: what the provider counts the limit against.
+            let key = format!("{base}|{}|{}", config.model, account.as_deref().unwrap_or_default());
+            Arc::new(crate::limit::AccountLimits::new(
+                Arc::from(name.as_str()),
+                &key,
+                &limits,
+                #[cfg(feature = "idempotency")]
+                runs.sharing().cloned(),
+            ))
+        });
+        #[cfg(not(feature = "idempotency"))]
+        let _ = runs;
         Ok(DeploymentClient {
             account,
             target: Arc::from(name.as_str()),

@@ -36,7 +36,6 @@ where
     B: Into<Body>,
 {
     let mut state = CallState::new(ctx.kind, ctx.effective_deadline()).with_retries_here(ctx.retries_here);
-    let run = ctx.run.as_ref().map(|run| run.allowance());
     let mut made = Made::default();
     // The retry paid for by the last decision, until its attempt goes out.
     let mut paid: Option<PaidRetry> = None;
@@ -96,10 +95,11 @@ where
                 {
                     crate::metrics::throttled(ctx.target.as_ref());
                 }
-                // A retry the throttle refused ends with the last real answer (DESIGN.md, "Overload").
+                // A retry the throttle or the account's limits refused ends with the last real answer (DESIGN.md,
+                // "Overload").
                 if let (
                     Error::Overloaded {
-                        reason: Overload::Throttled,
+                        reason: Overload::Throttled | Overload::Limited,
                         ..
                     },
                     Some(last),
@@ -117,7 +117,14 @@ where
             return made.ended(End::Answered(result));
         }
         // The attempt's end, just read: the decision's now.
-        match shared.decide(&outcome, &mut state, run, Polling::deposits(polling), now) {
+        // A run shared by many instances takes its retries from the store, after the decision (`take_run_retry`).
+        let shared_run = shared_run(ctx);
+        let local_run = ctx
+            .run
+            .as_ref()
+            .filter(|_| shared_run.is_none())
+            .map(|run| run.allowance());
+        match shared.decide(&outcome, &mut state, local_run, Polling::deposits(polling), now) {
             RetryDecision::Done => return made.ended(End::Answered(result)),
             RetryDecision::Stop(reason) => {
                 if reason.code() == ballast_core::ErrorCode::RetryBudgetExhausted {
@@ -126,8 +133,19 @@ where
                 return made.ended(End::Stopped(reason, result));
             }
             RetryDecision::Retry { after } => {
+                let from_store = match shared_run {
+                    Some(run) => match take_run_retry(run, ctx, now).await {
+                        Some(from_store) => from_store,
+                        None => {
+                            // The run has none left: the budget's withdrawal goes back, the call ends.
+                            shared.budget.refund(now);
+                            return made.ended(End::Stopped(StopReason::RunAllowanceExhausted, result));
+                        }
+                    },
+                    None => false,
+                };
                 crate::metrics::retry(ctx.target.as_ref(), &outcome);
-                paid = Some(PaidRetry::new(shared, ctx, now));
+                paid = Some(PaidRetry::new(shared, ctx, now, from_store));
                 // Kept through the wait — the call's end if the throttle refuses the retry — but a large body
                 // is freed now, not after the sleep (many calls may wait at once).
                 last = Some(Box::new(kept_through_the_wait(result)));
@@ -250,6 +268,8 @@ impl Made {
 struct PaidRetry {
     budget: Arc<dyn RetryBudget>,
     run: Option<Arc<Run>>,
+    /// The run's retry came from the shared store (else from its local allowance).
+    from_store: bool,
     withdrawn_at: Instant,
     /// The attempt was handed to the service below: it may have gone out.
     handed_below: bool,
@@ -257,10 +277,11 @@ struct PaidRetry {
 }
 
 impl PaidRetry {
-    fn new(shared: &Shared, ctx: &CallContext, withdrawn_at: Instant) -> Self {
+    fn new(shared: &Shared, ctx: &CallContext, withdrawn_at: Instant, from_store: bool) -> Self {
         PaidRetry {
             budget: Arc::clone(&shared.budget),
             run: ctx.run.clone(),
+            from_store,
             withdrawn_at,
             handed_below: false,
             settled: false,
@@ -279,8 +300,11 @@ impl PaidRetry {
     }
 
     fn give_back(&self) {
-        if let Some(run) = &self.run {
-            run.allowance().give_back();
+        match &self.run {
+            #[cfg(feature = "idempotency")]
+            Some(run) if self.from_store => run.give_back_shared(),
+            Some(run) => run.allowance().give_back(),
+            None => {}
         }
         self.budget.refund(self.withdrawn_at);
     }
@@ -292,6 +316,36 @@ impl Drop for PaidRetry {
             self.give_back();
         }
     }
+}
+
+/// The call's run when its retries are decided in the shared store now (a run of many instances whose store is
+/// reachable, on a layer that retries).
+#[cfg(feature = "idempotency")]
+fn shared_run(ctx: &CallContext) -> Option<&Run> {
+    ctx.run.as_deref().filter(|run| ctx.retries_here && run.is_shared_now())
+}
+
+#[cfg(not(feature = "idempotency"))]
+fn shared_run(_: &CallContext) -> Option<&Run> {
+    None
+}
+
+/// Takes the retry the decision granted from `run`'s shared allowance: `Some(true)` taken there, `Some(false)`
+/// taken from the local allowance because the store could not be asked, `None` when none is left.
+#[cfg(feature = "idempotency")]
+async fn take_run_retry(run: &Run, ctx: &CallContext, now: Instant) -> Option<bool> {
+    use crate::run::SharedTake;
+    let patience = ctx.effective_deadline().remaining(now);
+    match Box::pin(run.take_shared_retry(patience)).await {
+        SharedTake::Taken => Some(true),
+        SharedTake::Spent => None,
+        SharedTake::Lost => run.allowance().try_take().then_some(false),
+    }
+}
+
+#[cfg(not(feature = "idempotency"))]
+async fn take_run_retry(run: &Run, _: &CallContext, _: Instant) -> Option<bool> {
+    run.allowance().try_take().then_some(false)
 }
 
 /// Waits `after`, or until `cancel` fires ([`Error::Cancelled`], at once).

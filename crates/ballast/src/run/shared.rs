@@ -1,0 +1,199 @@
+//! A run in the store many gateway instances share (DESIGN.md, "Many instances"): any instance serving a call of
+//! the run sees the same deadline and spends from the same allowance.
+//!
+//! Why the hot path stays cheap: the deadline only ever moves earlier, so an instance that has read a run's
+//! deadline keeps it and asks the store again only when a call brings a deadline earlier than the one it knows
+//! (by more than [`EARLIER_BY`]: an agent that sends what it has left on every call offers the same deadline
+//! again, a few milliseconds later). A run with no deadline yet is asked for on each call, so the deadline one
+//! instance learns reaches the others at their next call. The allowance is touched only when a retry is asked
+//! for: each call adds its share locally, and the calls not yet reported travel with the next retry taken here.
+//! A call counted on another instance reaches the store with that instance's next retry, so the shared
+//! allowance can lag by a few calls' shares — it errs on the side of fewer retries.
+//!
+//! While the store is lost ([`Sharing`]), a run falls back to this instance's own view: the deadlines its calls
+//! brought here and a local allowance, as a single instance has — never an error for the caller.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use ballast_config::ServerConfig;
+use ballast_core::{Deadline, Instant};
+use ballast_store::{AllowanceRule, RunKey};
+
+use super::{Run, RunOrigin, Runs};
+use crate::sharing::{PATIENCE, Sharing};
+
+/// How much earlier than the deadline an instance knows a call's own deadline must be to be written to the store.
+pub(super) const EARLIER_BY: Duration = Duration::from_millis(10);
+
+/// The shared part of a [`Run`].
+#[derive(Debug)]
+pub(super) struct SharedRun {
+    sharing: Arc<Sharing>,
+    key: RunKey,
+    rule: AllowanceRule,
+    ttl: Duration,
+    /// Whether this instance has read the run from the store.
+    synced: AtomicBool,
+    /// Calls of the run counted here and not yet reported to the store.
+    unreported: AtomicU64,
+    /// The retries the store said were left, at its last answer (`u64::MAX`: none yet).
+    left: AtomicU64,
+}
+
+impl SharedRun {
+    pub(super) fn new(sharing: Arc<Sharing>, key: RunKey, rule: AllowanceRule, ttl: Duration) -> Self {
+        SharedRun {
+            sharing,
+            key,
+            rule,
+            ttl,
+            synced: AtomicBool::new(false),
+            unreported: AtomicU64::new(0),
+            left: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    pub(super) fn note_call(&self) {
+        self.unreported.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The retries left as the store last said, if it said.
+    pub(super) fn left(&self) -> Option<u32> {
+        let left = self.left.load(Ordering::Relaxed);
+        (left != u64::MAX).then(|| u32::try_from(left).unwrap_or(u32::MAX))
+    }
+}
+
+/// What [`Run::take_shared_retry`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SharedTake {
+    /// The store gave the run a retry.
+    Taken,
+    /// The store says the run has none left.
+    Spent,
+    /// The store could not be asked: the caller decides with the local allowance.
+    Lost,
+}
+
+impl Run {
+    /// Whether the run's retries are decided in the shared store now.
+    pub(crate) fn is_shared_now(&self) -> bool {
+        self.shared.as_ref().is_some_and(|shared| shared.sharing.is_reachable())
+    }
+
+    /// Brings the run's deadline in step with the store's, offering `offer` (a call's explicit deadline) when it
+    /// is earlier than the one known here (module docs). Deadlines read from the store get `server`'s reserve and
+    /// least attempt. Does nothing for a run that is not shared, or while the store is lost.
+    pub(crate) async fn sync(&self, offer: Option<Deadline>, server: &ServerConfig, now: Instant) {
+        let Some(shared) = &self.shared else { return };
+        let known = self.deadline();
+        let earlier = match (offer, known) {
+            (Some(offer), Some(known)) => offer.instant() + EARLIER_BY < known.instant(),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if shared.synced.load(Ordering::Relaxed) && known.is_some() && !earlier {
+            return;
+        }
+        let offered = offer
+            .filter(|_| earlier)
+            .map(|offer| offer.instant().saturating_duration_since(now));
+        let patience = known
+            .or(offer)
+            .map_or(PATIENCE, |deadline| deadline.remaining(now).min(PATIENCE));
+        let visit = shared.sharing.state().visit_run(&shared.key, offered, shared.ttl);
+        let Some(state) = shared.sharing.ask(patience, visit).await else {
+            return;
+        };
+        shared.synced.store(true, Ordering::Relaxed);
+        if let Some(ms) = state.deadline_in_ms {
+            let at = if ms >= 0 {
+                now + Duration::from_millis(ms.unsigned_abs())
+            } else {
+                Instant::from_nanos(
+                    now.as_nanos()
+                        .saturating_sub(Duration::from_millis(ms.unsigned_abs()).as_nanos() as u64),
+                )
+            };
+            self.offer_deadline(
+                Deadline::at(at)
+                    .with_reserve(server.reserve)
+                    .with_min_attempt(server.min_attempt),
+            );
+        }
+        let limit = shared.rule.limit(state.calls);
+        shared.left.store(limit.saturating_sub(state.taken), Ordering::Relaxed);
+    }
+
+    /// Takes one retry from the run's allowance in the shared store, reporting the calls counted here since the
+    /// last report; waits at most `patience`.
+    pub(crate) async fn take_shared_retry(&self, patience: Duration) -> SharedTake {
+        let Some(shared) = &self.shared else {
+            return SharedTake::Lost;
+        };
+        let calls = shared.unreported.swap(0, Ordering::Relaxed);
+        let take = shared.sharing.state().take_run_retry(&shared.key, calls, shared.rule, shared.ttl);
+        match shared.sharing.ask(patience, take).await {
+            Some(took) => {
+                shared.left.store(took.left, Ordering::Relaxed);
+                if took.taken {
+                    SharedTake::Taken
+                } else {
+                    SharedTake::Spent
+                }
+            }
+            None => {
+                // Not reported: counted again with the next take.
+                shared.unreported.fetch_add(calls, Ordering::Relaxed);
+                SharedTake::Lost
+            }
+        }
+    }
+
+    /// Gives back a retry taken from the shared store that never went out, in the background (a refund must not
+    /// hold the call).
+    pub(crate) fn give_back_shared(&self) {
+        let Some(shared) = &self.shared else { return };
+        let sharing = Arc::clone(&shared.sharing);
+        let key = shared.key.clone();
+        if let Some(left) = shared.left() {
+            shared.left.store(u64::from(left) + 1, Ordering::Relaxed);
+        }
+        crate::background::spawn(async move {
+            let _ = sharing
+                .ask(PATIENCE, sharing.state().give_back_run_retry(&key))
+                .await;
+        });
+    }
+}
+
+impl Runs {
+    /// The same registry keeping its runs in `sharing` too: every instance on that store sees one deadline and
+    /// one allowance per run.
+    pub fn with_sharing(mut self, sharing: Arc<Sharing>) -> Self {
+        self.sharing = Some(sharing);
+        self
+    }
+
+    /// The store the runs are shared through, if any.
+    pub fn sharing(&self) -> Option<&Arc<Sharing>> {
+        self.sharing.as_ref()
+    }
+
+    /// [`Runs::find`], then the run in step with the shared store ([`Run::sync`]), offering `offer` — a call's
+    /// explicit deadline, the only kind that becomes a run's.
+    pub async fn visit(
+        &self,
+        owner: Option<&str>,
+        id: &str,
+        offer: Option<Deadline>,
+        server: &ServerConfig,
+        now: Instant,
+    ) -> (Arc<Run>, RunOrigin) {
+        let (run, origin) = self.find(owner, id, now);
+        run.sync(offer, server, now).await;
+        (run, origin)
+    }
+}
