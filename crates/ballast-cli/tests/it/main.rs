@@ -18,6 +18,7 @@ mod demo;
 mod plan;
 mod serve_auth;
 mod serve_inputs;
+mod serve_instances;
 mod serve_lifecycle;
 mod serve_load;
 mod serve_mcp;
