@@ -35,6 +35,7 @@ mod responses_state;
 mod responses_stream;
 mod retry_chaos;
 mod retry_layer;
+mod runs_shared;
 mod stack_equivalence;
 mod stack_outcome_unknown;
 mod support;

@@ -6,6 +6,7 @@
 
 pub(crate) mod chat;
 pub(crate) mod idempotency;
+pub(crate) mod shared;
 pub(crate) mod tools;
 
 use std::time::Duration;
