@@ -49,8 +49,8 @@ pub use load::parse;
 pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
-    RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer,
+    RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
 pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
 pub use typed::{
@@ -59,9 +59,9 @@ pub use typed::{
     DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, DEFAULT_MODEL_CONCURRENCY,
     DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW,
     DEFAULT_SEND_TIMEOUT, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod,
-    Limits, McpServerConfig, McpToolOverride, ModelRoute, OnOverflow, OnStoreLoss, Principal, PrincipalKey, RetryConfig,
-    RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback, Upstream,
-    UpstreamHeader,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
+    McpServerConfig, McpToolOverride, ModelRoute, OnOverflow, OnStoreLoss, Principal, PrincipalKey,
+    RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback,
+    Upstream, UpstreamHeader,
 };
 pub use validate::validate;

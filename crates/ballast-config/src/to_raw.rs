@@ -2,10 +2,9 @@
 //! `ballast plan` can print as the effective configuration, and what the round-trip tests compare.
 
 use crate::raw::{
-    RawLimits,
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer, RawStore,
-    RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer,
+    RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 

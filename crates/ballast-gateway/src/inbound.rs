@@ -151,7 +151,13 @@ pub(crate) async fn call_deadline(
     let run = match inbound.run_id.as_ref() {
         Some(id) => {
             let offer = (inbound.explicit_timeout).map(|t| Deadline::after(now, t));
-            Some(gateway.inner.runs.visit(Some(owner), id, offer, server, now).await)
+            Some(
+                gateway
+                    .inner
+                    .runs
+                    .visit(Some(owner), id, offer, server, now)
+                    .await,
+            )
         }
         None => None,
     };

@@ -49,11 +49,11 @@ mod decide;
 mod error;
 mod health;
 mod open;
-mod shared;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod shared;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
@@ -65,11 +65,11 @@ pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
 pub use health::{CheckedStore, SLOW_PROBES, StoreHealth};
 pub use open::open;
-pub use shared::{AllowanceRule, Charge, Reservation, RetryTake, RunKey, RunState, SharedState};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
+pub use shared::{AllowanceRule, Charge, Reservation, RetryTake, RunKey, RunState, SharedState};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{

@@ -14,7 +14,7 @@
 //!   `ballast_idempotency_total{result}` (the idempotency layer: `claimed`, `replayed`, `conflict`, `mismatch`,
 //!   `unknown`);
 //! - **the runs**: `ballast_runs_evicted_total` (runs forgotten for room, `[run] max_runs`);
-//! - **many instances**: `ballast_shared_state_reachable` (1 while runs and limits are shared), 
+//! - **many instances**: `ballast_shared_state_reachable` (1 while runs and limits are shared),
 //!   `ballast_limit_mode{target,mode}` and `ballast_limited_total{target,outcome}` (a deployment's account limits);
 //! - **the model side**: `ballast_tokens_total{model,outcome}` (`answered`, or `failed`: tokens of attempts that
 //!   failed after the upstream reported them, paid for too — reference/002).
@@ -242,8 +242,11 @@ pub(crate) fn shared_state_reachable(reachable: bool) {
 /// `refuse`, `local`), 0 for the others.
 pub(crate) fn limit_mode(target: &str, mode: &'static str) {
     for each in crate::limit::MODES {
-        gauge!("ballast_limit_mode", "target" => target.to_owned(), "mode" => each)
-            .set(if each == mode { 1.0 } else { 0.0 });
+        gauge!("ballast_limit_mode", "target" => target.to_owned(), "mode" => each).set(if each == mode {
+            1.0
+        } else {
+            0.0
+        });
     }
 }
 

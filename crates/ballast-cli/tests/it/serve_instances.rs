@@ -6,7 +6,7 @@
 //! Real binaries, the machine's real Redis and PostgreSQL (each test skips, or fails under
 //! `BALLAST_REQUIRE_SERVICES=1`, when one is missing), real time with bounded polling.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ballast_testkit::ConfigText;
 use serde_json::{Value, json};
@@ -29,13 +29,10 @@ fn fresh(what: &str) -> String {
     format!("{what}-{:x}", rand_suffix())
 }
 
-/// A number no earlier run of these tests used (the time, in nanoseconds, and the process).
-fn rand_suffix() -> u128 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_nanos();
-    nanos ^ (u128::from(std::process::id()) << 64)
+/// A number no earlier run of these tests used (a randomly keyed hash).
+fn rand_suffix() -> u64 {
+    use std::hash::BuildHasher as _;
+    std::collections::hash_map::RandomState::new().hash_one(std::process::id())
 }
 
 /// Three gateways of `config` on the chaos upstream.
@@ -77,14 +74,39 @@ async fn a_run_spread_over_three_instances_keeps_one_deadline_and_one_allowance(
             headers
         };
         // On A: the run's deadline (3 s), and both of its retries.
-        let (status, answer, body) =
-            read(call(&client, &a, "lookup_order", &json!({"op": first}), &headers(Some("3000"))).await).await;
-        assert_eq!((status, header(&answer, "ballast-attempts")), (200, "3"), "{what}: {body}");
+        let (status, answer, body) = read(
+            call(
+                &client,
+                &a,
+                "lookup_order",
+                &json!({"op": first}),
+                &headers(Some("3000")),
+            )
+            .await,
+        )
+        .await;
+        assert_eq!(
+            (status, header(&answer, "ballast-attempts")),
+            (200, "3"),
+            "{what}: {body}"
+        );
         // On B, no deadline header: the run's deadline holds (not the 30 s default), and its allowance is spent.
-        let (status, answer, body) =
-            read(call(&client, &b, "lookup_order", &json!({"op": second}), &headers(None)).await).await;
+        let (status, answer, body) = read(
+            call(
+                &client,
+                &b,
+                "lookup_order",
+                &json!({"op": second}),
+                &headers(None),
+            )
+            .await,
+        )
+        .await;
         let remaining: u64 = header(&answer, "ballast-remaining-ms").parse().expect("a number");
-        assert!(remaining < 3000, "{what}: the run's deadline, not the default: {remaining} ms");
+        assert!(
+            remaining < 3000,
+            "{what}: the run's deadline, not the default: {remaining} ms"
+        );
         assert_eq!(
             (status, header(&answer, "ballast-code")),
             (503, "run_allowance_exhausted"),
@@ -92,7 +114,14 @@ async fn a_run_spread_over_three_instances_keeps_one_deadline_and_one_allowance(
         );
         // On C, once the run's deadline has passed: refused, nothing sent.
         let deadline_passed = support::gateway::eventually(&format!("{what}: C refuses the run"), || async {
-            let answer = call(&client, &c, "lookup_order", &json!({"op": "late"}), &headers(None)).await;
+            let answer = call(
+                &client,
+                &c,
+                "lookup_order",
+                &json!({"op": "late"}),
+                &headers(None),
+            )
+            .await;
             let (status, headers, body) = read(answer).await;
             (header(&headers, "ballast-code") == "deadline_exceeded").then_some((status, body))
         })
@@ -120,10 +149,13 @@ async fn a_deployment_limit_holds_across_three_instances_driven_at_once() {
         let deployment = format!(
             "{{ base_url = \"{{chaos}}/v1\", model = \"{model}\", limits = {{ requests_per_minute = 600, burst = \"0s\" }} }}"
         );
-        let config = ConfigText::new().store(&url).model("m", &[deployment], "").build();
+        let config = ConfigText::new()
+            .store(&url)
+            .model("m", &[deployment], "")
+            .build();
         let gateways = three(&config, &upstream);
         let client = client();
-        let started = Instant::now();
+        let started = ballast::clock::now();
         let mut calls = tokio::task::JoinSet::new();
         for i in 0..60 {
             let (client, url) = (client.clone(), gateways[i % 3].url("/v1/chat/completions"));
@@ -136,7 +168,10 @@ async fn a_deployment_limit_holds_across_three_instances_driven_at_once() {
                     .send()
                     .await
                     .expect("an answer");
-                (answer.status().as_u16(), header(answer.headers(), "ballast-shed").to_owned())
+                (
+                    answer.status().as_u16(),
+                    header(answer.headers(), "ballast-shed").to_owned(),
+                )
             });
         }
         let mut answered = 0;
@@ -148,17 +183,28 @@ async fn a_deployment_limit_holds_across_three_instances_driven_at_once() {
                 other => panic!("{what}: {other:?}"),
             }
         }
-        let elapsed = started.elapsed().as_secs_f64();
+        let elapsed = ballast::clock::now()
+            .saturating_duration_since(started)
+            .as_secs_f64();
         let sent = get_json(&upstream.url("/stats")).await["endpoints"]["model"]["requests"]
             .as_u64()
             .expect("the upstream's count");
         // 10 a second for the time the calls took, plus the one that starts the count.
         let allowed = (10.0 * elapsed).floor() as u64 + 1;
-        assert!(sent <= allowed, "{what}: {sent} sent in {elapsed:.2} s, the limit allows {allowed}");
+        assert!(
+            sent <= allowed,
+            "{what}: {sent} sent in {elapsed:.2} s, the limit allows {allowed}"
+        );
         assert_eq!(answered, sent, "{what}: every call sent was answered");
-        assert!(answered >= 5 && limited >= 30, "{what}: {answered} answered, {limited} limited");
+        assert!(
+            answered >= 5 && limited >= 30,
+            "{what}: {answered} answered, {limited} limited"
+        );
         let status = get_json(&gateways[0].url("/status")).await;
-        assert_eq!(status["models"]["m"]["deployments"][0]["limits"]["mode"], "shared", "{status}");
+        assert_eq!(
+            status["models"]["m"]["deployments"][0]["limits"]["mode"], "shared",
+            "{status}"
+        );
     }
 }
 
@@ -180,7 +226,11 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
     let config = ConfigText::new()
         .store(&proxied)
         .model("m", &[deployment], "")
-        .tool("process_payment", "{chaos}/tools/process_payment", "side_effects = true")
+        .tool(
+            "process_payment",
+            "{chaos}/tools/process_payment",
+            "side_effects = true",
+        )
         .tool("lookup_order", "{chaos}/tools/lookup_order", "")
         .build();
     let gateways = [(); 2].map(|()| Gateway::start(&config, &upstream, &[]));
@@ -210,25 +260,55 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
     // Side effects fail closed.
     let op = fresh("pay");
     let (status_code, headers, body) = read(
-        call(&client, &gateways[0], "process_payment", &json!({"op": op}), &[("idempotency-key", op.as_str())]).await,
+        call(
+            &client,
+            &gateways[0],
+            "process_payment",
+            &json!({"op": op}),
+            &[("idempotency-key", op.as_str())],
+        )
+        .await,
     )
     .await;
-    assert_eq!((status_code, header(&headers, "ballast-code")), (503, "store_unavailable"), "{body}");
+    assert_eq!(
+        (status_code, header(&headers, "ballast-code")),
+        (503, "store_unavailable"),
+        "{body}"
+    );
     assert_eq!(executions(&upstream, &op).await, 0, "nothing ran");
     // A run's call follows its own headers; a model call goes through under the instance's share.
     let (code, headers, body) = read(
-        call(&client, &gateways[1], "lookup_order", &json!({"op": "o"}), &[("ballast-run-id", run.as_str()), ("ballast-timeout-ms", "2000")]).await,
+        call(
+            &client,
+            &gateways[1],
+            "lookup_order",
+            &json!({"op": "o"}),
+            &[("ballast-run-id", run.as_str()), ("ballast-timeout-ms", "2000")],
+        )
+        .await,
     )
     .await;
     assert_eq!(code, 200, "{body}");
     assert!(header(&headers, "ballast-remaining-ms").parse::<u64>().unwrap() <= 2000);
     let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-    let answer = client.post(gateways[1].url("/v1/chat/completions")).json(&chat).send().await.unwrap();
+    let answer = client
+        .post(gateways[1].url("/v1/chat/completions"))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status().as_u16(), 200);
     let lost = status(&gateways[1]).await;
     assert_eq!(mode(&lost), "share", "{lost}");
     assert_eq!(lost["runs"]["mode"], "local", "{lost}");
-    let metrics = client.get(gateways[1].url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let metrics = client
+        .get(gateways[1].url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(metrics.contains("ballast_shared_state_reachable 0"), "{metrics}");
     proxy.restore();
     for gateway in &gateways {
@@ -238,7 +318,12 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
         })
         .await;
     }
-    let answer = client.post(gateways[1].url("/v1/chat/completions")).json(&chat).send().await.unwrap();
+    let answer = client
+        .post(gateways[1].url("/v1/chat/completions"))
+        .json(&chat)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(answer.status().as_u16(), 200);
     assert_eq!(mode(&status(&gateways[1]).await), "shared");
     let op = fresh("pay");
@@ -246,7 +331,14 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
         let (client, gateway, op) = (client.clone(), &gateways[0], op.clone());
         async move {
             let answer = read(
-                call(&client, gateway, "process_payment", &json!({"op": op}), &[("idempotency-key", op.as_str())]).await,
+                call(
+                    &client,
+                    gateway,
+                    "process_payment",
+                    &json!({"op": op}),
+                    &[("idempotency-key", op.as_str())],
+                )
+                .await,
             )
             .await;
             (answer.0 == 200).then_some(answer)
@@ -287,7 +379,12 @@ async fn an_instance_killed_mid_side_effect_never_leads_to_a_second_execution() 
             let (client, url) = (client.clone(), a.url("/v1/tools/process_payment"));
             let (op, key) = (op.clone(), op.clone());
             tokio::spawn(async move {
-                let _ = client.post(url).header("idempotency-key", key).json(&json!({"op": op})).send().await;
+                let _ = client
+                    .post(url)
+                    .header("idempotency-key", key)
+                    .json(&json!({"op": op}))
+                    .send()
+                    .await;
             })
         };
         support::gateway::eventually(&format!("{what}: the payment ran upstream"), || async {
@@ -297,16 +394,26 @@ async fn an_instance_killed_mid_side_effect_never_leads_to_a_second_execution() 
         a.kill9();
         in_flight.abort();
         // The retry on B: in progress while the dead holder's lease lasts, then outcome_unknown.
-        let started = Instant::now();
+        let started = ballast::clock::now();
         let (code, headers, body) = loop {
             let answer = read(call(&client, &b, "process_payment", &json!({"op": op}), &key).await).await;
-            if answer.0 != 409 || started.elapsed() > Duration::from_secs(30) {
+            if answer.0 != 409
+                || ballast::clock::now().saturating_duration_since(started) > Duration::from_secs(30)
+            {
                 break answer;
             }
             let wait: u64 = header(&answer.1, "retry-after").parse().unwrap_or(1);
             tokio::time::sleep(Duration::from_secs(wait.min(2))).await;
         };
-        assert_eq!((code, header(&headers, "ballast-code")), (502, "outcome_unknown"), "{what}: {body}");
-        assert_eq!(executions(&upstream, &op).await, 1, "{what}: never a second execution");
+        assert_eq!(
+            (code, header(&headers, "ballast-code")),
+            (502, "outcome_unknown"),
+            "{what}: {body}"
+        );
+        assert_eq!(
+            executions(&upstream, &op).await,
+            1,
+            "{what}: never a second execution"
+        );
     }
 }

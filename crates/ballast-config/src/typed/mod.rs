@@ -24,8 +24,8 @@ pub use mcp::{McpServerConfig, McpToolOverride};
 pub use route::{
     Api, ApiSet, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
     DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits, ModelRoute,
-    OnOverflow, OnStoreLoss, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
+    ModelRoute, OnOverflow, OnStoreLoss, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
 
 /// A validated Ballast configuration.

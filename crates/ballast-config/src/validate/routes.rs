@@ -152,7 +152,11 @@ impl Checker {
             ballast_core::DEFAULT_LIMIT_BURST,
             DurationRule::Any,
         );
-        let on_store_loss = self.word(&join(path, "on_store_loss"), raw.on_store_loss.as_ref(), OnStoreLoss::Share);
+        let on_store_loss = self.word(
+            &join(path, "on_store_loss"),
+            raw.on_store_loss.as_ref(),
+            OnStoreLoss::Share,
+        );
         if raw.requests_per_minute.is_none() && raw.tokens_per_minute.is_none() {
             self.report(
                 path,

@@ -50,13 +50,25 @@ fn limits_charged_together_wait_for_the_slowest_or_book_nothing() {
     let tokens = Gcra::per_minute(60_000, Duration::ZERO); // 1,000 a second
     let now = 10.0 * SECOND;
     // Tokens are 3 s ahead, requests free: the pair waits 3 s.
-    let booked = reserve_all(&[(requests, 0.0, 1.0), (tokens, now + 3.0 * SECOND, 500.0)], now, 5.0 * SECOND);
+    let booked = reserve_all(
+        &[(requests, 0.0, 1.0), (tokens, now + 3.0 * SECOND, 500.0)],
+        now,
+        5.0 * SECOND,
+    );
     let (wait, tats) = booked.unwrap();
     assert_eq!(wait, 3.0 * SECOND);
-    assert_eq!(tats[0], now + 3.0 * SECOND + SECOND, "requests booked at the shared send time");
+    assert_eq!(
+        tats[0],
+        now + 3.0 * SECOND + SECOND,
+        "requests booked at the shared send time"
+    );
     assert_eq!(tats[1], now + 3.0 * SECOND + 0.5 * SECOND);
     assert_eq!(
-        reserve_all(&[(requests, 0.0, 1.0), (tokens, now + 3.0 * SECOND, 500.0)], now, SECOND),
+        reserve_all(
+            &[(requests, 0.0, 1.0), (tokens, now + 3.0 * SECOND, 500.0)],
+            now,
+            SECOND
+        ),
         Err(3.0 * SECOND)
     );
 }
@@ -68,7 +80,11 @@ fn a_correction_charges_the_difference_and_a_refund_never_reaches_the_past() {
     assert_eq!(limit.correct(now + 500_000.0, now, 200.0), now + 700_000.0);
     assert_eq!(limit.correct(now + 500_000.0, now, -200.0), now + 300_000.0);
     assert_eq!(limit.correct(now + 500_000.0, now, -900.0), now, "not before now");
-    assert_eq!(limit.correct(now - 5.0, now, -900.0), now - 5.0, "an idle limit stays as it was");
+    assert_eq!(
+        limit.correct(now - 5.0, now, -900.0),
+        now - 5.0,
+        "an idle limit stays as it was"
+    );
 }
 
 proptest! {

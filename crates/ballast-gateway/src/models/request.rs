@@ -180,13 +180,12 @@ pub(super) async fn prepare<R: ModelRequest>(
     }
     crate::metrics::sdk_retry(client.name(), inbound.sdk_retry);
     // The reading's lookup made the run, when it was new: the restart, if any, was seen there.
-    let mut settled =
-        settle(gateway, caller, client.name(), inbound, request.streamed(), now)
-            .await
-            .map_err(|mut refused| {
-                refused.run_restarted |= run_restarted;
-                refused
-            })?;
+    let mut settled = settle(gateway, caller, client.name(), inbound, request.streamed(), now)
+        .await
+        .map_err(|mut refused| {
+            refused.run_restarted |= run_restarted;
+            refused
+        })?;
     settled.run_restarted |= run_restarted;
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     let identity = Identity::of(caller.name(), path, headers, bytes, settled.inbound.sdk_retry);
@@ -224,7 +223,8 @@ async fn settle(
     } else {
         (inbound.timeout, server.default_timeout)
     };
-    let (deadline, run_restarted) = call_deadline(gateway, caller.name(), &inbound, bound, fallback, now).await;
+    let (deadline, run_restarted) =
+        call_deadline(gateway, caller.name(), &inbound, bound, fallback, now).await;
     let commit_by = (inbound.sdk_timeout).filter(|_| stream).map(|t| {
         Deadline::after(now, t)
             .with_reserve(server.reserve)

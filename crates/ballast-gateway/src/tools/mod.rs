@@ -263,7 +263,8 @@ async fn check(
         .get::<Principal>()
         .map_or(crate::auth::ANONYMOUS, Principal::name)
         .to_owned();
-    let (deadline, run_restarted, refused) = crate::inbound::unary_deadline(gateway, &owner, &inbound, now).await;
+    let (deadline, run_restarted, refused) =
+        crate::inbound::unary_deadline(gateway, &owner, &inbound, now).await;
     let tool = client.config();
     if let Err(exceeded) = deadline.attempt_timeout(std::time::Duration::MAX, now) {
         return Err(refused(AppError::too_late(

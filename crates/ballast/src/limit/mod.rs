@@ -176,7 +176,12 @@ impl AccountLimits {
     }
 
     /// The reservation of `tokens` at `now` for a caller that may wait `max_wait`, where the mode says.
-    async fn reserve(&self, tokens: f64, now: Instant, max_wait: Duration) -> Result<(Duration, Charged), Error> {
+    async fn reserve(
+        &self,
+        tokens: f64,
+        now: Instant,
+        max_wait: Duration,
+    ) -> Result<(Duration, Charged), Error> {
         let mode = self.mode();
         self.report_mode(mode);
         #[cfg(feature = "idempotency")]
@@ -185,7 +190,10 @@ impl AccountLimits {
         {
             let charges = self.charges(tokens, 1);
             let patience = max_wait.max(crate::sharing::PATIENCE);
-            match sharing.ask(patience, sharing.state().reserve(&charges, max_wait)).await {
+            match sharing
+                .ask(patience, sharing.state().reserve(&charges, max_wait))
+                .await
+            {
                 Some(ballast_store::Reservation::Granted(wait)) => {
                     return Ok((wait, Charged { tokens, shared: true }));
                 }
@@ -197,7 +205,11 @@ impl AccountLimits {
         if mode == LimitMode::Refuse {
             return Err(self.refused(None));
         }
-        let share = if mode == LimitMode::Share { self.instances() } else { 1 };
+        let share = if mode == LimitMode::Share {
+            self.instances()
+        } else {
+            1
+        };
         let at = micros(now);
         let mut tats = self.local.lock().unwrap_or_else(PoisonError::into_inner);
         let charges: Vec<(Gcra, f64, f64)> = [(&self.requests, 1.0, 0), (&self.tokens, tokens, 1)]
@@ -217,7 +229,13 @@ impl AccountLimits {
                         tats[slot] = tat;
                     }
                 }
-                Ok((Duration::from_secs_f64(wait / 1e6), Charged { tokens, shared: false }))
+                Ok((
+                    Duration::from_secs_f64(wait / 1e6),
+                    Charged {
+                        tokens,
+                        shared: false,
+                    },
+                ))
             }
             Err(after) => Err(self.refused(Some(Duration::from_secs_f64(after / 1e6)))),
         }
@@ -244,7 +262,11 @@ impl AccountLimits {
                 .await;
             return;
         }
-        let share = if self.mode() == LimitMode::Share { self.instances() } else { 1 };
+        let share = if self.mode() == LimitMode::Share {
+            self.instances()
+        } else {
+            1
+        };
         let gcra = self.gcra(rate.per_minute, share);
         let mut tats = self.local.lock().unwrap_or_else(PoisonError::into_inner);
         tats[1] = gcra.correct(tats[1], micros(clock::now()), delta);

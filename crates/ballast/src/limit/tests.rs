@@ -32,10 +32,14 @@ async fn a_call_waits_for_its_slot_when_its_deadline_holds_it_else_is_refused_wi
     limits.charge(0, &long, &Cancel::never()).await.unwrap();
     // The second waits a second for its slot.
     limits.charge(0, &long, &Cancel::never()).await.unwrap();
-    assert_eq!(clock::now().saturating_duration_since(now), Duration::from_secs(1));
+    assert_eq!(
+        clock::now().saturating_duration_since(now),
+        Duration::from_secs(1)
+    );
     // A call with 500 ms left cannot hold a 1 s wait: refused, told when.
     let short = Deadline::after(clock::now(), Duration::from_millis(500));
-    let Err(Error::Overloaded { reason, retry_after }) = limits.charge(0, &short, &Cancel::never()).await else {
+    let Err(Error::Overloaded { reason, retry_after }) = limits.charge(0, &short, &Cancel::never()).await
+    else {
         panic!("refused")
     };
     assert_eq!(reason, Overload::Limited);
@@ -59,7 +63,10 @@ async fn tokens_are_charged_as_estimated_and_corrected_by_the_usage() {
     limits.correct(charged, 50).await;
     let started = clock::now();
     limits.charge(1, &deadline, &Cancel::never()).await.unwrap();
-    assert_eq!(clock::now().saturating_duration_since(started), Duration::from_millis(500));
+    assert_eq!(
+        clock::now().saturating_duration_since(started),
+        Duration::from_millis(500)
+    );
 }
 
 #[test]

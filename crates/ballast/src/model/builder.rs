@@ -113,9 +113,7 @@ impl ModelClient {
         T: Transport,
     {
         let deployments = (authorization.into_iter().enumerate())
-            .map(|(index, key)| {
-                DeploymentClient::build(&route, index, server, key, transport.clone(), &runs)
-            })
+            .map(|(index, key)| DeploymentClient::build(&route, index, server, key, transport.clone(), &runs))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ModelClient::from_route(Route {
             config: route,

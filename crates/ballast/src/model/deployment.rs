@@ -195,7 +195,11 @@ impl DeploymentClient {
         let account = account(&config, authorization.as_ref());
         parts.limits = config.limits.map(|limits| {
             // The same key on every instance: what the provider counts the limit against.
-            let key = format!("{base}|{}|{}", config.model, account.as_deref().unwrap_or_default());
+            let key = format!(
+                "{base}|{}|{}",
+                config.model,
+                account.as_deref().unwrap_or_default()
+            );
             Arc::new(crate::limit::AccountLimits::new(
                 Arc::from(name.as_str()),
                 &key,

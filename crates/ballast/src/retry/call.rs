@@ -322,7 +322,9 @@ impl Drop for PaidRetry {
 /// reachable, on a layer that retries).
 #[cfg(feature = "idempotency")]
 fn shared_run(ctx: &CallContext) -> Option<&Run> {
-    ctx.run.as_deref().filter(|run| ctx.retries_here && run.is_shared_now())
+    ctx.run
+        .as_deref()
+        .filter(|run| ctx.retries_here && run.is_shared_now())
 }
 
 #[cfg(not(feature = "idempotency"))]

@@ -80,7 +80,9 @@ pub(crate) enum SharedTake {
 impl Run {
     /// Whether the run's retries are decided in the shared store now.
     pub(crate) fn is_shared_now(&self) -> bool {
-        self.shared.as_ref().is_some_and(|shared| shared.sharing.is_reachable())
+        self.shared
+            .as_ref()
+            .is_some_and(|shared| shared.sharing.is_reachable())
     }
 
     /// Brings the run's deadline in step with the store's, offering `offer` (a call's explicit deadline) when it
@@ -124,7 +126,9 @@ impl Run {
             );
         }
         let limit = shared.rule.limit(state.calls);
-        shared.left.store(limit.saturating_sub(state.taken), Ordering::Relaxed);
+        shared
+            .left
+            .store(limit.saturating_sub(state.taken), Ordering::Relaxed);
     }
 
     /// Takes one retry from the run's allowance in the shared store, reporting the calls counted here since the
@@ -134,7 +138,10 @@ impl Run {
             return SharedTake::Lost;
         };
         let calls = shared.unreported.swap(0, Ordering::Relaxed);
-        let take = shared.sharing.state().take_run_retry(&shared.key, calls, shared.rule, shared.ttl);
+        let take = shared
+            .sharing
+            .state()
+            .take_run_retry(&shared.key, calls, shared.rule, shared.ttl);
         match shared.sharing.ask(patience, take).await {
             Some(took) => {
                 shared.left.store(took.left, Ordering::Relaxed);

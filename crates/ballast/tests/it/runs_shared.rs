@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use ballast::sharing::Sharing;
 use ballast::tool::ToolClients;
-use ballast::{Clients, LimitMode, Runs, clock, model::ModelClient, tool::ToolCall, transport::ServiceTransport};
+use ballast::{
+    Clients, LimitMode, Runs, clock, model::ModelClient, tool::ToolCall, transport::ServiceTransport,
+};
 use ballast_config::{Config, ServerConfig};
 use ballast_core::{Deadline, StopReason};
 use serde_json::json;
@@ -74,7 +76,10 @@ const FAILING: &str = "[endpoints.lookup_order]\nerrors = { 503 = 1.0 }";
 async fn a_runs_allowance_spent_on_one_instance_is_spent_on_the_other() {
     let store = MemoryShared::default();
     let upstreams = Upstreams::new(&[("primary", profile(""))]);
-    let (a, b) = (instance(&store, FAILING, &upstreams), instance(&store, FAILING, &upstreams));
+    let (a, b) = (
+        instance(&store, FAILING, &upstreams),
+        instance(&store, FAILING, &upstreams),
+    );
     let error = (a.tools.get("lookup_order").unwrap())
         .call(lookup("op-a").run("run-1"))
         .await
@@ -119,7 +124,12 @@ async fn a_runs_deadline_given_on_one_instance_holds_on_the_other() {
         .call(lookup("late").run("run-1"))
         .await
         .expect_err("past the run's deadline");
-    assert_eq!(error.report().code, Some(ballast_core::ErrorCode::DeadlineExceeded), "{}", error.report());
+    assert_eq!(
+        error.report().code,
+        Some(ballast_core::ErrorCode::DeadlineExceeded),
+        "{}",
+        error.report()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -128,13 +138,23 @@ async fn a_deployment_limit_is_one_limit_for_both_instances() {
     let upstreams = Upstreams::new(&[("primary", profile(""))]);
     let (a, b) = (instance(&store, "", &upstreams), instance(&store, "", &upstreams));
     // 60 a minute, no burst: A's call takes this second's slot; B's, with 500 ms to live, cannot wait for the next.
-    a.model.complete(call(&first_turn("op-1"))).await.expect("A's call");
+    a.model
+        .complete(call(&first_turn("op-1")))
+        .await
+        .expect("A's call");
     let error = b
         .model
-        .complete(call(&first_turn("op-2")).deadline(Deadline::after(clock::now(), Duration::from_millis(500))))
+        .complete(
+            call(&first_turn("op-2")).deadline(Deadline::after(clock::now(), Duration::from_millis(500))),
+        )
         .await
         .expect_err("no slot in time");
-    assert_eq!(error.report().code, Some(ballast_core::ErrorCode::Overloaded), "{}", error.report());
+    assert_eq!(
+        error.report().code,
+        Some(ballast_core::ErrorCode::Overloaded),
+        "{}",
+        error.report()
+    );
     // With 3 s to live, B waits for its slot and is served.
     let started = clock::now();
     b.model
@@ -150,7 +170,10 @@ async fn a_deployment_limit_is_one_limit_for_both_instances() {
 async fn with_the_store_lost_an_instance_takes_its_share_and_shares_again_after_a_heartbeat() {
     let store = MemoryShared::default();
     let upstreams = Upstreams::new(&[("primary", profile(""))]);
-    let (a, b) = (instance(&store, FAILING, &upstreams), instance(&store, FAILING, &upstreams));
+    let (a, b) = (
+        instance(&store, FAILING, &upstreams),
+        instance(&store, FAILING, &upstreams),
+    );
     a.sharing.heartbeat().await;
     b.sharing.heartbeat().await;
     assert_eq!(b.sharing.instances(), 2);
@@ -160,15 +183,25 @@ async fn with_the_store_lost_an_instance_takes_its_share_and_shares_again_after_
         .call(lookup("op-b").run("run-1"))
         .await
         .expect_err("the tool fails");
-    assert_eq!(error.report().attempts.len(), 3, "B's local allowance: {}", error.report());
+    assert_eq!(
+        error.report().attempts.len(),
+        3,
+        "B's local allowance: {}",
+        error.report()
+    );
     assert!(!b.sharing.is_reachable());
     let limits = b.model.limits(0).unwrap();
     assert_eq!(limits.mode(), LimitMode::Share);
     // Its share: 30 a minute, one every 2 s; B's first call goes, a second within 1.5 s does not.
-    b.model.complete(call(&first_turn("op-1"))).await.expect("the first");
+    b.model
+        .complete(call(&first_turn("op-1")))
+        .await
+        .expect("the first");
     let error = b
         .model
-        .complete(call(&first_turn("op-2")).deadline(Deadline::after(clock::now(), Duration::from_millis(1500))))
+        .complete(
+            call(&first_turn("op-2")).deadline(Deadline::after(clock::now(), Duration::from_millis(1500))),
+        )
         .await
         .expect_err("beyond the share");
     assert_eq!(error.report().code, Some(ballast_core::ErrorCode::Overloaded));

@@ -275,7 +275,10 @@ fn deployment_limits_name_a_rate_and_default_to_sharing_on_store_loss() {
         })
     );
     let second = d[1].limits.unwrap();
-    assert_eq!((second.tokens_per_minute, second.burst), (Some(90_000), Duration::ZERO));
+    assert_eq!(
+        (second.tokens_per_minute, second.burst),
+        (Some(90_000), Duration::ZERO)
+    );
     assert_eq!(second.on_store_loss, OnStoreLoss::Refuse);
     let wrong = load(
         "[[models]]\nname = \"m\"\ndeployments = [ { base_url = \"https://a/v1\", limits = { burst = \"2s\" } },\n  \
@@ -284,11 +287,19 @@ fn deployment_limits_name_a_rate_and_default_to_sharing_on_store_loss() {
     .unwrap_err()
     .to_string();
     assert!(
-        wrong.contains("models[0].deployments[0].limits: needs one of requests_per_minute or tokens_per_minute"),
+        wrong.contains(
+            "models[0].deployments[0].limits: needs one of requests_per_minute or tokens_per_minute"
+        ),
         "{wrong}"
     );
-    assert!(wrong.contains("models[0].deployments[1].limits.requests_per_minute: 0 must be at least 1"), "{wrong}");
-    assert!(wrong.contains("models[0].deployments[1].limits.on_store_loss"), "{wrong}");
+    assert!(
+        wrong.contains("models[0].deployments[1].limits.requests_per_minute: 0 must be at least 1"),
+        "{wrong}"
+    );
+    assert!(
+        wrong.contains("models[0].deployments[1].limits.on_store_loss"),
+        "{wrong}"
+    );
 }
 
 #[test]

@@ -46,7 +46,12 @@ impl MemoryShared {
 
 #[async_trait::async_trait]
 impl SharedState for MemoryShared {
-    async fn visit_run(&self, run: &RunKey, offer: Option<Duration>, _ttl: Duration) -> Result<RunState, StoreError> {
+    async fn visit_run(
+        &self,
+        run: &RunKey,
+        offer: Option<Duration>,
+        _ttl: Duration,
+    ) -> Result<RunState, StoreError> {
         let now = now_us();
         let mut state = self.up()?;
         let entry = state.runs.entry(run.clone()).or_default();
@@ -111,7 +116,9 @@ impl SharedState for MemoryShared {
         let now = now_us();
         let mut state = self.up()?;
         let tat = state.tats.get(&limit.key).copied().unwrap_or(0.0);
-        state.tats.insert(limit.key.clone(), limit.rate.correct(tat, now, delta));
+        state
+            .tats
+            .insert(limit.key.clone(), limit.rate.correct(tat, now, delta));
         Ok(())
     }
 
