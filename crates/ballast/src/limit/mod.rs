@@ -59,6 +59,7 @@ impl LimitMode {
 
 /// One limit of a deployment: its key in the shared store, and its rate.
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "idempotency"), allow(dead_code))]
 struct Rate {
     key: String,
     per_minute: u32,
@@ -66,6 +67,7 @@ struct Rate {
 
 /// A deployment's account limits (module docs).
 #[derive(Debug)]
+#[cfg_attr(not(feature = "idempotency"), allow(dead_code))]
 pub struct AccountLimits {
     target: Arc<str>,
     requests: Option<Rate>,
@@ -82,6 +84,7 @@ pub struct AccountLimits {
 
 /// What one attempt was charged: what a correction moves by.
 #[derive(Clone, Copy, Debug, Default)]
+#[cfg_attr(not(feature = "idempotency"), allow(dead_code))]
 pub(crate) struct Charged {
     tokens: f64,
     shared: bool,

@@ -265,6 +265,7 @@ impl Made {
 /// call, the service below never became ready — or refunded when a layer below refused the attempt (circuit open,
 /// no time left, shed), it gives both back: a retry never sent costs the run and the upstream nothing. Handed
 /// below, it stays spent however the call ends.
+#[cfg_attr(not(feature = "idempotency"), allow(dead_code))]
 struct PaidRetry {
     budget: Arc<dyn RetryBudget>,
     run: Option<Arc<Run>>,
