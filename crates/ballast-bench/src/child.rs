@@ -143,6 +143,16 @@ impl ChildProcess {
         ))
     }
 
+    /// Kills it at once — SIGKILL (elsewhere than Unix, the platform's kill): nothing of it runs after, no
+    /// shutdown of its own — and waits for it to be gone. How it exited.
+    pub(crate) fn kill(mut self) -> Result<ExitStatus, String> {
+        if let Some(status) = self.exited() {
+            return Ok(status);
+        }
+        let _ = self.child.kill();
+        self.child.wait().map_err(|e| format!("{}: {e}", self.name))
+    }
+
     /// Asks it to stop: SIGTERM (elsewhere than Unix, a kill). It may have exited since: then there is nothing
     /// to signal, and the caller's wait says how it ended.
     fn terminate(&mut self) {

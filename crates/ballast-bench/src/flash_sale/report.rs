@@ -6,14 +6,18 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use super::{BreakerChange, DEADLINE_SLACK, FAST_FAILURE, Run};
+use super::{BreakerChange, DEADLINE_SLACK, FAST_FAILURE, FleetSummary, Run};
 
 /// Serializes a duration as milliseconds (fractional).
 pub(super) fn millis<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_f64(duration.as_secs_f64() * 1000.0)
 }
 
-fn millis_opt<S: Serializer>(duration: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+/// Serializes a duration as milliseconds, `null` for none.
+pub(super) fn millis_opt<S: Serializer>(
+    duration: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     match duration {
         Some(duration) => millis(duration, serializer),
         None => serializer.serialize_none(),
@@ -67,6 +71,10 @@ pub struct Summary {
     /// succeed; `None`: never.
     #[serde(serialize_with = "millis_opt")]
     pub recovered_after: Option<Duration>,
+    /// The gateway's instances — what each served, the kills, what was acknowledged but lost — for a gateway of
+    /// several or on a shared store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instances: Option<FleetSummary>,
 }
 
 impl Summary {
@@ -148,6 +156,7 @@ impl Summary {
             dead_upstream: runs.iter().any(|run| run.outage.is_some()),
             fail_fast_after: worst(runs, fail_fast_after),
             recovered_after: worst(runs, recovered_after),
+            instances: FleetSummary::of(runs),
         }
     }
 }
@@ -367,6 +376,7 @@ mod tests {
             deadline: Duration::from_millis(1000),
             time_scale: 1.0,
             outage: outage.map(|(a, b)| (Duration::from_millis(a), Duration::from_millis(b))),
+            fleet: None,
         }
     }
 
