@@ -117,8 +117,8 @@ impl Instances {
     }
 }
 
-/// `redis` or `postgres` for a shared store's URL.
-fn store_kind(url: &str) -> Option<&'static str> {
+/// `redis` or `postgres` for a shared store's URL (`None`: not one).
+pub(crate) fn store_kind(url: &str) -> Option<&'static str> {
     if url.starts_with("redis://") {
         Some("redis")
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {

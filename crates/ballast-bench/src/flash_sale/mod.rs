@@ -66,6 +66,7 @@ pub use chart::chart_svg;
 pub use fleet::{FleetReport, FleetSummary, InstanceLoad, InstanceShare, Kill, KillSummary};
 pub use gateway::{ThroughGateway, gateway_config};
 pub use instances::Instances;
+pub(crate) use instances::store_kind;
 pub use naive::{Naive, NaiveMcp};
 pub use over_http::MODEL;
 pub use report::{Summary, table};
