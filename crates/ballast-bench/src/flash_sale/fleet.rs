@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::Record;
-use super::report::{millis, millis_opt};
+use super::millis::{millis, millis_opt};
 
 /// One run's gateway instances: what each served, the kill, and what was acknowledged but lost.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -194,6 +194,9 @@ impl Fleet {
         let give_up = clock::now() + RESTART;
         loop {
             match ChildProcess::start(&self.binary, &args, &vars, self.dir.path(), &log).await {
+                Ok(child) if child.addr() != self.addrs[index] => {
+                    return Err(format!("restarted on {}, not on {listen}", child.addr()));
+                }
                 Ok(child) => {
                     lock(&self.running)[index] = Some(child);
                     return Ok(());

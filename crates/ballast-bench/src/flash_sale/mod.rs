@@ -29,7 +29,7 @@
 //! - `against` — [`Against`]: those agents through any OpenAI-compatible gateway a user runs.
 //! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
 //! - `seeds` — [`run_seeds`] and [`ScenarioReport`]: every strategy on every seed, per seed and pooled.
-//! - `chart` — the SVG chart of successes and failures over time.
+//! - `chart` — the SVG chart of successes and failures over time; `millis` — durations in the JSON.
 
 mod against;
 mod chart;
@@ -37,6 +37,7 @@ mod fleet;
 mod gateway;
 mod instances;
 mod mcp;
+mod millis;
 mod naive;
 mod naive_mcp;
 mod over_http;
@@ -149,10 +150,10 @@ pub struct Record {
     /// The agent.
     pub agent: usize,
     /// When it started, from the run's start.
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub started: Duration,
     /// How long it took.
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub took: Duration,
     /// What it came to.
     pub outcome: Outcome,
@@ -176,7 +177,7 @@ pub struct Run {
     /// Attempts refused by the strategy's adaptive throttles (`None`: it has none).
     pub throttled: Option<u64>,
     /// The conversations' deadline (scaled).
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub deadline: Duration,
     /// The time scale.
     pub time_scale: f64,

@@ -433,7 +433,7 @@ mod tests {
                 assert_eq!(outcome.calls, 5, "model, lookup, model, action, model");
                 assert_eq!(
                     outcome.acknowledged,
-                    [conversation.op.clone()],
+                    std::slice::from_ref(&conversation.op),
                     "the action, answered"
                 );
             }

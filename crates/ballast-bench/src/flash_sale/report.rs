@@ -4,25 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
+use super::millis::{millis, millis_opt};
 use super::{BreakerChange, DEADLINE_SLACK, FAST_FAILURE, FleetSummary, Run};
-
-/// Serializes a duration as milliseconds (fractional).
-pub(super) fn millis<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(duration.as_secs_f64() * 1000.0)
-}
-
-/// Serializes a duration as milliseconds, `null` for none.
-pub(super) fn millis_opt<S: Serializer>(
-    duration: &Option<Duration>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match duration {
-        Some(duration) => millis(duration, serializer),
-        None => serializer.serialize_none(),
-    }
-}
 
 /// One strategy's numbers over the runs it is made of (one seed, or several pooled). Every duration is in real
 /// time: a run at time scale 0.1 reports its durations divided by 0.1, as if it had run at full scale.

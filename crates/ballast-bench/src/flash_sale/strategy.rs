@@ -118,7 +118,7 @@ pub struct BreakerChange {
     /// Why (`5 consecutive failures`, `open time elapsed`, ...).
     pub reason: String,
     /// When it was seen, from the run's start; filled in by the runner.
-    #[serde(serialize_with = "super::report::millis")]
+    #[serde(serialize_with = "super::millis::millis")]
     pub at: Duration,
 }
 
