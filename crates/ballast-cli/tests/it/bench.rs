@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -11,6 +12,14 @@ use support::{ballast, text};
 
 /// The longest any bounded wait of these tests lasts.
 const PATIENCE: Duration = Duration::from_secs(20);
+
+/// One bench at a time: each times what it measures — a flash sale at a twentieth of real time, an overhead load of
+/// 0.2 s with its processes pinned to the CPUs — and two at once on a two-CPU machine starve each other's gateways
+/// into missed deadlines and empty loads. Held for the whole of a test that runs a bench.
+fn one_bench_at_a_time() -> MutexGuard<'static, ()> {
+    static BENCH: Mutex<()> = Mutex::new(());
+    BENCH.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// A port nobody listens on now (the system's choice, released at once).
 fn free_port() -> u16 {
@@ -24,6 +33,7 @@ fn free_port() -> u16 {
 /// each hold a refund whose answer is lost after it committed: the naive code refunds it again, Ballast never.
 #[test]
 fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
+    let _bench = one_bench_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let chart = dir.path().join("flash-sale.svg");
     let out = ballast(&[
@@ -69,6 +79,7 @@ fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
 /// refunds of seeds 5 and 6 whose answers are lost after they committed.
 #[test]
 fn a_short_flash_sale_over_mcp_runs_the_gateways_agents_and_the_naive_mcp_client() {
+    let _bench = one_bench_at_a_time();
     let out = ballast(&[
         "bench",
         "flash-sale",
@@ -108,6 +119,7 @@ fn a_short_flash_sale_over_mcp_runs_the_gateways_agents_and_the_naive_mcp_client
 /// upstream itself (agents with no gateway at all).
 #[test]
 fn against_runs_the_agents_through_another_gateway_on_the_same_faults() {
+    let _bench = one_bench_at_a_time();
     let port = free_port();
     let upstream = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -182,6 +194,7 @@ fn against_runs_the_agents_through_another_gateway_on_the_same_faults() {
 /// An interrupted bench leaves nothing behind: the gateway it started is stopped before it exits.
 #[test]
 fn an_interrupted_bench_stops_the_gateway_it_started() {
+    let _bench = one_bench_at_a_time();
     let mut bench = Running::start(&[
         "bench",
         "flash-sale",
@@ -283,6 +296,7 @@ fn redis() -> Option<String> {
 #[test]
 fn two_gateway_instances_on_one_redis_share_the_load_and_pay_once() {
     let Some(redis) = redis() else { return };
+    let _bench = one_bench_at_a_time();
     let out = ballast(&[
         "bench",
         "flash-sale",
@@ -301,8 +315,17 @@ fn two_gateway_instances_on_one_redis_share_the_load_and_pay_once() {
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
-    assert!(stdout.contains("| gateway (2 instances, redis) |"), "{stdout}");
-    assert!(stdout.contains("| duplicate side effects     | 0 "), "{stdout}");
+    let row = |label: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("| {label} ")))
+            .and_then(|line| line.split('|').nth(2))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("a row {label:?}:\n{stdout}"))
+    };
+    assert_eq!(row(""), "gateway (2 instances, redis)", "{stdout}");
+    assert_eq!(row("conversations"), "12", "{stdout}");
+    assert_eq!(row("duplicate side effects"), "0", "{stdout}");
     let load = stdout
         .lines()
         .find(|line| line.contains("gateway (2 instances, redis) per instance:"))
@@ -324,6 +347,7 @@ fn two_gateway_instances_on_one_redis_share_the_load_and_pay_once() {
 #[test]
 fn an_instance_killed_mid_sale_comes_back_on_its_port_and_nothing_is_paid_twice_or_lost() {
     let Some(redis) = redis() else { return };
+    let _bench = one_bench_at_a_time();
     let out = ballast(&[
         "bench",
         "flash-sale",
@@ -379,6 +403,7 @@ fn short_overhead_run(extra: &[&str]) -> Value {
         "--json",
     ];
     args.extend_from_slice(extra);
+    let _bench = one_bench_at_a_time();
     let out = ballast(&args);
     assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
