@@ -1,11 +1,13 @@
 //! The processes the flash-sale bench and the demo start from the `ballast` binary (`ballast serve`, `ballast
-//! chaos`): started on 127.0.0.1:0, their address read from the first line they print, and never left behind.
+//! chaos`): started on 127.0.0.1:0 (a gateway instance restarted, on the port it had), their address read from the
+//! first line they print, and never left behind.
 //!
 //! Why a guard that kills on drop: a bench that fails half-way (an error, a panic unwinding, a Ctrl-C that the
 //! command turns into an early return) must not leave a gateway listening on the machine. Every path out of the
 //! code that started a child drops its [`ChildProcess`], and the drop kills the child and waits for it (a killed
 //! process is reaped at once, so the wait is short). [`ChildProcess::stop`] is the graceful way (SIGTERM, then a
-//! bounded wait, then the kill). Each child runs in a process group of its own, so a Ctrl-C in the terminal
+//! bounded wait, then the kill), [`ChildProcess::kill`] the abrupt one (SIGKILL at once: a gateway instance killed
+//! mid-sale). Each child runs in a process group of its own, so a Ctrl-C in the terminal
 //! reaches the parent alone, and the parent decides the order its children stop in.
 //!
 //! What a parent killed with SIGKILL leaves is beyond any guard: nothing of the parent runs then.
@@ -141,6 +143,16 @@ impl ChildProcess {
             "{} did not stop within {grace:?} of SIGTERM and was killed ({status})",
             self.name
         ))
+    }
+
+    /// Kills it at once — SIGKILL (elsewhere than Unix, the platform's kill): nothing of it runs after, no
+    /// shutdown of its own — and waits for it to be gone. How it exited.
+    pub(crate) fn kill(mut self) -> Result<ExitStatus, String> {
+        if let Some(status) = self.exited() {
+            return Ok(status);
+        }
+        let _ = self.child.kill();
+        self.child.wait().map_err(|e| format!("{}: {e}", self.name))
     }
 
     /// Asks it to stop: SIGTERM (elsewhere than Unix, a kill). It may have exited since: then there is nothing

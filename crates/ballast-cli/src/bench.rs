@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use ballast_bench::flash_sale::{
-    Against, Arrivals, MODEL, ModelApi, Naive, NaiveMcp, Options, Progress, Run, Scenario, ScenarioReport,
-    Strategy, ThroughGateway, ToolApi, WithBallast, chart_svg, run_seeds, seed_label,
+    Against, Arrivals, Instances, MODEL, ModelApi, Naive, NaiveMcp, Options, Progress, Run, Scenario,
+    ScenarioReport, Strategy, ThroughGateway, ToolApi, WithBallast, chart_svg, run_seeds, seed_label,
 };
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -72,6 +72,19 @@ pub(crate) struct FlashSale {
     /// naive MCP client (naive-mcp) runs too by default. The other strategies call as they do.
     #[arg(long, default_value = "http")]
     tools: String,
+    /// `ballast serve` instances per gateway run: N processes with the same config on the shared --store, each
+    /// request of the agents (every try, every SDK retry) to one picked at random (seeded by --seed). Above 1 it
+    /// needs --store; the table then adds each instance's requests and share.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    instances: u32,
+    /// The gateway instances' shared store: a redis://… or postgres://… URL (SQLite is one process). Without it
+    /// each gateway run has its own SQLite file.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
+    /// Kill gateway instance 0 with SIGKILL this many seconds into each run (bench time, scaled by --time-scale as
+    /// the rest of the scenario is), and restart it at once on the same port. Needs --instances 2 or more.
+    #[arg(long, value_name = "SECONDS")]
+    kill_one_at: Option<f64>,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -238,8 +251,20 @@ fn seeds(text: &str) -> anyhow::Result<Vec<u64>> {
     }
 }
 
+/// The gateway's instances, from `--instances`, `--store` and `--kill-one-at`.
+fn instances(args: &FlashSale) -> anyhow::Result<Instances> {
+    let kill_one_at = args
+        .kill_one_at
+        .map(|seconds| {
+            Duration::try_from_secs_f64(seconds)
+                .map_err(|_| anyhow::anyhow!("--kill-one-at {seconds}: a number of seconds, 0 or more"))
+        })
+        .transpose()?;
+    Instances::new(args.instances as usize, args.store.clone(), kill_one_at).map_err(anyhow::Error::msg)
+}
+
 /// The strategies named by `--strategies` (default: [`DEFAULT_STRATEGIES`], or [`DEFAULT_STRATEGIES_MCP`] with
-/// `--tools mcp`; and `against` with `--against`).
+/// `--tools mcp`; and `against` with `--against`), the gateway's with its instances.
 fn strategies(
     args: &FlashSale,
     binary: &Path,
@@ -260,13 +285,23 @@ fn strategies(
     if args.against.is_some() && !names.iter().any(|name| name == "against") {
         names.push("against".to_owned());
     }
+    let instances = instances(args)?;
+    if instances != Instances::default() && !names.iter().any(|name| name == "gateway") {
+        bail!(
+            "--instances, --store and --kill-one-at shape the gateway strategy, which --strategies leaves out"
+        );
+    }
     names
         .iter()
         .map(|name| -> anyhow::Result<Box<dyn Strategy>> {
             match name.as_str() {
                 "naive" => Ok(Box::new(Naive)),
                 "ballast" => Ok(Box::new(WithBallast)),
-                "gateway" => Ok(Box::new(ThroughGateway::new(binary.to_owned(), api).tools(tools))),
+                "gateway" => Ok(Box::new(
+                    ThroughGateway::new(binary.to_owned(), api)
+                        .tools(tools)
+                        .instances(instances.clone()),
+                )),
                 "naive-mcp" => Ok(Box::new(NaiveMcp)),
                 "against" => match &args.against {
                     Some(url) => Ok(Box::new(Against::new(url, args.against_key.clone(), api))),
@@ -352,5 +387,32 @@ mod tests {
         );
         assert_eq!(names(&["--strategies", "naive-mcp"]).unwrap(), ["naive-mcp"]);
         assert!(names(&["--tools", "grpc"]).is_err());
+    }
+
+    #[test]
+    fn instances_name_the_gateway_and_are_refused_without_a_shared_store_or_a_gateway() {
+        let redis = ["--store", "redis://127.0.0.1:6379"];
+        let mut three = vec!["--strategies", "naive,gateway", "--instances", "3"];
+        three.extend(redis);
+        assert_eq!(names(&three).unwrap(), ["naive", "gateway (3 instances, redis)"]);
+        let mcp = [&three[..], &["--tools", "mcp", "--kill-one-at", "2.5"]].concat();
+        assert_eq!(
+            names(&mcp).unwrap(),
+            ["naive", "gateway (mcp, 3 instances, redis)"]
+        );
+        let error = |argv: &[&str]| names(argv).unwrap_err().to_string();
+        assert!(error(&["--instances", "2"]).contains("needs --store"));
+        assert!(error(&["--instances", "2", "--store", "sqlite://x.db"]).contains("SQLite is one process"));
+        let kill = [&redis[..], &["--kill-one-at", "5"]].concat();
+        assert!(error(&kill).contains("--instances 2 or more"));
+        let negative = [&three[..], &["--kill-one-at=-1"]].concat();
+        assert!(error(&negative).contains("0 or more"));
+        let left_out = [&["--strategies", "naive", "--instances", "2"][..], &redis[..]].concat();
+        assert!(error(&left_out).contains("leaves out"), "{}", error(&left_out));
+        assert_eq!(
+            names(&["--strategies", "gateway"]).unwrap(),
+            ["gateway"],
+            "as ever"
+        );
     }
 }

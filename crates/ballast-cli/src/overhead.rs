@@ -28,6 +28,10 @@ pub(crate) struct Overhead {
     /// from waking up idle for each event.
     #[arg(long)]
     unpaced: bool,
+    /// The gateway's store: a shared Redis or PostgreSQL (`redis://…`, `postgres://…`) instead of SQLite in a
+    /// temporary directory, the bench's keys and runs under a principal of its own.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -60,6 +64,7 @@ pub(crate) fn overhead(args: &Overhead) -> anyhow::Result<()> {
         connections: args.connections as usize,
         groups: args.groups.clone(),
         unpaced: args.unpaced,
+        store: args.store.clone(),
         ..OverheadOptions::default()
     };
     // One thread: the load generator is pinned to one CPU, and a current-thread runtime keeps it there.

@@ -12,8 +12,8 @@
 
 use futures::future::BoxFuture;
 
-use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
-use super::strategy::{Agents, Strategy, ToolApi};
+use super::over_http::{HttpAgents, Route};
+use super::strategy::{Agents, ModelApi, Strategy, ToolApi, strategy_name};
 
 /// The `against` strategy (see the module docs).
 #[derive(Clone, Debug)]

@@ -162,6 +162,7 @@ mod tests {
             deadline: Duration::from_secs(1),
             time_scale: 1.0,
             outage: None,
+            fleet: None,
         };
         let svg = chart_svg("flash-sale, seed 1", &[run("naive"), run("ballast")]).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);

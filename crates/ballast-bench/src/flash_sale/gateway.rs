@@ -1,36 +1,43 @@
 //! The `gateway` strategy: the HTTP agents of [`super::over_http`] through `ballast serve`, started by the bench
 //! for each run (a fresh gateway per run, as the in-process strategy gets fresh clients) on 127.0.0.1:0 in front
-//! of that run's chaos upstream, its SQLite store in a temporary directory.
+//! of that run's chaos upstream, its SQLite store in a temporary directory — or, with [`Instances`] (`--instances
+//! N --store URL`), N processes on one shared Redis or PostgreSQL, each request of the agents to one picked at
+//! random ([`super::spread`]), and perhaps one killed mid-sale ([`super::instances`]).
 //!
 //! Its configuration is what a user writes for this upstream: the `ballast` strategy's, word for word (one place:
 //! [`super::with_ballast`]; durations scaled alike at another time scale) but for the model deployment's `api`,
 //! which names every API the upstream serves (Anthropic's Messages too, for `--api messages`), plus what only a
 //! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles'
-//! refusals are read from the gateway's `/status`, as an operator reads them.
+//! refusals are read from the gateway's `/status`, as an operator reads them ([`super::status`]).
 //!
 //! With the tools over MCP ([`ToolApi::Mcp`], `--tools mcp`) the whole path is MCP: the agents call the gateway's
 //! `/mcp` ([`super::over_mcp`]), and the gateway's tools are the upstream's MCP server's, one `[[mcp_servers]]`
 //! entry in place of the `[[tools]]` ([`with_ballast::config_over_mcp`]).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use ballast_core::Instant;
 use futures::future::BoxFuture;
-use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use super::over_http::{HttpAgents, ModelApi, Route, strategy_name};
+use super::fleet::FleetReport;
+use super::instances::{Fleet, Instances, KillPlan};
+use super::over_http::{HttpAgents, Route};
 use super::scenario::Conversation;
-use super::strategy::{Agents, BreakerChange, Outcome, Strategy, ToolApi};
+use super::spread::Spread;
+use super::status::StatusWatch;
+use super::strategy::{Agents, BreakerChange, ModelApi, Outcome, Strategy, ToolApi, differences, named};
 use super::with_ballast;
-use crate::child::ChildProcess;
 
 /// The principal's key the agents send.
 const KEY: &str = "bench-agents-key-0123456789";
 /// The environment variable the gateway reads it from.
 const KEY_ENV: &str = "BALLAST_BENCH_KEY";
+/// The environment variable a shared store's URL is given in (`[store] url_env`: a URL may carry a password,
+/// which the configuration refuses in `url`).
+const STORE_ENV: &str = "BALLAST_BENCH_STORE_URL";
 /// The APIs the model deployment speaks: every one the chaos upstream serves, so that agents on any `--api`
 /// reach it (Messages is never a default: a deployment speaks it only when it says so).
 const APIS: &str = r#"["responses", "chat", "embeddings", "messages"]"#;
@@ -44,6 +51,7 @@ pub struct ThroughGateway {
     binary: PathBuf,
     api: ModelApi,
     tools: ToolApi,
+    instances: Instances,
     name: String,
 }
 
@@ -55,16 +63,29 @@ impl ThroughGateway {
             binary,
             api,
             tools: ToolApi::Http,
-            name: strategy_name("gateway", api, ToolApi::Http),
+            instances: Instances::default(),
+            name: String::new(),
         }
+        .named()
     }
 
     /// The same agents calling their tools over `tools`: with [`ToolApi::Mcp`], at the gateway's `/mcp`, in front
     /// of the upstream's MCP server. Named `gateway (mcp)` (`gateway (messages, mcp)`, ...).
     pub fn tools(self, tools: ToolApi) -> ThroughGateway {
+        ThroughGateway { tools, ..self }.named()
+    }
+
+    /// The same agents through `instances` of `ballast serve`. Named with their count and store when they are not
+    /// the default: `gateway (3 instances, redis)`.
+    pub fn instances(self, instances: Instances) -> ThroughGateway {
+        ThroughGateway { instances, ..self }.named()
+    }
+
+    fn named(self) -> ThroughGateway {
+        let mut differs = differences(self.api, self.tools);
+        differs.extend(self.instances.describe());
         ThroughGateway {
-            tools,
-            name: strategy_name("gateway", self.api, tools),
+            name: named("gateway", &differs),
             ..self
         }
     }
@@ -73,13 +94,23 @@ impl ThroughGateway {
 /// The gateway's configuration in front of the upstream at `base_url`, its tools over `tools`, its store in `dir`
 /// (see the module docs).
 pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str, tools: ToolApi) -> String {
+    let store = format!("url = \"sqlite://{dir}/ballast.db\"");
+    config_with(base_url, time_scale, tools, &store, "agents")
+}
+
+/// The configuration of instances on a shared store: the store's URL from [`STORE_ENV`], and a principal of the
+/// run's own, `principal`.
+fn shared_config(base_url: &str, time_scale: f64, tools: ToolApi, principal: &str) -> String {
+    let store = format!("url_env = \"{STORE_ENV}\"");
+    config_with(base_url, time_scale, tools, &store, principal)
+}
+
+fn config_with(base_url: &str, time_scale: f64, tools: ToolApi, store: &str, principal: &str) -> String {
     let routes = match tools {
         ToolApi::Http => with_ballast::config_speaking(base_url, time_scale, Some(APIS)),
         ToolApi::Mcp => with_ballast::config_over_mcp(base_url, time_scale, Some(APIS)),
     };
-    format!(
-        "{routes}\n[store]\nurl = \"sqlite://{dir}/ballast.db\"\n\n[[principals]]\nname = \"agents\"\nkey_env = \"{KEY_ENV}\"\n"
-    )
+    format!("{routes}\n[store]\n{store}\n\n[[principals]]\nname = \"{principal}\"\nkey_env = \"{KEY_ENV}\"\n")
 }
 
 impl Strategy for ThroughGateway {
@@ -94,44 +125,70 @@ impl Strategy for ThroughGateway {
     ) -> BoxFuture<'a, Result<Box<dyn Agents>, String>> {
         Box::pin(async move {
             let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
-            let dir_path = dir.path().display().to_string();
-            let config = gateway_config(base_url, time_scale, &dir_path, self.tools);
+            let mut env = vec![(KEY_ENV.to_owned(), KEY.to_owned())];
+            let config = match self.instances.store() {
+                None => gateway_config(
+                    base_url,
+                    time_scale,
+                    &dir.path().display().to_string(),
+                    self.tools,
+                ),
+                Some(url) => {
+                    env.push((STORE_ENV.to_owned(), url.to_owned()));
+                    // Idempotency records and runs are scoped by principal, and every run repeats the same run ids
+                    // (`fs-SEED-AGENT`) and step keys: a principal of the run's own keeps a run on a shared store
+                    // from meeting an earlier run's records (replayed answers, spent allowances, past deadlines).
+                    // Random, not seeded: the same seed run twice on one store must not meet itself either.
+                    let principal = format!("agents-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+                    shared_config(base_url, time_scale, self.tools, &principal)
+                }
+            };
             let path = dir.path().join("ballast.toml");
             std::fs::write(&path, config).map_err(|e| format!("cannot write the gateway's config: {e}"))?;
             let path = path.display().to_string();
-            let gateway = ChildProcess::start(
-                &self.binary,
-                &["serve", "--config", &path, "--listen", "127.0.0.1:0"],
-                &[(KEY_ENV, KEY)],
-                dir.path(),
-                "serve",
-            )
-            .await?;
-            let base = format!("http://{}", gateway.addr());
-            let route = Route::Ballast { base: base.clone() };
+            let fleet = Fleet::start(&self.binary, path, env, dir, self.instances.count()).await?;
+            let bases: Vec<String> = fleet
+                .addrs()
+                .iter()
+                .map(|addr| format!("http://{addr}"))
+                .collect();
+            let status_urls = bases.iter().map(|base| format!("{base}/status")).collect();
+            let spread = Arc::new(Spread::new(bases));
+            let route = Route::Ballast {
+                spread: Arc::clone(&spread),
+            };
             let agents =
                 HttpAgents::new(route, Some(KEY.to_owned()), self.api, time_scale)?.with_tools(self.tools)?;
-            let status = Arc::new(StatusWatch::new(format!("{base}/status"))?);
+            let status = Arc::new(StatusWatch::new(status_urls, KEY)?);
             let looking = tokio::spawn(Arc::clone(&status).look_every(LOOK_EVERY));
+            let kill = self
+                .instances
+                .kill_one_at()
+                .map(|at| KillPlan::new(at.mul_f64(time_scale)));
             Ok(Box::new(GatewayAgents {
                 agents,
                 status,
                 looking,
-                _gateway: gateway,
-                _dir: dir,
+                reported: self.instances != Instances::default(),
+                spread,
+                kill,
+                fleet: Arc::new(fleet),
             }) as Box<dyn Agents>)
         })
     }
 }
 
-/// One run's agents and the gateway they call (killed when the run is over).
+/// One run's agents and the gateway instances they call (killed when the run is over).
 struct GatewayAgents {
     agents: HttpAgents,
     status: Arc<StatusWatch>,
     looking: JoinHandle<()>,
-    // Dropped after the agents: the gateway is killed and waited for, then its directory removed.
-    _gateway: ChildProcess,
-    _dir: tempfile::TempDir,
+    /// Whether the instances are reported (not the default one).
+    reported: bool,
+    spread: Arc<Spread>,
+    kill: Option<KillPlan>,
+    // Dropped after the agents and the kill: the instances are killed and waited for, then their directory removed.
+    fleet: Arc<Fleet>,
 }
 
 impl Drop for GatewayAgents {
@@ -145,119 +202,36 @@ impl Agents for GatewayAgents {
         self.agents.converse(conversation)
     }
 
+    fn run_started(&self, start: Instant) {
+        if let Some(kill) = &self.kill {
+            kill.arm(Arc::clone(&self.fleet), start);
+        }
+    }
+
     fn breaker_changes(&self) -> Vec<BreakerChange> {
-        std::mem::take(&mut *lock(&self.status.changes))
+        self.status.take_changes()
     }
 
     fn throttled(&self) -> Option<u64> {
-        Some(*lock(&self.status.refused))
+        Some(self.status.refused())
     }
 
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let _ = self.status.look().await;
-        })
-    }
-}
-
-/// What the gateway's `/status` has said: breakers' changes not yet reported, and attempts its throttles refused.
-struct StatusWatch {
-    client: reqwest::Client,
-    url: String,
-    /// Transitions seen so far, per breaker.
-    seen: Mutex<HashMap<String, u64>>,
-    changes: Mutex<Vec<BreakerChange>>,
-    refused: Mutex<u64>,
-}
-
-impl StatusWatch {
-    fn new(url: String) -> Result<StatusWatch, String> {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|error| format!("an HTTP client: {error}"))?;
-        Ok(StatusWatch {
-            client,
-            url,
-            seen: Mutex::default(),
-            changes: Mutex::default(),
-            refused: Mutex::default(),
+            if let Some(kill) = &self.kill {
+                kill.settle().await;
+            }
+            self.status.look().await;
         })
     }
 
-    async fn look_every(self: Arc<StatusWatch>, every: Duration) {
-        let mut looks = tokio::time::interval(every);
-        looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            looks.tick().await;
-            // A look that fails is missed; the next one sees what it would have.
-            let _ = self.look().await;
-        }
+    fn fleet(&self) -> Option<FleetReport> {
+        self.reported.then(|| FleetReport {
+            load: self.spread.load(),
+            kill: self.kill.as_ref().map(KillPlan::report),
+            acknowledged_lost: 0,
+        })
     }
-
-    /// Reads `/status` once.
-    async fn look(&self) -> Result<(), reqwest::Error> {
-        let status: Value = self
-            .client
-            .get(&self.url)
-            .bearer_auth(KEY)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let mut upstreams: Vec<(String, &Value)> = Vec::new();
-        if let Some(models) = status["models"].as_object() {
-            for (route, model) in models {
-                let deployments = model["deployments"].as_array().into_iter().flatten();
-                for (index, deployment) in deployments.enumerate() {
-                    upstreams.push((format!("{route}[{index}]"), deployment));
-                }
-            }
-        }
-        if let Some(tools) = status["tools"].as_object() {
-            upstreams.extend(tools.iter().map(|(name, tool)| (name.clone(), tool)));
-        }
-        if let Some(servers) = status["mcp_servers"].as_object() {
-            upstreams.extend(
-                servers
-                    .iter()
-                    .map(|(name, server)| (format!("mcp:{name}"), server)),
-            );
-        }
-        let refused = upstreams
-            .iter()
-            .filter_map(|(_, upstream)| upstream["throttle"]["refused_total"].as_u64())
-            .sum();
-        *lock(&self.refused) = refused;
-        let mut seen = lock(&self.seen);
-        for (name, upstream) in upstreams {
-            let breaker = &upstream["breaker"];
-            let transitions = breaker["transitions"].as_u64().unwrap_or_default();
-            let before = seen.insert(name.clone(), transitions).unwrap_or_default();
-            let last = &breaker["last_transition"];
-            if transitions <= before || !last.is_object() {
-                continue;
-            }
-            let mut reason = last["reason"].as_str().unwrap_or_default().to_owned();
-            let unseen = transitions - before - 1;
-            if unseen > 0 {
-                reason.push_str(&format!(" ({unseen} earlier changes between two looks)"));
-            }
-            let state = |key: &str| last[key].as_str().unwrap_or_default().to_owned();
-            lock(&self.changes).push(BreakerChange {
-                breaker: name,
-                change: format!("{} -> {}", state("from"), state("to")),
-                reason,
-                at: Duration::ZERO,
-            });
-        }
-        Ok(())
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -290,6 +264,27 @@ mod tests {
         let config = ballast_config::Config::from_toml_str(&toml).unwrap_or_else(|e| panic!("{e}\n{toml}"));
         assert_eq!((config.tools.len(), config.mcp_servers.len()), (0, 1));
         assert_eq!(config.principals.len(), 1);
+    }
+
+    #[test]
+    fn instances_on_a_shared_store_read_its_url_from_the_environment_under_a_principal_of_their_run() {
+        for tools in [ToolApi::Http, ToolApi::Mcp] {
+            let shared = shared_config("http://127.0.0.1:1", 0.05, tools, "agents-0123456789abcdef");
+            let own = gateway_config("http://127.0.0.1:1", 0.05, "/tmp/x", tools);
+            assert_eq!(
+                shared
+                    .replace(
+                        "url_env = \"BALLAST_BENCH_STORE_URL\"",
+                        "url = \"sqlite:///tmp/x/ballast.db\""
+                    )
+                    .replace("agents-0123456789abcdef", "agents"),
+                own,
+                "the same gateway but for its store and principal"
+            );
+            let config =
+                ballast_config::Config::from_toml_str(&shared).unwrap_or_else(|e| panic!("{e}\n{shared}"));
+            assert_eq!(config.principals[0].name, "agents-0123456789abcdef");
+        }
     }
 
     #[test]

@@ -13,14 +13,17 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::spread::{Reached, Target};
+
 /// The protocol version the bench's clients ask for.
 pub(super) const VERSION: &str = "2025-11-25";
 
-/// One MCP client: an endpoint, the headers of its transport (a key, a run), and its request ids, from 1.
+/// One MCP client: an endpoint (one URL, or a gateway's `/mcp` on the instance each POST picks), the headers of
+/// its transport (a key, a run), and its request ids, from 1.
 #[derive(Debug)]
 pub(super) struct McpClient {
     http: reqwest::Client,
-    url: String,
+    endpoint: Target,
     headers: HeaderMap,
     next_id: AtomicU64,
 }
@@ -70,11 +73,11 @@ pub(super) struct ToolResult {
 }
 
 impl McpClient {
-    /// A client of the endpoint at `url` whose every POST carries `headers`.
-    pub(super) fn new(http: reqwest::Client, url: String, headers: HeaderMap) -> McpClient {
+    /// A client of `endpoint` whose every POST carries `headers`.
+    pub(super) fn new(http: reqwest::Client, endpoint: Target, headers: HeaderMap) -> McpClient {
         McpClient {
             http,
-            url,
+            endpoint,
             headers,
             next_id: AtomicU64::new(1),
         }
@@ -187,14 +190,17 @@ impl McpClient {
             HeaderValue::from_static("application/json, text/event-stream"),
         );
         headers.insert("mcp-protocol-version", HeaderValue::from_static(VERSION));
-        self.http
-            .post(&self.url)
+        let sending = self.endpoint.next();
+        let answer = self
+            .http
+            .post(&sending.url)
             .headers(headers)
             .timeout(timeout)
             .body(message.to_string())
             .send()
-            .await
-            .map_err(|error| McpError::Transport(super::strategy::no_answer(&error)))
+            .await;
+        sending.reached(answer.as_ref().map_or_else(Reached::of, |_| Reached::Answered));
+        answer.map_err(|error| McpError::Transport(super::strategy::no_answer(&error)))
     }
 }
 

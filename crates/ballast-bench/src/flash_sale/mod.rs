@@ -11,25 +11,33 @@
 //!
 //! # Layout
 //! - `scenario` — [`Scenario`], [`Dead`], [`Arrivals`], [`Conversation`]: what a run is made of.
-//! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`], [`ToolApi`].
+//! - `strategy` — the [`Strategy`] trait, [`Outcome`], [`BreakerChange`], [`ModelApi`], [`ToolApi`], and how a
+//!   strategy is named.
 //! - `naive` — [`Naive`]: the agent code of reference/000 and /002; and [`NaiveMcp`], the same agents with their
 //!   tools on an MCP server, called as MCP tutorials do (`naive_mcp`).
 //! - `mcp` — the bench's MCP client (JSON-RPC over its HTTP client), for both strategies over MCP.
 //! - `with_ballast` — [`WithBallast`]: the `ballast` crate as a user configures it (and the gateway's config).
 //! - `sdk` — what the official OpenAI SDKs do on a call: retries, waits, headers ([`Flavour`]).
-//! - `over_http` — agents over HTTP with those habits, on either model API ([`ModelApi`]), their tools over HTTP
+//! - `over_http` — agents over HTTP with those habits, on any model API ([`ModelApi`]), their tools over HTTP
 //!   or MCP ([`ToolApi`]); `over_mcp` — their tool calls over MCP through the gateway; `turns` — a conversation as
 //!   each API carries it.
-//! - `gateway` — [`ThroughGateway`]: those agents through `ballast serve`, started by the bench.
+//! - `gateway` — [`ThroughGateway`]: those agents through `ballast serve`, started by the bench; `instances` —
+//!   [`Instances`]: one `ballast serve` (the default) or N on a shared store, and the one killed mid-sale; `spread`
+//!   — each request of the agents to an instance picked at random; `status` — every instance's `/status`, merged;
+//!   `fleet` — [`FleetReport`] and [`FleetSummary`]: what each instance served, the kill, what was acknowledged but
+//!   lost.
 //! - `against` — [`Against`]: those agents through any OpenAI-compatible gateway a user runs.
 //! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
 //! - `seeds` — [`run_seeds`] and [`ScenarioReport`]: every strategy on every seed, per seed and pooled.
-//! - `chart` — the SVG chart of successes and failures over time.
+//! - `chart` — the SVG chart of successes and failures over time; `millis` — durations in the JSON.
 
 mod against;
 mod chart;
+mod fleet;
 mod gateway;
+mod instances;
 mod mcp;
+mod millis;
 mod naive;
 mod naive_mcp;
 mod over_http;
@@ -38,10 +46,13 @@ mod report;
 mod scenario;
 mod sdk;
 mod seeds;
+mod spread;
+mod status;
 mod strategy;
 mod turns;
 mod with_ballast;
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,14 +64,17 @@ use tokio::task::JoinSet;
 
 pub use against::Against;
 pub use chart::chart_svg;
+pub use fleet::{FleetReport, FleetSummary, InstanceLoad, InstanceShare, Kill, KillSummary};
 pub use gateway::{ThroughGateway, gateway_config};
+pub use instances::Instances;
+pub(crate) use instances::store_kind;
 pub use naive::{Naive, NaiveMcp};
-pub use over_http::{MODEL, ModelApi};
+pub use over_http::MODEL;
 pub use report::{Summary, table};
 pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
 pub use sdk::Flavour;
 pub use seeds::{Progress, ScenarioReport, run_seeds, seed_label};
-pub use strategy::{Agents, BreakerChange, Outcome, Strategy, ToolApi};
+pub use strategy::{Agents, BreakerChange, ModelApi, Outcome, Strategy, ToolApi};
 pub use with_ballast::WithBallast;
 
 /// A failure that took at most this long (before time scaling) failed fast: the caller learned it at once
@@ -136,10 +150,10 @@ pub struct Record {
     /// The agent.
     pub agent: usize,
     /// When it started, from the run's start.
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub started: Duration,
     /// How long it took.
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub took: Duration,
     /// What it came to.
     pub outcome: Outcome,
@@ -163,13 +177,16 @@ pub struct Run {
     /// Attempts refused by the strategy's adaptive throttles (`None`: it has none).
     pub throttled: Option<u64>,
     /// The conversations' deadline (scaled).
-    #[serde(serialize_with = "report::millis")]
+    #[serde(serialize_with = "millis::millis")]
     pub deadline: Duration,
     /// The time scale.
     pub time_scale: f64,
     /// When the upstream was dead, for a dead-upstream scenario (scaled).
     #[serde(skip)]
     pub outage: Option<(Duration, Duration)>,
+    /// The gateway's instances, for a gateway of several or on a shared store (`--instances`, `--store`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetReport>,
 }
 
 /// Runs `strategy` once with `options`: a fresh chaos upstream, the agents at their arrival times, then the
@@ -194,6 +211,7 @@ pub async fn run(
         options.seed,
     );
     let start = clock::now();
+    agents.run_started(start);
     let deadline = options.scaled_deadline();
     let mut conversations = JoinSet::new();
     for (agent, offset) in offsets.into_iter().enumerate() {
@@ -242,21 +260,26 @@ pub async fn run(
     );
     records.sort_by_key(|record| record.agent);
     let throttled = agents.throttled();
+    let mut fleet = agents.fleet();
     // Whatever the agents started (a gateway) stops before the upstream does.
     drop(agents);
-    let (duplicates, upstream_requests) = upstream_counts(&upstream).await?;
+    let counts = upstream_counts(&upstream).await?;
     upstream.shutdown().await?;
+    if let Some(fleet) = &mut fleet {
+        fleet.acknowledged_lost = fleet::acknowledged_lost(&records, &counts.executed);
+    }
     Ok(Run {
         strategy: strategy.name().to_owned(),
         seed: options.seed,
         records,
-        duplicates,
-        upstream_requests,
+        duplicates: counts.duplicates,
+        upstream_requests: counts.requests,
         breaker_changes,
         throttled,
         deadline,
         time_scale: scale,
         outage: options.scenario.outage(scale),
+        fleet,
     })
 }
 
@@ -313,8 +336,18 @@ impl Drop for Upstream {
     }
 }
 
-/// The chaos ledger's duplicates and the requests its stats counted.
-async fn upstream_counts(upstream: &Upstream) -> Result<(u64, u64), String> {
+/// What the chaos upstream counted in a run.
+struct UpstreamCounts {
+    /// The ledger's duplicates.
+    duplicates: u64,
+    /// Requests its stats counted.
+    requests: u64,
+    /// The operations its ledger holds: every side effect executed at least once.
+    executed: HashSet<String>,
+}
+
+/// What the chaos upstream counted: its ledger and its stats.
+async fn upstream_counts(upstream: &Upstream) -> Result<UpstreamCounts, String> {
     let client = reqwest::Client::new();
     let get = |path: &'static str| {
         let request = client.get(upstream.url(path)).send();
@@ -329,6 +362,10 @@ async fn upstream_counts(upstream: &Upstream) -> Result<(u64, u64), String> {
     let ledger = get("/ledger").await?;
     let stats = get("/stats").await?;
     let duplicates = ledger["totals"]["duplicates"].as_u64().unwrap_or_default();
+    let executed = ledger["ops"]
+        .as_object()
+        .map(|ops| ops.keys().cloned().collect())
+        .unwrap_or_default();
     let requests = stats["endpoints"]
         .as_object()
         .map(|endpoints| {
@@ -338,5 +375,9 @@ async fn upstream_counts(upstream: &Upstream) -> Result<(u64, u64), String> {
                 .sum()
         })
         .unwrap_or_default();
-    Ok((duplicates, requests))
+    Ok(UpstreamCounts {
+        duplicates,
+        requests,
+        executed,
+    })
 }

@@ -22,6 +22,7 @@ use rand::rngs::SmallRng;
 use serde_json::Value;
 
 use super::mcp::McpClient;
+use super::spread::Target;
 use super::turns::TOOLS;
 
 /// An agent's session with the upstream's MCP server at `base_url`'s `/mcp`, its tools listed, each request within
@@ -31,7 +32,8 @@ pub(super) async fn connect(
     base_url: &str,
     timeout: Duration,
 ) -> Result<McpClient, String> {
-    let session = McpClient::new(client.clone(), format!("{base_url}/mcp"), HeaderMap::new());
+    let endpoint = Target::Url(format!("{base_url}/mcp"));
+    let session = McpClient::new(client.clone(), endpoint, HeaderMap::new());
     session.initialize(timeout).await.map_err(|e| e.code())?;
     let listed = session.tool_names(timeout).await.map_err(|e| e.code())?;
     if !TOOLS.iter().all(|tool| listed.iter().any(|name| name == tool)) {

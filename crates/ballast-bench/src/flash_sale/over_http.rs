@@ -27,8 +27,7 @@
 //!   once per call and kept across its retries, as a careful agent (and the SDKs, where they send one) does.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::clock;
@@ -41,7 +40,10 @@ use rand::rngs::SmallRng;
 use super::over_mcp::GatewayTools;
 use super::scenario::Conversation;
 use super::sdk::{Failure, Flavour, SdkHabits, jitter_rng};
-use super::strategy::{Agents, Outcome, ToolApi};
+use super::spread::{Picker, Spread, Target};
+#[cfg(test)]
+use super::strategy::strategy_name;
+use super::strategy::{Agents, ModelApi, Outcome, ToolApi};
 use super::turns::{ToolCall, Turns, Wire};
 use super::with_ballast;
 
@@ -52,84 +54,26 @@ const MAX_TURNS: u32 = 4;
 /// The `anthropic-version` Anthropic's SDKs send on every call.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
 
-/// Which API the agents' model calls use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ModelApi {
-    /// Even agents the Responses API, odd ones Chat Completions.
-    #[default]
-    Mixed,
-    /// Every agent the Responses API.
-    Responses,
-    /// Every agent Chat Completions.
-    Chat,
-    /// Every agent Anthropic's Messages API.
-    Messages,
-}
-
-impl ModelApi {
-    /// The API `agent` calls.
-    fn wire_for(self, agent: usize) -> Wire {
-        match self {
-            ModelApi::Mixed if agent.is_multiple_of(2) => Wire::Responses,
-            ModelApi::Mixed => Wire::Chat,
-            ModelApi::Responses => Wire::Responses,
-            ModelApi::Chat => Wire::Chat,
-            ModelApi::Messages => Wire::Messages,
-        }
-    }
-}
-
-impl FromStr for ModelApi {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "mixed" => Ok(ModelApi::Mixed),
-            "responses" => Ok(ModelApi::Responses),
-            "chat" => Ok(ModelApi::Chat),
-            "messages" => Ok(ModelApi::Messages),
-            _ => Err(format!("unknown API {s:?}: mixed, responses, chat, messages")),
-        }
-    }
-}
-
-impl fmt::Display for ModelApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ModelApi::Mixed => "mixed",
-            ModelApi::Responses => "responses",
-            ModelApi::Chat => "chat",
-            ModelApi::Messages => "messages",
-        })
-    }
-}
-
-/// A strategy's name in reports: `strategy` itself for the default mixed agents calling their tools over HTTP,
-/// else with what differs — the one API every agent used and MCP for the tools: `gateway (messages)`,
-/// `gateway (mcp)`, `gateway (chat, mcp)` — so that a table says what it measured.
-pub(super) fn strategy_name(strategy: &str, api: ModelApi, tools: ToolApi) -> String {
-    let mut differs = Vec::new();
-    if api != ModelApi::Mixed {
-        differs.push(api.to_string());
-    }
-    if tools != ToolApi::Http {
-        differs.push(tools.to_string());
-    }
-    if differs.is_empty() {
-        strategy.to_owned()
-    } else {
-        format!("{strategy} ({})", differs.join(", "))
+/// The API `agent` calls when the agents call `api`.
+fn wire_for(api: ModelApi, agent: usize) -> Wire {
+    match api {
+        ModelApi::Mixed if agent.is_multiple_of(2) => Wire::Responses,
+        ModelApi::Mixed => Wire::Chat,
+        ModelApi::Responses => Wire::Responses,
+        ModelApi::Chat => Wire::Chat,
+        ModelApi::Messages => Wire::Messages,
     }
 }
 
 /// Where an agent's calls go.
 #[derive(Clone, Debug)]
 pub(super) enum Route {
-    /// Everything through a Ballast gateway at `base` (`http://HOST:PORT`): model calls to `/v1/...`, tool calls
-    /// to `/v1/tools/{name}`, under one run per conversation.
+    /// Everything through a Ballast gateway — one instance, or each request to one of several
+    /// ([`super::spread`]): model calls to `/v1/...`, tool calls to `/v1/tools/{name}`, under one run per
+    /// conversation.
     Ballast {
-        /// The gateway's root URL.
-        base: String,
+        /// The gateway's instances.
+        spread: Arc<Spread>,
     },
     /// Model calls to any other gateway (OpenAI-compatible, or speaking Messages for [`ModelApi::Messages`]); tool
     /// calls straight to the upstream.
@@ -190,7 +134,15 @@ impl Agents for HttpAgents {
 }
 
 impl HttpAgents {
+    /// One conversation, and the side effects it was told were done (their operations, the body's `op`).
     async fn conversation(&self, conversation: &Conversation) -> Outcome {
+        let mut acknowledged = Vec::new();
+        let mut outcome = self.acknowledging(conversation, &mut acknowledged).await;
+        outcome.acknowledged = acknowledged;
+        outcome
+    }
+
+    async fn acknowledging(&self, conversation: &Conversation, acknowledged: &mut Vec<String>) -> Outcome {
         let began = clock::now();
         let sdk = SdkHabits::new(
             Flavour::of_agent(conversation.agent),
@@ -198,17 +150,27 @@ impl HttpAgents {
             self.time_scale,
         );
         let mut rng = jitter_rng(&conversation.op);
-        let mcp = match (&self.route, self.tools) {
-            (Route::Ballast { base }, ToolApi::Mcp) => {
+        let way = match &self.route {
+            Route::Ballast { spread } => {
+                Way::Gateway(Arc::new(Picker::new(Arc::clone(spread), &conversation.op)))
+            }
+            Route::Any { models, upstream } => Way::Any { models, upstream },
+        };
+        let mcp = match (&way, self.tools) {
+            (Way::Gateway(picker), ToolApi::Mcp) => {
                 let key = self.key.as_deref();
-                match GatewayTools::connect(&self.client, base, key, &conversation.op, &sdk).await {
+                let target = Target::Gateway {
+                    picker: Arc::clone(picker),
+                    path: "/mcp".to_owned(),
+                };
+                match GatewayTools::connect(&self.client, target, key, &conversation.op, &sdk).await {
                     Ok(tools) => Some(tools),
                     Err(failure) => return failed(0, "initialize", &failure),
                 }
             }
             _ => None,
         };
-        let mut turns = Turns::new(self.api.wire_for(conversation.agent), conversation);
+        let mut turns = Turns::new(wire_for(self.api, conversation.agent), conversation);
         let mut calls = 0;
         let mut acted = false;
         for turn in 1..=MAX_TURNS {
@@ -219,9 +181,9 @@ impl HttpAgents {
                 conversation.deadline.saturating_sub(spent)
             });
             let headers = self.model_headers(turns.wire(), conversation, left);
-            let url = self.model_url(turns.path());
+            let target = way.model(turns.path());
             let answer = match sdk
-                .post(&self.client, &url, &headers, &turns.request(), &mut rng)
+                .post(&self.client, &target, &headers, &turns.request(), &mut rng)
                 .await
             {
                 Ok(answer) => answer,
@@ -246,14 +208,18 @@ impl HttpAgents {
                 let result = match &mcp {
                     Some(tools) => tools.call(&sdk, &call, &mut rng).await,
                     None => {
-                        self.call_tool(&sdk, conversation, &call, turn, *ordinal, &mut rng)
+                        let step = (turn, *ordinal);
+                        self.call_tool(&sdk, conversation, &way, &call, step, &mut rng)
                             .await
                     }
                 };
                 *ordinal += 1;
                 match result {
                     Ok(output) => {
-                        acted |= side_effect(&call.name);
+                        if side_effect(&call.name) {
+                            acted = true;
+                            acknowledged.extend(operation(&call.arguments));
+                        }
                         outputs.push((call.id, output));
                     }
                     Err(failure) => return failed(calls, &call.name, &failure),
@@ -264,36 +230,39 @@ impl HttpAgents {
         Outcome::failed(calls, "model", "too_many_turns")
     }
 
-    /// One tool call, with the SDK's habits: through the gateway with the run and the step, or straight to the
-    /// upstream with a key made once for the call. The answer's body, as the tool's output.
+    /// One tool call of step `(turn, ordinal)`, with the SDK's habits: through the gateway with the run and the
+    /// step, or straight to the upstream with a key made once for the call. The answer's body, as the tool's output.
     async fn call_tool(
         &self,
         sdk: &SdkHabits,
         conversation: &Conversation,
+        way: &Way<'_>,
         call: &ToolCall,
-        turn: u32,
-        ordinal: u32,
+        (turn, ordinal): (u32, u32),
         rng: &mut SmallRng,
     ) -> Result<String, Failure> {
         let mut headers = self.authorization();
-        let url = match &self.route {
-            Route::Ballast { base } => {
+        let target = match way {
+            Way::Gateway(picker) => {
                 insert(&mut headers, "ballast-run-id", &conversation.op);
                 insert(&mut headers, "ballast-step-id", &format!("turn-{turn}"));
                 if ordinal > 0 {
                     insert(&mut headers, "ballast-call-ordinal", &ordinal.to_string());
                 }
-                format!("{base}/v1/tools/{}", call.name)
+                Target::Gateway {
+                    picker: Arc::clone(picker),
+                    path: format!("/v1/tools/{}", call.name),
+                }
             }
-            Route::Any { upstream, .. } => {
+            Way::Any { upstream, .. } => {
                 if side_effect(&call.name) {
                     insert(&mut headers, "idempotency-key", &uuid::Uuid::new_v4().to_string());
                 }
-                format!("{upstream}/tools/{}", call.name)
+                Target::Url(format!("{upstream}/tools/{}", call.name))
             }
         };
         let body = Bytes::from(call.arguments.clone());
-        let answer = sdk.post(&self.client, &url, &headers, &body, rng).await?;
+        let answer = sdk.post(&self.client, &target, &headers, &body, rng).await?;
         Ok(String::from_utf8_lossy(&answer).into_owned())
     }
 
@@ -321,13 +290,6 @@ impl HttpAgents {
         headers
     }
 
-    fn model_url(&self, path: &str) -> String {
-        match &self.route {
-            Route::Ballast { base } => format!("{base}/v1{path}"),
-            Route::Any { models, .. } => format!("{models}{path}"),
-        }
-    }
-
     fn authorization(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.key {
@@ -337,9 +299,35 @@ impl HttpAgents {
     }
 }
 
+/// Where one conversation's calls go: the gateway's instances, as its picker picks them, or another gateway (model
+/// calls) and the upstream (tool calls).
+enum Way<'a> {
+    Gateway(Arc<Picker>),
+    Any { models: &'a str, upstream: &'a str },
+}
+
+impl Way<'_> {
+    /// Where a model call to `path` (`/responses`, ...) goes.
+    fn model(&self, path: &str) -> Target {
+        match self {
+            Way::Gateway(picker) => Target::Gateway {
+                picker: Arc::clone(picker),
+                path: format!("/v1{path}"),
+            },
+            Way::Any { models, .. } => Target::Url(format!("{models}{path}")),
+        }
+    }
+}
+
 /// Whether a tool acts (refund, payment) rather than reads.
 fn side_effect(tool: &str) -> bool {
     tool != "lookup_order"
+}
+
+/// The operation a tool call's arguments name (their `op`): what the chaos upstream's ledger records it under.
+fn operation(arguments: &str) -> Option<String> {
+    let arguments: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    arguments["op"].as_str().map(str::to_owned)
 }
 
 /// A conversation that failed on `call` with `failure`, its class when the gateway shed it.
@@ -364,7 +352,7 @@ mod tests {
     #[test]
     fn agents_alternate_apis_and_sdks_so_that_each_api_has_both() {
         let seen: Vec<(Wire, Flavour)> = (0..4)
-            .map(|agent| (ModelApi::Mixed.wire_for(agent), Flavour::of_agent(agent)))
+            .map(|agent| (wire_for(ModelApi::Mixed, agent), Flavour::of_agent(agent)))
             .collect();
         assert_eq!(
             seen,
@@ -375,9 +363,9 @@ mod tests {
                 (Wire::Chat, Flavour::Node)
             ]
         );
-        assert_eq!(ModelApi::Chat.wire_for(0), Wire::Chat);
-        assert_eq!(ModelApi::Responses.wire_for(1), Wire::Responses);
-        assert!((0..4).all(|agent| ModelApi::Messages.wire_for(agent) == Wire::Messages));
+        assert_eq!(wire_for(ModelApi::Chat, 0), Wire::Chat);
+        assert_eq!(wire_for(ModelApi::Responses, 1), Wire::Responses);
+        assert!((0..4).all(|agent| wire_for(ModelApi::Messages, agent) == Wire::Messages));
         for api in [
             ModelApi::Mixed,
             ModelApi::Responses,
@@ -404,7 +392,7 @@ mod tests {
     #[test]
     fn a_messages_call_sends_the_key_and_version_as_anthropics_sdks_do_and_the_run_as_any_call() {
         let route = Route::Ballast {
-            base: "http://127.0.0.1:1".into(),
+            spread: Arc::new(Spread::new(vec!["http://127.0.0.1:1".into()])),
         };
         let agents = HttpAgents::new(route, Some("k-1".into()), ModelApi::Messages, 1.0).unwrap();
         let conversation = Conversation::new(1, 0, std::time::Duration::from_secs(30));
@@ -418,7 +406,9 @@ mod tests {
         let chat = agents.model_headers(Wire::Chat, &conversation, None);
         assert_eq!(chat.get("authorization").unwrap(), "Bearer k-1");
         assert!(chat.get("anthropic-version").is_none() && chat.get("ballast-timeout-ms").is_none());
-        assert_eq!(agents.model_url("/messages"), "http://127.0.0.1:1/v1/messages");
+        let picker = Picker::new(Arc::new(Spread::new(vec!["http://127.0.0.1:1".into()])), "fs-1-0");
+        let target = Way::Gateway(Arc::new(picker)).model("/messages");
+        assert_eq!(target.next().url, "http://127.0.0.1:1/v1/messages");
     }
 
     /// Against the chaos model itself (no faults), every API's agents hold the whole conversation: the upstream
@@ -441,6 +431,11 @@ mod tests {
                 let outcome = agents.converse(&conversation).await;
                 assert!(outcome.succeeded, "{api}, agent {agent}: {outcome:?}");
                 assert_eq!(outcome.calls, 5, "model, lookup, model, action, model");
+                assert_eq!(
+                    outcome.acknowledged,
+                    std::slice::from_ref(&conversation.op),
+                    "the action, answered"
+                );
             }
         }
         upstream.shutdown().await.expect("chaos stops");

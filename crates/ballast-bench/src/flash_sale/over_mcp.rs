@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::mcp::{McpClient, McpError};
 use super::sdk::{Failure, MAX_RETRIES, SdkHabits};
+use super::spread::Target;
 use super::turns::{TOOLS, ToolCall};
 
 /// Ballast's tool-error codes whose advice is to call again after `retry_after_ms` (docs/mcp.md, "Answers").
@@ -41,11 +42,11 @@ pub(super) struct GatewayTools {
 }
 
 impl GatewayTools {
-    /// The client of the gateway at `base` (`http://HOST:PORT`) for `run`, with `key`: initialized, and every tool
-    /// the model may ask for listed — or why not.
+    /// The client of the gateway's `/mcp` at `endpoint` (on the instance each POST picks) for `run`, with `key`:
+    /// initialized, and every tool the model may ask for listed — or why not.
     pub(super) async fn connect(
         http: &reqwest::Client,
-        base: &str,
+        endpoint: Target,
         key: Option<&str>,
         run: &str,
         sdk: &SdkHabits,
@@ -59,7 +60,7 @@ impl GatewayTools {
         if let Ok(run) = HeaderValue::from_str(run) {
             headers.insert("ballast-run-id", run);
         }
-        let client = McpClient::new(http.clone(), format!("{base}/mcp"), headers);
+        let client = McpClient::new(http.clone(), endpoint, headers);
         client.initialize(sdk.timeout()).await.map_err(failure)?;
         let listed = client.tool_names(sdk.timeout()).await.map_err(failure)?;
         if !TOOLS.iter().all(|tool| listed.iter().any(|name| name == tool)) {

@@ -4,21 +4,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
-use super::{BreakerChange, DEADLINE_SLACK, FAST_FAILURE, Run};
-
-/// Serializes a duration as milliseconds (fractional).
-pub(super) fn millis<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_f64(duration.as_secs_f64() * 1000.0)
-}
-
-fn millis_opt<S: Serializer>(duration: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
-    match duration {
-        Some(duration) => millis(duration, serializer),
-        None => serializer.serialize_none(),
-    }
-}
+use super::millis::{millis, millis_opt};
+use super::{BreakerChange, DEADLINE_SLACK, FAST_FAILURE, FleetSummary, Run};
 
 /// One strategy's numbers over the runs it is made of (one seed, or several pooled). Every duration is in real
 /// time: a run at time scale 0.1 reports its durations divided by 0.1, as if it had run at full scale.
@@ -67,6 +56,10 @@ pub struct Summary {
     /// succeed; `None`: never.
     #[serde(serialize_with = "millis_opt")]
     pub recovered_after: Option<Duration>,
+    /// The gateway's instances — what each served, the kills, what was acknowledged but lost — for a gateway of
+    /// several or on a shared store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instances: Option<FleetSummary>,
 }
 
 impl Summary {
@@ -148,6 +141,7 @@ impl Summary {
             dead_upstream: runs.iter().any(|run| run.outage.is_some()),
             fail_fast_after: worst(runs, fail_fast_after),
             recovered_after: worst(runs, recovered_after),
+            instances: FleetSummary::of(runs),
         }
     }
 }
@@ -367,6 +361,7 @@ mod tests {
             deadline: Duration::from_millis(1000),
             time_scale: 1.0,
             outage: outage.map(|(a, b)| (Duration::from_millis(a), Duration::from_millis(b))),
+            fleet: None,
         }
     }
 

@@ -29,6 +29,8 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
+use super::spread::{Reached, Target};
+
 /// Retries after the first try (both SDKs' default `max_retries`).
 pub(super) const MAX_RETRIES: u32 = 2;
 /// The first backoff sleep, doubled on each retry.
@@ -122,28 +124,32 @@ impl SdkHabits {
         }
     }
 
-    /// POSTs `body` (JSON) to `url` with `headers`, retrying as the SDK does; `rng` draws the backoff's jitter.
-    /// The body of the 2xx answer, or why there is none.
+    /// POSTs `body` (JSON) to `to` with `headers`, retrying as the SDK does (each try to where `to` says then:
+    /// a gateway instance picked again); `rng` draws the backoff's jitter. The body of the 2xx answer, or why there
+    /// is none.
     pub(super) async fn post(
         &self,
         client: &reqwest::Client,
-        url: &str,
+        to: &Target,
         headers: &HeaderMap,
         body: &Bytes,
         rng: &mut SmallRng,
     ) -> Result<Bytes, Failure> {
         let mut retries = 0;
         loop {
+            let sending = to.next();
             let request = client
-                .post(url)
+                .post(&sending.url)
                 .headers(headers.clone())
                 .header("content-type", "application/json")
                 .header("x-stainless-retry-count", retries)
                 .header(self.timeout_header(), self.timeout_value())
                 .timeout(self.timeout)
                 .body(body.clone());
+            let answer = request.send().await;
+            sending.reached(answer.as_ref().map_or_else(Reached::of, |_| Reached::Answered));
             // What failed, and the wait its answer asked for (`None`: back off).
-            let (failure, asked) = match request.send().await {
+            let (failure, asked) = match answer {
                 Ok(response) if response.status().is_success() => match response.bytes().await {
                     Ok(body) => return Ok(body),
                     Err(error) => (Failure::Transport(super::strategy::no_answer(&error)), None),

@@ -95,10 +95,19 @@ impl ScenarioReport {
         let mut out = format!("{}\n\n", self.header);
         if let Some(pooled) = &self.pooled {
             let seeds: Vec<u64> = self.per_seed.iter().map(|(seed, _)| *seed).collect();
-            out.push_str(&format!("{}, pooled:\n{}\n", seed_label(&seeds), table(pooled)));
+            out.push_str(&format!(
+                "{}, pooled:\n{}{}\n",
+                seed_label(&seeds),
+                table(pooled),
+                instance_lines(pooled)
+            ));
         }
         for (seed, summaries) in &self.per_seed {
-            out.push_str(&format!("seed {seed}:\n{}\n", table(summaries)));
+            out.push_str(&format!(
+                "seed {seed}:\n{}{}\n",
+                table(summaries),
+                instance_lines(summaries)
+            ));
             for summary in summaries {
                 for change in &summary.breaker_changes {
                     out.push_str(&format!(
@@ -131,6 +140,20 @@ impl ScenarioReport {
                 .collect::<Vec<_>>(),
         })
     }
+}
+
+/// The lines under a table of what each gateway instance served and the kills, for the strategies that ran
+/// several instances or a shared store (none for the others).
+fn instance_lines(summaries: &[Summary]) -> String {
+    summaries
+        .iter()
+        .filter_map(|summary| {
+            summary
+                .instances
+                .as_ref()
+                .map(|fleet| fleet.lines(&summary.strategy))
+        })
+        .collect()
 }
 
 /// `seed 3`, or `seeds 1-5`.

@@ -1,5 +1,5 @@
-//! The trait every client strategy implements, what a conversation comes to, and how a strategy's agents call
-//! their tools ([`ToolApi`]).
+//! The trait every client strategy implements, what a conversation comes to, how a strategy's agents call their
+//! model ([`ModelApi`]) and their tools ([`ToolApi`]), and how a strategy is named from them.
 //!
 //! A strategy builds its agents for one run against one upstream; each agent runs one conversation. The HTTP
 //! strategies (Ballast's gateway, any other gateway) implement the same trait as the in-process ones: the runner
@@ -10,9 +10,11 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use ballast_core::Instant;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
+use super::fleet::FleetReport;
 use super::scenario::Conversation;
 
 /// A way of calling the model and the tools.
@@ -35,6 +37,12 @@ pub trait Agents: Send + Sync {
     /// Runs one conversation to its end.
     fn converse<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, Outcome>;
 
+    /// The run started at `start` (its conversations arrive from then on): what happens at a time into the run
+    /// (a gateway instance killed) is timed from it.
+    fn run_started(&self, start: Instant) {
+        let _ = start;
+    }
+
     /// The circuit breakers' changes since the last call, for strategies that have breakers.
     fn breaker_changes(&self) -> Vec<BreakerChange> {
         Vec::new()
@@ -49,6 +57,12 @@ pub trait Agents: Send + Sync {
     /// conversation has ended (a strategy that reads them from another process reads them again).
     fn settle(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::ready(()))
+    }
+
+    /// What each gateway instance served and the kill, once settled, for a strategy that runs several instances or
+    /// a shared store (`None`: it does not; the runner fills in what was acknowledged but lost).
+    fn fleet(&self) -> Option<FleetReport> {
+        None
     }
 }
 
@@ -66,6 +80,11 @@ pub struct Outcome {
     pub shed_class: Option<String>,
     /// Logical calls made (model turns and tool calls, however many attempts each took).
     pub calls: u32,
+    /// The operations (the call's `op`) of the side effects the agent was told were done: a 2xx, or over MCP a
+    /// result without `isError`, for a refund or a payment. Reported by the agents over HTTP; checked against the
+    /// upstream's ledger ([`super::FleetReport::acknowledged_lost`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub acknowledged: Vec<String>,
 }
 
 impl Outcome {
@@ -99,7 +118,7 @@ pub struct BreakerChange {
     /// Why (`5 consecutive failures`, `open time elapsed`, ...).
     pub reason: String,
     /// When it was seen, from the run's start; filled in by the runner.
-    #[serde(serialize_with = "super::report::millis")]
+    #[serde(serialize_with = "super::millis::millis")]
     pub at: Duration,
 }
 
@@ -131,6 +150,73 @@ impl fmt::Display for ToolApi {
             ToolApi::Http => "http",
             ToolApi::Mcp => "mcp",
         })
+    }
+}
+
+/// Which API the agents' model calls use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ModelApi {
+    /// Even agents the Responses API, odd ones Chat Completions.
+    #[default]
+    Mixed,
+    /// Every agent the Responses API.
+    Responses,
+    /// Every agent Chat Completions.
+    Chat,
+    /// Every agent Anthropic's Messages API.
+    Messages,
+}
+
+impl FromStr for ModelApi {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "mixed" => Ok(ModelApi::Mixed),
+            "responses" => Ok(ModelApi::Responses),
+            "chat" => Ok(ModelApi::Chat),
+            "messages" => Ok(ModelApi::Messages),
+            _ => Err(format!("unknown API {s:?}: mixed, responses, chat, messages")),
+        }
+    }
+}
+
+impl fmt::Display for ModelApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ModelApi::Mixed => "mixed",
+            ModelApi::Responses => "responses",
+            ModelApi::Chat => "chat",
+            ModelApi::Messages => "messages",
+        })
+    }
+}
+
+/// A strategy's name in reports: `strategy` itself for the default mixed agents calling their tools over HTTP,
+/// else with what differs — the one API every agent used and MCP for the tools: `gateway (messages)`,
+/// `gateway (mcp)`, `gateway (chat, mcp)` — so that a table says what it measured.
+pub(super) fn strategy_name(strategy: &str, api: ModelApi, tools: ToolApi) -> String {
+    named(strategy, &differences(api, tools))
+}
+
+/// What differs from the default mixed agents calling their tools over HTTP: the API, `mcp`.
+pub(super) fn differences(api: ModelApi, tools: ToolApi) -> Vec<String> {
+    let mut differs = Vec::new();
+    if api != ModelApi::Mixed {
+        differs.push(api.to_string());
+    }
+    if tools != ToolApi::Http {
+        differs.push(tools.to_string());
+    }
+    differs
+}
+
+/// `strategy`, with what `differs` in parentheses when anything does.
+pub(super) fn named(strategy: &str, differs: &[String]) -> String {
+    if differs.is_empty() {
+        strategy.to_owned()
+    } else {
+        format!("{strategy} ({})", differs.join(", "))
     }
 }
 

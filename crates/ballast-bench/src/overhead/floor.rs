@@ -113,6 +113,7 @@ mod tests {
             path: "/tools/lookup_order".into(),
             headers: Vec::new(),
             keyed: false,
+            runs_of: None,
             body: Bytes::from_static(br#"{"order_id": "1234"}"#),
             until: load::Until::Whole,
             expect: None,

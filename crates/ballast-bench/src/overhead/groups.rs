@@ -17,6 +17,9 @@ pub(super) struct Group {
     /// The same tool called as an MCP `tools/call` at the gateway's `/mcp`, measured too, for the tool group: the
     /// JSON-RPC body.
     pub(super) mcp_body: Option<&'static str>,
+    /// The same request through the gateway as calls of runs (`ballast-run-id`), a new run every this many calls
+    /// on a connection, measured too, for the tool group (the row `gateway, run`).
+    pub(super) runs_of: Option<u64>,
     /// The JSON body.
     pub(super) body: &'static str,
     /// What its latency is timed to: the whole answer, or a stream's first content event.
@@ -59,6 +62,14 @@ impl Group {
     }
 }
 
+/// The calls of one run in the `gateway, run` row: a new run every 4 calls on a connection, about the flash sale's
+/// conversation (model, lookup, model, action, model). Why not one run per connection: every call but its first
+/// would then update a state that already exists — the cheaper half — and a run that lived for a whole load would
+/// be one no agent makes (a session id reused as a run id); why not a new run each call: no call would find its
+/// run. One in four calls starts its run (its deadline and retry allowance), three continue it — wherever the
+/// gateway keeps runs: in its memory, or in a shared store (DESIGN.md, "Many instances").
+pub(super) const CALLS_PER_RUN: u64 = 4;
+
 /// `lookup_order` as an MCP `tools/call`, with the tool group's arguments.
 pub(super) const MCP_LOOKUP: &str = r#"{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "lookup_order", "arguments": {"order_id": "1234"}}}"#;
 
@@ -78,6 +89,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/tools/lookup_order",
         keyed_path: Some("/v1/tools/create_refund"),
         mcp_body: Some(MCP_LOOKUP),
+        runs_of: Some(CALLS_PER_RUN),
         body: r#"{"order_id": "1234"}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -88,6 +100,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/chat/completions",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -98,6 +111,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/chat/completions",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::FirstContent("tool_calls"),
         caller: Caller::OpenAi,
@@ -108,6 +122,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/responses",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "store": false, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::Whole,
         caller: Caller::OpenAi,
@@ -118,6 +133,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/responses",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "store": false, "stream": true, "input": "Refund order 1234, op=op-bench"}"#,
         until: Until::FirstContent("response.output_item.added"),
         caller: Caller::OpenAi,
@@ -128,6 +144,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/messages",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "max_tokens": 1024, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::Whole,
         caller: Caller::Anthropic,
@@ -138,6 +155,7 @@ pub(super) const GROUPS: [Group; 7] = [
         gateway_path: "/v1/messages",
         keyed_path: None,
         mcp_body: None,
+        runs_of: None,
         body: r#"{"model": "agent", "max_tokens": 1024, "stream": true, "messages": [{"role": "user", "content": "Refund order 1234, op=op-bench"}]}"#,
         until: Until::FirstContent("content_block_start"),
         caller: Caller::Anthropic,

@@ -26,6 +26,8 @@ pub(crate) struct Target {
     pub(crate) headers: Vec<(&'static str, String)>,
     /// Whether each request carries an `Idempotency-Key` of its own (a new operation each time).
     pub(crate) keyed: bool,
+    /// Each request a call of a run (`ballast-run-id`), a new run every this many requests on a connection.
+    pub(crate) runs_of: Option<u64>,
     /// The JSON body.
     pub(crate) body: Bytes,
     /// What a request's latency is timed to.
@@ -116,6 +118,10 @@ async fn closed_loop(
     measure_from: ballast_core::Instant,
     until: ballast_core::Instant,
 ) -> Measured {
+    // Run ids never repeat across connections and loads: each run is a new one, never a deadline long past.
+    static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+    let connection = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+    let mut sent = 0;
     let mut measured = Measured::default();
     let Ok(mut sender) = connect(target.addr).await else {
         measured.errors += 1;
@@ -126,7 +132,11 @@ async fn closed_loop(
         if began >= until {
             return measured;
         }
-        let request = request(&target, counter.fetch_add(1, Ordering::Relaxed));
+        let run = target
+            .runs_of
+            .map(|calls| format!("run-{connection}-{}", sent / calls.max(1)));
+        sent += 1;
+        let request = request(&target, counter.fetch_add(1, Ordering::Relaxed), run.as_deref());
         let (ok, ended) = match sender.send_request(request).await {
             Ok(response) if response.status().is_success() => {
                 read(response.into_body(), target.until, target.expect).await
@@ -203,7 +213,8 @@ async fn connect(addr: SocketAddr) -> std::io::Result<hyper::client::conn::http1
     Ok(sender)
 }
 
-fn request(target: &Target, n: u64) -> Request<Full<Bytes>> {
+/// The `n`-th request of every load, as a call of `run` when given.
+fn request(target: &Target, n: u64, run: Option<&str>) -> Request<Full<Bytes>> {
     let mut builder = Request::post(target.path.as_str())
         .header(http::header::HOST, target.addr.to_string())
         .header(http::header::CONTENT_TYPE, "application/json");
@@ -212,6 +223,9 @@ fn request(target: &Target, n: u64) -> Request<Full<Bytes>> {
     }
     if target.keyed {
         builder = builder.header("idempotency-key", format!("bench-{}-{n}", std::process::id()));
+    }
+    if let Some(run) = run {
+        builder = builder.header("ballast-run-id", run);
     }
     builder
         .body(Full::new(target.body.clone()))

@@ -6,8 +6,12 @@
 //! auth on, its Prometheus recorder installed, its tracing subscriber at the default level), and **gateway,
 //! idempotent** (`create_refund`, side-effecting, each request a new key: its claim, dispatch and completion
 //! written to SQLite — WAL, `synchronous = NORMAL`: survives a process kill, not a power loss — on the request
-//! path), and **gateway, mcp** (`lookup_order` as an MCP `tools/call` at the gateway's `/mcp`: the same tool over
-//! MCP, JSON-RPC in and out). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
+//! path), **gateway, run** (the same `lookup_order` with a `ballast-run-id`, a new run every 4 calls on a connection:
+//! what a call that belongs to a run costs, its run found or started and its allowance kept; `groups.rs`,
+//! `CALLS_PER_RUN`), and **gateway, mcp** (`lookup_order` as an MCP `tools/call` at the gateway's `/mcp`: the same
+//! tool over MCP, JSON-RPC in and out). With `store` (`--store URL`) the gateway's store is that Redis or
+//! PostgreSQL instead of SQLite, under a principal of the bench's own (keys and runs are scoped by principal, so
+//! what an earlier bench left in a shared store is never met). The model routes — chat, Responses and Anthropic's Messages, each answered whole and streamed — are
 //! measured the same three ways (`groups.rs`). Each round runs every target in turn, at 1 connection (latency)
 //! then at 32 (throughput, CPU per request); the table gives each figure's median over the rounds, so a noisy
 //! machine moves all targets alike. With two CPUs or more, the load generator runs on CPU 0 and the upstream, the
@@ -50,6 +54,8 @@ pub struct OverheadOptions {
     /// Streams without the upstream's pause between events (preset `none` sends one every 5 ms): what the gateway's
     /// own work costs a stream, apart from its waking up idle for each event.
     pub unpaced: bool,
+    /// The gateway's store: a `redis://` or `postgres://` URL; `None`: SQLite in a temporary directory.
+    pub store: Option<String>,
 }
 
 impl Default for OverheadOptions {
@@ -62,6 +68,7 @@ impl Default for OverheadOptions {
             connections: 32,
             groups: Vec::new(),
             unpaced: false,
+            store: None,
         }
     }
 }
@@ -83,15 +90,18 @@ struct Measured<'a> {
 
 /// The principal key the bench's gateway is called with.
 const KEY: &str = "bench-key-0123456789";
+/// The environment variable the gateway reads a shared store's URL from (`[store] url_env`: a URL may carry a
+/// password, which the configuration refuses in `url`).
+const STORE_ENV: &str = "BALLAST_BENCH_STORE_URL";
 
 /// The gateway's configuration: one principal, a model route whose deployment speaks every API the upstream serves
 /// (Messages only when named), a read-only tool and a side-effecting one.
 const CONFIG: &str = r#"
 version = 1
 [store]
-url = "sqlite://{dir}/ballast.db"
+{store}
 [[principals]]
-name = "bench"
+name = "{principal}"
 key_env = "BALLAST_BENCH_KEY"
 [[models]]
 name = "agent"
@@ -123,6 +133,14 @@ pub async fn run(
     options: &OverheadOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<OverheadReport, String> {
+    if let Some(url) = &options.store
+        && crate::flash_sale::store_kind(url).is_none()
+    {
+        return Err(format!(
+            "--store {url:?}: a shared store is a redis://… or postgres://… URL (without --store the gateway's store is \
+             SQLite in a temporary directory)"
+        ));
+    }
     let dir = tempfile::tempdir().map_err(|e| format!("no temporary directory: {e}"))?;
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     // The load generator on CPU 0; everything it measures — the upstream, the floor, the gateway — on CPU 1. So
@@ -158,8 +176,21 @@ pub async fn run(
         dir.path(),
     )?;
     let config_path = dir.path().join("ballast.toml");
+    let mut env = vec![("BALLAST_BENCH_KEY", KEY)];
+    let (store, principal) = match &options.store {
+        None => (
+            format!("url = \"sqlite://{}/ballast.db\"", dir.path().display()),
+            "bench".to_owned(),
+        ),
+        Some(url) => {
+            env.push((STORE_ENV, url));
+            let principal = format!("bench-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+            (format!("url_env = \"{STORE_ENV}\""), principal)
+        }
+    };
     let config = CONFIG
-        .replace("{dir}", &dir.path().display().to_string())
+        .replace("{store}", &store)
+        .replace("{principal}", &principal)
         .replace("{chaos}", &upstream);
     std::fs::write(&config_path, config).map_err(|e| format!("cannot write the gateway's config: {e}"))?;
     let config_arg = config_path.display().to_string();
@@ -167,7 +198,7 @@ pub async fn run(
         binary,
         &["serve", "--config", &config_arg, "--listen", "127.0.0.1:0"],
         server_cpu,
-        &[("BALLAST_BENCH_KEY", KEY)],
+        &env,
         dir.path(),
     )?;
     let at = |addr, path: &str, headers: Vec<(&'static str, String)>, body: &Bytes, until| Target {
@@ -175,6 +206,7 @@ pub async fn run(
         path: path.to_owned(),
         headers,
         keyed: false,
+        runs_of: None,
         body: body.clone(),
         until,
         expect: None,
@@ -226,6 +258,17 @@ pub async fn run(
             ),
             Some(&gateway),
         ));
+        if let Some(calls) = group.runs_of {
+            let mut target = at(
+                gateway.addr,
+                group.gateway_path,
+                keyed.clone(),
+                &body,
+                group.until,
+            );
+            target.runs_of = Some(calls);
+            targets.push(plain(suffix("gateway, run"), target, Some(&gateway)));
+        }
         if let Some(keyed_path) = group.keyed_path {
             let refund = Bytes::from_static(br#"{"order_id": "1234", "amount": 42.5}"#);
             let mut target = at(gateway.addr, keyed_path, keyed.clone(), &refund, group.until);

@@ -69,6 +69,10 @@ pub struct OverheadReport {
     pub pinned: bool,
     /// Whether the upstream sent a stream's events without pausing between them.
     pub unpaced: bool,
+    /// The gateway's store: `sqlite`, or the shared store's kind (`redis`, `postgres`).
+    pub store: String,
+    /// Calls per run of the `gateway, run` row (a new `ballast-run-id` every this many calls on a connection).
+    pub calls_per_run: u64,
     /// Per target, in the order run.
     pub targets: Vec<TargetFigures>,
 }
@@ -136,6 +140,13 @@ impl OverheadReport {
             connections: options.connections,
             pinned,
             unpaced: options.unpaced,
+            store: options
+                .store
+                .as_deref()
+                .and_then(crate::flash_sale::store_kind)
+                .unwrap_or("sqlite")
+                .to_owned(),
+            calls_per_run: super::groups::CALLS_PER_RUN,
             targets,
         }
     }
@@ -198,10 +209,17 @@ impl fmt::Display for OverheadReport {
                 "the upstream pauses 5 ms between a stream's events, so each wakes the servers up idle"
             }
         )?;
+        let store = match self.store.as_str() {
+            "sqlite" => "SQLite (WAL, synchronous = NORMAL: survives a process kill, not a power loss)",
+            "redis" => "the shared Redis (--store)",
+            _ => "the shared PostgreSQL (--store)",
+        };
         writeln!(
             f,
-            "the idempotent path writes its claim, dispatch and answer to SQLite (WAL, synchronous = NORMAL: survives a \
-             process kill, not a power loss) on the request path"
+            "the idempotent path writes its claim, dispatch and answer to {store} on the request path; gateway, run: \
+             the tool call with a ballast-run-id, a new run every {} calls on a connection (one starts the run, the \
+             others continue it)",
+            self.calls_per_run
         )
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::support;
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -11,6 +12,14 @@ use support::{ballast, text};
 
 /// The longest any bounded wait of these tests lasts.
 const PATIENCE: Duration = Duration::from_secs(20);
+
+/// One bench at a time: each times what it measures — a flash sale at a twentieth of real time, an overhead load of
+/// 0.2 s with its processes pinned to the CPUs — and two at once on a two-CPU machine starve each other's gateways
+/// into missed deadlines and empty loads. Held for the whole of a test that runs a bench.
+fn one_bench_at_a_time() -> MutexGuard<'static, ()> {
+    static BENCH: Mutex<()> = Mutex::new(());
+    BENCH.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// A port nobody listens on now (the system's choice, released at once).
 fn free_port() -> u16 {
@@ -24,6 +33,7 @@ fn free_port() -> u16 {
 /// each hold a refund whose answer is lost after it committed: the naive code refunds it again, Ballast never.
 #[test]
 fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
+    let _bench = one_bench_at_a_time();
     let dir = tempfile::tempdir().expect("a temporary directory");
     let chart = dir.path().join("flash-sale.svg");
     let out = ballast(&[
@@ -69,6 +79,7 @@ fn a_short_flash_sale_runs_every_strategy_and_only_the_naive_code_pays_twice() {
 /// refunds of seeds 5 and 6 whose answers are lost after they committed.
 #[test]
 fn a_short_flash_sale_over_mcp_runs_the_gateways_agents_and_the_naive_mcp_client() {
+    let _bench = one_bench_at_a_time();
     let out = ballast(&[
         "bench",
         "flash-sale",
@@ -108,6 +119,7 @@ fn a_short_flash_sale_over_mcp_runs_the_gateways_agents_and_the_naive_mcp_client
 /// upstream itself (agents with no gateway at all).
 #[test]
 fn against_runs_the_agents_through_another_gateway_on_the_same_faults() {
+    let _bench = one_bench_at_a_time();
     let port = free_port();
     let upstream = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -182,6 +194,7 @@ fn against_runs_the_agents_through_another_gateway_on_the_same_faults() {
 /// An interrupted bench leaves nothing behind: the gateway it started is stopped before it exits.
 #[test]
 fn an_interrupted_bench_stops_the_gateway_it_started() {
+    let _bench = one_bench_at_a_time();
     let mut bench = Running::start(&[
         "bench",
         "flash-sale",
@@ -228,6 +241,29 @@ fn bad_arguments_say_what_is_accepted() {
         (&["--api", "soap"][..], "mixed, responses, chat"),
         (&["--time-scale", "0"][..], "positive"),
         (&["--arrivals", "flood"][..], "burst, ramp, poisson, steady"),
+        (
+            &["--instances", "2"][..],
+            "needs --store redis://… or postgres://…",
+        ),
+        (
+            &["--instances", "2", "--store", "sqlite://ballast.db"][..],
+            "SQLite is one process",
+        ),
+        (
+            &["--kill-one-at", "5"][..],
+            "--kill-one-at needs --instances 2 or more",
+        ),
+        (
+            &[
+                "--instances",
+                "2",
+                "--store",
+                "redis://127.0.0.1:6379",
+                "--strategies",
+                "naive",
+            ][..],
+            "which --strategies leaves out",
+        ),
     ] {
         let mut all = vec!["bench", "flash-sale"];
         all.extend_from_slice(args);
@@ -236,6 +272,121 @@ fn bad_arguments_say_what_is_accepted() {
         let stderr = text(&out.stderr);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+/// The Redis the tests use (`BALLAST_TEST_REDIS_URL`, default the local one), or `None` — the test skipped, the
+/// reason printed — when it is unreachable and the run allows skipping (`BALLAST_REQUIRE_SERVICES=1` fails).
+fn redis() -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime
+        .block_on(support::raw::service(
+            "Redis",
+            "BALLAST_TEST_REDIS_URL",
+            "redis://127.0.0.1:6379",
+        ))
+        .map(|(url, _)| url)
+}
+
+/// A short flash sale through two `ballast serve` instances on one Redis (12 agents, a twentieth of real time): each
+/// request goes to either instance, both serve their share, and the refund whose answer seed 5 loses after it
+/// committed is still paid once — the instance a retry lands on finds the first one's record in the shared store.
+#[test]
+fn two_gateway_instances_on_one_redis_share_the_load_and_pay_once() {
+    let Some(redis) = redis() else { return };
+    let _bench = one_bench_at_a_time();
+    let out = ballast(&[
+        "bench",
+        "flash-sale",
+        "--strategies",
+        "gateway",
+        "--instances",
+        "2",
+        "--store",
+        &redis,
+        "--agents",
+        "12",
+        "--time-scale",
+        "0.05",
+        "--seed",
+        "5",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let row = |label: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("| {label} ")))
+            .and_then(|line| line.split('|').nth(2))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("a row {label:?}:\n{stdout}"))
+    };
+    assert_eq!(row(""), "gateway (2 instances, redis)", "{stdout}");
+    assert_eq!(row("conversations"), "12", "{stdout}");
+    assert_eq!(row("duplicate side effects"), "0", "{stdout}");
+    let load = stdout
+        .lines()
+        .find(|line| line.contains("gateway (2 instances, redis) per instance:"))
+        .unwrap_or_else(|| panic!("a line of per-instance load:\n{stdout}"));
+    for instance in ["0", "1"] {
+        let answered = load
+            .split_once(&format!(" {instance} answered "))
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("instance {instance}'s requests: {load}"));
+        assert!(answered > 0, "instance {instance} served its share: {load}");
+    }
+    assert!(load.ends_with("acknowledged lost 0"), "{load}");
+}
+
+/// Two instances on one Redis, instance 0 killed with SIGKILL 2 s into the sale (a tenth of a second in real time,
+/// the burst's conversations under way) and restarted on its port: the report says when it went and came back, no
+/// side effect ran twice, and none the agents were told was done is missing from the upstream's ledger.
+#[test]
+fn an_instance_killed_mid_sale_comes_back_on_its_port_and_nothing_is_paid_twice_or_lost() {
+    let Some(redis) = redis() else { return };
+    let _bench = one_bench_at_a_time();
+    let out = ballast(&[
+        "bench",
+        "flash-sale",
+        "--strategies",
+        "gateway",
+        "--instances",
+        "2",
+        "--store",
+        &redis,
+        "--kill-one-at",
+        "2",
+        "--agents",
+        "16",
+        "--time-scale",
+        "0.05",
+        "--seed",
+        "5",
+        "--json",
+    ]);
+    assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
+    let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let summary = &reports[0]["per_seed"][0]["summaries"][0];
+    assert_eq!(summary["strategy"], "gateway (2 instances, redis)");
+    assert_eq!(summary["conversations"], 16, "{summary}");
+    assert_eq!(summary["duplicates"], 0, "{summary}");
+    let instances = &summary["instances"];
+    assert_eq!(instances["acknowledged_lost"], 0, "{instances}");
+    assert_eq!(
+        instances["instances"].as_array().map(Vec::len),
+        Some(2),
+        "{instances}"
+    );
+    let kill = &instances["kills"][0];
+    assert_eq!(kill["instance"], 0, "{kill}");
+    let killed = kill["killed_at"].as_f64().expect("killed during the run");
+    let back = kill["back_at"].as_f64().expect("back on its port");
+    assert!(killed >= 2000.0 && back > killed, "{kill}");
+    assert!(kill["down_real"].as_f64() > Some(0.0), "{kill}");
+    assert_eq!(kill["failure"], Value::Null, "{kill}");
 }
 
 /// `bench overhead` for one short round at 4 connections with `extra` arguments: its JSON report.
@@ -252,6 +403,7 @@ fn short_overhead_run(extra: &[&str]) -> Value {
         "--json",
     ];
     args.extend_from_slice(extra);
+    let _bench = one_bench_at_a_time();
     let out = ballast(&args);
     assert!(out.status.success(), "stderr:\n{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
@@ -263,11 +415,12 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
     let targets = report["targets"].as_array().expect("targets");
     let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
-        names[..5],
+        names[..6],
         [
             "direct",
             "floor",
             "gateway",
+            "gateway, run",
             "gateway, idempotent",
             "gateway, mcp"
         ]
@@ -288,6 +441,21 @@ fn a_short_overhead_run_measures_every_target_without_errors() {
         targets[2]["peak_rss_mib"].as_f64() > Some(0.0),
         "the gateway's memory is read"
     );
+}
+
+/// `--store`: the gateway's rows on a shared Redis, the tool call in runs too, without errors.
+#[test]
+fn an_overhead_run_on_a_shared_redis_measures_the_gateway_there() {
+    let Some(redis) = redis() else { return };
+    let report = short_overhead_run(&["--groups", "tools", "--store", &redis]);
+    assert_eq!(report["store"], "redis");
+    let targets = report["targets"].as_array().expect("targets");
+    let names: Vec<&str> = targets.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"gateway, run"), "{names:?}");
+    for target in targets {
+        assert_eq!(target["errors"], 0, "{target}");
+        assert!(target["requests_per_second"].as_f64() > Some(0.0), "{target}");
+    }
 }
 
 /// `--unpaced`: the upstream streams without pausing between events, every stream still read to its end through
