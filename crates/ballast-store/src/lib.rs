@@ -21,6 +21,8 @@
 //! - `error` — [`StoreError`].
 //! - `shared` — [`SharedState`]: what many gateway instances share besides records (runs, account limits, live
 //!   instances), with [`RunKey`], [`Charge`] and the answers.
+//! - `shared_wire` — what the Redis and PostgreSQL shared states send their servers (finite µs, whole ms, how
+//!   long an idle limit is kept), written once.
 //! - `codec` — the one binary form of stored headers.
 //! - `decide` — what a claim does to the record it finds (shared by the SQL backends).
 //! - `open` — [`open`]: a store from its URL (`sqlite://`, `sqlite::memory:`, `postgres://`, `redis://`).
@@ -49,11 +51,13 @@ mod decide;
 mod error;
 mod health;
 mod open;
-mod shared;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
+mod shared;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod shared_wire;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;
@@ -65,11 +69,11 @@ pub use codec::{decode_headers, encode_headers};
 pub use error::{BoxError, StoreError};
 pub use health::{CheckedStore, SLOW_PROBES, StoreHealth};
 pub use open::open;
-pub use shared::{AllowanceRule, Charge, Reservation, RetryTake, RunKey, RunState, SharedState};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use redis::RedisStore;
+pub use shared::{AllowanceRule, Charge, Reservation, RetryTake, RunKey, RunState, SharedState};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use types::{
