@@ -15,6 +15,13 @@
 //! do is lock a row that does not exist: for a limit seen for the first time it writes nothing and says so, and
 //! the store inserts the missing rows (idle, `ON CONFLICT DO NOTHING`) and asks again.
 //!
+//! One limit's reservations take turns on its row, each holding the lock until its commit is flushed: a hot
+//! limit takes about one reservation per commit latency (some 300 per second on the 2-core test machine's disk;
+//! 1,400 with the flush off), whatever the number of callers. Redis decides in memory and takes about 30,000.
+//!
+//! A reservation names each limit once (a call's requests and tokens are two keys); a key named twice is
+//! charged as one of its charges.
+//!
 //! Expired rows are read as absent (a run starts over; a limit is idle; an instance is not counted) and deleted
 //! by [`reap`](crate::IdempotencyStore::reap), with the expired records.
 

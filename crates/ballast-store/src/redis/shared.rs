@@ -11,7 +11,7 @@
 //!   it is given (`PEXPIRE`), so an idle run vanishes by itself and the next visit finds a fresh one.
 //! - `{base}limit:` + [`Charge::key`] — one string per account limit: its GCRA TAT in µs on the server's clock
 //!   (`%.17g`, exact for a double; absent = 0). Each write sets the key to expire
-//!   [`LIMIT_KEEP`](crate::shared_wire::LIMIT_KEEP) past the TAT plus the tolerance (`PEXPIREAT`): an idle
+//!   [`LIMIT_KEEP`] past the TAT plus the tolerance (`PEXPIREAT`): an idle
 //!   limit decides as an absent one, so it may go.
 //! - `{base}instances` — one sorted set: each live instance scored with the Unix ms its liveness ends. A
 //!   heartbeat adds or moves its member, removes the ended ones and moves the set's own expiry to its last
@@ -19,6 +19,9 @@
 //!
 //! Numbers: Lua counts in doubles, exact for integers below 2^53 (µs since 1970 are about 2^50), and Redis
 //! turns a Lua number in a reply into an integer by truncating it, so a wait in µs comes back as text.
+//!
+//! A reservation names each limit once (a call's requests and tokens are two keys); a key named twice is
+//! charged as the last of its charges.
 //!
 //! A reservation's script touches every limit it charges at once: on Redis Cluster those keys would have to
 //! share a hash slot. This store talks to one server (or a primary with replicas), where any keys go together.
