@@ -16,8 +16,8 @@
 //! the store inserts the missing rows (idle, `ON CONFLICT DO NOTHING`) and asks again.
 //!
 //! One limit's reservations take turns on its row, each holding the lock until its commit is flushed: a hot
-//! limit takes about one reservation per commit latency (some 300 per second on the 2-core test machine's disk;
-//! 1,400 with the flush off), whatever the number of callers. Redis decides in memory and takes about 30,000.
+//! limit takes about one reservation per commit latency (some 700 per second on the 2-core test machine, 1,800
+//! with the flush off), whatever the number of callers. Redis decides in memory and takes about 45,000.
 //!
 //! A reservation names each limit once (a call's requests and tokens are two keys); a key named twice is
 //! charged as one of its charges.
