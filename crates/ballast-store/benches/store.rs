@@ -1,6 +1,9 @@
 //! Operations per second of each idempotency store: a full claim -> dispatch -> complete of a fresh key (what
 //! every first request costs), and a replay (a claim that finds the completed record: what a retry costs), at
-//! concurrency 1 and 32, for a fixed wall-clock time each.
+//! concurrency 1 and 32, for a fixed wall-clock time each. For the stores that share state between instances
+//! (Redis, PostgreSQL), a second table: `visit_run` (each caller its own run, offering a deadline) and `reserve`
+//! (every caller charging the same two limits, requests and tokens, as every call of one account does; the
+//! limits never refuse, so each reservation writes).
 //!
 //! `cargo bench -p ballast-store --bench store` — backends from BALLAST_TEST_POSTGRES_URL and
 //! BALLAST_TEST_REDIS_URL (defaults: the local servers); SQLite in a temporary file (WAL, default
@@ -11,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ballast_core::{IdempotencyKey, fingerprint};
+use ballast_core::{Gcra, IdempotencyKey, fingerprint};
 use ballast_store::{
-    ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Scope, StoreOptions,
-    StoredResponse,
+    Charge, ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Reservation, RunKey,
+    Scope, SharedState, StoreOptions, StoredResponse,
 };
 use bytes::Bytes;
 
@@ -45,6 +48,7 @@ async fn main() {
             env_or("BALLAST_TEST_REDIS_URL", "redis://127.0.0.1:6379"),
         ),
     ];
+    let mut stores = Vec::new();
     println!("| backend | concurrency | claim+dispatch+complete /s | replay /s | replay / claim |");
     println!("|---|---|---|---|---|");
     for (name, url) in backends {
@@ -63,6 +67,20 @@ async fn main() {
                 replays / writes
             );
         }
+        stores.push((name, store));
+    }
+    println!();
+    println!("| backend | concurrency | visit_run /s | reserve (2 limits) /s |");
+    println!("|---|---|---|---|");
+    for (name, store) in &stores {
+        if store.shared_state().is_none() {
+            continue;
+        }
+        for concurrency in CONCURRENCY {
+            let visits = throughput(store, concurrency, window, Work::VisitRun).await;
+            let reserves = throughput(store, concurrency, window, Work::Reserve).await;
+            println!("| {name} | {concurrency} | {visits:.0} | {reserves:.0} |");
+        }
     }
 }
 
@@ -74,6 +92,8 @@ fn env_or(var: &str, default: &str) -> String {
 enum Work {
     FirstRequest,
     Replay,
+    VisitRun,
+    Reserve,
 }
 
 /// Operations per second over `window` with `concurrency` callers each running `work` in a loop.
@@ -86,12 +106,15 @@ async fn throughput(
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let principal = format!("bench-{}", OwnerToken::random().to_hex());
+    let limits = Arc::new(account_limits(&principal));
     let mut callers = Vec::new();
     for caller in 0..concurrency {
         let (store, stop, done) = (Arc::clone(store), Arc::clone(&stop), Arc::clone(&done));
         let replayed = Scope::new(principal.clone(), "POST /bench", key(&format!("replay-{caller}")));
-        let principal = principal.clone();
+        let run = RunKey::new(principal.clone(), format!("run-{caller}"));
+        let (principal, limits) = (principal.clone(), Arc::clone(&limits));
         callers.push(tokio::spawn(async move {
+            let shared = store.shared_state();
             if let Work::Replay = work {
                 first_request(&*store, &replayed).await;
             }
@@ -107,6 +130,8 @@ async fn throughput(
                         let outcome = store.claim(&replayed, &claim()).await.expect("replay");
                         assert!(matches!(outcome, ClaimOutcome::Completed(_)), "{outcome:?}");
                     }
+                    Work::VisitRun => visit(shared_of(&shared), &run).await,
+                    Work::Reserve => reserve(shared_of(&shared), &limits).await,
                 }
                 n += 1;
                 done.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +166,35 @@ async fn first_request(store: &dyn IdempotencyStore, scope: &Scope) {
         .complete(scope, claim.owner, &response())
         .await
         .expect("complete");
+}
+
+fn shared_of(shared: &Option<Arc<dyn SharedState>>) -> &dyn SharedState {
+    shared.as_deref().expect("a store with shared state")
+}
+
+/// A visit of a run as each call of it makes one: offering the call's deadline.
+async fn visit(shared: &dyn SharedState, run: &RunKey) {
+    let ttl = Duration::from_secs(60);
+    let state = shared
+        .visit_run(run, Some(Duration::from_secs(30)), ttl)
+        .await
+        .expect("visit");
+    assert!(state.deadline_in_ms.is_some());
+}
+
+/// One account's requests and tokens per minute, far above what the bench can send (every charge is booked).
+fn account_limits(account: &str) -> Vec<Charge> {
+    let limit = |what: &str, cost| Charge {
+        key: format!("{what}|bench|{account}"),
+        rate: Gcra::per_minute(u64::MAX, Duration::from_secs(1)),
+        cost,
+    };
+    vec![limit("rpm", 1.0), limit("tpm", 1200.0)]
+}
+
+async fn reserve(shared: &dyn SharedState, limits: &[Charge]) {
+    let reservation = shared.reserve(limits, Duration::ZERO).await.expect("reserve");
+    assert_eq!(reservation, Reservation::Granted(Duration::ZERO));
 }
 
 fn key(name: &str) -> IdempotencyKey {

@@ -22,6 +22,14 @@ pub(crate) fn monotonic_after(after: Duration) -> std::time::Instant {
     now + after
 }
 
+/// A monotonic instant now, for measuring how long a conformance case ran.
+#[cfg(any(test, feature = "conformance"))]
+pub(crate) fn monotonic_now() -> std::time::Instant {
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::Instant::now();
+    now
+}
+
 /// Whether `instant` has passed.
 #[cfg(any(test, feature = "conformance"))]
 pub(crate) fn passed(instant: std::time::Instant) -> bool {

@@ -21,6 +21,8 @@
 //! - `error` — [`StoreError`].
 //! - `shared` — [`SharedState`]: what many gateway instances share besides records (runs, account limits, live
 //!   instances), with [`RunKey`], [`Charge`] and the answers.
+//! - `shared_wire` — what the Redis and PostgreSQL shared states send their servers (finite µs, whole ms, how
+//!   long an idle limit is kept), written once.
 //! - `codec` — the one binary form of stored headers.
 //! - `decide` — what a claim does to the record it finds (shared by the SQL backends).
 //! - `open` — [`open`]: a store from its URL (`sqlite://`, `sqlite::memory:`, `postgres://`, `redis://`).
@@ -54,6 +56,8 @@ mod postgres;
 #[cfg(feature = "redis")]
 mod redis;
 mod shared;
+#[cfg(any(feature = "postgres", feature = "redis"))]
+mod shared_wire;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod types;

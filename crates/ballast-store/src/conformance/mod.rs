@@ -6,12 +6,18 @@
 //! polling (STYLE.md: a store is another process, where paused time fires spurious timeouts), and each test
 //! works in scopes of its own (a random principal), so they run in parallel against one shared server.
 //!
+//! Backends with a [`SharedState`](crate::SharedState) (Redis, PostgreSQL) also call
+//! [`shared_state_conformance_tests!`](crate::shared_state_conformance_tests) with the same [`Opener`]: two
+//! handles it opens stand for two gateway instances on one server.
+//!
 //! [`service_url`] and [`service_unavailable`] are the shared rule for servers that may be missing: skip with a
 //! printed reason on a laptop, fail where `BALLAST_REQUIRE_SERVICES=1` (CI).
 
 mod cases;
 mod expiry;
 mod lease;
+mod shared;
+mod shared_limits;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -25,6 +31,8 @@ use bytes::Bytes;
 pub use cases::*;
 pub use expiry::*;
 pub use lease::*;
+pub use shared::*;
+pub use shared_limits::*;
 
 use crate::{ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Scope, StoreOptions};
 
@@ -76,6 +84,27 @@ macro_rules! conformance_tests {
                 $crate::conformance::$name($opener).await;
             }
         )+
+    };
+}
+
+/// The shared-state suite as `#[tokio::test]`s of the calling module, each opening two handles with `$opener`
+/// (a backend whose `shared_state()` is `None` fails every one: call it only for backends that share state).
+#[macro_export]
+macro_rules! shared_state_conformance_tests {
+    ($opener:expr) => {
+        $crate::conformance_tests!(@tests $opener;
+            a_run_keeps_the_earliest_deadline_offered,
+            a_run_is_forgotten_after_its_ttl,
+            the_allowance_counts_every_instances_calls,
+            concurrent_takes_never_exceed_the_allowance,
+            owners_keep_their_runs_apart,
+            a_burst_goes_at_once_then_refusals_say_when,
+            a_caller_that_may_wait_books_its_slot,
+            charges_are_booked_together_or_not_at_all,
+            a_limit_holds_across_instances,
+            corrections_move_the_tat_and_refunds_stop_at_now,
+            live_instances_are_counted_until_they_stop,
+        );
     };
 }
 

@@ -20,6 +20,8 @@
 //!   claim survives a crash or a failover to a synchronous standby. Do not turn `synchronous_commit` off for this
 //!   database: a crash could then forget a claim and let a retry run the side effect twice.
 //! - **Schema created and migrated on start**, under an advisory lock, with a version table (see `schema`).
+//! - **Shared state too**: the store is the [`SharedState`] of the gateway instances that use it (runs, account
+//!   limits, live instances; `shared` says how), in tables beside the records'.
 //!
 //! The URL is tokio-postgres's (`postgres://user:password@host:port/db?options=...`); tables go to the
 //! connection's `search_path` (`?options=-c%20search_path%3Dballast` picks a schema). Connections are pooled
@@ -27,6 +29,8 @@
 //! (10 s, waiting for a connection included) and fails as [`StoreError::Unavailable`] past it.
 
 mod schema;
+mod shared;
+mod shared_sql;
 mod sql;
 
 use std::future::Future;
@@ -40,8 +44,8 @@ use crate::clock::millis;
 use crate::decide::{ClaimStep, claim_step, state_name, visible};
 use crate::open::without_password;
 use crate::{
-    ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,
-    StoredResponse, encode_headers,
+    ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, SharedState, StoreError,
+    StoreOptions, StoredResponse, encode_headers,
 };
 
 /// Connections per store. Every state change waits for its commit's WAL flush, and commits waiting at once
@@ -300,6 +304,10 @@ impl IdempotencyStore for PostgresStore {
 
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    fn shared_state(&self) -> Option<Arc<dyn SharedState>> {
+        Some(Arc::new(shared::PostgresShared(self.clone())))
     }
 }
 

@@ -6,8 +6,14 @@
 //! the same table at once can both pass the check and one fails on the catalog's unique index. The version of
 //! each component's schema lives in `ballast_schema`, so a later build knows which steps are left and a build
 //! older than the database refuses to write to it.
+//!
+//! Two components: `idempotency` (the records) and `shared_state` (runs, account limits, live instances: the
+//! [`SharedState`](crate::SharedState) of many instances). Why two and not a second step of one: a build
+//! refuses a database whose version of a component it knows is newer than its own, and the shared tables
+//! change nothing about the records — so a build from before them still opens a database that has them, and a
+//! rolling upgrade never stops the old instances that restart while it runs.
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 
 use crate::StoreError;
 
@@ -17,12 +23,13 @@ use super::unavailable;
 /// within a signed 64-bit integer).
 const MIGRATION_LOCK: i64 = 0x6261_6c6c_6173_7401;
 
-/// The component name of this store's row in `ballast_schema`.
-const COMPONENT: &str = "idempotency";
+/// Each component: its name in `ballast_schema` and its migration steps, in order: step `i` takes the
+/// component from version `i` to `i + 1`. Never edit a step that shipped; append one.
+pub(super) const COMPONENTS: [(&str, &[&str]); 2] =
+    [("idempotency", IDEMPOTENCY), ("shared_state", SHARED_STATE)];
 
-/// Each migration step, in order: step `i` takes the schema from version `i` to `i + 1`. Never edit a step that
-/// shipped; append one.
-const STEPS: &[&str] = &["
+/// The records.
+const IDEMPOTENCY: &[&str] = &["
 CREATE TABLE ballast_idempotency (
     principal   text        NOT NULL,
     route       text        NOT NULL,
@@ -43,10 +50,39 @@ COMMENT ON TABLE ballast_idempotency IS
     'Ballast idempotency records (ballast-store). Times are the database server''s clock.';
 "];
 
-/// The schema version this build writes.
-pub(super) const SCHEMA_VERSION: i32 = STEPS.len() as i32;
+/// Runs, account limits and live instances (`shared`). Every row carries `expires_at` on the server's clock:
+/// reads treat a row past it as absent, and `reap` deletes it. `ballast_runs.took` holds what the last take
+/// decided, for the take's own `RETURNING` (which sees only the new row).
+const SHARED_STATE: &[&str] = &["
+CREATE TABLE ballast_runs (
+    owner       text        NOT NULL,
+    id          text        NOT NULL,
+    deadline_at timestamptz,
+    calls       bigint      NOT NULL DEFAULT 0,
+    taken       bigint      NOT NULL DEFAULT 0,
+    took        boolean     NOT NULL DEFAULT false,
+    expires_at  timestamptz NOT NULL,
+    PRIMARY KEY (owner, id)
+);
+CREATE INDEX ballast_runs_expires ON ballast_runs (expires_at);
+CREATE TABLE ballast_limits (
+    key        text             PRIMARY KEY,
+    tat        double precision NOT NULL,
+    expires_at timestamptz      NOT NULL
+);
+CREATE TABLE ballast_instances (
+    id         text        PRIMARY KEY,
+    seen_at    timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+COMMENT ON TABLE ballast_runs IS
+    'Ballast runs shared by gateway instances (ballast-store): deadline, calls, retries taken.';
+COMMENT ON TABLE ballast_limits IS
+    'Ballast account limits shared by gateway instances: the GCRA TAT in microseconds on the server''s clock.';
+COMMENT ON TABLE ballast_instances IS 'Ballast gateway instances alive until expires_at.';
+"];
 
-/// Creates or upgrades the schema to [`SCHEMA_VERSION`]; refuses a database written by a newer version.
+/// Creates or upgrades every component to this build's version; refuses a database where one is newer.
 pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
     let transaction = client.transaction().await.map_err(unavailable)?;
     transaction
@@ -59,33 +95,42 @@ pub(super) async fn migrate(client: &mut Client) -> Result<(), StoreError> {
         )
         .await
         .map_err(unavailable)?;
+    for (component, steps) in COMPONENTS {
+        upgrade(&transaction, component, steps).await?;
+    }
+    transaction.commit().await.map_err(unavailable)
+}
+
+/// Applies the steps of `component` the database does not have yet, in the migration's transaction.
+async fn upgrade(transaction: &Transaction<'_>, component: &str, steps: &[&str]) -> Result<(), StoreError> {
+    let latest = steps.len() as i32;
     let version: i32 = transaction
         .query_opt(
             "SELECT version FROM ballast_schema WHERE component = $1",
-            &[&COMPONENT],
+            &[&component],
         )
         .await
         .map_err(unavailable)?
         .map_or(0, |row| row.get(0));
-    if version > SCHEMA_VERSION {
+    if version > latest {
         return Err(StoreError::Corrupt(format!(
-            "the database has idempotency schema version {version}; this build knows up to {SCHEMA_VERSION} \
+            "the database has {component} schema version {version}; this build knows up to {latest} \
              (upgrade Ballast)"
         )));
     }
     let done = usize::try_from(version).unwrap_or(0);
-    for step in &STEPS[done..] {
+    for step in &steps[done..] {
         transaction.batch_execute(step).await.map_err(unavailable)?;
     }
-    if version < SCHEMA_VERSION {
+    if version < latest {
         transaction
             .execute(
                 "INSERT INTO ballast_schema (component, version) VALUES ($1, $2) \
                  ON CONFLICT (component) DO UPDATE SET version = EXCLUDED.version",
-                &[&COMPONENT, &SCHEMA_VERSION],
+                &[&component, &latest],
             )
             .await
             .map_err(unavailable)?;
     }
-    transaction.commit().await.map_err(unavailable)
+    Ok(())
 }

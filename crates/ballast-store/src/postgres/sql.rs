@@ -148,9 +148,13 @@ pub(super) const RELEASE: &str = concat!(
     " AND owner = $4 AND expires_at > c.now AND state IN ('claimed', 'dispatched', 'outcome_unknown')"
 );
 
-/// Every record past its retention. `now()` (the statement's start on the server's clock) rather than
-/// `clock_timestamp()`: a stable value lets the planner use the `expires_at` index.
-pub(super) const REAP: &str = "DELETE FROM ballast_idempotency WHERE expires_at <= now()";
+/// Every record past its retention, and every shared row (runs, limits, instances) past its `expires_at`, in one
+/// statement; counts the records. `now()` (the statement's start on the server's clock) rather than
+/// `clock_timestamp()`: a stable value lets the planner use the `expires_at` indexes.
+pub(super) const REAP: &str = "WITH runs AS (DELETE FROM ballast_runs WHERE expires_at <= now()), \
+     limits AS (DELETE FROM ballast_limits WHERE expires_at <= now()), \
+     instances AS (DELETE FROM ballast_instances WHERE expires_at <= now()) \
+     DELETE FROM ballast_idempotency WHERE expires_at <= now()";
 
 /// The primary key's parameters.
 pub(super) fn key(scope: &Scope) -> [&str; 3] {

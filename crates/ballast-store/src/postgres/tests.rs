@@ -46,6 +46,10 @@ mod conformance {
     crate::conformance_tests!(super::POSTGRES);
 }
 
+mod shared_state_conformance {
+    crate::shared_state_conformance_tests!(super::POSTGRES);
+}
+
 /// A PostgreSQL schema of the test's own: its URL puts it first on the `search_path`.
 struct PrivateSchema {
     name: String,
@@ -105,10 +109,13 @@ async fn processes_starting_together_create_the_schema_once() {
     while let Some(opened) = starting.join_next().await {
         stores.push(opened.unwrap().expect("every process opens the store"));
     }
-    assert_eq!(
-        schema.versions().await,
-        vec![("idempotency".to_owned(), schema::SCHEMA_VERSION)]
-    );
+    let mut versions = schema.versions().await;
+    versions.sort();
+    let latest: Vec<(String, i32)> = schema::COMPONENTS
+        .iter()
+        .map(|(component, steps)| ((*component).to_owned(), steps.len() as i32))
+        .collect();
+    assert_eq!(versions, latest, "every component at this build's version");
     // The table is in the private schema, and every store uses it.
     let scope = fresh_scope();
     let claim = request("{}", Duration::from_secs(60));
@@ -125,7 +132,7 @@ async fn processes_starting_together_create_the_schema_once() {
         .await
         .unwrap();
     assert!(reopened.lookup(&scope).await.unwrap().is_some());
-    assert_eq!(schema.versions().await.len(), 1);
+    assert_eq!(schema.versions().await.len(), schema::COMPONENTS.len());
     drop(stores);
     schema.drop().await;
 }
@@ -280,3 +287,6 @@ async fn racing_claims_on_an_expired_lease_have_one_winner() {
         }
     }
 }
+
+#[path = "shared_tests.rs"]
+mod shared_tests;

@@ -31,11 +31,17 @@
 //! record carries an expiry, so `volatile-*` policies evict them too; [`RedisStore::open`] logs a warning when it
 //! can read such a policy. Side effects that must never run twice across instances belong in PostgreSQL.
 //!
+//! Shared state: the store is also the [`SharedState`] of the gateway instances that use it (runs, account
+//! limits, live instances), in keys beside the records' (`shared`, which documents their layout).
+//!
 //! TLS (`rediss://`) needs the `redis` crate's TLS support, which this build does not compile in; such URLs are
 //! refused as [`StoreError::UnsupportedUrl`].
 
 mod scripts;
+mod shared;
+mod shared_scripts;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -43,10 +49,11 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::clock::millis;
 use crate::open::without_password;
 use crate::{
-    ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Record, Scope, StoreError,
-    StoreOptions, StoredResponse, encode_headers,
+    ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Record, Scope, SharedState,
+    StoreError, StoreOptions, StoredResponse, encode_headers,
 };
 use scripts::Scripts;
+use shared::RedisShared;
 
 /// How long one connection attempt may take before the store counts as unreachable.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -69,6 +76,7 @@ pub struct RedisStore {
     prefix: String,
     retention_ms: i64,
     url: String,
+    shared: Arc<RedisShared>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -109,6 +117,7 @@ impl RedisStore {
             .map_err(StoreError::unavailable)?;
         warn_about_eviction(&mut connection).await;
         Ok(RedisStore {
+            shared: Arc::new(RedisShared::new(connection.clone(), prefix)),
             connection,
             scripts: Scripts::new(),
             prefix: prefix.to_owned(),
@@ -307,6 +316,10 @@ impl IdempotencyStore for RedisStore {
 
     fn expires_records_itself(&self) -> bool {
         true
+    }
+
+    fn shared_state(&self) -> Option<Arc<dyn SharedState>> {
+        Some(Arc::clone(&self.shared) as Arc<dyn SharedState>)
     }
 }
 

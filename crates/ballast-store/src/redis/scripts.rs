@@ -41,12 +41,12 @@ pub(super) fn driver_error(error: redis::RedisError) -> StoreError {
     StoreError::unavailable(error)
 }
 
-fn corrupt(what: &str) -> StoreError {
+pub(super) fn corrupt(what: &str) -> StoreError {
     StoreError::Corrupt(format!("unexpected reply from a Redis store script: {what}"))
 }
 
 /// A bulk string's bytes, or `None` for nil (a missing field).
-fn bytes(value: Value) -> Result<Option<Vec<u8>>, StoreError> {
+pub(super) fn bytes(value: Value) -> Result<Option<Vec<u8>>, StoreError> {
     match value {
         Value::Nil => Ok(None),
         Value::BulkString(bytes) => Ok(Some(bytes)),
@@ -57,7 +57,7 @@ fn bytes(value: Value) -> Result<Option<Vec<u8>>, StoreError> {
 }
 
 /// An integer reply or an integer stored as text.
-fn integer(value: Value, what: &str) -> Result<i64, StoreError> {
+pub(super) fn integer(value: Value, what: &str) -> Result<i64, StoreError> {
     match value {
         Value::Int(number) => Ok(number),
         other => bytes(other)?
@@ -66,7 +66,7 @@ fn integer(value: Value, what: &str) -> Result<i64, StoreError> {
     }
 }
 
-fn array(value: Value) -> Result<Vec<Value>, StoreError> {
+pub(super) fn array(value: Value) -> Result<Vec<Value>, StoreError> {
     match value {
         Value::Array(items) => Ok(items),
         other => Err(corrupt(&format!("{other:?} where an array was expected"))),

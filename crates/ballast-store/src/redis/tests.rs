@@ -40,6 +40,10 @@ mod conformance {
     crate::conformance_tests!(super::SHARED);
 }
 
+mod shared_state_conformance {
+    crate::shared_state_conformance_tests!(super::SHARED);
+}
+
 /// A prefix no other test uses, so counts and scans see only this test's keys.
 fn private_prefix() -> String {
     format!("ballast:test:{}:", OwnerToken::random().to_hex())
@@ -274,3 +278,6 @@ fn only_noeviction_keeps_records_under_memory_pressure() {
 
 #[path = "decide_tests.rs"]
 mod decide_tests;
+
+#[path = "shared_tests.rs"]
+mod shared_tests;

@@ -328,3 +328,12 @@ async fn a_version_1_file_is_migrated_keeping_its_records() {
     );
     assert!(refused.is_err(), "the state check holds: {refused:?}");
 }
+
+/// SQLite shares no state between instances: one process holds the file, and its memory is the truth.
+#[tokio::test]
+async fn sqlite_has_no_shared_state() {
+    let store = SqliteStore::open("sqlite::memory:", StoreOptions::default())
+        .await
+        .unwrap();
+    assert!(store.shared_state().is_none());
+}
