@@ -15,6 +15,7 @@
 mod bench;
 mod chaos;
 mod demo;
+mod deploy_nginx;
 mod plan;
 mod serve_auth;
 mod serve_inputs;
