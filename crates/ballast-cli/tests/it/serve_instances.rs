@@ -79,7 +79,7 @@ async fn a_run_spread_over_three_instances_keeps_one_deadline_and_one_allowance(
                 &client,
                 &a,
                 "lookup_order",
-                &json!({"op": first}),
+                &json!({"order_id": "1", "op": first}),
                 &headers(Some("3000")),
             )
             .await,
@@ -96,7 +96,7 @@ async fn a_run_spread_over_three_instances_keeps_one_deadline_and_one_allowance(
                 &client,
                 &b,
                 "lookup_order",
-                &json!({"op": second}),
+                &json!({"order_id": "1", "op": second}),
                 &headers(None),
             )
             .await,
@@ -118,7 +118,7 @@ async fn a_run_spread_over_three_instances_keeps_one_deadline_and_one_allowance(
                 &client,
                 &c,
                 "lookup_order",
-                &json!({"op": "late"}),
+                &json!({"order_id": "1", "op": "late"}),
                 &headers(None),
             )
             .await;
@@ -155,6 +155,15 @@ async fn a_deployment_limit_holds_across_three_instances_driven_at_once() {
             .build();
         let gateways = three(&config, &upstream);
         let client = client();
+        // Each instance up, on the store, before the sale.
+        for gateway in &gateways {
+            support::gateway::eventually(&format!("{what}: on the shared store"), || async {
+                let status = get_json(&gateway.url("/status")).await;
+                let shared = &status["shared_state"];
+                (shared["reachable"] == true && shared["instances"].as_u64() >= Some(3)).then_some(())
+            })
+            .await;
+        }
         let started = ballast::clock::now();
         let mut calls = tokio::task::JoinSet::new();
         for i in 0..60 {
@@ -190,9 +199,11 @@ async fn a_deployment_limit_holds_across_three_instances_driven_at_once() {
             .as_u64()
             .expect("the upstream's count");
         // 10 a second for the time the calls took, plus the one that starts the count.
+        // A small tolerance: a store answer slower than the patience is decided without the store, on the
+        // instance's share. Counted per instance, the three would have sent three times the limit.
         let allowed = (10.0 * elapsed).floor() as u64 + 1;
         assert!(
-            sent <= allowed,
+            sent <= allowed + 2,
             "{what}: {sent} sent in {elapsed:.2} s, the limit allows {allowed}"
         );
         assert_eq!(answered, sent, "{what}: every call sent was answered");
@@ -245,7 +256,8 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
     for gateway in &gateways {
         support::gateway::eventually("two instances seen", || async {
             let status = status(gateway).await;
-            (status["shared_state"]["instances"] == 2).then_some(())
+            // At least these two: the store's list is every instance on it (other tests' too) for 30 s.
+            (status["shared_state"]["instances"].as_u64() >= Some(2)).then_some(())
         })
         .await;
     }
@@ -282,7 +294,7 @@ async fn redis_lost_mid_run_is_declared_and_shared_again_when_it_is_back() {
             &client,
             &gateways[1],
             "lookup_order",
-            &json!({"op": "o"}),
+            &json!({"order_id": "1", "op": "o"}),
             &[("ballast-run-id", run.as_str()), ("ballast-timeout-ms", "2000")],
         )
         .await,
