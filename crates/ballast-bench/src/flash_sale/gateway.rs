@@ -98,11 +98,28 @@ pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str, tools: ToolApi
     config_with(base_url, time_scale, tools, &store, "agents")
 }
 
-/// The configuration of instances on a shared store: the store's URL from [`STORE_ENV`], and a principal of the
-/// run's own, `principal`.
-fn shared_config(base_url: &str, time_scale: f64, tools: ToolApi, principal: &str) -> String {
+/// The configuration of `count` instances on a shared store: the store's URL from [`STORE_ENV`], a principal of
+/// the run's own, `principal`, and each upstream's `concurrency` sized for the fleet (docs/deploy.md): admission
+/// is per instance, so N instances at the single gateway's 64 would put N x 64 calls in flight at an upstream
+/// whose capacity the one gateway's 64 was sized for — an operator divides it among them.
+fn shared_config(base_url: &str, time_scale: f64, tools: ToolApi, principal: &str, count: usize) -> String {
     let store = format!("url_env = \"{STORE_ENV}\"");
-    config_with(base_url, time_scale, tools, &store, principal)
+    per_instance(&config_with(base_url, time_scale, tools, &store, principal), count)
+}
+
+/// `config` with `concurrency = ceil(64 / count)` in each model route, tool and MCP server table (none of which
+/// sets its own in the bench's configuration).
+fn per_instance(config: &str, count: usize) -> String {
+    let share = ballast_config::DEFAULT_TOOL_CONCURRENCY.div_ceil(count.max(1) as u32);
+    let mut out = String::with_capacity(config.len() + 256);
+    for line in config.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if matches!(line.trim(), "[[models]]" | "[[tools]]" | "[[mcp_servers]]") {
+            out.push_str(&format!("concurrency = {share}\n"));
+        }
+    }
+    out
 }
 
 fn config_with(base_url: &str, time_scale: f64, tools: ToolApi, store: &str, principal: &str) -> String {
@@ -140,7 +157,7 @@ impl Strategy for ThroughGateway {
                     // from meeting an earlier run's records (replayed answers, spent allowances, past deadlines).
                     // Random, not seeded: the same seed run twice on one store must not meet itself either.
                     let principal = format!("agents-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-                    shared_config(base_url, time_scale, self.tools, &principal)
+                    shared_config(base_url, time_scale, self.tools, &principal, self.instances.count())
                 }
             };
             let path = dir.path().join("ballast.toml");
@@ -269,10 +286,15 @@ mod tests {
     #[test]
     fn instances_on_a_shared_store_read_its_url_from_the_environment_under_a_principal_of_their_run() {
         for tools in [ToolApi::Http, ToolApi::Mcp] {
-            let shared = shared_config("http://127.0.0.1:1", 0.05, tools, "agents-0123456789abcdef");
+            let shared = shared_config("http://127.0.0.1:1", 0.05, tools, "agents-0123456789abcdef", 3);
             let own = gateway_config("http://127.0.0.1:1", 0.05, "/tmp/x", tools);
+            // Each upstream's concurrency divided among the three (64 / 3, rounded up), and it loads.
+            let config = ballast_config::Config::from_toml_str(&shared).expect("it loads");
+            assert!(config.models.iter().all(|m| m.concurrency == 22), "{shared}");
+            assert!(config.tools.iter().all(|t| t.concurrency == 22), "{shared}");
             assert_eq!(
                 shared
+                    .replace("concurrency = 22\n", "")
                     .replace(
                         "url_env = \"BALLAST_BENCH_STORE_URL\"",
                         "url = \"sqlite:///tmp/x/ballast.db\""
