@@ -4,8 +4,10 @@
 //! Why the hot path stays cheap: the deadline only ever moves earlier, so an instance that has read a run's
 //! deadline keeps it and asks the store again only when a call brings a deadline earlier than the one it knows
 //! (by more than [`EARLIER_BY`]: an agent that sends what it has left on every call offers the same deadline
-//! again, a few milliseconds later). A run with no deadline yet is asked for on each call, so the deadline one
-//! instance learns reaches the others at their next call. The allowance is touched only when a retry is asked
+//! again, a few milliseconds later). A run read without a deadline is read again at its next call a second or
+//! more later ([`NO_DEADLINE_FRESH`]), so a deadline another instance learns later reaches this one within a
+//! second (each call is bounded by its own headers meanwhile), while a run of an agent that never sends one costs
+//! at most one read a second per instance. The allowance is touched only when a retry is asked
 //! for: each call adds its share locally, and the calls not yet reported travel with the next retry taken here.
 //! A call counted on another instance reaches the store with that instance's next retry, so the shared
 //! allowance can lag by a few calls' shares — it errs on the side of fewer retries.
@@ -14,7 +16,7 @@
 //! brought here and a local allowance, as a single instance has — never an error for the caller.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ballast_config::ServerConfig;
@@ -26,6 +28,8 @@ use crate::sharing::{PATIENCE, Sharing};
 
 /// How much earlier than the deadline an instance knows a call's own deadline must be to be written to the store.
 pub(super) const EARLIER_BY: Duration = Duration::from_millis(10);
+/// How long an instance trusts that a run it read without a deadline still has none.
+pub(super) const NO_DEADLINE_FRESH: Duration = Duration::from_secs(1);
 
 /// The shared part of a [`Run`].
 #[derive(Debug)]
@@ -34,8 +38,8 @@ pub(super) struct SharedRun {
     key: RunKey,
     rule: AllowanceRule,
     ttl: Duration,
-    /// Whether this instance has read the run from the store.
-    synced: AtomicBool,
+    /// When this instance last read the run from the store (ns on the clock; 0: never).
+    synced_at: AtomicU64,
     /// Calls of the run counted here and not yet reported to the store.
     unreported: AtomicU64,
     /// The retries the store said were left, at its last answer (`u64::MAX`: none yet).
@@ -49,7 +53,7 @@ impl SharedRun {
             key,
             rule,
             ttl,
-            synced: AtomicBool::new(false),
+            synced_at: AtomicU64::new(0),
             unreported: AtomicU64::new(0),
             left: AtomicU64::new(u64::MAX),
         }
@@ -96,7 +100,11 @@ impl Run {
             (Some(_), None) => true,
             (None, _) => false,
         };
-        if shared.synced.load(Ordering::Relaxed) && known.is_some() && !earlier {
+        let synced_at = shared.synced_at.load(Ordering::Relaxed);
+        let fresh = synced_at != 0
+            && (known.is_some()
+                || now.as_nanos().saturating_sub(synced_at) < NO_DEADLINE_FRESH.as_nanos() as u64);
+        if fresh && !earlier {
             return;
         }
         let offered = offer
@@ -109,7 +117,7 @@ impl Run {
         let Some(state) = shared.sharing.ask(patience, visit).await else {
             return;
         };
-        shared.synced.store(true, Ordering::Relaxed);
+        shared.synced_at.store(now.as_nanos().max(1), Ordering::Relaxed);
         if let Some(ms) = state.deadline_in_ms {
             let at = if ms >= 0 {
                 now + Duration::from_millis(ms.unsigned_abs())
