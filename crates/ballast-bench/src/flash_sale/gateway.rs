@@ -104,7 +104,10 @@ pub fn gateway_config(base_url: &str, time_scale: f64, dir: &str, tools: ToolApi
 /// whose capacity the one gateway's 64 was sized for — an operator divides it among them.
 fn shared_config(base_url: &str, time_scale: f64, tools: ToolApi, principal: &str, count: usize) -> String {
     let store = format!("url_env = \"{STORE_ENV}\"");
-    per_instance(&config_with(base_url, time_scale, tools, &store, principal), count)
+    per_instance(
+        &config_with(base_url, time_scale, tools, &store, principal),
+        count,
+    )
 }
 
 /// `config` with `concurrency = ceil(64 / count)` in each model route, tool and MCP server table (none of which
@@ -157,7 +160,13 @@ impl Strategy for ThroughGateway {
                     // from meeting an earlier run's records (replayed answers, spent allowances, past deadlines).
                     // Random, not seeded: the same seed run twice on one store must not meet itself either.
                     let principal = format!("agents-{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-                    shared_config(base_url, time_scale, self.tools, &principal, self.instances.count())
+                    shared_config(
+                        base_url,
+                        time_scale,
+                        self.tools,
+                        &principal,
+                        self.instances.count(),
+                    )
                 }
             };
             let path = dir.path().join("ballast.toml");
