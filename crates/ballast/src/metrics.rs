@@ -238,10 +238,13 @@ pub(crate) fn shared_state_reachable(reachable: bool) {
     gauge!("ballast_shared_state_reachable").set(if reachable { 1.0 } else { 0.0 });
 }
 
+/// The modes of a deployment's limits, as `ballast_limit_mode`'s `mode` label names them (`limit::LimitMode`).
+pub(crate) const LIMIT_MODES: [&str; 4] = ["shared", "local", "share", "refuse"];
+
 /// `ballast_limit_mode{target,mode}`: 1 for the mode a deployment's limits are in now (`shared`, `share`,
 /// `refuse`, `local`), 0 for the others.
 pub(crate) fn limit_mode(target: &str, mode: &'static str) {
-    for each in crate::limit::MODES {
+    for each in LIMIT_MODES {
         gauge!("ballast_limit_mode", "target" => target.to_owned(), "mode" => each).set(if each == mode {
             1.0
         } else {

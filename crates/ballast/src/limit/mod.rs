@@ -33,9 +33,6 @@ pub(crate) use service::LimitLayer;
 
 use crate::{Error, Overload, clock};
 
-/// The modes a deployment's limits can be in, as `ballast_limit_mode`'s `mode` label and `/status` name them.
-pub(crate) const MODES: [&str; 4] = ["shared", "local", "share", "refuse"];
-
 /// Where a deployment's limits are counted now (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -51,9 +48,9 @@ pub enum LimitMode {
 }
 
 impl LimitMode {
-    /// Its name: `shared`, `local`, `share`, `refuse`.
+    /// Its name: `shared`, `local`, `share`, `refuse` (`ballast_limit_mode`'s `mode` label, `/status`).
     pub fn as_str(self) -> &'static str {
-        MODES[self as usize]
+        crate::metrics::LIMIT_MODES[self as usize]
     }
 }
 
@@ -80,7 +77,12 @@ pub struct AccountLimits {
     local: Mutex<[f64; 2]>,
     /// The mode last reported (`u8::MAX`: none yet).
     mode: AtomicU8,
+    /// The tokens a whole answer's body says the call used (the model protocols' reading of `usage`).
+    usage: UsageReader,
 }
+
+/// Reads the tokens a whole answer used from its body, if it says.
+pub(crate) type UsageReader = fn(&[u8]) -> Option<u64>;
 
 /// What one attempt was charged: what a correction moves by.
 #[derive(Clone, Copy, Debug, Default)]
@@ -97,6 +99,7 @@ impl AccountLimits {
         target: Arc<str>,
         account: &str,
         limits: &Limits,
+        usage: UsageReader,
         #[cfg(feature = "idempotency")] sharing: Option<Arc<crate::sharing::Sharing>>,
     ) -> Self {
         let rate = |kind: &str, per_minute: Option<u32>| {
@@ -115,7 +118,13 @@ impl AccountLimits {
             sharing,
             local: Mutex::new([0.0; 2]),
             mode: AtomicU8::new(u8::MAX),
+            usage,
         }
+    }
+
+    /// The tokens a whole answer's `body` says the call used.
+    pub(crate) fn used(&self, body: &[u8]) -> Option<u64> {
+        (self.usage)(body)
     }
 
     /// Whether a token limit is set (the attempt's tokens are then estimated).

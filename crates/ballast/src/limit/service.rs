@@ -76,10 +76,9 @@ where
                 .await?;
             let response = inner.call(request).await?;
             if limits.counts_tokens()
-                && let Some(usage) =
-                    (response.body().as_bytes()).and_then(|body| crate::model::usage::usage_of_body(body))
+                && let Some(used) = (response.body().as_bytes()).and_then(|body| limits.used(body))
             {
-                limits.correct(charged, usage.total_tokens).await;
+                limits.correct(charged, used).await;
             }
             Ok(response)
         })

@@ -16,6 +16,7 @@ fn limits(requests: Option<u32>, tokens: Option<u32>) -> AccountLimits {
             burst: Duration::ZERO,
             on_store_loss: OnStoreLoss::Share,
         },
+        |_| None,
         #[cfg(feature = "idempotency")]
         None,
     )

@@ -204,6 +204,7 @@ impl DeploymentClient {
                 Arc::from(name.as_str()),
                 &key,
                 &limits,
+                |body| super::usage::usage_of_body(body).map(|usage| usage.total_tokens),
                 #[cfg(feature = "idempotency")]
                 runs.sharing().cloned(),
             ))

@@ -74,7 +74,7 @@ mod responses;
 mod route;
 mod routing;
 mod stream;
-pub(crate) mod usage;
+mod usage;
 
 pub use builder::{DeploymentBuilder, ModelClientBuilder};
 pub use call::{
