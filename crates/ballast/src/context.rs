@@ -56,6 +56,9 @@ pub struct CallContext {
     pub(crate) stream: Option<CommitRule>,
     /// Whether `stream` applies only to an answer that is a stream of events (an MCP call's, `crate::mcp`).
     pub(crate) stream_events_only: bool,
+    /// The call's own explicit deadline (the only kind that becomes its run's), offered to the run in the store
+    /// many instances share when the call's trip starts (`Run::sync`).
+    pub(crate) run_offer: Option<Deadline>,
 }
 
 impl CallContext {
@@ -84,6 +87,7 @@ impl CallContext {
             cancel: Cancel::new(),
             stream: None,
             stream_events_only: false,
+            run_offer: None,
         }
     }
 

@@ -235,6 +235,7 @@ impl Core {
                 .map_or_else(Cancel::never, Cancel::child_of),
             stream: None,
             stream_events_only: false,
+            run_offer: options.deadline.map(|own| self.settle(own)),
         }
     }
 

@@ -192,6 +192,13 @@ impl Upstream {
     /// deadline, admitted, retried. `polling` numbers its attempts after the operation's earlier trips, and hands
     /// a 409 "in progress" back at once.
     pub(crate) async fn trip(&self, request: Request<Bytes>, ctx: &CallContext, polling: Polling) -> Trip {
+        // A run shared by many instances: its deadline as the store knows it, before anything waits on it (free
+        // when this instance already knows it: `run/shared.rs`).
+        #[cfg(feature = "idempotency")]
+        if let Some(run) = &ctx.run {
+            let settled = (ctx.deadline.reserve(), ctx.deadline.min_attempt());
+            run.sync(ctx.run_offer, settled, clock::now()).await;
+        }
         // Not started until admitted; boxed, so what holds it moves a pointer, not the loop's state.
         let retried = self.attempts.retried(self.retry.shared(), request, ctx, polling);
         let work = async {

@@ -2,7 +2,7 @@
 //! the run sees the same deadline and spends from the same allowance.
 //!
 //! Why the hot path stays cheap: the deadline only ever moves earlier, so an instance that has read a run's
-//! deadline keeps it and asks the store again only when a call brings a deadline earlier than the one it knows
+//! deadline keeps it and asks the store again only when a call brings a deadline earlier than the store's
 //! (by more than [`EARLIER_BY`]: an agent that sends what it has left on every call offers the same deadline
 //! again, a few milliseconds later). A run read without a deadline is read again at its next call a second or
 //! more later ([`NO_DEADLINE_FRESH`]), so a deadline another instance learns later reaches this one within a
@@ -40,6 +40,8 @@ pub(super) struct SharedRun {
     ttl: Duration,
     /// When this instance last read the run from the store (ns on the clock; 0: never).
     synced_at: AtomicU64,
+    /// The run's deadline as the store last said (ns on the clock; 0: none, or not read yet).
+    stored: AtomicU64,
     /// Calls of the run counted here and not yet reported to the store.
     unreported: AtomicU64,
     /// The retries the store said were left, at its last answer (`u64::MAX`: none yet).
@@ -54,6 +56,7 @@ impl SharedRun {
             rule,
             ttl,
             synced_at: AtomicU64::new(0),
+            stored: AtomicU64::new(0),
             unreported: AtomicU64::new(0),
             left: AtomicU64::new(u64::MAX),
         }
@@ -90,19 +93,28 @@ impl Run {
     }
 
     /// Brings the run's deadline in step with the store's, offering `offer` (a call's explicit deadline) when it
-    /// is earlier than the one known here (module docs). Deadlines read from the store get `server`'s reserve and
-    /// least attempt. Does nothing for a run that is not shared, or while the store is lost.
-    pub(crate) async fn sync(&self, offer: Option<Deadline>, server: &ServerConfig, now: Instant) {
+    /// is earlier than the one known here (module docs). A deadline read from the store gets `reserve` and
+    /// `min_attempt`. Does nothing for a run that is not shared, or while the store is lost.
+    pub(crate) async fn sync(
+        &self,
+        offer: Option<Deadline>,
+        (reserve, min_attempt): (Duration, Duration),
+        now: Instant,
+    ) {
         let Some(shared) = &self.shared else { return };
         let known = self.deadline();
-        let earlier = match (offer, known) {
-            (Some(offer), Some(known)) => offer.instant() + EARLIER_BY < known.instant(),
+        // Compared with what the store is known to hold, not with this instance's own view: a deadline applied
+        // here must still reach the others.
+        let stored = shared.stored.load(Ordering::Relaxed);
+        let stored = (stored != 0).then(|| Instant::from_nanos(stored));
+        let earlier = match (offer, stored) {
+            (Some(offer), Some(stored)) => offer.instant() + EARLIER_BY < stored,
             (Some(_), None) => true,
             (None, _) => false,
         };
         let synced_at = shared.synced_at.load(Ordering::Relaxed);
         let fresh = synced_at != 0
-            && (known.is_some()
+            && (stored.is_some()
                 || now.as_nanos().saturating_sub(synced_at) < NO_DEADLINE_FRESH.as_nanos() as u64);
         if fresh && !earlier {
             return;
@@ -127,10 +139,11 @@ impl Run {
                         .saturating_sub(Duration::from_millis(ms.unsigned_abs()).as_nanos() as u64),
                 )
             };
+            shared.stored.store(at.as_nanos().max(1), Ordering::Relaxed);
             self.offer_deadline(
                 Deadline::at(at)
-                    .with_reserve(server.reserve)
-                    .with_min_attempt(server.min_attempt),
+                    .with_reserve(reserve)
+                    .with_min_attempt(min_attempt),
             );
         }
         let limit = shared.rule.limit(state.calls);
@@ -208,7 +221,7 @@ impl Runs {
         now: Instant,
     ) -> (Arc<Run>, RunOrigin) {
         let (run, origin) = self.find(owner, id, now);
-        run.sync(offer, server, now).await;
+        run.sync(offer, (server.reserve, server.min_attempt), now).await;
         (run, origin)
     }
 }

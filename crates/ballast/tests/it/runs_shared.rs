@@ -132,6 +132,36 @@ async fn a_runs_deadline_given_on_one_instance_holds_on_the_other() {
     );
 }
 
+/// Through the clients alone (no gateway visiting the run first): a tool call's own deadline on A becomes the
+/// run's in the store, and B's call of the run, with none of its own, ends with it.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_a_client_call_gives_its_run_holds_for_the_runs_calls_on_another_instance() {
+    let store = MemoryShared::default();
+    let upstreams = Upstreams::new(&[("primary", profile(""))]);
+    let (a, b) = (instance(&store, "", &upstreams), instance(&store, "", &upstreams));
+    let given = Deadline::after(clock::now(), Duration::from_secs(2));
+    (a.tools.get("lookup_order").unwrap())
+        .call(lookup("first").run("run-9").deadline(given))
+        .await
+        .expect("A's call");
+    tokio::time::advance(Duration::from_millis(2500)).await;
+    let error = (b.tools.get("lookup_order").unwrap())
+        .call(lookup("second").run("run-9"))
+        .await
+        .expect_err("past the run's deadline, though B's own default is 10 s");
+    assert_eq!(
+        error.report().code,
+        Some(ballast_core::ErrorCode::DeadlineExceeded),
+        "{}",
+        error.report()
+    );
+    assert!(
+        error.report().attempts.is_empty(),
+        "nothing sent: {}",
+        error.report()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deployment_limit_is_one_limit_for_both_instances() {
     let store = MemoryShared::default();
