@@ -15,7 +15,7 @@
 //! again.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -37,6 +37,8 @@ pub struct Sharing {
     instances: AtomicU32,
     /// Why the store counts as lost, when it does.
     error: Mutex<Option<String>>,
+    /// When an operation last went to the store while it counted as lost (ns on the clock).
+    tried_lost: AtomicU64,
 }
 
 /// What [`Sharing::status`] reports.
@@ -61,6 +63,7 @@ impl Sharing {
             reachable: AtomicBool::new(true),
             instances: AtomicU32::new(1),
             error: Mutex::new(None),
+            tried_lost: AtomicU64::new(0),
         }
     }
 
@@ -97,6 +100,7 @@ impl Sharing {
             Ok(Ok(alive)) => {
                 self.instances.store(alive.max(1), Ordering::Relaxed);
                 self.found();
+                crate::metrics::shared_state_reachable(true);
             }
             Ok(Err(error)) => self.lost(&error.to_string()),
             Err(_) => self.lost("the shared store did not answer a heartbeat in time"),
@@ -111,11 +115,15 @@ impl Sharing {
         patience: Duration,
         operation: impl Future<Output = Result<T, StoreError>>,
     ) -> Option<T> {
-        if !self.is_reachable() {
+        if !self.is_reachable() && !self.try_while_lost() {
             return None;
         }
         match tokio::time::timeout(patience.min(PATIENCE), operation).await {
-            Ok(Ok(answer)) => Some(answer),
+            Ok(Ok(answer)) => {
+                // Reached: a store lost before is found again (without a heartbeat loop too: a library user's).
+                self.found();
+                Some(answer)
+            }
             Ok(Err(error)) => {
                 self.lost(&error.to_string());
                 None
@@ -128,6 +136,18 @@ impl Sharing {
                 None
             }
         }
+    }
+
+    /// Whether an operation may go to the store while it counts as lost: one a second, so a store that is back
+    /// is found by whoever uses it, heartbeat or not.
+    fn try_while_lost(&self) -> bool {
+        let now = crate::clock::now().as_nanos().max(1);
+        let last = self.tried_lost.load(Ordering::Relaxed);
+        now.saturating_sub(last) >= Duration::from_secs(1).as_nanos() as u64
+            && self
+                .tried_lost
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 
     fn lost(&self, why: &str) {
@@ -144,8 +164,8 @@ impl Sharing {
     fn found(&self) {
         if !self.reachable.swap(true, Ordering::Relaxed) {
             tracing::info!("shared store back: runs and limits are shared again");
+            *self.error.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            crate::metrics::shared_state_reachable(true);
         }
-        *self.error.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        crate::metrics::shared_state_reachable(true);
     }
 }

@@ -84,6 +84,9 @@ pub enum StopReason {
     /// The upstream's adaptive throttle refused the retry before it was sent: the upstream refused most recent
     /// attempts for load. The call ends with the last real answer.
     Throttled,
+    /// The deployment's account limits (requests or tokens per minute) had no room for the retry before the
+    /// deadline. The call ends with the last real answer.
+    Limited,
 }
 
 impl StopReason {
@@ -105,6 +108,7 @@ impl StopReason {
             | StopReason::RetryAfterTooLong { .. }
             | StopReason::RetriesAtCaller
             | StopReason::Throttled
+            | StopReason::Limited
             | StopReason::AttemptsExhausted { .. } => ErrorCode::UpstreamError,
         }
     }
@@ -137,6 +141,7 @@ impl StopReason {
                     | StopReason::RetryAfterTooLong { .. }
                     | StopReason::InsufficientQuota { .. }
                     | StopReason::Throttled
+                    | StopReason::Limited
             ),
         }
     }
@@ -160,6 +165,7 @@ impl StopReason {
             StopReason::RetryBudgetExhausted => "retry_budget_exhausted",
             StopReason::RunAllowanceExhausted => "run_allowance_exhausted",
             StopReason::Throttled => "throttled",
+            StopReason::Limited => "limited",
         }
     }
 
@@ -253,6 +259,11 @@ impl fmt::Display for StopReason {
             StopReason::Throttled => f.write_str(
                 "throttled: the upstream refused most recent attempts for load, so the retry was refused here \
                  before it was sent (adaptive throttling) and the last upstream error is returned; try again later",
+            ),
+            StopReason::Limited => f.write_str(
+                "limited: the deployment's account limits (requests or tokens per minute, shared by every \
+                 instance) had no room for the retry before the deadline, so it was not sent and the last \
+                 upstream error is returned; try again later",
             ),
         }
     }

@@ -178,10 +178,15 @@ impl AccountLimits {
         let (wait, charged) = self.reserve(tokens as f64, now, max_wait).await?;
         if !wait.is_zero() {
             crate::metrics::limited(&self.target, "waited");
+            // The slot is `wait` from when the store decided: from now, not from before it was asked.
+            let until = clock::now() + wait;
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => return Err(Error::Cancelled),
-                () = clock::sleep_until(now + wait) => {}
+                () = cancel.cancelled() => {
+                    self.give_back(charged);
+                    return Err(Error::Cancelled);
+                }
+                () = clock::sleep_until(until) => {}
             }
         }
         Ok(charged)
@@ -194,26 +199,39 @@ impl AccountLimits {
         now: Instant,
         max_wait: Duration,
     ) -> Result<(Duration, Charged), Error> {
-        let mode = self.mode();
-        self.report_mode(mode);
+        #[cfg_attr(not(feature = "idempotency"), allow(unused_mut))]
+        let mut mode = LimitMode::Local;
+        // Asked while the store works (and, while it is lost, once a second, which is how a client without the
+        // gateway's heartbeat finds it again: `Sharing::ask`).
         #[cfg(feature = "idempotency")]
-        if mode == LimitMode::Shared
-            && let Some(sharing) = &self.sharing
-        {
+        if let Some(sharing) = &self.sharing {
             let charges = self.charges(tokens, 1);
-            let patience = max_wait.max(crate::sharing::PATIENCE);
             match sharing
-                .ask(patience, sharing.state().reserve(&charges, max_wait))
+                .ask(
+                    crate::sharing::PATIENCE,
+                    sharing.state().reserve(&charges, max_wait),
+                )
                 .await
             {
                 Some(ballast_store::Reservation::Granted(wait)) => {
+                    self.report_mode(LimitMode::Shared);
                     return Ok((wait, Charged { tokens, shared: true }));
                 }
-                Some(ballast_store::Reservation::Refused(after)) => return Err(self.refused(Some(after))),
-                // Lost just now: decided as the configured mode says, from here on.
-                None => return Box::pin(self.reserve(tokens, now, max_wait)).await,
+                Some(ballast_store::Reservation::Refused(after)) => {
+                    self.report_mode(LimitMode::Shared);
+                    return Err(self.refused(Some(after)));
+                }
+                // Lost, or too slow this once: this attempt is decided as `on_store_loss` says — never asked
+                // again (a reservation given up on may still land in the store).
+                None => {
+                    mode = match self.on_store_loss {
+                        OnStoreLoss::Share => LimitMode::Share,
+                        OnStoreLoss::Refuse => LimitMode::Refuse,
+                    };
+                }
             }
         }
+        self.report_mode(mode);
         if mode == LimitMode::Refuse {
             return Err(self.refused(None));
         }
@@ -254,24 +272,46 @@ impl AccountLimits {
     }
 
     /// Corrects the token limit of a `charged` attempt by what its answer says it `used`.
-    pub(crate) async fn correct(&self, charged: Charged, used: u64) {
-        let Some(rate) = &self.tokens else { return };
-        let delta = used as f64 - charged.tokens;
-        if delta.abs() < 1.0 {
-            return;
-        }
+    pub(crate) fn correct(&self, charged: Charged, used: u64) {
+        self.adjust(charged, 0.0, used as f64 - charged.tokens);
+    }
+
+    /// Gives back what a `charged` attempt took: it was refused below, or given up, before anything was sent.
+    pub(crate) fn give_back(&self, charged: Charged) {
+        self.adjust(charged, -1.0, -charged.tokens);
+    }
+
+    /// Moves the limits of a `charged` attempt by `requests` and `tokens` units — in the shared store in the
+    /// background (a correction never holds an answer), else here.
+    fn adjust(&self, charged: Charged, requests: f64, tokens: f64) {
+        let moves = [(&self.requests, requests, 0), (&self.tokens, tokens, 1)];
         #[cfg(feature = "idempotency")]
         if charged.shared
             && let Some(sharing) = &self.sharing
         {
-            let charge = ballast_store::Charge {
-                key: rate.key.clone(),
-                rate: self.gcra(rate.per_minute, 1),
-                cost: 0.0,
-            };
-            let _ = sharing
-                .ask(crate::sharing::PATIENCE, sharing.state().correct(&charge, delta))
-                .await;
+            let corrections: Vec<(ballast_store::Charge, f64)> = (moves.into_iter())
+                .filter(|(_, delta, _)| delta.abs() >= 1.0)
+                .filter_map(|(rate, delta, _)| {
+                    rate.as_ref().map(|rate| {
+                        let charge = ballast_store::Charge {
+                            key: rate.key.clone(),
+                            rate: self.gcra(rate.per_minute, 1),
+                            cost: 0.0,
+                        };
+                        (charge, delta)
+                    })
+                })
+                .collect();
+            if corrections.is_empty() {
+                return;
+            }
+            let sharing = Arc::clone(sharing);
+            crate::background::spawn(async move {
+                for (charge, delta) in corrections {
+                    let correct = sharing.state().correct(&charge, delta);
+                    let _ = sharing.ask(crate::sharing::PATIENCE, correct).await;
+                }
+            });
             return;
         }
         let share = if self.mode() == LimitMode::Share {
@@ -279,9 +319,15 @@ impl AccountLimits {
         } else {
             1
         };
-        let gcra = self.gcra(rate.per_minute, share);
+        let now = micros(clock::now());
         let mut tats = self.local.lock().unwrap_or_else(PoisonError::into_inner);
-        tats[1] = gcra.correct(tats[1], micros(clock::now()), delta);
+        for (rate, delta, slot) in moves {
+            if let Some(rate) = rate
+                && delta.abs() >= 1.0
+            {
+                tats[slot] = self.gcra(rate.per_minute, share).correct(tats[slot], now, delta);
+            }
+        }
     }
 
     /// The charges of one attempt in the shared store.
@@ -299,9 +345,12 @@ impl AccountLimits {
             .collect()
     }
 
-    /// A rate's GCRA for `share` instances: its per-minute limit divided among them (at least 1 a minute).
+    /// A rate's GCRA for `share` instances: its per-minute limit divided among them (a fraction kept: 2 a minute
+    /// over 5 instances is one every 150 s each, not 1 a minute each).
     fn gcra(&self, per_minute: u32, share: u32) -> Gcra {
-        Gcra::per_minute(u64::from(per_minute / share.max(1)).max(1), self.burst)
+        let interval_us = 60e6 * f64::from(share.max(1)) / f64::from(per_minute.max(1));
+        let whole = Gcra::per_minute(u64::from(per_minute), self.burst);
+        Gcra::from_parts(interval_us, whole.tolerance_us())
     }
 
     fn refused(&self, retry_after: Option<Duration>) -> Error {

@@ -74,11 +74,21 @@ where
             let charged = limits
                 .charge(tokens, &ctx.effective_deadline(), &ctx.cancel)
                 .await?;
-            let response = inner.call(request).await?;
+            let response = match inner.call(request).await {
+                Ok(response) => response,
+                Err(refused) => {
+                    // Refused below (breaker, throttle, deadline) before anything was sent: the provider counted
+                    // nothing, and neither do the limits.
+                    if !refused.may_have_reached_upstream() {
+                        limits.give_back(charged);
+                    }
+                    return Err(refused);
+                }
+            };
             if limits.counts_tokens()
                 && let Some(used) = (response.body().as_bytes()).and_then(|body| limits.used(body))
             {
-                limits.correct(charged, used).await;
+                limits.correct(charged, used);
             }
             Ok(response)
         })

@@ -61,13 +61,39 @@ async fn tokens_are_charged_as_estimated_and_corrected_by_the_usage() {
     // 500 tokens booked: the next token could go in 5 s, beyond this deadline.
     assert!(limits.charge(1, &deadline, &Cancel::never()).await.is_err());
     // The answer used 50: 450 come back, and the next call goes once those 50 are paid (0.5 s), in its deadline.
-    limits.correct(charged, 50).await;
+    limits.correct(charged, 50);
     let started = clock::now();
     limits.charge(1, &deadline, &Cancel::never()).await.unwrap();
     assert_eq!(
         clock::now().saturating_duration_since(started),
         Duration::from_millis(500)
     );
+}
+
+/// An attempt refused below the limits before anything was sent (breaker open, throttled, a cancelled wait) gives
+/// back what it was charged: the provider counted nothing.
+#[tokio::test(start_paused = true)]
+async fn an_attempt_never_sent_gives_its_charge_back() {
+    let limits = limits(Some(60), Some(6_000));
+    let deadline = Deadline::after(clock::now(), Duration::from_millis(500));
+    let charged = limits.charge(300, &deadline, &Cancel::never()).await.unwrap();
+    assert!(
+        limits.charge(1, &deadline, &Cancel::never()).await.is_err(),
+        "no room left"
+    );
+    limits.give_back(charged);
+    limits
+        .charge(300, &deadline, &Cancel::never())
+        .await
+        .expect("room again, at once");
+}
+
+/// Small limits divided among many instances keep their fraction: 2 a minute over 5 instances is one every 150 s
+/// each, never 1 a minute each (5 in all).
+#[test]
+fn a_share_keeps_its_fraction() {
+    let limits = limits(Some(2), None);
+    assert_eq!(limits.gcra(2, 5).interval_us(), 150e6);
 }
 
 #[test]

@@ -99,13 +99,18 @@ where
                 // "Overload").
                 if let (
                     Error::Overloaded {
-                        reason: Overload::Throttled | Overload::Limited,
+                        reason: reason @ (Overload::Throttled | Overload::Limited),
                         ..
                     },
                     Some(last),
                 ) = (&error, last.take())
                 {
-                    return made.ended(End::Stopped(StopReason::Throttled, *last));
+                    let stop = if *reason == Overload::Limited {
+                        StopReason::Limited
+                    } else {
+                        StopReason::Throttled
+                    };
+                    return made.ended(End::Stopped(stop, *last));
                 }
                 return made.ended(End::Rejected(error));
             }
@@ -338,7 +343,9 @@ fn shared_run(_: &CallContext) -> Option<&Run> {
 #[cfg(feature = "idempotency")]
 async fn take_run_retry(run: &Run, ctx: &CallContext, now: Instant) -> Option<bool> {
     use crate::run::SharedTake;
-    let patience = ctx.effective_deadline().remaining(now);
+    // Within what the trip itself may wait (its deadline less the reserve), so the take is never cut mid-way.
+    let deadline = ctx.effective_deadline();
+    let patience = deadline.remaining(now).saturating_sub(deadline.reserve());
     match Box::pin(run.take_shared_retry(patience)).await {
         SharedTake::Taken => Some(true),
         SharedTake::Spent => None,

@@ -1,13 +1,12 @@
 //! A run in the store many gateway instances share (DESIGN.md, "Many instances"): any instance serving a call of
 //! the run sees the same deadline and spends from the same allowance.
 //!
-//! Why the hot path stays cheap: the deadline only ever moves earlier, so an instance that has read a run's
-//! deadline keeps it and asks the store again only when a call brings a deadline earlier than the store's
-//! (by more than [`EARLIER_BY`]: an agent that sends what it has left on every call offers the same deadline
-//! again, a few milliseconds later). A run read without a deadline is read again at its next call a second or
-//! more later ([`NO_DEADLINE_FRESH`]), so a deadline another instance learns later reaches this one within a
-//! second (each call is bounded by its own headers meanwhile), while a run of an agent that never sends one costs
-//! at most one read a second per instance. The allowance is touched only when a retry is asked
+//! Why the hot path stays cheap: the deadline only ever moves earlier, so an instance that has read a run keeps
+//! what it read, and asks the store again only when a call brings a deadline earlier than the store's (by more
+//! than [`EARLIER_BY`]: an agent that sends what it has left on every call offers the same deadline again, a few
+//! milliseconds later), or at the run's next call a second or more after its last read ([`READ_AGAIN_AFTER`]) —
+//! so a deadline another instance learns reaches this one within a second (each call is bounded by its own
+//! headers meanwhile), while a run costs at most one read a second per instance. The allowance is touched only when a retry is asked
 //! for: each call adds its share locally, and the calls not yet reported travel with the next retry taken here.
 //! A call counted on another instance reaches the store with that instance's next retry, so the shared
 //! allowance can lag by a few calls' shares — it errs on the side of fewer retries.
@@ -28,8 +27,9 @@ use crate::sharing::{PATIENCE, Sharing};
 
 /// How much earlier than the deadline an instance knows a call's own deadline must be to be written to the store.
 pub(super) const EARLIER_BY: Duration = Duration::from_millis(10);
-/// How long an instance trusts that a run it read without a deadline still has none.
-pub(super) const NO_DEADLINE_FRESH: Duration = Duration::from_secs(1);
+/// How long an instance trusts what it read of a run (its deadline, or that it has none) before its next call of
+/// the run reads it again.
+pub(super) const READ_AGAIN_AFTER: Duration = Duration::from_secs(1);
 
 /// The shared part of a [`Run`].
 #[derive(Debug)]
@@ -113,9 +113,8 @@ impl Run {
             (None, _) => false,
         };
         let synced_at = shared.synced_at.load(Ordering::Relaxed);
-        let fresh = synced_at != 0
-            && (stored.is_some()
-                || now.as_nanos().saturating_sub(synced_at) < NO_DEADLINE_FRESH.as_nanos() as u64);
+        let fresh =
+            synced_at != 0 && now.as_nanos().saturating_sub(synced_at) < READ_AGAIN_AFTER.as_nanos() as u64;
         if fresh && !earlier {
             return;
         }
@@ -139,7 +138,11 @@ impl Run {
                         .saturating_sub(Duration::from_millis(ms.unsigned_abs()).as_nanos() as u64),
                 )
             };
-            shared.stored.store(at.as_nanos().max(1), Ordering::Relaxed);
+            // The earliest wins here too: an answer overtaken by a later one never moves it back.
+            let at_nanos = at.as_nanos().max(1);
+            let _ = (shared.stored).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |was| {
+                (was == 0 || at_nanos < was).then_some(at_nanos)
+            });
             self.offer_deadline(
                 Deadline::at(at)
                     .with_reserve(reserve)
@@ -172,11 +175,9 @@ impl Run {
                     SharedTake::Spent
                 }
             }
-            None => {
-                // Not reported: counted again with the next take.
-                shared.unreported.fetch_add(calls, Ordering::Relaxed);
-                SharedTake::Lost
-            }
+            // Not counted again: a take that timed out may have landed, and under-counting errs toward fewer
+            // retries, the safe side.
+            None => SharedTake::Lost,
         }
     }
 

@@ -239,5 +239,14 @@ async fn with_the_store_lost_an_instance_takes_its_share_and_shares_again_after_
     b.sharing.heartbeat().await;
     assert!(b.sharing.is_reachable());
     assert_eq!(limits.mode(), LimitMode::Shared);
+    // Without the gateway's heartbeat (a library user's clients), a call finds the store again itself, a second
+    // or more after the last try.
+    store.lose(true);
+    let _ = a.model.complete(call(&first_turn("op-4"))).await;
+    assert!(!a.sharing.is_reachable());
+    store.lose(false);
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let _ = a.model.complete(call(&first_turn("op-5"))).await;
+    assert!(a.sharing.is_reachable(), "found again by a call");
     let _ = &a.runs;
 }
