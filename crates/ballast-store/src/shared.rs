@@ -63,10 +63,14 @@ pub struct AllowanceRule {
 }
 
 impl AllowanceRule {
+    /// The share as every backend reads it: one that is not positive (or NaN) adds nothing.
+    pub fn share(&self) -> f64 {
+        if self.share > 0.0 { self.share } else { 0.0 }
+    }
+
     /// The retries a run of `calls` calls may make in all.
     pub fn limit(&self, calls: u64) -> u64 {
-        let share = if self.share > 0.0 { self.share } else { 0.0 };
-        u64::from(self.base).saturating_add((share * calls as f64).floor() as u64)
+        u64::from(self.base).saturating_add((self.share() * calls as f64).floor() as u64)
     }
 }
 

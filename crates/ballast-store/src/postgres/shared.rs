@@ -112,8 +112,7 @@ impl SharedState for PostgresShared {
         rule: AllowanceRule,
         ttl: Duration,
     ) -> Result<RetryTake, StoreError> {
-        // As `AllowanceRule::limit` reads it: a share that is not positive adds nothing.
-        let share = if rule.share > 0.0 { finite(rule.share) } else { 0.0 };
+        let share = finite(rule.share());
         let (calls, base, ttl) = (
             i64::try_from(calls.min(1 << 53)).unwrap_or(0),
             i64::from(rule.base),

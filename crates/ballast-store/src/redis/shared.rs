@@ -119,8 +119,7 @@ impl SharedState for RedisShared {
         rule: AllowanceRule,
         ttl: Duration,
     ) -> Result<RetryTake, StoreError> {
-        // As `AllowanceRule::limit` reads it: a share that is not positive adds nothing.
-        let share = if rule.share > 0.0 { finite(rule.share) } else { 0.0 };
+        let share = finite(rule.share());
         let mut invocation = self.scripts.run_take.prepare_invoke();
         invocation
             .key(self.run_key(run))
