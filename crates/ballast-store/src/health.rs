@@ -191,6 +191,10 @@ impl IdempotencyStore for CheckedStore {
         self.inner.shared_state()
     }
 
+    fn deferred(&self) -> Option<Arc<dyn crate::DeferredQueue>> {
+        self.inner.deferred()
+    }
+
     async fn check(&self) -> Result<(), StoreError> {
         self.inner.check().await
     }

@@ -21,6 +21,8 @@
 //! - `error` — [`StoreError`].
 //! - `shared` — [`SharedState`]: what many gateway instances share besides records (runs, account limits, live
 //!   instances), with [`RunKey`], [`Charge`] and the answers.
+//! - `deferred` — [`DeferredQueue`]: operations that wait for a later attempt, kept with their records
+//!   ([`NewOperation`], [`Operation`], [`Taken`], [`Finish`], [`QueueDepth`]).
 //! - `shared_wire` — what the Redis and PostgreSQL shared states send their servers (finite µs, whole ms, how
 //!   long an idle limit is kept), written once.
 //! - `codec` — the one binary form of stored headers.
@@ -48,6 +50,7 @@ pub mod conformance;
     allow(dead_code)
 )]
 mod decide;
+mod deferred;
 mod error;
 mod health;
 mod open;
@@ -66,6 +69,9 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 pub use codec::{decode_headers, encode_headers};
+pub use deferred::{
+    DeferredQueue, Finish, NewOperation, Operation, OperationState, QueueDepth, RECORD_GRACE, Taken,
+};
 pub use error::{BoxError, StoreError};
 pub use health::{CheckedStore, SLOW_PROBES, StoreHealth};
 pub use open::open;
@@ -145,6 +151,13 @@ pub trait IdempotencyStore: Send + Sync + Debug {
     /// ([`SharedState`]) — for a backend that several processes use at once (Redis, PostgreSQL). Default: none
     /// (SQLite: one process holds the file, and its memory is the truth).
     fn shared_state(&self) -> Option<std::sync::Arc<dyn SharedState>> {
+        None
+    }
+
+    /// The deferred-operation queue kept with this store's records ([`DeferredQueue`]), so that an operation
+    /// and its record change in one transaction. Every built-in backend has one; default: none (a store of your
+    /// own defers nothing).
+    fn deferred(&self) -> Option<std::sync::Arc<dyn DeferredQueue>> {
         None
     }
 

@@ -14,6 +14,7 @@
 //! printed reason on a laptop, fail where `BALLAST_REQUIRE_SERVICES=1` (CI).
 
 mod cases;
+mod deferred;
 mod expiry;
 mod lease;
 mod shared;
@@ -29,6 +30,7 @@ use ballast_core::{Fingerprint, IdempotencyKey, fingerprint};
 use bytes::Bytes;
 
 pub use cases::*;
+pub use deferred::*;
 pub use expiry::*;
 pub use lease::*;
 pub use shared::*;
@@ -104,6 +106,24 @@ macro_rules! shared_state_conformance_tests {
             a_limit_holds_across_instances,
             corrections_move_the_tat_and_refunds_stop_at_now,
             live_instances_are_counted_until_they_stop,
+        );
+    };
+}
+
+/// The deferred-queue suite as `#[tokio::test]`s of the calling module (every built-in backend has a queue).
+#[macro_export]
+macro_rules! deferred_conformance_tests {
+    ($opener:expr) => {
+        $crate::conformance_tests!(@tests $opener;
+            a_deferred_operation_is_queued_and_holds_its_key,
+            takes_follow_priority_then_due_time,
+            within_a_class_the_earliest_due_goes_first,
+            concurrent_workers_never_take_one_operation_twice,
+            a_dead_workers_operation_is_taken_again_as_interrupted,
+            a_rescheduled_operation_waits_and_counts_its_attempts,
+            each_end_settles_the_record_with_the_operation,
+            the_ttl_bounds_the_wait_and_an_ended_key_defers_again,
+            depth_counts_waiting_work_and_reap_deletes_old_ends,
         );
     };
 }
