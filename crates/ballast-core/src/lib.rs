@@ -18,6 +18,7 @@
 //! - `idempotency` — idempotency keys (UUIDv4, derived UUIDv5) and request fingerprints (SHA-256 over the
 //!   media type and the body in JCS form with exact numbers).
 //! - `limit` — [`Gcra`]: account limits (requests and tokens per minute), decided with reservations.
+//! - `deferred` — a deferred operation's next step after an attempt (`deferred::next`, `deferred::on_take`).
 //! - `code` — [`ErrorCode`], the stable error codes every failure maps to.
 //! - `repeat` — [`RecentFailures`]: a status-only client's retries of a final failure, told from new requests.
 
@@ -28,6 +29,7 @@ mod budget;
 mod cache_line;
 mod code;
 mod deadline;
+pub mod deferred;
 mod idempotency;
 mod limit;
 mod name;

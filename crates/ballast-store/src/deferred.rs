@@ -207,8 +207,10 @@ pub struct QueueDepth {
 #[async_trait::async_trait]
 pub trait DeferredQueue: Send + Sync + std::fmt::Debug {
     /// Queues `operation` for the record of `scope`, which `owner` must hold (`claimed` or `dispatched`, lease
-    /// live or not, as long as nobody took it over; else `NotHeld`): the record goes back to `claimed` under
-    /// `owner` with its lease stretched to the ttl plus [`RECORD_GRACE`] (and its retention with it), and the
+    /// live or not, as long as nobody took it over; else `NotHeld`): the record goes back to `claimed` under a
+    /// fresh owner token the operation keeps (drawn here: a renewal or release by the old holder still on its
+    /// way is refused, so it can neither shorten the operation's lease nor give its key away), with its lease
+    /// stretched to the ttl plus [`RECORD_GRACE`] (and its retention with it), and the
     /// operation is written `queued`, replacing a finished operation of the scope. Returns it as stored.
     async fn defer(
         &self,

@@ -101,6 +101,8 @@ mod clients;
 pub mod clock;
 pub mod context;
 mod deadline;
+#[cfg(feature = "idempotency")]
+pub mod deferred;
 mod error;
 pub mod headers;
 #[cfg(feature = "idempotency")]

@@ -13,6 +13,8 @@
 //!   `ballast_throttled_total{target}` (the retry loop), `ballast_shed_total{target,priority,reason}` (admission),
 //!   `ballast_idempotency_total{result}` (the idempotency layer: `claimed`, `replayed`, `conflict`, `mismatch`,
 //!   `unknown`);
+//! - **deferred operations**: `ballast_deferred_total{queue,outcome}` (`deferred`, `retried`, `completed`,
+//!   `failed`, `expired`, `outcome_unknown`);
 //! - **the runs**: `ballast_runs_evicted_total` (runs forgotten for room, `[run] max_runs`);
 //! - **many instances**: `ballast_shared_state_reachable` (1 while runs and limits are shared),
 //!   `ballast_limit_mode{target,mode}` and `ballast_limited_total{target,outcome}` (a deployment's account limits);
@@ -190,6 +192,12 @@ pub(crate) fn shed(target: Option<&Arc<str>>, priority: &'static str, reason: &'
 #[cfg(feature = "idempotency")]
 pub(crate) fn idempotency(result: &'static str) {
     counter!("ballast_idempotency_total", "result" => result).increment(1);
+}
+
+/// A deferred operation's step: `deferred` (queued by the idempotency layer), `retried` (queued again after an
+/// attempt), or how it ended (`completed`, `failed`, `expired`, `outcome_unknown`).
+pub(crate) fn deferred(queue: &str, outcome: &'static str) {
+    counter!("ballast_deferred_total", "queue" => queue.to_owned(), "outcome" => outcome).increment(1);
 }
 
 /// Tokens a model deployment reported, spent on the answer or on a failed attempt.

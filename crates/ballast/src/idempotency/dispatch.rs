@@ -40,6 +40,7 @@ pub(crate) async fn dispatch<S, B>(
     claim: HeldClaim,
     deadline: Deadline,
     request: Request<Body>,
+    kept: Option<crate::deferred::StoredRequest>,
     answer: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
@@ -93,7 +94,7 @@ pub(crate) async fn dispatch<S, B>(
         .await;
         return;
     }
-    run_and_settle(inner, settings, claim, renewing, deadline, request, answer).await;
+    run_and_settle(inner, settings, claim, renewing, deadline, request, kept, answer).await;
 }
 
 /// An answer and where it goes.
@@ -142,6 +143,7 @@ async fn run_and_settle<S, B>(
     renewing: KeepAlive,
     deadline: Deadline,
     request: Request<Body>,
+    kept: Option<crate::deferred::StoredRequest>,
     answer_tx: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>>,
@@ -164,6 +166,14 @@ async fn run_and_settle<S, B>(
             Settlement::OutcomeUnknown,
         )
     });
+    let marker = match (&settlement, &answer) {
+        (Settlement::Release, Ok(response)) => response.extensions().get::<crate::deferred::Defer>().cloned(),
+        _ => None,
+    };
+    if let (Some(marker), Some(kept)) = (marker, kept) {
+        let sent = (answer_tx, answer);
+        return super::defer::defer(&settings, &claim, renewing, marker, kept, sent, &deadline).await;
+    }
     finish(
         &claim,
         renewing,

@@ -58,6 +58,9 @@ pub(crate) struct Settings {
     pub(crate) max_retry_after: Duration,
     pub(crate) first_write_wait: Duration,
     pub(crate) write_backoff: Backoff,
+    /// Where requests the handler marks [`Defer`](crate::deferred::Defer) are queued (none: they are answered
+    /// as they are).
+    pub(crate) deferred: Option<crate::deferred::Deferred>,
 }
 
 /// The server side of idempotency: axum/tower middleware that makes any handler with a side effect safe to
@@ -242,6 +245,7 @@ impl IdempotencyLayerBuilder {
                 first_write_wait: Duration::from_secs(2),
                 write_backoff: Backoff::full_jitter(Duration::from_millis(100), Duration::from_secs(5))
                     .expect("100 ms <= 5 s"),
+                deferred: None,
             },
         }
     }
@@ -326,6 +330,15 @@ impl IdempotencyLayerBuilder {
     /// The jittered backoff between background store writes (default full jitter, 100 ms to 5 s).
     pub fn write_backoff(mut self, backoff: Backoff) -> Self {
         self.settings.write_backoff = backoff;
+        self
+    }
+
+    /// Queues requests the handler marks [`Defer`](crate::deferred::Defer) on `deferred` (with its
+    /// [`NotStored`](super::NotStored): nothing acted) and answers them 202 with the operation; a later request
+    /// with the key while it waits gets the same 202. Without it (the default) such answers go to the caller
+    /// as they are.
+    pub fn deferred(mut self, deferred: &crate::deferred::Deferred) -> Self {
+        self.settings.deferred = Some(deferred.clone());
         self
     }
 

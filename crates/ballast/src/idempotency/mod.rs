@@ -7,6 +7,7 @@
 //!   of the layer's own (problem+json); `status` — the operation status lookup; `markers` — the extension types;
 //!   `reaper` — reaping on a timer.
 
+mod defer;
 mod dispatch;
 mod layer;
 mod markers;
@@ -39,6 +40,8 @@ pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLay
 pub use markers::{NotStored, OutcomeUnknown, Principal};
 pub use problem::problem_json;
 pub use reaper::spawn_reaper;
+pub(crate) use replay::to_stored;
+pub(crate) use status::result_json;
 pub use status::{OperationStatus, operation_status, operations_route};
 
 use self::layer::Settings;
@@ -179,8 +182,8 @@ async fn claim_and_run<S, RB>(
     let problem = match claimed {
         Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
             crate::metrics::idempotency("claimed");
-            return dispatch::dispatch(inner, settings, held, incoming.deadline, incoming.request, answer)
-                .await;
+            let (deadline, request, kept) = (incoming.deadline, incoming.request, incoming.kept);
+            return dispatch::dispatch(inner, settings, held, deadline, request, kept, answer).await;
         }
         Ok(ClaimOutcome::Completed(stored)) => {
             crate::metrics::idempotency("replayed");
@@ -189,6 +192,11 @@ async fn claim_and_run<S, RB>(
         }
         Ok(ClaimOutcome::InProgress { lease_left, .. }) => {
             crate::metrics::idempotency("conflict");
+            // A key whose operation waits in the queue: the same 202 as when it was deferred.
+            if let Some(accepted) = defer::waiting(&settings, &held.scope, wait).await {
+                let _ = answer.send(Ok(accepted));
+                return;
+            }
             Problem::InProgress {
                 retry_after: lease_left.min(settings.max_retry_after),
             }

@@ -27,6 +27,8 @@ pub(crate) struct Incoming {
     pub(crate) deadline: Deadline,
     /// The request again, its body buffered, for the handler.
     pub(crate) request: Request<Body>,
+    /// What a deferral keeps of it (only when the layer has a queue).
+    pub(crate) kept: Option<crate::deferred::StoredRequest>,
 }
 
 /// The request's `Idempotency-Key`: `None` when absent, a problem when malformed or repeated.
@@ -74,11 +76,25 @@ where
         lease: settings.lease,
         expired_dispatch: settings.expired_dispatch,
     };
+    let kept = settings
+        .deferred
+        .as_ref()
+        .map(|_| crate::deferred::StoredRequest {
+            target: parts
+                .uri
+                .path_and_query()
+                .map_or_else(|| parts.uri.path().to_owned(), |pq| pq.as_str().to_owned()),
+            content_type: (parts.headers.get(header::CONTENT_TYPE))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            body: body.clone(),
+        });
     Ok(Incoming {
         scope,
         claim,
         deadline,
         request: Request::from_parts(parts, Body::from(body)),
+        kept,
     })
 }
 

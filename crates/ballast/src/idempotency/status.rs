@@ -168,7 +168,7 @@ fn status_json(key: &IdempotencyKey, status: OperationStatus) -> Value {
 }
 
 /// A stored response as JSON: status, headers (text values), body (JSON if it parses as JSON, else text).
-fn result_json(response: &StoredResponse) -> Value {
+pub(crate) fn result_json(response: &StoredResponse) -> Value {
     let headers: serde_json::Map<String, Value> = response
         .headers
         .iter()

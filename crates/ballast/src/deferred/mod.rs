@@ -1,0 +1,403 @@
+//! Deferred operations (DESIGN.md, "Deferred operations"; reference/000's batch retry queue): a side-effecting
+//! request that cannot be served now, and whose caller can wait, is accepted — `202 Accepted` with `Location:
+//! /operations/{key}` — and worked later, in priority order, under a concurrency limit, with its one key.
+//!
+//! Why a queue and not a refusal: in a flash sale many calls time out or are shed at once. Retried at once they
+//! are the storm; dropped, the payment is lost and the agent has to invent a retry of its own. Queued by class,
+//! they are worked when the upstream has room, each with the key it came with, so the upstream sees one
+//! operation however many attempts it takes, and nothing runs twice.
+//!
+//! How it fits with [`IdempotencyLayer`](crate::idempotency::IdempotencyLayer): the handler behind the layer
+//! marks an answer that acted on nothing with [`Defer`] when its caller can wait; the layer, built with
+//! [`IdempotencyLayerBuilder::deferred`](crate::idempotency::IdempotencyLayerBuilder::deferred), turns the claim
+//! it holds into a queued operation in one transaction ([`DeferredQueue::defer`]) and answers 202. The
+//! [`Deferred`] workers (started with [`Deferred::start`]) take operations from the store under leases they
+//! renew, send each attempt through the handler registered for its queue (with a [`DeferredAttempt`] in the
+//! request's extensions), and end it with its record. Several processes on one store share the queue.
+//!
+//! ```no_run
+//! # async fn example(store: std::sync::Arc<dyn ballast::idempotency::store::IdempotencyStore>) {
+//! use std::time::Duration;
+//! use ballast::deferred::{Deferred, Handler};
+//!
+//! let refund = tower::service_fn(|request: http::Request<axum::body::Body>| async move {
+//!     // ... the same work the live route does, for `request` (its body and `Idempotency-Key`) ...
+//!     Ok::<_, std::convert::Infallible>(http::Response::new(axum::body::Body::from("{\"refunded\":true}")))
+//! });
+//! let deferred = Deferred::builder(store)
+//!     .expect("the store has a queue")
+//!     .handler("refund", Handler::new(refund).concurrency(2))
+//!     .build();
+//! let _workers = deferred.start();
+//! # }
+//! ```
+//!
+//! # Layout
+//! - `stored` — the request as kept with the operation (its target, media type and body).
+//! - `json` — an operation as JSON, and the 202 answer.
+//! - `worker` — the taking loop and one attempt, with its lease renewed.
+//! - `ends` — an operation's end: its last write, retried until it lands, then the [`Deferred`]'s hook.
+
+mod ends;
+mod json;
+mod stored;
+mod worker;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use ballast_core::{Backoff, Deadline, Priority};
+use ballast_store::{DeferredQueue, IdempotencyStore, Operation, Scope};
+use http::{Request, Response};
+use tokio::sync::{Notify, Semaphore};
+use tower::util::BoxCloneSyncService;
+
+pub use json::{accepted, operation_json};
+pub(crate) use stored::StoredRequest;
+pub use worker::Workers;
+
+/// Default deferred attempts in flight at once in one process, over every queue.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+/// Default deferred attempts of one queue in flight at once in one process.
+pub const DEFAULT_QUEUE_CONCURRENCY: usize = 2;
+/// Default longest time one attempt may take (capped by the operation's ttl).
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A worker's lease on the operation it holds: short, so a killed worker's operation is taken again within
+/// seconds; renewed every third of it while the attempt runs.
+pub const WORKER_LEASE: Duration = Duration::from_secs(10);
+/// How often an idle worker looks for due work (a deferral in this process wakes it at once).
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// Put into a response's extensions by the handler behind an
+/// [`IdempotencyLayer`](crate::idempotency::IdempotencyLayer) built with a [`Deferred`]: "nothing acted, the
+/// caller can wait: queue it". Only with [`NotStored`](crate::idempotency::NotStored) (an answer that acted on
+/// something is never deferred). Without a queue on the layer the response goes to the caller as it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Defer {
+    pub(crate) queue: String,
+    pub(crate) priority: Priority,
+    pub(crate) ttl: Duration,
+    pub(crate) max_attempts: u32,
+    pub(crate) after: Duration,
+}
+
+impl Defer {
+    /// Queue the request on `queue` (a name a [`Handler`] was registered under) for at most `ttl`; class
+    /// `critical`, 5 attempts, the first one due at once.
+    pub fn new(queue: impl Into<String>, ttl: Duration) -> Self {
+        Defer {
+            queue: queue.into(),
+            priority: Priority::Critical,
+            ttl,
+            max_attempts: 5,
+            after: Duration::ZERO,
+        }
+    }
+
+    /// Its class in the queue: higher classes are worked first.
+    #[must_use]
+    pub fn priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Attempts it may make (at least 1).
+    #[must_use]
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts.max(1);
+        self
+    }
+
+    /// Its first attempt no sooner than `after` from now (a refusal's `Retry-After`).
+    #[must_use]
+    pub fn after(mut self, after: Duration) -> Self {
+        self.after = after;
+        self
+    }
+}
+
+/// In the extensions of a request a [`Deferred`] worker sends its queue's handler: which attempt this is and by
+/// when it must end. The request also carries the operation's `Idempotency-Key` and its
+/// [`Principal`](crate::idempotency::Principal).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeferredAttempt {
+    /// The queue (the name the handler was registered under).
+    pub queue: Arc<str>,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// The attempt's deadline: the attempt timeout, or the operation's ttl if that ends first.
+    pub deadline: Deadline,
+    /// The operation's class.
+    pub priority: Priority,
+}
+
+/// The service a queue's attempts go through: a request in, a response out, with the markers the
+/// idempotency layer reads ([`NotStored`](crate::idempotency::NotStored),
+/// [`OutcomeUnknown`](crate::idempotency::OutcomeUnknown)) and, optionally, a `ballast-attempts` header (`0`:
+/// refused before anything was sent, so the attempt does not count).
+pub type AttemptService = BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>;
+
+/// A queue's handler and how it is worked.
+#[derive(Clone)]
+pub struct Handler {
+    service: AttemptService,
+    concurrency: usize,
+    deduplicates: bool,
+}
+
+impl fmt::Debug for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handler")
+            .field("concurrency", &self.concurrency)
+            .field("deduplicates", &self.deduplicates)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handler {
+    /// Attempts go through `service`; [`DEFAULT_QUEUE_CONCURRENCY`] at once; the upstream does not deduplicate.
+    pub fn new<S>(service: S) -> Self
+    where
+        S: tower::Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        Handler {
+            service: BoxCloneSyncService::new(service),
+            concurrency: DEFAULT_QUEUE_CONCURRENCY,
+            deduplicates: false,
+        }
+    }
+
+    /// Attempts of this queue in flight at once in this process (at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Whether the upstream deduplicates by the key: then an attempt whose answer was lost (or whose worker
+    /// died) is sent again with the same key; otherwise it ends `outcome_unknown`.
+    #[must_use]
+    pub fn deduplicates(mut self, deduplicates: bool) -> Self {
+        self.deduplicates = deduplicates;
+        self
+    }
+}
+
+/// An operation that ended, as the [`DeferredBuilder::on_end`] hook sees it (after its end was written).
+#[derive(Clone, Debug)]
+pub struct Ended {
+    /// The operation as it ended (its state, attempts, last answer, how long it took).
+    pub operation: Operation,
+}
+
+/// The hook called for each operation this process ends.
+pub type OnEnd = Arc<dyn Fn(Ended) + Send + Sync>;
+
+/// The deferred queue of one store and the handlers that work it. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Deferred {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) queue: Arc<dyn DeferredQueue>,
+    pub(crate) handlers: HashMap<String, Queue>,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) poll: Duration,
+    pub(crate) backoff: Backoff,
+    pub(crate) operations_path: String,
+    pub(crate) on_end: Option<OnEnd>,
+    /// The answer headers an ended operation keeps (as the idempotency layer's allow-list).
+    pub(crate) stored_headers: Vec<http::HeaderName>,
+    /// Woken by a deferral in this process, and by an attempt's end: idle workers look again at once.
+    pub(crate) wake: Notify,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Deferred")
+            .field("queue", &self.queue)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .field("slots", &self.slots.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A queue's handler with its own slots.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    pub(crate) name: Arc<str>,
+    pub(crate) handler: Handler,
+    pub(crate) slots: Arc<Semaphore>,
+}
+
+/// The store has no deferred queue (a store of your own that does not implement one).
+#[derive(Debug, thiserror::Error)]
+#[error("the {backend} store keeps no deferred queue")]
+pub struct NoQueue {
+    backend: &'static str,
+}
+
+impl Deferred {
+    /// A builder for the queue of `store` (every built-in backend has one).
+    pub fn builder(store: Arc<dyn IdempotencyStore>) -> Result<DeferredBuilder, NoQueue> {
+        let queue = store.deferred().ok_or(NoQueue {
+            backend: store.backend(),
+        })?;
+        Ok(DeferredBuilder {
+            queue,
+            handlers: HashMap::new(),
+            concurrency: DEFAULT_CONCURRENCY,
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
+            lease: WORKER_LEASE,
+            poll: POLL,
+            operations_path: "/operations".to_owned(),
+            on_end: None,
+            stored_headers: crate::idempotency::IdempotencyLayer::DEFAULT_STORED_HEADERS.to_vec(),
+        })
+    }
+
+    /// The store's queue.
+    pub fn queue(&self) -> &Arc<dyn DeferredQueue> {
+        &self.inner.queue
+    }
+
+    /// Whether `queue` has a handler (only such operations can be worked here).
+    pub fn handles(&self, queue: &str) -> bool {
+        self.inner.handlers.contains_key(queue)
+    }
+
+    /// Where an operation's status is read: `{operations_path}/{key}` (the `Location` of a 202).
+    pub fn location(&self, scope: &Scope) -> String {
+        format!("{}/{}", self.inner.operations_path, scope.key().as_str())
+    }
+
+    /// Wakes idle workers of this process (a deferral just landed).
+    pub(crate) fn wake(&self) {
+        self.inner.wake.notify_waiters();
+    }
+}
+
+/// Builds a [`Deferred`].
+pub struct DeferredBuilder {
+    queue: Arc<dyn DeferredQueue>,
+    handlers: HashMap<String, Handler>,
+    concurrency: usize,
+    attempt_timeout: Duration,
+    lease: Duration,
+    poll: Duration,
+    operations_path: String,
+    on_end: Option<OnEnd>,
+    stored_headers: Vec<http::HeaderName>,
+}
+
+impl fmt::Debug for DeferredBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeferredBuilder")
+            .field("handlers", &self.handlers)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeferredBuilder {
+    /// Keeps the answer header `name` with an ended operation's answer, as
+    /// [`IdempotencyLayerBuilder::store_header`](crate::idempotency::IdempotencyLayerBuilder::store_header) does
+    /// for replays (give both the same list).
+    #[must_use]
+    pub fn store_header(mut self, name: http::HeaderName) -> Self {
+        if !self.stored_headers.contains(&name) {
+            self.stored_headers.push(name);
+        }
+        self
+    }
+
+    /// Works the queue `name` (what [`Defer::new`] names) with `handler`.
+    #[must_use]
+    pub fn handler(mut self, name: impl Into<String>, handler: Handler) -> Self {
+        self.handlers.insert(name.into(), handler);
+        self
+    }
+
+    /// Deferred attempts in flight at once in this process, over every queue (default
+    /// [`DEFAULT_CONCURRENCY`]; at least 1).
+    #[must_use]
+    pub fn concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    /// Longest time one attempt may take (default [`DEFAULT_ATTEMPT_TIMEOUT`]; the operation's ttl caps it).
+    #[must_use]
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
+        self
+    }
+
+    /// A worker's lease (default [`WORKER_LEASE`]) and how often an idle worker looks for due work (default
+    /// [`POLL`]): shorter for tests.
+    #[must_use]
+    pub fn timing(mut self, lease: Duration, poll: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(30));
+        self.poll = poll.max(Duration::from_millis(1));
+        self
+    }
+
+    /// Where operations' statuses are served (default `/operations`): the 202's `Location` is this path and the
+    /// key.
+    #[must_use]
+    pub fn operations_path(mut self, path: impl Into<String>) -> Self {
+        self.operations_path = path.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Called for each operation this process ends, after its end was written (a callback, a metric).
+    #[must_use]
+    pub fn on_end(mut self, hook: impl Fn(Ended) + Send + Sync + 'static) -> Self {
+        self.on_end = Some(Arc::new(hook));
+        self
+    }
+
+    /// The queue, ready to [`start`](Deferred::start).
+    pub fn build(self) -> Deferred {
+        let handlers = (self.handlers.into_iter())
+            .map(|(name, handler)| {
+                let slots = Arc::new(Semaphore::new(handler.concurrency));
+                let queue = Queue {
+                    name: name.as_str().into(),
+                    handler,
+                    slots,
+                };
+                (name, queue)
+            })
+            .collect();
+        let backoff =
+            Backoff::full_jitter(Duration::from_secs(1), Duration::from_secs(60)).expect("a valid backoff");
+        Deferred {
+            inner: Arc::new(Inner {
+                queue: self.queue,
+                handlers,
+                slots: Arc::new(Semaphore::new(self.concurrency)),
+                attempt_timeout: self.attempt_timeout,
+                lease: self.lease,
+                poll: self.poll,
+                backoff,
+                operations_path: self.operations_path,
+                on_end: self.on_end,
+                stored_headers: self.stored_headers,
+                wake: Notify::new(),
+            }),
+        }
+    }
+}
