@@ -136,6 +136,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "shared_state": shared_state_status(&gateway.inner.runs),
         "connections": connections_status(&gateway),
         "background_tasks": ballast::background::running(),
+        "deferred": crate::deferred::status(gateway.inner.deferred.as_ref()).await,
         "store": store,
     }))
 }

@@ -45,6 +45,7 @@ mod admin;
 mod app;
 mod auth;
 mod body;
+mod deferred;
 mod connections;
 mod edge;
 mod error;

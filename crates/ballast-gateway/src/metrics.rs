@@ -153,6 +153,16 @@ fn describe() {
     );
 }
 
+/// Deferred operations waiting or in progress, per queue and class (`/status` has the same from the store).
+pub(crate) fn deferred_depth(queue: &str, class: &'static str, depth: f64) {
+    metrics::gauge!("ballast_deferred_depth", "queue" => queue.to_owned(), "priority" => class).set(depth);
+}
+
+/// The age of a queue's oldest deferred operation that has not ended, in seconds (0 when none waits).
+pub(crate) fn deferred_oldest(queue: &str, seconds: f64) {
+    metrics::gauge!("ballast_deferred_oldest_seconds", "queue" => queue.to_owned()).set(seconds);
+}
+
 /// Counts a request that is an SDK's own retry.
 pub(crate) fn sdk_retry(tool: &str, retry: Option<u32>) {
     if retry.is_some_and(|n| n > 0) {

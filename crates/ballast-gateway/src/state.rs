@@ -45,6 +45,8 @@ pub(crate) struct Inner {
     /// What `listen`'s connections did (open, the cap, evicted, refused, timed out), and the admin listener's.
     pub(crate) connections: Arc<crate::connections::ConnectionStats>,
     pub(crate) admin_connections: Arc<crate::connections::ConnectionStats>,
+    /// The queue of deferred tool calls (`deferred/`): none when no tool has side effects.
+    pub(crate) deferred: Option<crate::deferred::Queue>,
 }
 
 impl Gateway {
@@ -113,6 +115,8 @@ impl Gateway {
             .runs(Arc::new(runs))
             .build(transport)?;
         let repeats = crate::repeats::Repeats::new(config.server.repeat_window);
+        let callback = crate::deferred::Callback::from_config(&config, env)?;
+        let deferred = crate::deferred::build(&config, &tools, Arc::clone(&store), callback);
         Ok(Gateway {
             inner: Arc::new(Inner {
                 store_url: redacted(&store_url),
@@ -130,6 +134,7 @@ impl Gateway {
                 closing: CancellationToken::new(),
                 connections: Arc::default(),
                 admin_connections: Arc::default(),
+                deferred,
             }),
         })
     }

@@ -51,6 +51,7 @@ use ballast::headers::{
 mod answer;
 mod route;
 
+pub(crate) use answer::answer as call_error_answer;
 pub(crate) use answer::call_error;
 
 /// A tool request that passed `prepare`: what the handler needs.
@@ -68,6 +69,8 @@ struct Prepared {
     explicit: Option<Deadline>,
     /// Whether this call started its run again after the run was evicted for room.
     run_restarted: bool,
+    /// Whether the caller can wait for a deferred answer (`deferred/`).
+    ask: crate::deferred::Ask,
 }
 
 /// A route as one boxed service: a tool's (`route`'s, for the MCP route's tools), and `/mcp` itself.
@@ -113,7 +116,13 @@ pub(crate) fn route(
         .expired_dispatch(expired)
         .max_retry_after(server.max_retry_after)
         .store_header(BALLAST_CODE)
-        .store_header(BALLAST_FALLBACK)
+        .store_header(BALLAST_FALLBACK);
+    // Side effects that cannot be served now and whose caller can wait are queued (`deferred/`).
+    let idempotency = match &gateway.inner.deferred {
+        Some(queue) if tool.side_effects => idempotency.deferred(&queue.deferred),
+        _ => idempotency,
+    };
+    let idempotency = idempotency
         .build()
         .map_err(|source| crate::StartError::Idempotency {
             tool: tool.name.clone(),
@@ -257,6 +266,7 @@ async fn check(
     }
     let server = &gateway.inner.config.server;
     let inbound = Inbound::read(request.headers(), server)?;
+    let ask = crate::deferred::Ask::read(request.headers())?;
     let (mut parts, body) = request.into_parts();
     let owner = parts
         .extensions
@@ -302,6 +312,7 @@ async fn check(
         deadline,
         explicit,
         run_restarted,
+        ask,
     };
     Ok((prepared, request))
 }
@@ -334,5 +345,15 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
     }
     let call = crate::inbound::with_inbound!(call, inbound);
     let result = client.call(call).await;
-    answer::answer(client.name(), prepared.key.as_ref(), result)
+    let tool = client.config();
+    let priority = inbound.priority.unwrap_or(tool.priority);
+    let defer = match &result {
+        Err(error) => crate::deferred::marker(tool, prepared.ask, priority, error),
+        Ok(_) => None,
+    };
+    let mut response = answer::answer(client.name(), prepared.key.as_ref(), result);
+    if let Some(defer) = defer {
+        response.extensions_mut().insert(defer);
+    }
+    response
 }

@@ -26,8 +26,8 @@ fn ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// The name of a class the store keeps as a rank.
-pub(crate) fn priority_name(rank: u8) -> &'static str {
+/// The name of a class the store keeps as a rank (`sheddable` 0 … `critical_plus` 3).
+pub fn priority_name(rank: u8) -> &'static str {
     Priority::ALL
         .get(usize::from(rank))
         .map_or("unknown", |priority| priority.as_str())

@@ -56,7 +56,7 @@ use http::{Request, Response};
 use tokio::sync::{Notify, Semaphore};
 use tower::util::BoxCloneSyncService;
 
-pub use json::{accepted, operation_json};
+pub use json::{accepted, operation_json, priority_name};
 pub(crate) use stored::StoredRequest;
 pub use worker::Workers;
 
@@ -64,6 +64,8 @@ pub use worker::Workers;
 pub const DEFAULT_CONCURRENCY: usize = 4;
 /// Default deferred attempts of one queue in flight at once in one process.
 pub const DEFAULT_QUEUE_CONCURRENCY: usize = 2;
+/// Default backoff between an operation's attempts: full jitter from 1 s, capped at 60 s.
+pub const DEFAULT_BACKOFF: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
 /// Default longest time one attempt may take (capped by the operation's ttl).
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A worker's lease on the operation it holds: short, so a killed worker's operation is taken again within
@@ -265,6 +267,7 @@ impl Deferred {
             operations_path: "/operations".to_owned(),
             on_end: None,
             stored_headers: crate::idempotency::IdempotencyLayer::DEFAULT_STORED_HEADERS.to_vec(),
+            backoff: Backoff::full_jitter(DEFAULT_BACKOFF.0, DEFAULT_BACKOFF.1).expect("1 s <= 60 s"),
         })
     }
 
@@ -281,6 +284,11 @@ impl Deferred {
     /// Where an operation's status is read: `{operations_path}/{key}` (the `Location` of a 202).
     pub fn location(&self, scope: &Scope) -> String {
         format!("{}/{}", self.inner.operations_path, scope.key().as_str())
+    }
+
+    /// The queues it has handlers for.
+    pub fn queues(&self) -> impl Iterator<Item = &str> {
+        self.inner.handlers.keys().map(String::as_str)
     }
 
     /// Wakes idle workers of this process (a deferral just landed).
@@ -300,6 +308,7 @@ pub struct DeferredBuilder {
     operations_path: String,
     on_end: Option<OnEnd>,
     stored_headers: Vec<http::HeaderName>,
+    backoff: Backoff,
 }
 
 impl fmt::Debug for DeferredBuilder {
@@ -351,6 +360,14 @@ impl DeferredBuilder {
     pub fn timing(mut self, lease: Duration, poll: Duration) -> Self {
         self.lease = lease.max(Duration::from_millis(30));
         self.poll = poll.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The jittered backoff between an operation's attempts (default full jitter from 1 s to 60 s); a refusal's
+    /// `Retry-After` is honoured when it asks for longer.
+    #[must_use]
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
         self
     }
 

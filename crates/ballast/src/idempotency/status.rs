@@ -44,6 +44,9 @@ pub enum OperationStatus {
         /// The route the key was used on.
         route: String,
     },
+    /// The key's request was deferred (`crate::deferred`): the operation as the queue keeps it — `queued`,
+    /// `in_progress`, or how it ended.
+    Deferred(ballast_store::Operation),
     /// No live record of this key for this principal on these routes (never used, released, past its
     /// retention, or claimed by a holder that vanished before sending anything): a retry with the key runs.
     NotFound,
@@ -60,7 +63,17 @@ pub async fn operation_status(
 ) -> Result<OperationStatus, StoreError> {
     for route in routes {
         let scope = Scope::new(principal, route.as_str(), key.clone());
-        let Some(record) = store.lookup(&scope).await? else {
+        let operation = match store.deferred() {
+            Some(queue) => queue.lookup(&scope).await?,
+            None => None,
+        };
+        let record = store.lookup(&scope).await?;
+        if let Some(operation) = operation
+            && !later_record(&operation, record.as_ref())
+        {
+            return Ok(OperationStatus::Deferred(operation));
+        }
+        let Some(record) = record else {
             continue;
         };
         let route = route.clone();
@@ -87,11 +100,30 @@ pub async fn operation_status(
     Ok(OperationStatus::NotFound)
 }
 
+/// Whether `record` is newer than the ended `operation` of its key: an operation that expired or gave up
+/// released its key, and a later request with it made this record. (An operation that waits holds the record;
+/// one that completed, was rejected or is unknown left the record it made — the same answer.)
+fn later_record(operation: &ballast_store::Operation, record: Option<&ballast_store::Record>) -> bool {
+    use ballast_store::OperationState;
+    let Some(record) = record else {
+        return false;
+    };
+    match operation.state {
+        OperationState::Expired => true,
+        OperationState::Failed => match &record.state {
+            RecordState::Completed(response) => operation.last.as_ref() != Some(response),
+            _ => true,
+        },
+        _ => false,
+    }
+}
+
 /// A `GET` route answering [`operation_status`] as JSON for the key in its last path parameter (mount it as
 /// `.route("/operations/{key}", operations_route(store, routes))`), scoped to the request's
 /// [`Principal`] (or `anonymous`, as the layer does by default).
 ///
-/// Answers 200 `{"key", "status": "in_progress" | "completed" | "outcome_unknown", "route", ...}` with, when
+/// Answers 200 `{"key", "status": "in_progress" | "completed" | "outcome_unknown", "route", ...}` — for a
+/// deferred request also `queued`, `failed` and `expired`, as `crate::deferred::operation_json` writes them — with, when
 /// completed, `"result": {"status", "headers", "body"}` (the body as JSON when it was stored as JSON, else as
 /// text); 404 `{"key", "status": "not_found"}`; 400 for a malformed key; 503 when the store is unreachable.
 ///
@@ -163,6 +195,7 @@ fn status_json(key: &IdempotencyKey, status: OperationStatus) -> Value {
         OperationStatus::OutcomeUnknown { route } => json!({
             "key": key.as_str(), "status": "outcome_unknown", "route": route, "code": "outcome_unknown",
         }),
+        OperationStatus::Deferred(operation) => crate::deferred::operation_json(&operation),
         OperationStatus::NotFound => json!({"key": key.as_str(), "status": "not_found"}),
     }
 }

@@ -20,6 +20,7 @@ mod chat_stream_breaker;
 mod crowd;
 mod deadline_context;
 mod deadline_steps;
+mod deferred;
 mod idempotency_concurrency;
 mod idempotency_crash;
 mod idempotency_disconnect;
