@@ -34,9 +34,14 @@
 //! Shared state: the store is also the [`SharedState`] of the gateway instances that use it (runs, account
 //! limits, live instances), in keys beside the records' (`shared`, which documents their layout).
 //!
+//! Deferred operations: the store is also the [`DeferredQueue`] of its records, in keys beside them
+//! (`deferred`, which documents their layout); each of its scripts changes an operation and its record together.
+//!
 //! TLS (`rediss://`) needs the `redis` crate's TLS support, which this build does not compile in; such URLs are
 //! refused as [`StoreError::UnsupportedUrl`].
 
+mod deferred;
+mod deferred_scripts;
 mod scripts;
 mod shared;
 mod shared_scripts;
@@ -49,11 +54,12 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use crate::clock::millis;
 use crate::open::without_password;
 use crate::{
-    ClaimOutcome, ClaimRequest, ExpiredDispatch, IdempotencyStore, OwnerToken, Record, Scope, SharedState,
-    StoreError, StoreOptions, StoredResponse, encode_headers,
+    ClaimOutcome, ClaimRequest, DeferredQueue, ExpiredDispatch, IdempotencyStore, OwnerToken, Record, Scope,
+    SharedState, StoreError, StoreOptions, StoredResponse, encode_headers,
 };
+use deferred::RedisDeferred;
 use scripts::Scripts;
-use shared::RedisShared;
+use shared::{RedisShared, shared_base};
 
 /// How long one connection attempt may take before the store counts as unreachable.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
@@ -77,6 +83,7 @@ pub struct RedisStore {
     retention_ms: i64,
     url: String,
     shared: Arc<RedisShared>,
+    deferred: Arc<RedisDeferred>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -116,12 +123,19 @@ impl RedisStore {
             .await
             .map_err(StoreError::unavailable)?;
         warn_about_eviction(&mut connection).await;
+        let retention_ms = millis(options.retention).min(MAX_SCRIPT_MS);
         Ok(RedisStore {
             shared: Arc::new(RedisShared::new(connection.clone(), prefix)),
+            deferred: Arc::new(RedisDeferred::new(
+                connection.clone(),
+                prefix,
+                shared_base(prefix),
+                retention_ms,
+            )),
             connection,
             scripts: Scripts::new(),
             prefix: prefix.to_owned(),
-            retention_ms: millis(options.retention).min(MAX_SCRIPT_MS),
+            retention_ms,
             url: without_password(url),
         })
     }
@@ -320,6 +334,10 @@ impl IdempotencyStore for RedisStore {
 
     fn shared_state(&self) -> Option<Arc<dyn SharedState>> {
         Some(Arc::clone(&self.shared) as Arc<dyn SharedState>)
+    }
+
+    fn deferred(&self) -> Option<Arc<dyn DeferredQueue>> {
+        Some(Arc::clone(&self.deferred) as Arc<dyn DeferredQueue>)
     }
 }
 

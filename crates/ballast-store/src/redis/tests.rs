@@ -38,6 +38,7 @@ const SHARED: Opener = shared;
 
 mod conformance {
     crate::conformance_tests!(super::SHARED);
+    crate::deferred_conformance_tests!(super::SHARED);
 }
 
 mod shared_state_conformance {
@@ -281,3 +282,6 @@ mod decide_tests;
 
 #[path = "shared_tests.rs"]
 mod shared_tests;
+
+#[path = "deferred_tests.rs"]
+mod deferred_tests;
