@@ -1,8 +1,9 @@
 -- Defers the operation of a scope whose record its owner holds, in one step with the record (after
 -- defer_common.lua). ARGV from 3: storage key, owner (hex), ttl ms, record grace ms, retention ms, tool,
 -- priority, max attempts, request, due in ms, principal, route, key, then the last answer's status ('' for
--- none), headers and body.
--- The record goes back to `claimed` under the owner, its lease stretched to the ttl plus the grace (its retention
+-- none), headers and body, then the operation's own owner token (hex).
+-- The record goes back to `claimed` under the operation's own token (the old holder's late renewal or release
+-- is refused from then on), its lease stretched to the ttl plus the grace (its retention
 -- moves with it, as a renewal's does); the operation replaces any of the scope's, queued under a new sequence
 -- number (its place among equals). Reply: the operation (see `operation`), or 0 when the owner does not hold the
 -- record.
@@ -14,7 +15,8 @@ if not held(record, owner) then return 0 end
 local exp = tonumber(redis.call('HGET', record, 'exp'))
 local lease_until = now + ttl + grace
 local expires = math.max(exp, lease_until + retention)
-redis.call('HSET', record, 'state', 'claimed', 'lease', int(lease_until), 'exp', int(expires))
+local fresh = ARGV[19]
+redis.call('HSET', record, 'state', 'claimed', 'owner', fresh, 'lease', int(lease_until), 'exp', int(expires))
 redis.call('PEXPIREAT', record, int(expires))
 
 local key = QUEUE .. 'op:' .. sk
@@ -27,7 +29,7 @@ local due = math.min(now + tonumber(ARGV[12]), ends)
 local first = score(priority, due)
 redis.call('HSET', key, 'principal', ARGV[13], 'route', ARGV[14], 'key', ARGV[15], 'tool', tool,
   'prio', ARGV[9], 'state', 'queued', 'attempts', '0', 'max', ARGV[10], 'request', ARGV[11],
-  'deferred', int(now), 'due', int(due), 'expires', int(ends), 'owner', owner, 'member', member,
+  'deferred', int(now), 'due', int(due), 'expires', int(ends), 'owner', fresh, 'member', member,
   'score', int(first), 'sent', '0')
 if ARGV[16] ~= '' then
   redis.call('HSET', key, 'l_status', ARGV[16], 'l_headers', ARGV[17], 'l_body', ARGV[18])

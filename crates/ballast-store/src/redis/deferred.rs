@@ -150,6 +150,8 @@ impl DeferredQueue for RedisDeferred {
             .arg(scope.route())
             .arg(scope.key().as_str());
         answer_args(&mut invocation, operation.last.as_ref());
+        // The record's token from now on: the operation's own (see `DeferredQueue::defer`).
+        invocation.arg(OwnerToken::random().to_hex());
         deferred_scripts::deferred(self.run(&invocation).await?)?.ok_or(StoreError::NotHeld)
     }
 
