@@ -22,12 +22,16 @@
 //! - **Schema created and migrated on start**, under an advisory lock, with a version table (see `schema`).
 //! - **Shared state too**: the store is the [`SharedState`] of the gateway instances that use it (runs, account
 //!   limits, live instances; `shared` says how), in tables beside the records'.
+//! - **And the deferred queue**: operations that wait for a later attempt ([`DeferredQueue`]; `deferred` says
+//!   how), in a table beside the records, each change of an operation and its record one statement.
 //!
 //! The URL is tokio-postgres's (`postgres://user:password@host:port/db?options=...`); tables go to the
 //! connection's `search_path` (`?options=-c%20search_path%3Dballast` picks a schema). Connections are pooled
 //! (deadpool-postgres); TLS is not compiled in (`sslmode=require` fails to connect). Every operation is bounded
 //! (10 s, waiting for a connection included) and fails as [`StoreError::Unavailable`] past it.
 
+mod deferred;
+mod deferred_sql;
 mod schema;
 mod shared;
 mod shared_sql;
@@ -44,8 +48,8 @@ use crate::clock::millis;
 use crate::decide::{ClaimStep, claim_step, state_name, visible};
 use crate::open::without_password;
 use crate::{
-    ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, SharedState, StoreError,
-    StoreOptions, StoredResponse, encode_headers,
+    ClaimOutcome, ClaimRequest, DeferredQueue, IdempotencyStore, OwnerToken, Record, Scope, SharedState,
+    StoreError, StoreOptions, StoredResponse, encode_headers,
 };
 
 /// Connections per store. Every state change waits for its commit's WAL flush, and commits waiting at once
@@ -308,6 +312,10 @@ impl IdempotencyStore for PostgresStore {
 
     fn shared_state(&self) -> Option<Arc<dyn SharedState>> {
         Some(Arc::new(shared::PostgresShared(self.clone())))
+    }
+
+    fn deferred(&self) -> Option<Arc<dyn DeferredQueue>> {
+        Some(Arc::new(deferred::PostgresDeferred(self.clone())))
     }
 }
 

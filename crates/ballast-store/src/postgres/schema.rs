@@ -7,11 +7,12 @@
 //! each component's schema lives in `ballast_schema`, so a later build knows which steps are left and a build
 //! older than the database refuses to write to it.
 //!
-//! Two components: `idempotency` (the records) and `shared_state` (runs, account limits, live instances: the
-//! [`SharedState`](crate::SharedState) of many instances). Why two and not a second step of one: a build
-//! refuses a database whose version of a component it knows is newer than its own, and the shared tables
-//! change nothing about the records — so a build from before them still opens a database that has them, and a
-//! rolling upgrade never stops the old instances that restart while it runs.
+//! Three components: `idempotency` (the records), `shared_state` (runs, account limits, live instances: the
+//! [`SharedState`](crate::SharedState) of many instances) and `deferred` (the
+//! [`DeferredQueue`](crate::DeferredQueue)'s operations). Why three and not later steps of one: a build
+//! refuses a database whose version of a component it knows is newer than its own, and the shared and queue
+//! tables change nothing about the records — so a build from before them still opens a database that has them,
+//! and a rolling upgrade never stops the old instances that restart while it runs.
 
 use tokio_postgres::{Client, Transaction};
 
@@ -25,8 +26,11 @@ const MIGRATION_LOCK: i64 = 0x6261_6c6c_6173_7401;
 
 /// Each component: its name in `ballast_schema` and its migration steps, in order: step `i` takes the
 /// component from version `i` to `i + 1`. Never edit a step that shipped; append one.
-pub(super) const COMPONENTS: [(&str, &[&str]); 2] =
-    [("idempotency", IDEMPOTENCY), ("shared_state", SHARED_STATE)];
+pub(super) const COMPONENTS: [(&str, &[&str]); 3] = [
+    ("idempotency", IDEMPOTENCY),
+    ("shared_state", SHARED_STATE),
+    ("deferred", DEFERRED),
+];
 
 /// The records.
 const IDEMPOTENCY: &[&str] = &["
@@ -80,6 +84,48 @@ COMMENT ON TABLE ballast_runs IS
 COMMENT ON TABLE ballast_limits IS
     'Ballast account limits shared by gateway instances: the GCRA TAT in microseconds on the server''s clock.';
 COMMENT ON TABLE ballast_instances IS 'Ballast gateway instances alive until expires_at.';
+"];
+
+/// The deferred operations (`deferred`), one per record at most (the record's primary key). `owner` is the
+/// record's token, so any worker writes the record; `worker` and `lease_until` are the holding worker's, set only
+/// while `in_progress`; `sent` says its attempt began. The last answer is `status`, `headers`, `body` (null
+/// status: none).
+///
+/// The indexes are what `take` walks (`deferred_sql::TAKE`): `queued` finds, per tool, the classes present (one
+/// probe each) and in a class the first due operation at once, so a take costs a few probes however deep the
+/// queue and however much of it is not yet due; `held` finds the operations whose worker's lease ran out without
+/// reading the live ones; `finished` is `reap`'s.
+const DEFERRED: &[&str] = &["
+CREATE TABLE ballast_deferred (
+    principal    text        NOT NULL,
+    route        text        NOT NULL,
+    key          text        NOT NULL,
+    tool         text        NOT NULL,
+    priority     smallint    NOT NULL CHECK (priority BETWEEN 0 AND 255),
+    state        text        NOT NULL CHECK (state IN
+                 ('queued', 'in_progress', 'completed', 'failed', 'expired', 'outcome_unknown')),
+    attempts     bigint      NOT NULL,
+    max_attempts bigint      NOT NULL,
+    request      bytea       NOT NULL,
+    status       integer,
+    headers      bytea,
+    body         bytea,
+    owner        uuid        NOT NULL,
+    worker       uuid,
+    lease_until  timestamptz,
+    sent         boolean     NOT NULL,
+    deferred_at  timestamptz NOT NULL,
+    due_at       timestamptz NOT NULL,
+    expires_at   timestamptz NOT NULL,
+    finished_at  timestamptz,
+    PRIMARY KEY (principal, route, key)
+);
+CREATE INDEX ballast_deferred_queued ON ballast_deferred (tool, priority DESC, due_at, deferred_at)
+    WHERE state = 'queued';
+CREATE INDEX ballast_deferred_held ON ballast_deferred (tool, lease_until) WHERE state = 'in_progress';
+CREATE INDEX ballast_deferred_finished ON ballast_deferred (finished_at) WHERE finished_at IS NOT NULL;
+COMMENT ON TABLE ballast_deferred IS
+    'Ballast deferred operations, each with its idempotency record. Times are the database server''s clock.';
 "];
 
 /// Creates or upgrades every component to this build's version; refuses a database where one is newer.

@@ -131,7 +131,10 @@ async fn the_shared_tables_are_a_component_of_their_own() {
     let mut versions = schema.versions().await;
     versions.sort();
     let names: Vec<&str> = versions.iter().map(|(name, _)| name.as_str()).collect();
-    assert_eq!(names, ["from_the_future", "idempotency", "shared_state"]);
+    assert_eq!(
+        names,
+        ["deferred", "from_the_future", "idempotency", "shared_state"]
+    );
     let shared = store.shared_state().unwrap();
     let limit = Charge {
         key: "rpm".to_owned(),

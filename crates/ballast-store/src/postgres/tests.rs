@@ -50,6 +50,10 @@ mod shared_state_conformance {
     crate::shared_state_conformance_tests!(super::POSTGRES);
 }
 
+mod deferred_conformance {
+    crate::deferred_conformance_tests!(super::POSTGRES);
+}
+
 /// A PostgreSQL schema of the test's own: its URL puts it first on the `search_path`.
 struct PrivateSchema {
     name: String,
@@ -111,10 +115,11 @@ async fn processes_starting_together_create_the_schema_once() {
     }
     let mut versions = schema.versions().await;
     versions.sort();
-    let latest: Vec<(String, i32)> = schema::COMPONENTS
+    let mut latest: Vec<(String, i32)> = schema::COMPONENTS
         .iter()
         .map(|(component, steps)| ((*component).to_owned(), steps.len() as i32))
         .collect();
+    latest.sort();
     assert_eq!(versions, latest, "every component at this build's version");
     // The table is in the private schema, and every store uses it.
     let scope = fresh_scope();
@@ -290,3 +295,6 @@ async fn racing_claims_on_an_expired_lease_have_one_winner() {
 
 #[path = "shared_tests.rs"]
 mod shared_tests;
+
+#[path = "deferred_tests.rs"]
+mod deferred_tests;
