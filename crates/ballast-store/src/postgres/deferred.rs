@@ -130,7 +130,9 @@ impl DeferredQueue for PostgresDeferred {
         let (status, headers, body) = answer(operation.last.as_ref());
         let (due, ttl) = (millis(operation.due_in), millis(operation.ttl));
         let (grace, retention) = (millis(RECORD_GRACE), self.0.retention_ms);
-        let params: [Param<'_>; 15] = [
+        // The record's token from now on: the operation's own (see `DeferredQueue::defer`).
+        let fresh = uuid(OwnerToken::random());
+        let params: [Param<'_>; 16] = [
             &p,
             &r,
             &k,
@@ -146,6 +148,7 @@ impl DeferredQueue for PostgresDeferred {
             &ttl,
             &grace,
             &retention,
+            &fresh,
         ];
         match self.query_opt(sql::DEFER, &params).await? {
             Some(row) => self::operation(&row),

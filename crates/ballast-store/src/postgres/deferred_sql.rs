@@ -70,7 +70,7 @@ macro_rules! held {
 pub(super) const DEFER: &str = concat!(
     "WITH ",
     clock!(),
-    ", r AS (UPDATE ballast_idempotency SET state = 'claimed', lease_until = c.now + ",
+    ", r AS (UPDATE ballast_idempotency SET state = 'claimed', owner = $16, lease_until = c.now + ",
     ms!("($13::bigint + $14::bigint)"),
     ", expires_at = GREATEST(expires_at, c.now + ",
     ms!("($13::bigint + $14::bigint + $15::bigint)"),
@@ -80,7 +80,7 @@ pub(super) const DEFER: &str = concat!(
     "o AS (INSERT INTO ballast_deferred AS d (principal, route, key, tool, priority, state, attempts, ",
     "max_attempts, request, status, headers, body, owner, worker, lease_until, sent, deferred_at, due_at, ",
     "expires_at, finished_at) ",
-    "SELECT $1, $2, $3, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $4, NULL, NULL, false, c.now, ",
+    "SELECT $1, $2, $3, $5, $6, 'queued', 0, $7, $8, $9, $10, $11, $16, NULL, NULL, false, c.now, ",
     "c.now + ",
     ms!("LEAST($12::bigint, $13::bigint)"),
     ", c.now + ",
