@@ -30,11 +30,13 @@ pub(crate) struct Ask {
 impl Ask {
     /// Reads the two headers; a `ballast-defer-ttl` that is not a positive duration is a 400.
     pub(crate) fn read(headers: &HeaderMap) -> Result<Ask, AppError> {
-        let respond_async = (headers.get_all(http::header::HeaderName::from_static("prefer")).iter())
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .map(|preference| preference.split([';', '=']).next().unwrap_or("").trim())
-            .any(|token| token.eq_ignore_ascii_case("respond-async"));
+        let respond_async = (headers
+            .get_all(http::header::HeaderName::from_static("prefer"))
+            .iter())
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|preference| preference.split([';', '=']).next().unwrap_or("").trim())
+        .any(|token| token.eq_ignore_ascii_case("respond-async"));
         let ttl = match headers.get(BALLAST_DEFER_TTL) {
             None => None,
             Some(value) => {
@@ -103,10 +105,26 @@ mod tests {
     #[test]
     fn prefer_is_read_among_other_preferences_in_any_case() {
         assert!(!Ask::read(&headers(&[])).unwrap().respond_async);
-        assert!(Ask::read(&headers(&[("prefer", "respond-async")])).unwrap().respond_async);
-        assert!(Ask::read(&headers(&[("prefer", "return=minimal, Respond-Async; x=1")])).unwrap().respond_async);
-        assert!(Ask::read(&headers(&[("prefer", "wait=5"), ("prefer", "respond-async")])).unwrap().respond_async);
-        assert!(!Ask::read(&headers(&[("prefer", "respond-asyncx")])).unwrap().respond_async);
+        assert!(
+            Ask::read(&headers(&[("prefer", "respond-async")]))
+                .unwrap()
+                .respond_async
+        );
+        assert!(
+            Ask::read(&headers(&[("prefer", "return=minimal, Respond-Async; x=1")]))
+                .unwrap()
+                .respond_async
+        );
+        assert!(
+            Ask::read(&headers(&[("prefer", "wait=5"), ("prefer", "respond-async")]))
+                .unwrap()
+                .respond_async
+        );
+        assert!(
+            !Ask::read(&headers(&[("prefer", "respond-asyncx")]))
+                .unwrap()
+                .respond_async
+        );
     }
 
     #[test]

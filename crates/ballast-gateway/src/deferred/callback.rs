@@ -31,7 +31,9 @@ pub(crate) struct Callback {
 
 impl std::fmt::Debug for Callback {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Callback").field("url", &self.url).finish_non_exhaustive()
+        f.debug_struct("Callback")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
     }
 }
 
@@ -77,7 +79,9 @@ impl Callback {
                 .await;
             match sent {
                 Ok(response) if response.status().is_success() => return,
-                Ok(response) => tracing::warn!(url = %self.url, status = %response.status(), attempt, "deferred callback refused"),
+                Ok(response) => {
+                    tracing::warn!(url = %self.url, status = %response.status(), attempt, "deferred callback refused")
+                }
                 Err(error) => tracing::warn!(url = %self.url, %error, attempt, "deferred callback failed"),
             }
             tokio::time::sleep(backoff.delay(attempt, Duration::ZERO, &mut rng)).await;
@@ -110,14 +114,30 @@ mod tests {
         let signed = super::sign(b"Jefe", 1700000000, b"{\"status\":\"completed\"}");
         assert_eq!(signed.len(), 64);
         assert!(signed.bytes().all(|b| b.is_ascii_hexdigit()));
-        assert_ne!(signed, super::sign(b"Jefe", 1700000001, b"{\"status\":\"completed\"}"));
-        assert_ne!(signed, super::sign(b"Jefe", 1700000000, b"{\"status\":\"failed\"}"));
-        assert_ne!(signed, super::sign(b"Jeff", 1700000000, b"{\"status\":\"completed\"}"));
+        assert_ne!(
+            signed,
+            super::sign(b"Jefe", 1700000001, b"{\"status\":\"completed\"}")
+        );
+        assert_ne!(
+            signed,
+            super::sign(b"Jefe", 1700000000, b"{\"status\":\"failed\"}")
+        );
+        assert_ne!(
+            signed,
+            super::sign(b"Jeff", 1700000000, b"{\"status\":\"completed\"}")
+        );
         // The RFC 4231 vector itself, through the same code path (timestamp and dot as the data's first bytes
         // are not expressible, so the vector checks the MAC `sign` uses).
         let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(b"Jefe").unwrap();
         hmac::Mac::update(&mut mac, b"what do ya want for nothing?");
-        let digest: String = hmac::Mac::finalize(mac).into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(digest, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        let digest: String = hmac::Mac::finalize(mac)
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            digest,
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        );
     }
 }

@@ -124,17 +124,15 @@ pub(crate) async fn status(queue: Option<&Queue>) -> Value {
     let Some(queue) = queue else {
         return json!({"enabled": false});
     };
-    let depth = tokio::time::timeout(
-        std::time::Duration::from_secs(1),
-        queue.deferred.queue().depth(),
-    )
-    .await;
+    let depth = tokio::time::timeout(std::time::Duration::from_secs(1), queue.deferred.queue().depth()).await;
     let mut queues = serde_json::Map::new();
     let waiting = match depth {
         Ok(Ok(depth)) => {
             for entry in depth {
                 let class = ballast::deferred::priority_name(entry.priority);
-                let tool = queues.entry(entry.tool.clone()).or_insert_with(|| json!({"classes": {}}));
+                let tool = queues
+                    .entry(entry.tool.clone())
+                    .or_insert_with(|| json!({"classes": {}}));
                 tool["classes"][class] = json!({
                     "queued": entry.queued,
                     "in_progress": entry.in_progress,
@@ -159,11 +157,8 @@ pub(crate) async fn status(queue: Option<&Queue>) -> Value {
 pub(crate) async fn gauges(queue: Queue) {
     let mut known: Vec<(String, &'static str)> = Vec::new();
     loop {
-        if let Ok(Ok(depth)) = tokio::time::timeout(
-            std::time::Duration::from_secs(2),
-            queue.deferred.queue().depth(),
-        )
-        .await
+        if let Ok(Ok(depth)) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), queue.deferred.queue().depth()).await
         {
             let mut seen = Vec::new();
             let mut oldest: BTreeMap<String, f64> = BTreeMap::new();

@@ -63,10 +63,10 @@ macro_rules! held {
 }
 
 /// Queues an operation for the record `$1`-`$3`, which `$4` must hold (`claimed` or `dispatched`, lease run out
-/// or not, the record live): the record goes back to `claimed` with its lease at `$13` ttl + `$14` grace ms and
+/// or not, the record live): the record goes back to `claimed` under the operation's own token `$16`, with its lease at `$13` ttl + `$14` grace ms and
 /// its retention (`$15` ms) never ending before that, and the row is written `queued` in place of any row of the
 /// key. `$5` tool, `$6` priority, `$7` max attempts, `$8` request, `$9`-`$11` the last answer (status, headers,
-/// body: null, none), `$12` due ms (capped at the ttl). No row comes back when `$4` does not hold the record.
+/// body: null, none), `$12` due ms (capped at the ttl); the row keeps `$16`. No row comes back when `$4` does not hold the record.
 pub(super) const DEFER: &str = concat!(
     "WITH ",
     clock!(),

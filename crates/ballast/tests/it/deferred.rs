@@ -51,15 +51,23 @@ impl Upstream {
         if !self.open.load(Ordering::SeqCst) {
             let mut response = Response::new(Body::from("busy"));
             *response.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-            let attempts = if self.refusals_reach_it.load(Ordering::SeqCst) { "1" } else { "0" };
-            response.headers_mut().insert("ballast-attempts", attempts.parse().unwrap());
+            let attempts = if self.refusals_reach_it.load(Ordering::SeqCst) {
+                "1"
+            } else {
+                "0"
+            };
+            response
+                .headers_mut()
+                .insert("ballast-attempts", attempts.parse().unwrap());
             response.extensions_mut().insert(NotStored);
             return response;
         }
         self.acted.lock().unwrap().push(key);
         let mut response = Response::new(Body::from(body));
         *response.status_mut() = StatusCode::CREATED;
-        response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+        response
+            .headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
         response
     }
 }
@@ -72,7 +80,9 @@ async fn live(State(upstream): State<Upstream>, request: Request) -> Response<Bo
         .map_or(Priority::Critical, |v| v.to_str().unwrap().parse().unwrap());
     let mut response = upstream.serve(request).await;
     if asks && response.extensions().get::<NotStored>().is_some() {
-        let defer = Defer::new("refunds", Duration::from_secs(30)).priority(class).max_attempts(3);
+        let defer = Defer::new("refunds", Duration::from_secs(30))
+            .priority(class)
+            .max_attempts(3);
         response.extensions_mut().insert(defer);
     }
     response
@@ -105,11 +115,17 @@ fn fixture(store: Arc<dyn IdempotencyStore>, ttl_backoff: Duration, concurrency:
         .timing(Duration::from_millis(300), Duration::from_millis(20))
         .backoff(Backoff::full_jitter(ttl_backoff, ttl_backoff).unwrap())
         .build();
-    let layer = IdempotencyLayer::builder(Arc::clone(&store)).deferred(&deferred).build().unwrap();
+    let layer = IdempotencyLayer::builder(Arc::clone(&store))
+        .deferred(&deferred)
+        .build()
+        .unwrap();
     let app = Router::new()
         .route("/refunds", post(live))
         .layer(layer)
-        .route("/operations/{key}", operations_route(store, vec!["POST /refunds".to_owned()]))
+        .route(
+            "/operations/{key}",
+            operations_route(store, vec!["POST /refunds".to_owned()]),
+        )
         .with_state(upstream.clone());
     Fixture {
         app,
@@ -120,13 +136,17 @@ fn fixture(store: Arc<dyn IdempotencyStore>, ttl_backoff: Duration, concurrency:
 
 fn asking(key: &str, class: &str) -> http::Request<Body> {
     let mut request = post_json("/refunds", Some(key), r#"{"amount":5}"#);
-    request.headers_mut().insert("prefer", "respond-async".parse().unwrap());
+    request
+        .headers_mut()
+        .insert("prefer", "respond-async".parse().unwrap());
     request.headers_mut().insert("x-class", class.parse().unwrap());
     request
 }
 
 async fn status(app: &Router, key: &str) -> Value {
-    let request = http::Request::get(format!("/operations/{key}")).body(Body::empty()).unwrap();
+    let request = http::Request::get(format!("/operations/{key}"))
+        .body(Body::empty())
+        .unwrap();
     send(app, request).await.json()
 }
 
@@ -135,14 +155,20 @@ async fn poll_until(app: &Router, key: &str, done: &str) -> Vec<String> {
     let give_up = ballast::clock::now() + PATIENCE;
     let mut seen: Vec<String> = Vec::new();
     loop {
-        let now = status(app, key).await["status"].as_str().unwrap_or("?").to_owned();
+        let now = status(app, key).await["status"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
         if seen.last() != Some(&now) {
             seen.push(now.clone());
         }
         if now == done {
             return seen;
         }
-        assert!(ballast::clock::now() < give_up, "{key} never became {done}: saw {seen:?}");
+        assert!(
+            ballast::clock::now() < give_up,
+            "{key} never became {done}: saw {seen:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -159,7 +185,10 @@ async fn a_refused_request_that_can_wait_is_accepted_then_completed_once() {
     assert_eq!(answer.header("location"), Some("/operations/k1"));
     assert_eq!(answer.header("preference-applied"), Some("respond-async"));
     let body = answer.json();
-    assert_eq!((body["status"].as_str(), body["queue"].as_str()), (Some("queued"), Some("refunds")));
+    assert_eq!(
+        (body["status"].as_str(), body["queue"].as_str()),
+        (Some("queued"), Some("refunds"))
+    );
     assert_eq!(body["priority"], "critical");
     // Retried while it waits: the same operation, never a second one.
     assert_eq!(send(&f.app, asking("k1", "critical")).await.status(), 202);
@@ -194,17 +223,30 @@ async fn a_poller_sees_each_state_in_order() {
     f.upstream.hold.add_permits(1);
     let seen = poll_until(&f.app, "k1", "completed").await;
     assert_eq!(seen.last().map(String::as_str), Some("completed"));
-    assert!(seen.iter().all(|s| s == "in_progress" || s == "completed"), "{seen:?}");
+    assert!(
+        seen.iter().all(|s| s == "in_progress" || s == "completed"),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_higher_class_is_drained_first() {
     let f = fixture(sqlite().await, Duration::from_millis(50), 1);
     for n in 0..3 {
-        assert_eq!(send(&f.app, asking(&format!("low-{n}"), "sheddable")).await.status(), 202);
+        assert_eq!(
+            send(&f.app, asking(&format!("low-{n}"), "sheddable"))
+                .await
+                .status(),
+            202
+        );
     }
     for n in 0..3 {
-        assert_eq!(send(&f.app, asking(&format!("pay-{n}"), "critical_plus")).await.status(), 202);
+        assert_eq!(
+            send(&f.app, asking(&format!("pay-{n}"), "critical_plus"))
+                .await
+                .status(),
+            202
+        );
     }
     f.upstream.open.store(true, Ordering::SeqCst);
     let _workers = start(&f);
@@ -213,7 +255,10 @@ async fn the_higher_class_is_drained_first() {
     }
     let acted = f.upstream.acted();
     assert_eq!(acted.len(), 6, "each once: {acted:?}");
-    assert!(acted[..3].iter().all(|k| k.starts_with("pay-")), "payments first: {acted:?}");
+    assert!(
+        acted[..3].iter().all(|k| k.starts_with("pay-")),
+        "payments first: {acted:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,7 +276,11 @@ async fn attempts_that_reach_the_upstream_run_out_and_release_the_key() {
     f.upstream.open.store(true, Ordering::SeqCst);
     let later = send(&f.app, post_json("/refunds", Some("k1"), r#"{"amount":5}"#)).await;
     assert_eq!(later.status(), 201);
-    assert_eq!(status(&f.app, "k1").await["status"], "completed", "the later call's record, not the old end");
+    assert_eq!(
+        status(&f.app, "k1").await["status"],
+        "completed",
+        "the later call's record, not the old end"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,17 +295,30 @@ async fn refusals_before_sending_never_use_up_attempts_and_the_ttl_ends_it() {
             "/refunds",
             post(|State(upstream): State<Upstream>, request: Request| async move {
                 let mut response = upstream.serve(request).await;
-                response.extensions_mut().insert(Defer::new("refunds", Duration::from_millis(600)));
+                response
+                    .extensions_mut()
+                    .insert(Defer::new("refunds", Duration::from_millis(600)));
                 response
             }),
         )
-        .layer(IdempotencyLayer::builder(Arc::clone(&store)).deferred(&f.deferred).build().unwrap())
-        .route("/operations/{key}", operations_route(store, vec!["POST /refunds".to_owned()]))
+        .layer(
+            IdempotencyLayer::builder(Arc::clone(&store))
+                .deferred(&f.deferred)
+                .build()
+                .unwrap(),
+        )
+        .route(
+            "/operations/{key}",
+            operations_route(store, vec!["POST /refunds".to_owned()]),
+        )
         .with_state(f.upstream.clone());
     assert_eq!(send(&app, request).await.status(), 202);
     let _workers = start(&f);
     poll_until(&app, "k1", "expired").await;
-    assert!(f.upstream.tries.load(Ordering::SeqCst) > 3, "tried until the ttl, attempts unspent");
+    assert!(
+        f.upstream.tries.load(Ordering::SeqCst) > 3,
+        "tried until the ttl, attempts unspent"
+    );
     assert_eq!(status(&app, "k1").await["attempts"], 0);
 }
 
