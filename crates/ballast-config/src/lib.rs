@@ -15,7 +15,7 @@
 //!
 //! [`Config::from_toml_str`] and [`Config::load`] do both. The environment is passed in, never read here:
 //! secrets are names of variables (`key_env`, `api_key_env`, `store.url_env`, a tool upstream's
-//! `headers.NAME.env`), checked for presence by
+//! `headers.NAME.env`, `deferred.callback_secret_env`), checked for presence by
 //! [`Config::missing_secrets`] only where they are needed to run. Every key, its default and its rule is
 //! documented in docs/config.md.
 //!
@@ -46,22 +46,25 @@ pub use error::{ConfigError, ConfigErrors, Problem};
 // The grammars of durations and sizes (ballast-human), re-exported: a config's values are written in them.
 pub use ballast_human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
-pub use plan::{DeadlineBound, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table};
+pub use plan::{
+    DeadlineBound, DeferredPlan, DeferredTool, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table,
+};
 pub use raw::{
-    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer,
-    RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,
+    RawHeaderValue, RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry,
+    RawRun, RawServer, RawStore, RawThrottle, RawTool, RawToolDefer, RawUpstream, SCHEMA_VERSION,
 };
 pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
 pub use typed::{
     Api, ApiSet, BudgetConfig, Config, ContextConfig, DEFAULT_BODY_LIMIT, DEFAULT_BODY_TIMEOUT,
-    DEFAULT_DRAIN_DELAY, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, DEFAULT_MODEL_CONCURRENCY,
-    DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW,
-    DEFAULT_SEND_TIMEOUT, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
-    McpServerConfig, McpToolOverride, ModelRoute, OnOverflow, OnStoreLoss, Principal, PrincipalKey,
-    RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolFallback,
-    Upstream, UpstreamHeader,
+    DEFAULT_DEFER_CONCURRENCY, DEFAULT_DEFER_MAX_ATTEMPTS, DEFAULT_DEFER_TTL, DEFAULT_DRAIN_DELAY,
+    DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_RUNS,
+    DEFAULT_MAX_RUNS_PER_PRINCIPAL, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
+    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW, DEFAULT_SEND_TIMEOUT,
+    DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_DEFER_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, DeferredCallback, DeferredConfig, Deployment,
+    HeaderValueSource, HttpMethod, Limits, McpServerConfig, McpToolOverride, ModelRoute, OnOverflow,
+    OnStoreLoss, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig, StoreKind,
+    StoreLocation, ToolConfig, ToolDefer, ToolFallback, Upstream, UpstreamHeader,
 };
 pub use validate::validate;

@@ -2,15 +2,15 @@
 //! `ballast plan` can print as the effective configuration, and what the round-trip tests compare.
 
 use crate::raw::{
-    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeployment, RawHeaderEnv, RawHeaderValue,
-    RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry, RawRun, RawServer,
-    RawStore, RawThrottle, RawTool, RawUpstream, SCHEMA_VERSION,
+    HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,
+    RawHeaderValue, RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry,
+    RawRun, RawServer, RawStore, RawThrottle, RawTool, RawToolDefer, RawUpstream, SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 
 use crate::typed::{
-    BudgetConfig, Config, HeaderValueSource, McpServerConfig, ModelRoute, PrincipalKey, RetryConfig,
-    StoreLocation, ToolConfig, ToolFallback, Upstream,
+    BudgetConfig, Config, DeferredConfig, HeaderValueSource, McpServerConfig, ModelRoute, PrincipalKey,
+    RetryConfig, StoreLocation, ToolConfig, ToolFallback, Upstream,
 };
 use crate::{format_duration, format_size};
 
@@ -71,6 +71,7 @@ impl From<&Config> for RawConfig {
                 max_runs: Some(i64::from(config.run.max_runs)),
                 max_runs_per_principal: Some(i64::from(config.run.max_runs_per_principal)),
             },
+            deferred: raw_deferred(&config.deferred),
             models: config.models.iter().map(raw_model).collect(),
             tools: config.tools.iter().map(raw_tool).collect(),
             mcp_servers: config.mcp_servers.iter().map(raw_mcp_server).collect(),
@@ -138,6 +139,23 @@ fn raw_tool(t: &ToolConfig) -> RawTool {
         queue: Some(i64::from(t.queue)),
         fallback_tool,
         fallback_response,
+        // Written only when accepted: the table's presence is what says so. A tool that does not accept deferral
+        // takes [deferred]'s settings, which validation fills in again.
+        defer: t.defer.accepted.then(|| RawToolDefer {
+            ttl: duration(t.defer.ttl),
+            max_attempts: Some(i64::from(t.defer.max_attempts)),
+            concurrency: Some(i64::from(t.defer.concurrency)),
+        }),
+    }
+}
+
+fn raw_deferred(d: &DeferredConfig) -> RawDeferred {
+    RawDeferred {
+        concurrency: Some(i64::from(d.concurrency)),
+        ttl: duration(d.ttl),
+        max_attempts: Some(i64::from(d.max_attempts)),
+        callback_url: d.callback.as_ref().map(|c| c.url.clone()),
+        callback_secret_env: d.callback.as_ref().map(|c| c.secret_env.clone()),
     }
 }
 

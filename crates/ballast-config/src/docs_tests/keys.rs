@@ -142,7 +142,7 @@ fn documented_defaults_are_the_defaults() {
                    [[models]]\nname = \"n\"\ndeployments = [ { base_url = \"http://h/v1\", limits = { requests_per_minute = 10 } } ]\n\
                    budget = { kind = \"token_bucket\" }\n\
                    [[tools]]\nname = \"t\"\nupstream = { url = \"http://h/t\" }\n\
-                   [[tools]]\nname = \"u\"\nside_effects = true\nupstream = { url = \"http://h/u\" }\n\
+                   [[tools]]\nname = \"u\"\nside_effects = true\nupstream = { url = \"http://h/u\" }\ndefer = {}\n\
                    budget = { kind = \"token_bucket\" }\n\
                    [[mcp_servers]]\nname = \"r\"\nurl = \"http://h/mcp\"\n\
                    [[mcp_servers]]\nname = \"s\"\nurl = \"http://h/mcp\"\n\

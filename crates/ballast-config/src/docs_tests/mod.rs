@@ -89,6 +89,11 @@ fn fully_populated() -> RawConfig {
         queue: Some(16),
         fallback_tool,
         fallback_response,
+        defer: Some(RawToolDefer {
+            ttl: text("10m"),
+            max_attempts: Some(8),
+            concurrency: Some(3),
+        }),
     };
     RawConfig {
         version: 1,
@@ -136,6 +141,13 @@ fn fully_populated() -> RawConfig {
             ttl: text("15m"),
             max_runs: Some(20_000),
             max_runs_per_principal: Some(5_000),
+        },
+        deferred: RawDeferred {
+            concurrency: Some(8),
+            ttl: text("30m"),
+            max_attempts: Some(6),
+            callback_url: Some("https://hooks.example.com/ballast".into()),
+            callback_secret_env: Some("BALLAST_CALLBACK_SECRET".into()),
         },
         models: vec![
             RawModel {
@@ -280,6 +292,7 @@ fn typed_config_round_trips_with_every_value_written_out() {
     // A static answer is for a read-only tool only (it would report a side effect that never ran).
     valid.tools[0].side_effects = Some(false);
     valid.tools[0].upstream_idempotency = None;
+    valid.tools[0].defer = None; // deferral is for side-effecting tools only
     valid.tools[1].fallback_tool = Some("refund".into());
     valid.tools[1].fallback_response = None;
     valid.store.url_env = None;

@@ -8,9 +8,10 @@
 //! at each of 5 layers is 243 calls to the bottom one) and warns about settings that cannot do what they seem to.
 //!
 //! Pure computation over a validated [`Config`]: the rows are built in `targets`, the checks are in `warnings`,
-//! the text table is in `render`.
+//! deferral in `deferred`, the text table is in `render`.
 
 mod budget;
+mod deferred;
 mod render;
 mod targets;
 mod warnings;
@@ -22,6 +23,7 @@ use serde::Serialize;
 use crate::{Config, RetryConfig};
 
 pub use budget::RetryLoad;
+pub use deferred::{DeferredPlan, DeferredTool};
 pub use render::render_table;
 
 /// The plan of a configuration: one row per model route and tool, and the warnings.
@@ -53,6 +55,9 @@ pub struct Plan {
     /// and writes its arguments by the other).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub undescribed: Vec<String>,
+    /// How side-effecting calls that cannot run now are deferred; `None` when no tool has side effects.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<DeferredPlan>,
 }
 
 /// The request deadline and its margins, from `[server]`.
@@ -157,6 +162,7 @@ impl Plan {
             sequence_ballast_bound_caller_deadline: Duration::ZERO,
             warnings: Vec::new(),
             undescribed: Vec::new(),
+            deferred: DeferredPlan::of(config),
         };
         for (i, model) in config.models.iter().enumerate() {
             plan.add_model(&format!("models[{i}]"), model);

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Plan, PlanRow, TargetKind, fmt};
+use super::{DeferredPlan, Plan, PlanRow, TargetKind, fmt};
 
 const HEADERS: [&str; 9] = [
     "TARGET",
@@ -28,6 +28,9 @@ pub fn render_table(plan: &Plan) -> String {
         write_rows(&mut out, plan);
     }
     write_fallbacks(&mut out, plan);
+    if let Some(deferred) = &plan.deferred {
+        write_deferred(&mut out, deferred);
+    }
     write_undescribed(&mut out, plan);
     write_warnings(&mut out, plan);
     out
@@ -106,6 +109,35 @@ fn write_fallbacks(out: &mut String, plan: &Plan) {
     out.push_str("\nFallbacks (in order, all inside the same deadline):\n");
     for r in chains {
         let _ = writeln!(out, "  {}: {}", r.name, r.fallbacks.join(" -> "));
+    }
+}
+
+/// The gateway's deferral, then one line per side-effecting tool. Never the callback's secret.
+fn write_deferred(out: &mut String, deferred: &DeferredPlan) {
+    let callback = match &deferred.callback_url {
+        Some(url) => format!("each one's end is posted, signed, to {url}"),
+        None => "no callback".to_owned(),
+    };
+    let _ = writeln!(
+        out,
+        "\nDeferred operations (answered 202, then worked in the background at the lowest admission class): {} at \
+         a time on each instance, over every tool; {callback}.",
+        deferred.concurrency
+    );
+    for tool in &deferred.tools {
+        let when = if tool.accepted {
+            "whenever it cannot run now (callers accept it)"
+        } else {
+            "when it cannot run now and the caller sends Prefer: respond-async"
+        };
+        let _ = writeln!(
+            out,
+            "  {}: deferred {when}, up to {} attempts within {}, {} at a time",
+            tool.name,
+            tool.max_attempts,
+            fmt(tool.ttl),
+            tool.concurrency
+        );
     }
 }
 

@@ -6,12 +6,16 @@
 //! What each key means, its default and its rule: docs/config.md (the defaults in parentheses below are
 //! applied by validation, from the typed structs).
 
+mod deferred;
 mod headers;
+mod mcp;
 mod value;
 
 use serde::{Deserialize, Serialize};
 
+pub use deferred::{RawDeferred, RawToolDefer};
 pub use headers::{RawHeaderEnv, RawHeaderValue, RawHeaders};
+pub use mcp::{RawMcpServer, RawMcpTool};
 pub use value::HumanValue;
 
 /// The only schema version this build reads.
@@ -39,6 +43,9 @@ pub struct RawConfig {
     /// `[run]`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub run: RawRun,
+    /// `[deferred]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub deferred: RawDeferred,
     /// `[[models]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<RawModel>,
@@ -59,6 +66,7 @@ impl Default for RawConfig {
             principals: Vec::new(),
             store: RawStore::default(),
             run: RawRun::default(),
+            deferred: RawDeferred::default(),
             models: Vec::new(),
             tools: Vec::new(),
             mcp_servers: Vec::new(),
@@ -421,6 +429,9 @@ pub struct RawTool {
     /// Answer given when the breaker is open (none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback_response: Option<toml::Value>,
+    /// Callers accept deferral without asking, with these settings (none: only when a caller asks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defer: Option<RawToolDefer>,
 }
 
 /// A tool's `upstream` table.
@@ -436,79 +447,4 @@ pub struct RawUpstream {
     /// Headers sent on every attempt, name -> value (none).
     #[serde(default, skip_serializing_if = "RawHeaders::is_empty")]
     pub headers: RawHeaders,
-}
-
-/// One `[[mcp_servers]]` entry: an upstream MCP server whose tools the gateway serves.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMcpServer {
-    /// The server's name (required).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Its Streamable HTTP endpoint (required).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// Headers sent on every request, name -> value (none).
-    #[serde(default, skip_serializing_if = "RawHeaders::is_empty")]
-    pub headers: RawHeaders,
-    /// Put before each of its tools' names (`""`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub prefix: Option<String>,
-    /// Whether its `readOnlyHint` annotations are believed (`false`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trust_annotations: Option<bool>,
-    /// Whether its tools change something unless told otherwise (`true`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub side_effects: Option<bool>,
-    /// What the server does with the operation's key (`"none"`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_idempotency: Option<String>,
-    /// Admission class of its tools (`"critical"`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<String>,
-    /// Longest attempt (`"10s"`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_try_timeout: Option<HumanValue>,
-    /// Retries.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry: Option<RawRetry>,
-    /// Retry budget, shared by its tools.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<RawBudget>,
-    /// Circuit breaker, shared by its tools.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<RawBreaker>,
-    /// Adaptive throttle, shared by its tools.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub throttle: Option<RawThrottle>,
-    /// Calls in flight at most, per tool (`64`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<i64>,
-    /// Calls waiting at most, per tool (`256`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub queue: Option<i64>,
-    /// Per-tool overrides, by the server's own tool name (none).
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub tools: std::collections::BTreeMap<String, RawMcpTool>,
-}
-
-/// A `[mcp_servers.tools.NAME]` table: one upstream MCP tool's overrides.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawMcpTool {
-    /// Whether it changes something (the server's `side_effects`, or its trusted annotation).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub side_effects: Option<bool>,
-    /// Admission class (the server's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub priority: Option<String>,
-    /// Longest attempt (the server's).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub per_try_timeout: Option<HumanValue>,
-    /// What it does, for the model (the server's description).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Not served (`false`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hidden: Option<bool>,
 }

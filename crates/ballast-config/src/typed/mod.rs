@@ -6,7 +6,9 @@
 //! that belongs to a ballast-core policy (the breaker, the budgets, the backoff, `max_attempts`, `reserve`,
 //! `min_attempt`, `max_retry_after`, the run's retry allowance) is ballast-core's constant, not a copy.
 
+mod api;
 mod budget;
+mod deferred;
 mod mcp;
 mod route;
 
@@ -19,11 +21,17 @@ use ballast_core::{
     DEFAULT_RUN_ALLOWANCE_SHARE,
 };
 
+pub use api::{Api, ApiSet};
 pub use budget::BudgetConfig;
+pub use deferred::{
+    DEFAULT_DEFER_CONCURRENCY, DEFAULT_DEFER_MAX_ATTEMPTS, DEFAULT_DEFER_TTL, DEFAULT_TOOL_DEFER_CONCURRENCY,
+    DeferredCallback, DeferredConfig, ToolDefer,
+};
+pub(crate) use deferred::{MAX_DEFER_ATTEMPTS, MAX_DEFER_CONCURRENCY, MAX_DEFER_TTL, MIN_DEFER_TTL};
 pub use mcp::{McpServerConfig, McpToolOverride};
 pub use route::{
-    Api, ApiSet, ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT,
-    DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
+    ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
+    DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
     DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
     ModelRoute, OnOverflow, OnStoreLoss, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
@@ -58,6 +66,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// `[run]`: state shared by the calls of one agent run.
     pub run: RunConfig,
+    /// `[deferred]`: how side-effecting calls that cannot run now, and whose callers can wait, are worked in the
+    /// background.
+    pub deferred: DeferredConfig,
     /// `[[models]]`: model routes, in file order (names unique).
     pub models: Vec<ModelRoute>,
     /// `[[tools]]`: tool routes, in file order (names unique; fallbacks name existing tools, no cycles).

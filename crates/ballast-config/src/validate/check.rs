@@ -38,6 +38,8 @@ pub(crate) enum DurationRule {
     Any,
     /// More than zero.
     Positive,
+    /// From `min` to `max`, both included; the text says so as the docs do (`between 1s and 7d`).
+    Within(Duration, Duration, &'static str),
 }
 
 /// Collected errors.
@@ -80,6 +82,9 @@ impl Checker {
         let must_be = match rule {
             DurationRule::Any => None,
             DurationRule::Positive => duration.is_zero().then(|| "more than zero".to_owned()),
+            DurationRule::Within(min, max, rule) => {
+                (!(min..=max).contains(&duration)).then(|| rule.to_owned())
+            }
         };
         match must_be {
             Some(must_be) => {
@@ -118,13 +123,25 @@ impl Checker {
 
     /// A whole number in `min..=u32::MAX`, or `default` when omitted.
     pub(crate) fn int(&mut self, path: &str, raw: Option<i64>, default: u32, min: u32) -> Option<u32> {
+        self.int_in(path, raw, default, min, u32::MAX)
+    }
+
+    /// A whole number in `min..=max`, or `default` when omitted.
+    pub(crate) fn int_in(
+        &mut self,
+        path: &str,
+        raw: Option<i64>,
+        default: u32,
+        min: u32,
+        max: u32,
+    ) -> Option<u32> {
         let Some(raw) = raw else { return Some(default) };
         let must_be = if raw < i64::from(min) {
             format!("at least {min}")
-        } else if raw > i64::from(u32::MAX) {
-            format!("at most {}", u32::MAX)
+        } else if raw > i64::from(max) {
+            format!("at most {max}")
         } else {
-            // In range just above: min..=u32::MAX fits a u32.
+            // In range just above: min..=max fits a u32.
             return u32::try_from(raw).ok();
         };
         self.report(

@@ -7,7 +7,7 @@ use super::check::{Checker, DurationRule, index, join};
 use super::text::{IDENT_RULE, is_ident};
 use crate::error::Problem;
 use crate::raw::{RawMcpServer, RawMcpTool};
-use crate::typed::{HttpMethod, McpServerConfig, McpToolOverride, ToolConfig, Upstream};
+use crate::typed::{DeferredConfig, HttpMethod, McpServerConfig, McpToolOverride, ToolConfig, Upstream};
 
 const MCP_CREDENTIALS: &str =
     "MCP servers take no credentials in their URL: put them in `headers`, from the environment";
@@ -18,17 +18,21 @@ fn is_prefix(prefix: &str) -> bool {
 }
 
 impl Checker {
-    pub(crate) fn mcp_servers(&mut self, raw: &[RawMcpServer]) -> Vec<McpServerConfig> {
+    pub(crate) fn mcp_servers(
+        &mut self,
+        raw: &[RawMcpServer],
+        deferred: &DeferredConfig,
+    ) -> Vec<McpServerConfig> {
         let servers = raw
             .iter()
             .enumerate()
-            .map(|(i, s)| self.mcp_server(&index("mcp_servers", i), s))
+            .map(|(i, s)| self.mcp_server(&index("mcp_servers", i), s, deferred))
             .collect();
         self.unique_names("mcp_servers", raw.iter().map(|s| s.name.as_deref()));
         servers
     }
 
-    fn mcp_server(&mut self, path: &str, raw: &RawMcpServer) -> McpServerConfig {
+    fn mcp_server(&mut self, path: &str, raw: &RawMcpServer, deferred: &DeferredConfig) -> McpServerConfig {
         let name = self.name(&join(path, "name"), raw.name.as_ref(), is_ident, IDENT_RULE);
         let url = self.http_url(&join(path, "url"), raw.url.as_ref(), MCP_CREDENTIALS);
         let d = McpServerConfig::new(name.clone().unwrap_or_default(), url.clone().unwrap_or_default());
@@ -83,6 +87,8 @@ impl Checker {
             throttle: self.throttle(&join(path, "throttle"), raw.throttle.as_ref()),
             concurrency: concurrency.unwrap_or(t.concurrency),
             queue: queue.unwrap_or(t.queue),
+            // An MCP server writes no `defer`: its tools get [deferred]'s settings, not accepted.
+            defer: deferred.tool_default(),
             ..d.tool.clone()
         };
         McpServerConfig {

@@ -8,6 +8,7 @@
 
 mod breaker;
 mod check;
+mod deferred;
 mod headers;
 mod listen;
 mod mcp;
@@ -63,9 +64,10 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     c.open_listen(&server, raw);
     let store = c.store(&raw.store);
     let run = c.run(&raw.run, &server, &raw.server);
+    let deferred = c.deferred(&raw.deferred);
     let models = c.models(&raw.models);
-    let tools = c.tools(&raw.tools);
-    let mcp_servers = c.mcp_servers(&raw.mcp_servers);
+    let tools = c.tools(&raw.tools, &deferred);
+    let mcp_servers = c.mcp_servers(&raw.mcp_servers, &deferred);
     match ConfigErrors::from_vec(c.into_errors()) {
         Some(errors) => Err(errors),
         None => Ok(Config {
@@ -73,6 +75,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
             principals,
             store,
             run,
+            deferred,
             models,
             tools,
             mcp_servers,

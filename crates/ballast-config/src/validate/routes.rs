@@ -10,8 +10,8 @@ use super::text::{IDENT_RULE, MODEL_RULE, is_ident, is_model_name};
 use crate::error::Problem;
 use crate::raw::{RawDeployment, RawLimits, RawModel, RawTool, RawUpstream};
 use crate::typed::{
-    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, Deployment, HttpMethod, Limits, ModelRoute,
-    OnOverflow, OnStoreLoss, ToolConfig, ToolFallback, Upstream,
+    Api, ApiSet, ContextConfig, DEFAULT_MODEL_PER_TRY_TIMEOUT, DeferredConfig, Deployment, HttpMethod,
+    Limits, ModelRoute, OnOverflow, OnStoreLoss, ToolConfig, ToolFallback, Upstream,
 };
 
 const DEPLOYMENT_CREDENTIALS: &str =
@@ -202,18 +202,18 @@ impl Checker {
         if apis.is_empty() { ApiSet::OPENAI } else { apis }
     }
 
-    pub(crate) fn tools(&mut self, raw: &[RawTool]) -> Vec<ToolConfig> {
+    pub(crate) fn tools(&mut self, raw: &[RawTool], deferred: &DeferredConfig) -> Vec<ToolConfig> {
         let tools: Vec<_> = raw
             .iter()
             .enumerate()
-            .map(|(i, t)| self.tool(&index("tools", i), t))
+            .map(|(i, t)| self.tool(&index("tools", i), t, deferred))
             .collect();
         self.unique_names("tools", raw.iter().map(|t| t.name.as_deref()));
         self.fallback_graph(raw);
         tools
     }
 
-    fn tool(&mut self, path: &str, raw: &RawTool) -> ToolConfig {
+    fn tool(&mut self, path: &str, raw: &RawTool, deferred: &DeferredConfig) -> ToolConfig {
         // The defaults of an omitted key: the typed tool's own.
         let d = ToolConfig::new(String::new(), upstream_placeholder());
         let name = self.name(&join(path, "name"), raw.name.as_ref(), is_ident, IDENT_RULE);
@@ -262,6 +262,7 @@ impl Checker {
         let description = self.description(&join(path, "description"), raw.description.as_ref());
         let input_schema = (raw.input_schema.as_ref())
             .and_then(|schema| self.object_schema(&join(path, "input_schema"), schema));
+        let defer = self.tool_defer(&join(path, "defer"), raw.defer.as_ref(), side_effects, deferred);
         ToolConfig {
             name: name.unwrap_or_default(),
             description,
@@ -278,6 +279,7 @@ impl Checker {
             concurrency: concurrency.unwrap_or(d.concurrency),
             queue: queue.unwrap_or(d.queue),
             fallback,
+            defer,
         }
     }
 

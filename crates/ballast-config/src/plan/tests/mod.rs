@@ -2,7 +2,7 @@
 //!
 //! - here: the naive worst case, Ballast's bounds and the retry amplification;
 //! - `warnings`: each check, and the settings that pass it;
-//! - `output`: the shipped examples, the text table and the JSON.
+//! - `output`: the shipped examples, the text table and the JSON (deferral included).
 
 use std::time::Duration;
 

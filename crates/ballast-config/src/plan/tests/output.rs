@@ -126,3 +126,76 @@ fn retry_load_shows_the_floor_and_the_bucket() {
     );
     assert!(json["rows"][0].get("sustained_retry_share").is_none());
 }
+
+#[test]
+fn each_side_effecting_tool_says_how_it_is_deferred_and_the_secret_is_never_shown() {
+    let plan = plan_of(
+        r#"
+        version = 1
+        [deferred]
+        concurrency = 6
+        callback_url = "https://hooks.example.com/ballast"
+        callback_secret_env = "BALLAST_CALLBACK_SECRET"
+        [[tools]]
+        name = "refund"
+        side_effects = true
+        upstream = { url = "http://127.0.0.1:9000/refund" }
+        defer = { ttl = "10m", max_attempts = 8 }
+        [[tools]]
+        name = "lookup"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/lookup" }
+        [[tools]]
+        name = "pay"
+        side_effects = true
+        upstream = { url = "http://127.0.0.1:9000/pay" }
+        "#,
+    );
+    let table = render_table(&plan);
+    assert!(
+        table.contains(
+            "\nDeferred operations (answered 202, then worked in the background at the lowest admission class): 6 \
+             at a time on each instance, over every tool; each one's end is posted, signed, to \
+             https://hooks.example.com/ballast.\n\
+             \x20 refund: deferred whenever it cannot run now (callers accept it), up to 8 attempts within 10m, 2 at \
+             a time\n\
+             \x20 pay: deferred when it cannot run now and the caller sends Prefer: respond-async, up to 5 attempts \
+             within 15m, 2 at a time\n"
+        ),
+        "{table}"
+    );
+    assert!(!table.contains("lookup: deferred") && !table.contains("BALLAST_CALLBACK_SECRET"));
+    let json = serde_json::to_value(&plan).expect("a plan serialises");
+    assert_eq!(
+        json["deferred"],
+        serde_json::json!({
+            "concurrency": 6,
+            "callback_url": "https://hooks.example.com/ballast",
+            "tools": [
+                { "name": "refund", "path": "tools[0]", "accepted": true, "max_attempts": 8, "ttl_ms": 600_000,
+                  "concurrency": 2 },
+                { "name": "pay", "path": "tools[2]", "accepted": false, "max_attempts": 5, "ttl_ms": 900_000,
+                  "concurrency": 2 },
+            ],
+        })
+    );
+}
+
+#[test]
+fn without_a_side_effecting_tool_nothing_is_deferred() {
+    let plan = plan_of(
+        r#"
+        version = 1
+        [[tools]]
+        name = "lookup"
+        upstream = { method = "GET", url = "http://127.0.0.1:9000/lookup" }
+        "#,
+    );
+    assert_eq!(plan.deferred, None);
+    assert!(!render_table(&plan).contains("Deferred"));
+    assert!(
+        serde_json::to_value(&plan)
+            .expect("a plan serialises")
+            .get("deferred")
+            .is_none()
+    );
+}

@@ -3,6 +3,7 @@
 
 mod access;
 mod core_agrees;
+mod deferred;
 mod parsing;
 mod rules;
 

@@ -41,7 +41,7 @@ fn unknown_keys_name_their_table_path_and_line() {
     let cases = [
         (
             "tmeout = \"1s\"\n",
-            "tmeout: unknown field `tmeout`, expected one of `version`, `server`, `principals`, `store`, `run`, `models`, `tools`, `mcp_servers` (line 2, column 1)",
+            "tmeout: unknown field `tmeout`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers` (line 2, column 1)",
         ),
         (
             "[server]\nlisen = \"x\"\n",
@@ -49,7 +49,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[metrics]\n",
-            "metrics: unknown field `metrics`, expected one of `version`, `server`, `principals`, `store`, `run`, `models`, `tools`, `mcp_servers` (line 2, column 2)",
+            "metrics: unknown field `metrics`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers` (line 2, column 2)",
         ),
         (
             "[[tools]]\nname = \"a\"\n[[tools]]\nname = \"b\"\n[tools.upstream]\nurll = \"x\"\n",
@@ -78,6 +78,14 @@ fn unknown_keys_name_their_table_path_and_line() {
         (
             &tool("budget = { kind = \"token_bucket\", ratio = 0.2 }")[..],
             "tools[0].budget: unknown field `ratio`, expected `capacity` or `refill_per_sec` (line 5, column 10)",
+        ),
+        (
+            "[deferred]\nconcurency = 4\n",
+            "deferred.concurency: unknown field `concurency`, expected one of `concurrency`, `ttl`, `max_attempts`, `callback_url`, `callback_secret_env` (line 3, column 1)",
+        ),
+        (
+            &tool("side_effects = true\ndefer = { attempts = 8 }")[..],
+            "tools[0].defer.attempts: unknown field `attempts`, expected one of `ttl`, `max_attempts`, `concurrency` (line 6, column 11)",
         ),
         (
             &tool("budget = { kind = \"leaky\" }")[..],
