@@ -48,6 +48,24 @@ impl Callback {
         Ok(Callback { url, secret, client })
     }
 
+    /// The callback `config` names (`[deferred] callback_url`), its secret read from `env`; `None` without one.
+    pub(crate) fn from_config(
+        config: &ballast_config::Config,
+        env: &dyn ballast_config::Env,
+    ) -> Result<Option<Callback>, crate::StartError> {
+        let Some(callback) = &config.deferred.callback else {
+            return Ok(None);
+        };
+        let secret = env.var(&callback.secret_env).filter(|secret| !secret.is_empty());
+        let secret = secret.ok_or_else(|| crate::StartError::Secret {
+            what: "deferred.callback_secret_env".to_owned(),
+            var: callback.secret_env.clone(),
+            problem: "is not set".to_owned(),
+        })?;
+        let made = Callback::new(callback.url.clone(), secret.into_bytes());
+        made.map(Some).map_err(crate::StartError::Http)
+    }
+
     /// Sends `operation`'s end in the background.
     pub(crate) fn send(&self, operation: &Operation) {
         let mut body = operation_json(operation);

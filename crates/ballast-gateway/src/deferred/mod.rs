@@ -15,7 +15,6 @@ mod callback;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use ballast::deferred::{Deferred, DeferredAttempt, Ended, Handler};

@@ -13,7 +13,7 @@ use crate::error::{AppError, set_retry_after};
 use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, X_SHOULD_RETRY};
 
 /// The answer to a tool call's result.
-pub(super) fn answer(
+pub(crate) fn answer(
     tool: &str,
     key: Option<&IdempotencyKey>,
     result: Result<ballast::tool::ToolAnswer, CallError>,
