@@ -11,11 +11,17 @@
 //! second one fails to open it, saying so. So at start-up the store knows that whatever the file holds in flight
 //! was left by a previous run of its own, and settles it (DESIGN.md, "SQLite store"): records left `claimed`
 //! are released (nothing was sent), the leases of those left `dispatched` end at once, and the next request
-//! with such a key settles it without waiting out a lease. Times are this process's wall clock in Unix
-//! milliseconds (the store's clock: one machine owns the file).
+//! with such a key settles it without waiting out a lease — except the records of unfinished deferred
+//! operations, which the operations still own: the leases of their workers end instead (`settle.rs`). Times are
+//! this process's wall clock in Unix milliseconds (the store's clock: one machine owns the file).
 
 mod batch;
 mod file;
+mod queue;
+mod queue_row;
+mod queue_sql;
+mod schema;
+mod settle;
 mod sql;
 
 use std::path::PathBuf;
@@ -26,8 +32,8 @@ use rusqlite::Connection;
 
 use crate::clock::{millis, unix_millis};
 use crate::{
-    ClaimOutcome, ClaimRequest, IdempotencyStore, OwnerToken, Record, Scope, StoreError, StoreOptions,
-    StoredResponse,
+    ClaimOutcome, ClaimRequest, DeferredQueue, IdempotencyStore, OwnerToken, Record, Scope, StoreError,
+    StoreOptions, StoredResponse,
 };
 use batch::Shared;
 
@@ -135,19 +141,20 @@ fn connect(location: &Location) -> Result<Connection, StoreError> {
             ))
             .map_err(|error| held_elsewhere(path, error))?;
     }
-    sql::migrate(&connection).map_err(|error| match (location, error) {
+    schema::migrate(&connection).map_err(|error| match (location, error) {
         (Location::File { path, .. }, StoreError::Unavailable(error)) => held_elsewhere(path, error),
         (_, error) => error,
     })?;
-    let (released, ended) =
-        sql::settle_previous_run(&connection, unix_millis()).map_err(|error| match (location, error) {
+    let settled =
+        settle::settle_previous_run(&connection, unix_millis()).map_err(|error| match (location, error) {
             (Location::File { path, .. }, StoreError::Unavailable(error)) => held_elsewhere(path, error),
             (_, error) => error,
         })?;
-    if released + ended > 0 {
+    if settled != settle::Settled::default() {
         tracing::info!(
-            released,
-            dispatched = ended,
+            released = settled.released,
+            dispatched = settled.dispatched,
+            deferred_taken_back = settled.taken_back,
             "settled what the previous holder of the SQLite store left in flight"
         );
     }
@@ -218,6 +225,13 @@ impl IdempotencyStore for SqliteStore {
 
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn deferred(&self) -> Option<Arc<dyn DeferredQueue>> {
+        Some(Arc::new(queue::SqliteQueue::new(
+            Arc::clone(&self.shared),
+            self.retention_ms,
+        )))
     }
 
     async fn check(&self) -> Result<(), StoreError> {

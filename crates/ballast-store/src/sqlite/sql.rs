@@ -1,7 +1,7 @@
-//! The SQLite schema and statements. Every state change names the owner token and the states it applies to in
-//! its `WHERE`, so a displaced owner's write changes no row and reports `NotHeld`. The operations run inside the
-//! transaction their batch is committed in (`batch.rs`): each one reads and writes as if alone, and is undone
-//! alone when it fails.
+//! The SQLite statements of the records (the schema is `schema.rs`). Every state change names the owner token
+//! and the states it applies to in its `WHERE`, so a displaced owner's write changes no row and reports
+//! `NotHeld`. The operations run inside the transaction their batch is committed in (`batch.rs`): each one reads
+//! and writes as if alone, and is undone alone when it fails.
 
 use ballast_core::Fingerprint;
 use bytes::Bytes;
@@ -13,45 +13,7 @@ use crate::{
     decode_headers, encode_headers,
 };
 
-/// The schema version this build writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 2;
-
-/// The table as version 2 has it. Why the state check is a chain of `=` and not `state IN (...)`: SQLite
-/// evaluates a CHECK on every insert and update, and an `IN` list of constants is built into a temporary b-tree
-/// each time it runs — measured, a fifth of the instructions of each of the idempotent path's three writes.
-const TABLE: &str = "
-CREATE TABLE IF NOT EXISTS ballast_idempotency (
-    principal   TEXT    NOT NULL,
-    route       TEXT    NOT NULL,
-    key         TEXT    NOT NULL,
-    state       TEXT    NOT NULL CHECK (state = 'claimed' OR state = 'dispatched' OR state = 'completed'
-                                        OR state = 'outcome_unknown'),
-    fingerprint BLOB    NOT NULL,
-    owner       BLOB    NOT NULL,
-    lease_until INTEGER NOT NULL,
-    expires_at  INTEGER NOT NULL,
-    status      INTEGER,
-    headers     BLOB,
-    body        BLOB,
-    PRIMARY KEY (principal, route, key)
-) WITHOUT ROWID;
-";
-
-const INDEX: &str =
-    "CREATE INDEX IF NOT EXISTS ballast_idempotency_expires ON ballast_idempotency (expires_at);";
-
-/// Version 1 to 2: the table rebuilt with the state check of version 2 (SQLite cannot alter a CHECK), its rows
-/// copied as they are.
-const FROM_V1: &str = "
-ALTER TABLE ballast_idempotency RENAME TO ballast_idempotency_v1;
-DROP INDEX ballast_idempotency_expires;
-{TABLE}
-INSERT INTO ballast_idempotency SELECT * FROM ballast_idempotency_v1;
-DROP TABLE ballast_idempotency_v1;
-{INDEX}
-";
-
-fn unavailable(error: rusqlite::Error) -> StoreError {
+pub(super) fn unavailable(error: rusqlite::Error) -> StoreError {
     StoreError::unavailable(error)
 }
 
@@ -77,30 +39,8 @@ pub(super) fn probe(connection: &Connection) -> Result<(), StoreError> {
         .map_err(unavailable)
 }
 
-/// Creates the schema on a new database; refuses one written by a newer version.
-pub(super) fn migrate(connection: &Connection) -> Result<(), StoreError> {
-    let version: i64 = connection
-        .query_row("PRAGMA user_version", [], |row| row.get(0))
-        .map_err(unavailable)?;
-    if version > SCHEMA_VERSION {
-        return Err(StoreError::Corrupt(format!(
-            "the database has schema version {version}; this build knows up to {SCHEMA_VERSION} (upgrade Ballast)"
-        )));
-    }
-    let steps = match version {
-        SCHEMA_VERSION => return Ok(()),
-        0 => format!("{TABLE} {INDEX}"),
-        1 => FROM_V1.replace("{TABLE}", TABLE).replace("{INDEX}", INDEX),
-        _ => return Err(StoreError::Corrupt(format!("unknown schema version {version}"))),
-    };
-    connection
-        .execute_batch(&format!(
-            "BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-        ))
-        .map_err(unavailable)
-}
-
-const PK: &str = "principal = ?1 AND route = ?2 AND key = ?3";
+/// The row of `?1`..`?3`: a scope's principal, route and key (both tables' primary key).
+pub(super) const PK: &str = "principal = ?1 AND route = ?2 AND key = ?3";
 
 fn read(connection: &Connection, scope: &Scope) -> Result<Option<Stored>, StoreError> {
     let sql = format!(
@@ -220,7 +160,11 @@ pub(super) fn claim(
 }
 
 /// Runs one statement (cached), returning the number of rows it changed.
-fn run(connection: &Connection, sql: &str, row: &[&dyn rusqlite::ToSql]) -> Result<usize, StoreError> {
+pub(super) fn run(
+    connection: &Connection,
+    sql: &str,
+    row: &[&dyn rusqlite::ToSql],
+) -> Result<usize, StoreError> {
     connection
         .prepare_cached(sql)
         .map_err(unavailable)?
@@ -237,7 +181,7 @@ pub(super) fn transition_sql(set: &str, from: &[&RecordState]) -> String {
 }
 
 /// `state` is one of `states`, as a chain of `=`: an `IN` list of constants is built into a temporary b-tree on
-/// every execution (see [`TABLE`]).
+/// every execution (see `schema::TABLE`).
 fn one_of(states: &[&RecordState]) -> String {
     states
         .iter()
@@ -247,7 +191,7 @@ fn one_of(states: &[&RecordState]) -> String {
 }
 
 /// One row changed, or the caller does not hold the record.
-fn changed(result: Result<usize, StoreError>) -> Result<(), StoreError> {
+pub(super) fn changed(result: Result<usize, StoreError>) -> Result<(), StoreError> {
     match result? {
         0 => Err(StoreError::NotHeld),
         _ => Ok(()),
@@ -264,6 +208,20 @@ fn transition(
     set: &str,
     values: &[&dyn rusqlite::ToSql],
 ) -> Result<(), StoreError> {
+    changed(transition_rows(connection, scope, owner, now, from, set, values))
+}
+
+/// [`transition`], answering how many rows it changed (none: the record is not `owner`'s in `from`, or not
+/// live) — for a deferred operation's write of its record, which its row's change does not wait on.
+pub(super) fn transition_rows(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+    from: &[&RecordState],
+    set: &str,
+    values: &[&dyn rusqlite::ToSql],
+) -> Result<usize, StoreError> {
     let owner = owner.holding()?;
     let sql = transition_sql(set, from);
     let (principal, route, key, owner) = (
@@ -274,7 +232,7 @@ fn transition(
     );
     let mut row: Vec<&dyn rusqlite::ToSql> = vec![&principal, &route, &key, &owner, &now];
     row.extend_from_slice(values);
-    changed(run(connection, &sql, &row))
+    run(connection, &sql, &row)
 }
 
 pub(super) fn mark_dispatched(
@@ -323,21 +281,36 @@ pub(super) fn complete(
     now: i64,
     retention: i64,
 ) -> Result<(), StoreError> {
-    let set = "state = 'completed', status = ?6, headers = ?7, body = ?8, lease_until = ?5, expires_at = ?9";
-    let (status, headers) = (i64::from(response.status), encode_headers(&response.headers));
-    let (body, expires_at) = (&response.body[..], now.saturating_add(retention));
     // From `outcome_unknown` too: one an expired lease left (the owner is the holder's still) gets the answer.
     let from = [
         &RecordState::Claimed,
         &RecordState::Dispatched,
         &RecordState::OutcomeUnknown,
     ];
-    transition(
+    changed(completed_rows(
+        connection, scope, owner, response, now, retention, &from,
+    ))
+}
+
+/// What [`complete`] writes, from `from` states; how many rows it changed.
+pub(super) fn completed_rows(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    response: &StoredResponse,
+    now: i64,
+    retention: i64,
+    from: &[&RecordState],
+) -> Result<usize, StoreError> {
+    let set = "state = 'completed', status = ?6, headers = ?7, body = ?8, lease_until = ?5, expires_at = ?9";
+    let (status, headers) = (i64::from(response.status), encode_headers(&response.headers));
+    let (body, expires_at) = (&response.body[..], now.saturating_add(retention));
+    transition_rows(
         connection,
         scope,
         owner,
         now,
-        &from,
+        from,
         set,
         &[&status, &headers, &body, &expires_at],
     )
@@ -350,17 +323,29 @@ pub(super) fn mark_outcome_unknown(
     now: i64,
     retention: i64,
 ) -> Result<(), StoreError> {
-    let set = "state = 'outcome_unknown', lease_until = ?5, expires_at = ?6, owner = ?7";
-    let (expires_at, retired) = (now.saturating_add(retention), &OwnerToken::RETIRED.as_bytes()[..]);
-    transition(
+    changed(outcome_unknown_rows(
         connection,
         scope,
         owner,
         now,
+        retention,
         &[&RecordState::Dispatched],
-        set,
-        &[&expires_at, &retired],
-    )
+    ))
+}
+
+/// What [`mark_outcome_unknown`] writes (the owner retired: nobody writes the record again), from `from`
+/// states; how many rows it changed.
+pub(super) fn outcome_unknown_rows(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+    retention: i64,
+    from: &[&RecordState],
+) -> Result<usize, StoreError> {
+    let set = "state = 'outcome_unknown', lease_until = ?5, expires_at = ?6, owner = ?7";
+    let (expires_at, retired) = (now.saturating_add(retention), &OwnerToken::RETIRED.as_bytes()[..]);
+    transition_rows(connection, scope, owner, now, from, set, &[&expires_at, &retired])
 }
 
 pub(super) fn release(
@@ -369,10 +354,26 @@ pub(super) fn release(
     owner: OwnerToken,
     now: i64,
 ) -> Result<(), StoreError> {
+    let from = [
+        &RecordState::Claimed,
+        &RecordState::Dispatched,
+        &RecordState::OutcomeUnknown,
+    ];
+    changed(released_rows(connection, scope, owner, now, &from))
+}
+
+/// What [`release`] does (the record deleted), from `from` states; how many rows went.
+pub(super) fn released_rows(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    now: i64,
+    from: &[&RecordState],
+) -> Result<usize, StoreError> {
     let owner = owner.holding()?;
     let sql = format!(
-        "DELETE FROM ballast_idempotency WHERE {PK} AND owner = ?4 AND expires_at > ?5 \
-         AND (state = 'claimed' OR state = 'dispatched' OR state = 'outcome_unknown')"
+        "DELETE FROM ballast_idempotency WHERE {PK} AND owner = ?4 AND expires_at > ?5 AND ({})",
+        one_of(from)
     );
     let row = params![
         scope.principal(),
@@ -381,30 +382,11 @@ pub(super) fn release(
         &owner.as_bytes()[..],
         now
     ];
-    changed(run(connection, &sql, row))
+    run(connection, &sql, row)
 }
 
 pub(super) fn lookup(connection: &Connection, scope: &Scope, now: i64) -> Result<Option<Record>, StoreError> {
     Ok(read(connection, scope)?.and_then(|stored| visible(stored, now)))
-}
-
-/// A new holder of the file settles what the previous one left in flight (DESIGN.md, "SQLite store"): its
-/// `claimed` records are released (nothing was sent), the leases of its `dispatched` ones end now — so the next
-/// request with such a key settles it at once (`outcome_unknown`, or a re-send of the same key for an upstream
-/// that deduplicates) instead of answering 409 for a lease nobody holds. Returns (released, ended).
-pub(super) fn settle_previous_run(connection: &Connection, now: i64) -> Result<(usize, usize), StoreError> {
-    let released = run(
-        connection,
-        "DELETE FROM ballast_idempotency WHERE state = 'claimed' AND expires_at > ?1",
-        params![now],
-    )?;
-    let ended = run(
-        connection,
-        "UPDATE ballast_idempotency SET lease_until = ?1 \
-         WHERE state = 'dispatched' AND lease_until > ?1 AND expires_at > ?1",
-        params![now],
-    )?;
-    Ok((released, ended))
 }
 
 pub(super) fn reap(connection: &Connection, now: i64) -> Result<u64, StoreError> {
