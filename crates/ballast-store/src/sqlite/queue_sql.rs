@@ -38,14 +38,17 @@ pub(super) fn defer(
     // (as a renewal's does).
     let lease_until = expires_at.saturating_add(millis(RECORD_GRACE));
     let record_expires = lease_until.saturating_add(retention);
+    // The record's token from now on: the operation's own (see `DeferredQueue::defer`).
+    let fresh = OwnerToken::random();
+    let fresh_bytes = &fresh.as_bytes()[..];
     changed(sql::transition_rows(
         connection,
         scope,
         owner,
         now,
         &HELD,
-        "state = 'claimed', lease_until = ?6, expires_at = MAX(expires_at, ?7)",
-        &[&lease_until, &record_expires],
+        "state = 'claimed', lease_until = ?6, expires_at = MAX(expires_at, ?7), owner = ?8",
+        &[&lease_until, &record_expires, &fresh_bytes],
     ))?;
     let due_at = now.saturating_add(millis(new.due_in)).min(expires_at);
     let (status, headers, body) = last_columns(new.last.as_ref());
@@ -70,7 +73,7 @@ pub(super) fn defer(
             now,
             due_at,
             expires_at,
-            &owner.as_bytes()[..],
+            &fresh.as_bytes()[..],
         ],
     )?;
     read(connection, pk(scope), now)?
