@@ -399,8 +399,7 @@ impl DeferredBuilder {
                 (name, queue)
             })
             .collect();
-        let backoff =
-            Backoff::full_jitter(Duration::from_secs(1), Duration::from_secs(60)).expect("a valid backoff");
+        let backoff = self.backoff;
         Deferred {
             inner: Arc::new(Inner {
                 queue: self.queue,

@@ -315,9 +315,11 @@ async fn refusals_before_sending_never_use_up_attempts_and_the_ttl_ends_it() {
     assert_eq!(send(&app, request).await.status(), 202);
     let _workers = start(&f);
     poll_until(&app, "k1", "expired").await;
+    let tries = f.upstream.tries.load(Ordering::SeqCst);
+    let ended = status(&app, "k1").await;
     assert!(
-        f.upstream.tries.load(Ordering::SeqCst) > 3,
-        "tried until the ttl, attempts unspent"
+        tries > 3,
+        "tried until the ttl, attempts unspent: {tries} tries, {ended}"
     );
     assert_eq!(status(&app, "k1").await["attempts"], 0);
 }
