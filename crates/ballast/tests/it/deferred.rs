@@ -217,9 +217,10 @@ async fn a_poller_sees_each_state_in_order() {
     assert_eq!(send(&f.app, asking("k1", "critical")).await.status(), 202);
     f.upstream.open.store(true, Ordering::SeqCst);
     f.upstream.holding.store(true, Ordering::SeqCst);
+    assert_eq!(status(&f.app, "k1").await["status"], "queued");
     let _workers = start(&f);
     let seen = poll_until(&f.app, "k1", "in_progress").await;
-    assert_eq!(seen, ["queued", "in_progress"]);
+    assert!(seen == ["queued", "in_progress"] || seen == ["in_progress"], "{seen:?}");
     f.upstream.hold.add_permits(1);
     let seen = poll_until(&f.app, "k1", "completed").await;
     assert_eq!(seen.last().map(String::as_str), Some("completed"));
