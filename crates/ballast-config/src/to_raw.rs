@@ -154,6 +154,8 @@ fn raw_deferred(d: &DeferredConfig) -> RawDeferred {
         concurrency: Some(i64::from(d.concurrency)),
         ttl: duration(d.ttl),
         max_attempts: Some(i64::from(d.max_attempts)),
+        base: duration(d.base),
+        cap: duration(d.cap),
         callback_url: d.callback.as_ref().map(|c| c.url.clone()),
         callback_secret_env: d.callback.as_ref().map(|c| c.secret_env.clone()),
     }

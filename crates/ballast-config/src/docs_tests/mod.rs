@@ -146,6 +146,8 @@ fn fully_populated() -> RawConfig {
             concurrency: Some(8),
             ttl: text("30m"),
             max_attempts: Some(6),
+            base: text("2s"),
+            cap: text("30s"),
             callback_url: Some("https://hooks.example.com/ballast".into()),
             callback_secret_env: Some("BALLAST_CALLBACK_SECRET".into()),
         },

@@ -17,6 +17,12 @@ pub struct RawDeferred {
     /// Attempts per operation, the first included, when its tool does not say (`5`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<i64>,
+    /// The first window of the backoff between an operation's attempts (`"1s"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<HumanValue>,
+    /// The longest window of that backoff (`"1m"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cap: Option<HumanValue>,
     /// Where an operation's end is posted (none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,

@@ -22,6 +22,15 @@ pub const DEFAULT_DEFER_TTL: Duration = Duration::from_secs(15 * 60);
 /// five tries see the upstream across several of its recoveries without hammering one that stays down.
 pub const DEFAULT_DEFER_MAX_ATTEMPTS: u32 = 5;
 
+/// Default `deferred.base`: 1 s, the first window of the jittered backoff between a deferred operation's
+/// attempts. A deferred operation waits because its upstream could not serve it: a second later is the soonest
+/// a new try is worth making, and the windows double from there.
+pub const DEFAULT_DEFER_BASE: Duration = Duration::from_secs(1);
+
+/// Default `deferred.cap`: 1 minute, the longest window of that backoff — a rate-limit window, or several
+/// breaker open spells — so an upstream that recovers is seen within a minute, and a backlog is drained.
+pub const DEFAULT_DEFER_CAP: Duration = Duration::from_secs(60);
+
 /// Default `tools.defer.concurrency`: 2 deferred attempts of one tool at once on one instance, so one tool's
 /// backlog cannot take every slot of `deferred.concurrency` from the others.
 pub const DEFAULT_TOOL_DEFER_CONCURRENCY: u32 = 2;
@@ -48,6 +57,13 @@ pub struct DeferredConfig {
     /// Attempts per deferred operation, the first included, when its tool does not say (default
     /// [`DEFAULT_DEFER_MAX_ATTEMPTS`]; 1 to 100).
     pub max_attempts: u32,
+    /// The first window of the jittered backoff between an operation's attempts (default
+    /// [`DEFAULT_DEFER_BASE`]; more than zero, at most `cap`): the n-th wait is drawn from 0 to
+    /// `min(cap, base x 2^n)`, n counting the attempts that reached the upstream; a refusal's `Retry-After` is
+    /// honoured when it asks for longer.
+    pub base: Duration,
+    /// The longest window of that backoff (default [`DEFAULT_DEFER_CAP`]).
+    pub cap: Duration,
     /// Where the end of each deferred operation is posted, signed (default none: the caller polls).
     pub callback: Option<DeferredCallback>,
 }
@@ -58,6 +74,8 @@ impl Default for DeferredConfig {
             concurrency: DEFAULT_DEFER_CONCURRENCY,
             ttl: DEFAULT_DEFER_TTL,
             max_attempts: DEFAULT_DEFER_MAX_ATTEMPTS,
+            base: DEFAULT_DEFER_BASE,
+            cap: DEFAULT_DEFER_CAP,
             callback: None,
         }
     }

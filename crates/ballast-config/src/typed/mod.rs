@@ -24,8 +24,8 @@ use ballast_core::{
 pub use api::{Api, ApiSet};
 pub use budget::BudgetConfig;
 pub use deferred::{
-    DEFAULT_DEFER_CONCURRENCY, DEFAULT_DEFER_MAX_ATTEMPTS, DEFAULT_DEFER_TTL, DEFAULT_TOOL_DEFER_CONCURRENCY,
-    DeferredCallback, DeferredConfig, ToolDefer,
+    DEFAULT_DEFER_BASE, DEFAULT_DEFER_CAP, DEFAULT_DEFER_CONCURRENCY, DEFAULT_DEFER_MAX_ATTEMPTS,
+    DEFAULT_DEFER_TTL, DEFAULT_TOOL_DEFER_CONCURRENCY, DeferredCallback, DeferredConfig, ToolDefer,
 };
 pub(crate) use deferred::{MAX_DEFER_ATTEMPTS, MAX_DEFER_CONCURRENCY, MAX_DEFER_TTL, MIN_DEFER_TTL};
 pub use mcp::{McpServerConfig, McpToolOverride};

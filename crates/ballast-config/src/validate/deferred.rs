@@ -8,6 +8,7 @@ use crate::typed::{
     DeferredCallback, DeferredConfig, MAX_DEFER_ATTEMPTS, MAX_DEFER_CONCURRENCY, MAX_DEFER_TTL,
     MIN_DEFER_TTL, ToolDefer,
 };
+use ballast_human::format_duration;
 
 const CALLBACK_CREDENTIALS: &str = "a callback is authenticated by its signature, made with the secret named in \
      deferred.callback_secret_env";
@@ -35,6 +36,19 @@ impl Checker {
             1,
             MAX_DEFER_ATTEMPTS,
         );
+        let base = self.duration("deferred.base", raw.base.as_ref(), d.base, DurationRule::Positive);
+        let cap = self.duration("deferred.cap", raw.cap.as_ref(), d.cap, DurationRule::Positive);
+        if let (Some(base), Some(cap)) = (base, cap)
+            && base > cap
+        {
+            let relation = Problem::Relation {
+                value: format_duration(base).to_string(),
+                must_be: "at most",
+                other: "deferred.cap".to_owned(),
+                other_value: format_duration(cap).to_string(),
+            };
+            self.report("deferred.base", relation);
+        }
         let callback = match (&raw.callback_url, &raw.callback_secret_env) {
             (None, None) => None,
             (Some(url), secret) => {
@@ -70,6 +84,8 @@ impl Checker {
             concurrency: concurrency.unwrap_or(d.concurrency),
             ttl: ttl.unwrap_or(d.ttl),
             max_attempts: max_attempts.unwrap_or(d.max_attempts),
+            base: base.unwrap_or(d.base),
+            cap: cap.unwrap_or(d.cap),
             callback,
         }
     }

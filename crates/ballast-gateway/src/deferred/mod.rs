@@ -50,6 +50,7 @@ pub(crate) fn build(
         .ok()?
         .concurrency(usize::try_from(config.deferred.concurrency).unwrap_or(1))
         .attempt_timeout(config.server.default_timeout)
+        .backoff(ballast_core::Backoff::full_jitter(config.deferred.base, config.deferred.cap).ok()?)
         .operations_path("/v1/operations")
         .store_header(BALLAST_CODE)
         .store_header(BALLAST_FALLBACK);

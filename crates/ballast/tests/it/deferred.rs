@@ -220,7 +220,10 @@ async fn a_poller_sees_each_state_in_order() {
     assert_eq!(status(&f.app, "k1").await["status"], "queued");
     let _workers = start(&f);
     let seen = poll_until(&f.app, "k1", "in_progress").await;
-    assert!(seen == ["queued", "in_progress"] || seen == ["in_progress"], "{seen:?}");
+    assert!(
+        seen == ["queued", "in_progress"] || seen == ["in_progress"],
+        "{seen:?}"
+    );
     f.upstream.hold.add_permits(1);
     let seen = poll_until(&f.app, "k1", "completed").await;
     assert_eq!(seen.last().map(String::as_str), Some("completed"));

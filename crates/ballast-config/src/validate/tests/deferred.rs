@@ -16,9 +16,12 @@ fn defaults_and_a_tool_that_writes_no_defer() {
             concurrency: DEFAULT_DEFER_CONCURRENCY,
             ttl: DEFAULT_DEFER_TTL,
             max_attempts: DEFAULT_DEFER_MAX_ATTEMPTS,
+            base: DEFAULT_DEFER_BASE,
+            cap: DEFAULT_DEFER_CAP,
             callback: None,
         }
     );
+    assert_eq!((DEFAULT_DEFER_BASE, DEFAULT_DEFER_CAP), (secs(1), secs(60)));
     assert_eq!(
         (c.deferred.concurrency, c.deferred.ttl, c.deferred.max_attempts),
         (4, secs(15 * 60), 5)
@@ -38,7 +41,7 @@ fn defaults_and_a_tool_that_writes_no_defer() {
 #[test]
 fn a_tool_defer_is_accepted_and_takes_what_it_does_not_say_from_deferred() {
     let c = load(&format!(
-        "[deferred]\nconcurrency = 8\nttl = \"30m\"\nmax_attempts = 7\n\
+        "[deferred]\nconcurrency = 8\nttl = \"30m\"\nmax_attempts = 7\nbase = \"2s\"\ncap = \"30s\"\n\
          callback_url = \"https://hooks.example.com/ballast\"\ncallback_secret_env = \"BALLAST_CALLBACK_SECRET\"\n\
          {REFUND}defer = {{}}\n\
          [[tools]]\nname = \"pay\"\nside_effects = true\nupstream = {{ url = \"http://h/pay\" }}\n\
@@ -53,6 +56,8 @@ fn a_tool_defer_is_accepted_and_takes_what_it_does_not_say_from_deferred() {
             concurrency: 8,
             ttl: secs(30 * 60),
             max_attempts: 7,
+            base: secs(2),
+            cap: secs(30),
             callback: Some(DeferredCallback {
                 url: "https://hooks.example.com/ballast".into(),
                 secret_env: "BALLAST_CALLBACK_SECRET".into(),
@@ -218,4 +223,15 @@ fn the_callback_secret_is_checked_for_presence_and_never_shown() {
     assert_eq!(missing(&set), Vec::<String>::new());
     // Without a callback nothing is asked of the environment.
     assert_eq!(Config::embedded_default().missing_secrets(&HashMap::new()), []);
+}
+
+#[test]
+fn the_backoff_base_is_positive_and_at_most_the_cap() {
+    let error = load("[deferred]\nbase = \"2m\"\n").unwrap_err().to_string();
+    assert!(
+        error.contains("deferred.base") && error.contains("at most") && error.contains("deferred.cap"),
+        "{error}"
+    );
+    let error = load("[deferred]\ncap = \"0s\"\n").unwrap_err().to_string();
+    assert!(error.contains("deferred.cap"), "{error}");
 }

@@ -81,7 +81,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[deferred]\nconcurency = 4\n",
-            "deferred.concurency: unknown field `concurency`, expected one of `concurrency`, `ttl`, `max_attempts`, `callback_url`, `callback_secret_env` (line 3, column 1)",
+            "deferred.concurency: unknown field `concurency`, expected one of `concurrency`, `ttl`, `max_attempts`, `base`, `cap`, `callback_url`, `callback_secret_env` (line 3, column 1)",
         ),
         (
             &tool("side_effects = true\ndefer = { attempts = 8 }")[..],
