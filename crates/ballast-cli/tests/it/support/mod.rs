@@ -3,6 +3,7 @@
 // Each test file uses its own part of the fixtures.
 #![allow(dead_code)]
 
+pub(crate) mod deferred;
 pub(crate) mod gateway;
 pub(crate) mod mcp;
 pub(crate) mod models;
