@@ -27,7 +27,8 @@
 //! - `auth` — principals and the constant-time key check; `inbound` — the headers a call reads (an extractor on
 //!   the model routes; their names are `ballast::headers`, the one table the library and the gateway share) and
 //!   the call's deadline by the library's one rule;
-//! - `models` — the model routes (axum handlers returning `Result`); `tools` — the tool routes (`PrepareLayer`
+//! - `models` — the model routes (axum handlers returning `Result`); `tool_answer` — a tool call's result as
+//!   the caller gets it; `deferred` — deferred tool calls (202, the workers' attempts, the callback); `tools` — the tool routes (`PrepareLayer`
 //!   over the `IdempotencyLayer` over the handler); `mcp` — `/mcp`, rmcp's server whose `tools/call` calls a tool's
 //!   route in process (the same route, key and policy as `POST /v1/tools/{name}`); `repeats` — a repeat of a final failure answered from it;
 //!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
@@ -56,6 +57,7 @@ mod models;
 mod repeats;
 mod serve;
 mod state;
+mod tool_answer;
 mod tools;
 
 use std::net::SocketAddr;

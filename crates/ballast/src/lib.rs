@@ -102,7 +102,7 @@ pub mod clock;
 pub mod context;
 mod deadline;
 #[cfg(feature = "idempotency")]
-pub mod deferred;
+pub use idempotency::deferred;
 mod error;
 pub mod headers;
 #[cfg(feature = "idempotency")]

@@ -116,7 +116,7 @@ async fn attempt(client: ToolClient, request: Request) -> Response {
         .priority(Priority::Sheddable)
         .idempotency_key(key.for_principal(principal.name()));
     let result = client.call(call).await;
-    crate::tools::call_error_answer(client.name(), Some(&key), result)
+    crate::tool_answer::answer(client.name(), Some(&key), result)
 }
 
 /// `/status`'s `deferred`: per queue and class, what waits and the oldest one's age; what this process ended.

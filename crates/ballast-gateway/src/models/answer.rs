@@ -17,7 +17,7 @@
 //!     stable code in `code` (`upstream_error`, `retry_budget_exhausted`, `run_allowance_exhausted`) and the
 //!     provider's own in `upstream_code`; `x-should-retry: false`: the retries were spent here, and an SDK that
 //!     retried would multiply them;
-//!   - no answer to pass on: as the tool routes map it (`tools/answer.rs`) — `overloaded` 503 inviting a retry
+//!   - no answer to pass on: as the tool routes map it (`tool_answer.rs`) — `overloaded` 503 inviting a retry
 //!     after `Retry-After` when shed for room or throttled, `circuit_open` 503, `deadline_exceeded` 504,
 //!     `upstream_error` 502 — in OpenAI's envelope;
 //!   - refused before sending: `invalid_request` 400 (404 for a response this caller did not make here),
@@ -189,7 +189,7 @@ fn without_an_answer(
             shed: Some("draining"),
         };
     }
-    crate::tools::call_error(target, code, error).inviting_only_if_unsent(attempts)
+    crate::tool_answer::call_error(target, code, error).inviting_only_if_unsent(attempts)
 }
 
 /// A response id no route knows for this caller.

@@ -18,7 +18,7 @@
 //!   queue or get shed. A claimed call runs in a task of its own, so a caller that disconnects does not cut a
 //!   side effect half-way: its answer is stored for the retry.
 //! - The handler calls the tool and turns the result into the answer: the upstream's own answer passed on
-//!   (stored for replays), or the gateway's problem+json (`error.rs`), marked not-stored when nothing reached
+//!   (stored for replays), or the gateway's problem+json (`error.rs`) — `crate::tool_answer` —, marked not-stored when nothing reached
 //!   the upstream, or outcome-unknown when something may have.
 
 use std::convert::Infallible;
@@ -48,11 +48,7 @@ use ballast::headers::{
     BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_IDEMPOTENCY_KEY, IDEMPOTENCY_KEY,
 };
 
-mod answer;
 mod route;
-
-pub(crate) use answer::answer as call_error_answer;
-pub(crate) use answer::call_error;
 
 /// A tool request that passed `prepare`: what the handler needs.
 #[derive(Debug)]
@@ -351,7 +347,7 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         Err(error) => crate::deferred::marker(tool, prepared.ask, priority, error),
         Ok(_) => None,
     };
-    let mut response = answer::answer(client.name(), prepared.key.as_ref(), result);
+    let mut response = crate::tool_answer::answer(client.name(), prepared.key.as_ref(), result);
     if let Some(defer) = defer {
         response.extensions_mut().insert(defer);
     }

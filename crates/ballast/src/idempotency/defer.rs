@@ -13,11 +13,10 @@ use axum::body::Body;
 use ballast_store::{NewOperation, Scope, StoreError};
 use http::Response;
 
-use super::dispatch::{Sent, finish};
+use super::deferred::{Defer, StoredRequest, accepted};
 use super::layer::Settings;
-use super::settle::{HeldClaim, KeepAlive, Settlement};
+use super::settle::{HeldClaim, KeepAlive, Sent, Settlement, finish};
 use crate::clock;
-use crate::deferred::{Defer, StoredRequest, accepted};
 use ballast_core::Deadline;
 
 /// Queues the request `kept` as `marker` says and answers 202; on failure, `sent`'s own answer and the key given

@@ -22,14 +22,11 @@ use tower::{Service, ServiceExt as _};
 use super::layer::Settings;
 use super::problem::Problem;
 use super::replay::to_stored;
-use super::settle::{HeldClaim, KeepAlive, Settlement, Written};
+use super::settle::{Answer, HeldClaim, KeepAlive, Sent, Settlement, finish};
 use super::{NotStored, OutcomeUnknown};
 use crate::headers::BALLAST_OUTCOME;
 use crate::{BoxError, clock};
 use ballast_core::Deadline;
-
-/// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
-type Answer<E> = Result<Response<Body>, E>;
 
 /// Marks the claim dispatched, runs `request` through `inner`, and sends what it said on `answer` — then
 /// settles the record, whether or not the caller still waits. Runs in the request's own task (see `handle`),
@@ -40,7 +37,7 @@ pub(crate) async fn dispatch<S, B>(
     claim: HeldClaim,
     deadline: Deadline,
     request: Request<Body>,
-    kept: Option<crate::deferred::StoredRequest>,
+    kept: Option<super::deferred::StoredRequest>,
     answer: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
@@ -97,44 +94,6 @@ pub(crate) async fn dispatch<S, B>(
     run_and_settle(inner, settings, claim, renewing, deadline, request, kept, answer).await;
 }
 
-/// An answer and where it goes.
-pub(crate) type Sent<E> = (oneshot::Sender<Answer<E>>, Answer<E>);
-
-/// The record's last write, then the caller's answer (if it was not given yet): one try of `settlement`, given
-/// the first-write wait but never past the caller's deadline minus the reserve, so a caller that retries right
-/// after its answer finds the record final; then, if it did not land, the answer and tries in the background
-/// until it does. The lease is renewed until the write lands (`renewing` is dropped then), so a retry meanwhile
-/// is told "in progress", never run twice or told "outcome unknown".
-pub(crate) async fn finish<E>(
-    claim: &HeldClaim,
-    renewing: KeepAlive,
-    settlement: Settlement,
-    answer: Option<Sent<E>>,
-    settings: &Settings,
-    deadline: &Deadline,
-) {
-    let wait = settings.first_write_wait.min(deadline.usable(clock::now()));
-    // With no time left the caller is answered at once, and the first try comes after.
-    let first = if wait.is_zero() {
-        None
-    } else {
-        Some(claim.settle_once(&settlement, wait).await)
-    };
-    if let Some((to, answer)) = answer {
-        let _ = to.send(answer);
-    }
-    let written = match first {
-        Some(written) => written,
-        None => claim.settle_once(&settlement, settings.first_write_wait).await,
-    };
-    if written == Written::Again {
-        claim
-            .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
-            .await;
-    }
-    drop(renewing);
-}
-
 /// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.
 async fn run_and_settle<S, B>(
     inner: S,
@@ -143,7 +102,7 @@ async fn run_and_settle<S, B>(
     renewing: KeepAlive,
     deadline: Deadline,
     request: Request<Body>,
-    kept: Option<crate::deferred::StoredRequest>,
+    kept: Option<super::deferred::StoredRequest>,
     answer_tx: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>>,
@@ -167,7 +126,7 @@ async fn run_and_settle<S, B>(
         )
     });
     let marker = match (&settlement, &answer) {
-        (Settlement::Release, Ok(response)) => response.extensions().get::<crate::deferred::Defer>().cloned(),
+        (Settlement::Release, Ok(response)) => response.extensions().get::<super::deferred::Defer>().cloned(),
         _ => None,
     };
     if let (Some(marker), Some(kept)) = (marker, kept) {

@@ -58,9 +58,9 @@ pub(crate) struct Settings {
     pub(crate) max_retry_after: Duration,
     pub(crate) first_write_wait: Duration,
     pub(crate) write_backoff: Backoff,
-    /// Where requests the handler marks [`Defer`](crate::deferred::Defer) are queued (none: they are answered
+    /// Where requests the handler marks [`Defer`](super::deferred::Defer) are queued (none: they are answered
     /// as they are).
-    pub(crate) deferred: Option<crate::deferred::Deferred>,
+    pub(crate) deferred: Option<super::deferred::Deferred>,
 }
 
 /// The server side of idempotency: axum/tower middleware that makes any handler with a side effect safe to
@@ -178,15 +178,7 @@ impl IdempotencyLayer {
 
     /// Response headers stored and replayed by default: those that describe the representation or where it lives.
     /// Anything per-exchange (dates, request ids, cookies, hop-by-hop headers) is left out: replaying it would lie.
-    pub const DEFAULT_STORED_HEADERS: [HeaderName; 7] = [
-        http::header::CONTENT_TYPE,
-        http::header::CONTENT_LANGUAGE,
-        http::header::CONTENT_LOCATION,
-        http::header::LOCATION,
-        http::header::ETAG,
-        http::header::LAST_MODIFIED,
-        http::header::CACHE_CONTROL,
-    ];
+    pub const DEFAULT_STORED_HEADERS: [HeaderName; 7] = super::replay::DEFAULT_STORED_HEADERS;
 
     /// A layer over `store` with every default: a key required, 8 MiB limits, 30 s default timeout capped at
     /// 300 s, a 10 s lease, an expired dispatch becomes `outcome_unknown`, principal `anonymous`.
@@ -333,11 +325,11 @@ impl IdempotencyLayerBuilder {
         self
     }
 
-    /// Queues requests the handler marks [`Defer`](crate::deferred::Defer) on `deferred` (with its
+    /// Queues requests the handler marks [`Defer`](super::deferred::Defer) on `deferred` (with its
     /// [`NotStored`](super::NotStored): nothing acted) and answers them 202 with the operation; a later request
     /// with the key while it waits gets the same 202. Without it (the default) such answers go to the caller
     /// as they are.
-    pub fn deferred(mut self, deferred: &crate::deferred::Deferred) -> Self {
+    pub fn deferred(mut self, deferred: &super::deferred::Deferred) -> Self {
         self.settings.deferred = Some(deferred.clone());
         self
     }

@@ -8,6 +8,7 @@
 //!   `reaper` — reaping on a timer.
 
 mod defer;
+pub mod deferred;
 mod dispatch;
 mod layer;
 mod markers;
@@ -40,8 +41,7 @@ pub use layer::{IdempotencyLayer, IdempotencyLayerBuilder, InvalidIdempotencyLay
 pub use markers::{NotStored, OutcomeUnknown, Principal};
 pub use problem::problem_json;
 pub use reaper::spawn_reaper;
-pub(crate) use replay::to_stored;
-pub(crate) use status::result_json;
+pub(crate) use replay::{DEFAULT_STORED_HEADERS, result_json, to_stored};
 pub use status::{OperationStatus, operation_status, operations_route};
 
 use self::layer::Settings;

@@ -5,9 +5,22 @@ use ballast_store::StoredResponse;
 use bytes::Bytes;
 use http::response::Parts;
 use http::{HeaderName, HeaderValue, Response, StatusCode};
+use serde_json::{Value, json};
 
 use super::problem::Problem;
 use crate::headers::{IDEMPOTENT_REPLAYED, X_SHOULD_RETRY};
+
+/// Response headers stored and replayed by default: those that describe the representation or where it lives.
+/// Anything per-exchange (dates, request ids, cookies, hop-by-hop headers) is left out: replaying it would lie.
+pub(crate) const DEFAULT_STORED_HEADERS: [HeaderName; 7] = [
+    http::header::CONTENT_TYPE,
+    http::header::CONTENT_LANGUAGE,
+    http::header::CONTENT_LOCATION,
+    http::header::LOCATION,
+    http::header::ETAG,
+    http::header::LAST_MODIFIED,
+    http::header::CACHE_CONTROL,
+];
 
 /// The response to store: its status, the allow-listed headers (every value of each, in order), its body.
 pub(crate) fn to_stored(parts: &Parts, body: Bytes, allowed: &[HeaderName]) -> StoredResponse {
@@ -47,6 +60,18 @@ pub(crate) fn replay(stored: StoredResponse) -> Response<Body> {
         headers.insert(X_SHOULD_RETRY, HeaderValue::from_static("false"));
     }
     response
+}
+
+/// A stored response as JSON: status, headers (text values), body (JSON if it parses as JSON, else text).
+pub(crate) fn result_json(response: &StoredResponse) -> Value {
+    let headers: serde_json::Map<String, Value> = response
+        .headers
+        .iter()
+        .map(|(name, value)| (name.clone(), json!(String::from_utf8_lossy(value))))
+        .collect();
+    let body = serde_json::from_slice::<Value>(&response.body)
+        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&response.body)));
+    json!({"status": response.status, "headers": headers, "body": body})
 }
 
 #[cfg(test)]

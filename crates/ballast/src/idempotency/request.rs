@@ -28,7 +28,7 @@ pub(crate) struct Incoming {
     /// The request again, its body buffered, for the handler.
     pub(crate) request: Request<Body>,
     /// What a deferral keeps of it (only when the layer has a queue).
-    pub(crate) kept: Option<crate::deferred::StoredRequest>,
+    pub(crate) kept: Option<super::deferred::StoredRequest>,
 }
 
 /// The request's `Idempotency-Key`: `None` when absent, a problem when malformed or repeated.
@@ -79,7 +79,7 @@ where
     let kept = settings
         .deferred
         .as_ref()
-        .map(|_| crate::deferred::StoredRequest {
+        .map(|_| super::deferred::StoredRequest {
             target: parts
                 .uri
                 .path_and_query()

@@ -20,6 +20,10 @@ use std::time::Duration;
 use ballast_core::{Backoff, Instant, default_rng};
 use ballast_store::{IdempotencyStore, OwnerToken, Scope, StoreError, StoredResponse};
 
+use ballast_core::Deadline;
+use tokio::sync::oneshot;
+
+use super::layer::Settings;
 use crate::clock;
 
 /// How a claim ends.
@@ -166,4 +170,44 @@ impl HeldClaim {
             Settlement::OutcomeUnknown => store.mark_outcome_unknown(scope, owner).await,
         }
     }
+}
+/// What the caller gets: the handler's answer, the handler's error, or the layer's problem.
+pub(crate) type Answer<E> = Result<http::Response<axum::body::Body>, E>;
+
+/// An answer and where it goes.
+pub(crate) type Sent<E> = (oneshot::Sender<Answer<E>>, Answer<E>);
+
+/// The record's last write, then the caller's answer (if it was not given yet): one try of `settlement`, given
+/// the first-write wait but never past the caller's deadline minus the reserve, so a caller that retries right
+/// after its answer finds the record final; then, if it did not land, the answer and tries in the background
+/// until it does. The lease is renewed until the write lands (`renewing` is dropped then), so a retry meanwhile
+/// is told "in progress", never run twice or told "outcome unknown".
+pub(crate) async fn finish<E>(
+    claim: &HeldClaim,
+    renewing: KeepAlive,
+    settlement: Settlement,
+    answer: Option<Sent<E>>,
+    settings: &Settings,
+    deadline: &Deadline,
+) {
+    let wait = settings.first_write_wait.min(deadline.usable(clock::now()));
+    // With no time left the caller is answered at once, and the first try comes after.
+    let first = if wait.is_zero() {
+        None
+    } else {
+        Some(claim.settle_once(&settlement, wait).await)
+    };
+    if let Some((to, answer)) = answer {
+        let _ = to.send(answer);
+    }
+    let written = match first {
+        Some(written) => written,
+        None => claim.settle_once(&settlement, settings.first_write_wait).await,
+    };
+    if written == Written::Again {
+        claim
+            .settle_until_done(&settlement, settings.first_write_wait, settings.write_backoff)
+            .await;
+    }
+    drop(renewing);
 }

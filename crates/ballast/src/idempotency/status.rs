@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use super::Principal;
 use super::markers::DEFAULT_PRINCIPAL;
 use super::problem::Problem;
+use super::replay::result_json;
 
 /// Where an operation is, as [`operation_status`] finds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -198,16 +199,4 @@ fn status_json(key: &IdempotencyKey, status: OperationStatus) -> Value {
         OperationStatus::Deferred(operation) => crate::deferred::operation_json(&operation),
         OperationStatus::NotFound => json!({"key": key.as_str(), "status": "not_found"}),
     }
-}
-
-/// A stored response as JSON: status, headers (text values), body (JSON if it parses as JSON, else text).
-pub(crate) fn result_json(response: &StoredResponse) -> Value {
-    let headers: serde_json::Map<String, Value> = response
-        .headers
-        .iter()
-        .map(|(name, value)| (name.clone(), json!(String::from_utf8_lossy(value))))
-        .collect();
-    let body = serde_json::from_slice::<Value>(&response.body)
-        .unwrap_or_else(|_| json!(String::from_utf8_lossy(&response.body)));
-    json!({"status": response.status, "headers": headers, "body": body})
 }

@@ -36,10 +36,12 @@
 //! - `stored` — the request as kept with the operation (its target, media type and body).
 //! - `json` — an operation as JSON, and the 202 answer.
 //! - `worker` — the taking loop and one attempt, with its lease renewed.
+//! - `lease` — a worker's lease, renewed while it holds an operation.
 //! - `ends` — an operation's end: its last write, retried until it lands, then the [`Deferred`]'s hook.
 
 mod ends;
 mod json;
+mod lease;
 mod stored;
 mod worker;
 
@@ -266,7 +268,7 @@ impl Deferred {
             poll: POLL,
             operations_path: "/operations".to_owned(),
             on_end: None,
-            stored_headers: crate::idempotency::IdempotencyLayer::DEFAULT_STORED_HEADERS.to_vec(),
+            stored_headers: super::DEFAULT_STORED_HEADERS.to_vec(),
             backoff: Backoff::full_jitter(DEFAULT_BACKOFF.0, DEFAULT_BACKOFF.1).expect("1 s <= 60 s"),
         })
     }

@@ -13,13 +13,14 @@ use std::time::Duration;
 use axum::body::Body;
 use ballast_core::deferred::{Tried, next, on_take};
 use ballast_core::{Deadline, Priority};
-use ballast_store::{DeferredQueue, OwnerToken, Scope, StoreError, StoredResponse, Taken};
+use ballast_store::{OwnerToken, Scope, StoreError, StoredResponse, Taken};
 use http::{HeaderValue, Request, Response, header};
 use http_body_util::BodyExt as _;
 use tokio::sync::OwnedSemaphorePermit;
 use tower::ServiceExt as _;
 
 use super::ends::{End, end};
+use super::lease::renew;
 use super::{Deferred, DeferredAttempt, StoredRequest};
 use crate::headers::{BALLAST_ATTEMPTS, IDEMPOTENCY_KEY};
 use crate::idempotency::{NotStored, OutcomeUnknown, Principal};
@@ -101,33 +102,6 @@ async fn take_loop(deferred: Deferred) {
             }
         }
     }
-}
-
-/// The renewal of a worker's lease, running until dropped.
-pub(super) struct Renewing(tokio::task::AbortHandle);
-
-impl Drop for Renewing {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn renew(queue: Arc<dyn DeferredQueue>, scope: Scope, worker: OwnerToken, lease: Duration) -> Renewing {
-    let every = lease / 3;
-    let task = background::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            match tokio::time::timeout(every, queue.renew(&scope, worker, lease)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(StoreError::NotHeld)) => return,
-                Ok(Err(error)) => {
-                    tracing::warn!(?scope, %error, "deferred lease renewal failed; trying again")
-                }
-                Err(_) => tracing::warn!(?scope, "deferred lease renewal timed out; trying again"),
-            }
-        }
-    });
-    Renewing(task.abort_handle())
 }
 
 /// One taken operation: ended at once, or one attempt and what follows it.

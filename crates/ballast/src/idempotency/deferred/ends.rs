@@ -8,7 +8,7 @@ use ballast_core::Backoff;
 use ballast_core::deferred::Next;
 use ballast_store::{Finish, Operation, OwnerToken, StoreError, StoredResponse};
 
-use super::worker::Renewing;
+use super::lease::Renewing;
 use super::{Deferred, Ended};
 use crate::clock;
 
