@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support;
 use crate::support::deferred::{
-    call_keyed, deferred, heal, in_order, ledger, operation, receiver, until_ended, until_state,
+    call_keyed, deferred, heal, in_order, ledger, operation, receiver, until_ended,
 };
 use crate::support::gateway::{Gateway, chaos, eventually, header};
 

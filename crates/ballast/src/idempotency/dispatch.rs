@@ -37,7 +37,6 @@ pub(crate) async fn dispatch<S, B>(
     claim: HeldClaim,
     deadline: Deadline,
     request: Request<Body>,
-    kept: Option<super::deferred::StoredRequest>,
     answer: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>> + Send + 'static,
@@ -91,7 +90,7 @@ pub(crate) async fn dispatch<S, B>(
         .await;
         return;
     }
-    run_and_settle(inner, settings, claim, renewing, deadline, request, kept, answer).await;
+    run_and_settle(inner, settings, claim, renewing, deadline, request, answer).await;
 }
 
 /// The handler's run, the caller's answer, and the record's last write, whether or not the caller still waits.
@@ -101,14 +100,17 @@ async fn run_and_settle<S, B>(
     claim: HeldClaim,
     renewing: KeepAlive,
     deadline: Deadline,
-    request: Request<Body>,
-    kept: Option<super::deferred::StoredRequest>,
+    mut request: Request<Body>,
     answer_tx: oneshot::Sender<Answer<S::Error>>,
 ) where
     S: Service<Request<Body>, Response = Response<B>>,
     B: HttpBody<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    // What a deferral keeps of the request (`request::read` put it there when the layer has a queue).
+    let kept = request
+        .extensions_mut()
+        .remove::<super::deferred::StoredRequest>();
     let ran = AssertUnwindSafe(async {
         match inner.oneshot(request).await {
             Ok(response) => read_response(response, &settings).await,

@@ -182,8 +182,8 @@ async fn claim_and_run<S, RB>(
     let problem = match claimed {
         Ok(ClaimOutcome::Acquired | ClaimOutcome::TookOver { .. }) => {
             crate::metrics::idempotency("claimed");
-            let (deadline, request, kept) = (incoming.deadline, incoming.request, incoming.kept);
-            return dispatch::dispatch(inner, settings, held, deadline, request, kept, answer).await;
+            let (deadline, request) = (incoming.deadline, incoming.request);
+            return dispatch::dispatch(inner, settings, held, deadline, request, answer).await;
         }
         Ok(ClaimOutcome::Completed(stored)) => {
             crate::metrics::idempotency("replayed");

@@ -25,10 +25,9 @@ pub(crate) struct Incoming {
     pub(crate) claim: ClaimRequest,
     /// The caller's deadline: every wait on the store before the answer ends by it, minus its reserve.
     pub(crate) deadline: Deadline,
-    /// The request again, its body buffered, for the handler.
+    /// The request again, its body buffered, for the handler; with what a deferral keeps of it (a
+    /// `StoredRequest` extension) when the layer has a queue.
     pub(crate) request: Request<Body>,
-    /// What a deferral keeps of it (only when the layer has a queue).
-    pub(crate) kept: Option<super::deferred::StoredRequest>,
 }
 
 /// The request's `Idempotency-Key`: `None` when absent, a problem when malformed or repeated.
@@ -89,12 +88,15 @@ where
                 .map(str::to_owned),
             body: body.clone(),
         });
+    let mut request = Request::from_parts(parts, Body::from(body));
+    if let Some(kept) = kept {
+        request.extensions_mut().insert(kept);
+    }
     Ok(Incoming {
         scope,
         claim,
         deadline,
-        request: Request::from_parts(parts, Body::from(body)),
-        kept,
+        request,
     })
 }
 
