@@ -14,6 +14,12 @@ use crate::Config;
 pub struct DeferredPlan {
     /// Deferred attempts in flight at once on one instance, over every tool (`deferred.concurrency`).
     pub concurrency: u32,
+    /// The first window of the backoff between an operation's attempts (`deferred.base`).
+    #[serde(rename = "base_ms", serialize_with = "millis")]
+    pub base: Duration,
+    /// Its longest window (`deferred.cap`).
+    #[serde(rename = "cap_ms", serialize_with = "millis")]
+    pub cap: Duration,
     /// Where the end of each operation is posted (`deferred.callback_url`), if anywhere. Never the secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
@@ -56,6 +62,8 @@ impl DeferredPlan {
             .collect();
         (!tools.is_empty()).then(|| DeferredPlan {
             concurrency: config.deferred.concurrency,
+            base: config.deferred.base,
+            cap: config.deferred.cap,
             callback_url: config.deferred.callback.as_ref().map(|c| c.url.clone()),
             tools,
         })

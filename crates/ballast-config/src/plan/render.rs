@@ -121,8 +121,10 @@ fn write_deferred(out: &mut String, deferred: &DeferredPlan) {
     let _ = writeln!(
         out,
         "\nDeferred operations (answered 202, then worked in the background at the lowest admission class): {} at \
-         a time on each instance, over every tool; {callback}.",
-        deferred.concurrency
+         a time on each instance, over every tool, attempts apart by a jittered backoff from {} to {}; {callback}.",
+        deferred.concurrency,
+        fmt(deferred.base),
+        fmt(deferred.cap)
     );
     for tool in &deferred.tools {
         let when = if tool.accepted {

@@ -154,7 +154,8 @@ fn each_side_effecting_tool_says_how_it_is_deferred_and_the_secret_is_never_show
     assert!(
         table.contains(
             "\nDeferred operations (answered 202, then worked in the background at the lowest admission class): 6 \
-             at a time on each instance, over every tool; each one's end is posted, signed, to \
+             at a time on each instance, over every tool, attempts apart by a jittered backoff from 1s to 1m; each \
+             one's end is posted, signed, to \
              https://hooks.example.com/ballast.\n\
              \x20 refund: deferred whenever it cannot run now (callers accept it), up to 8 attempts within 10m, 2 at \
              a time\n\
