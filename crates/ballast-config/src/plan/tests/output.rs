@@ -170,6 +170,8 @@ fn each_side_effecting_tool_says_how_it_is_deferred_and_the_secret_is_never_show
         json["deferred"],
         serde_json::json!({
             "concurrency": 6,
+            "base_ms": 1_000,
+            "cap_ms": 60_000,
             "callback_url": "https://hooks.example.com/ballast",
             "tools": [
                 { "name": "refund", "path": "tools[0]", "accepted": true, "max_attempts": 8, "ttl_ms": 600_000,
