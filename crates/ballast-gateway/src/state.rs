@@ -163,9 +163,13 @@ impl Gateway {
         self.inner.closing.cancel();
     }
 
-    /// Starts draining: `/readyz` fails from now on (the first step of a graceful shutdown).
+    /// Starts draining: `/readyz` fails from now on, and deferred work is no longer taken (the first step of a
+    /// graceful shutdown; attempts already running end and write their end).
     pub fn start_draining(&self) {
         self.inner.draining.store(true, Ordering::SeqCst);
+        if let Some(queue) = &self.inner.deferred {
+            queue.stop();
+        }
     }
 
     /// Whether it is draining.

@@ -108,19 +108,18 @@ async fn two_instances_on_one_postgres_share_the_queue_and_run_nothing_twice() {
     };
     let keys: Vec<String> = (0..12).map(|n| format!("two-{run}-{n}")).collect();
     let upstream = chaos("[endpoints.create_refund]\nerrors = { 429 = 1.0 }\n").await;
+    // A tool name of this run's own: every instance on the store works every operation of the tools it has, and
+    // other tests' gateways share this PostgreSQL.
+    let tool = format!("refund_{run}");
     let config = ConfigText::new()
         .store(&url)
-        .tool(
-            "create_refund",
-            "{chaos}/tools/create_refund",
-            &side_effect(false),
-        )
+        .tool(&tool, "{chaos}/tools/create_refund", &side_effect(false))
         .raw("[deferred]\nconcurrency = 2\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = 100")
         .build();
     let [one, two] = [(); 2].map(|()| Gateway::start(&config, &upstream, &[]));
     for (n, key) in keys.iter().enumerate() {
         let gateway = if n % 2 == 0 { &one } else { &two };
-        deferred(gateway, "create_refund", key, &[]).await;
+        deferred(gateway, &tool, key, &[]).await;
     }
     heal(
         &upstream,
@@ -141,7 +140,7 @@ async fn two_instances_on_one_postgres_share_the_queue_and_run_nothing_twice() {
         assert_eq!(book["ops"][key]["executions"], 1, "{key} once: {book}");
     }
     let worked = |status: serde_json::Value| {
-        status["deferred"]["ended_here"]["create_refund"]["completed"]
+        status["deferred"]["ended_here"][&tool]["completed"]
             .as_u64()
             .unwrap_or(0)
     };

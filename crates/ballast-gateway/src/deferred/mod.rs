@@ -30,12 +30,22 @@ pub(crate) use ask::{Ask, marker};
 use crate::error::AppError;
 use ballast::headers::{BALLAST_CODE, BALLAST_FALLBACK, IDEMPOTENCY_KEY};
 
-/// The gateway's queue of deferred calls, and what this process ended of it (for `/status`).
+/// The gateway's queue of deferred calls, its workers, and what this process ended of it (for `/status`).
 #[derive(Clone, Debug)]
 pub(crate) struct Queue {
     pub(crate) deferred: Deferred,
     /// Operations this process ended, per queue and how they ended.
     pub(crate) ended: Arc<Mutex<BTreeMap<(String, &'static str), u64>>>,
+    /// This process's workers, from the gateway's opening until it drains (however it is served: `serve`, or
+    /// `app` on a listener of one's own).
+    workers: Arc<Mutex<Option<ballast::deferred::Workers>>>,
+}
+
+impl Queue {
+    /// Stops taking deferred work (a shutdown began); attempts already running end and write their end.
+    pub(crate) fn stop(&self) {
+        drop(self.workers.lock().expect("never poisoned").take());
+    }
 }
 
 /// The queue of `store` with a handler per side-effecting tool of `config`; `None` when the store keeps none or
@@ -82,9 +92,12 @@ pub(crate) fn build(
             callback.send(&end.operation);
         }
     });
+    let deferred = builder.build();
+    let workers = Arc::new(Mutex::new(Some(deferred.start())));
     Some(Queue {
-        deferred: builder.build(),
+        deferred,
         ended,
+        workers,
     })
 }
 

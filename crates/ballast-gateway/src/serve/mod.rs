@@ -94,19 +94,15 @@ pub async fn serve(
         .metrics
         .clone()
         .map(|handle| AbortOnDropHandle::new(tokio::spawn(crate::metrics::upkeep(handle))));
-    // Deferred work, taken while the gateway serves and not once it drains (attempts already running end).
-    let deferred_workers = std::sync::Mutex::new(gateway.inner.deferred.as_ref().map(|q| q.deferred.start()));
     let _deferred_gauges = (gateway.inner.deferred.clone())
         .map(|queue| AbortOnDropHandle::new(tokio::spawn(crate::deferred::gauges(queue))));
     // The signal, then the drain delay: what stops the listeners accepting.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signalled = {
         let gateway = gateway.clone();
-        let deferred_workers = &deferred_workers;
         async move {
             shutdown.await;
             gateway.start_draining();
-            drop(deferred_workers.lock().expect("never poisoned").take());
             tracing::info!(drain_delay = ?server.drain_delay, grace = ?server.grace, "shutting down: /readyz fails, then new connections stop");
             let at = ballast::clock::now();
             tokio::time::sleep(server.drain_delay).await;
