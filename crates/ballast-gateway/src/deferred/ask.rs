@@ -18,6 +18,9 @@ use crate::error::AppError;
 /// `ballast-defer-ttl`: how long the caller's operation may wait at most.
 pub(crate) const BALLAST_DEFER_TTL: &str = "ballast-defer-ttl";
 
+/// The shortest `ballast-defer-ttl` (as `deferred.ttl`'s least): less leaves no time for a second attempt.
+const MIN_TTL: Duration = Duration::from_secs(1);
+
 /// What the caller asked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Ask {
@@ -28,8 +31,12 @@ pub(crate) struct Ask {
 }
 
 impl Ask {
-    /// Reads the two headers; a `ballast-defer-ttl` that is not a positive duration is a 400.
-    pub(crate) fn read(headers: &HeaderMap) -> Result<Ask, AppError> {
+    /// Reads the two headers for a call of a tool with `side_effects` (only those are deferred: for any other the
+    /// headers are ignored); a `ballast-defer-ttl` that is not a duration of at least a second is a 400.
+    pub(crate) fn read(headers: &HeaderMap, side_effects: bool) -> Result<Ask, AppError> {
+        if !side_effects {
+            return Ok(Ask::default());
+        }
         let respond_async = (headers
             .get_all(http::header::HeaderName::from_static("prefer"))
             .iter())
@@ -46,12 +53,13 @@ impl Ask {
                     Err(_) => ballast_config::parse_duration(&text).map_err(|_| ()),
                 };
                 match parsed {
-                    Ok(ttl) if !ttl.is_zero() => Some(ttl),
+                    Ok(ttl) if ttl >= MIN_TTL => Some(ttl),
                     _ => {
                         return Err(AppError::BadHeader {
                             header: BALLAST_DEFER_TTL,
                             value: text,
-                            expected: "a positive duration: whole seconds, or such as 90s or 10m".to_owned(),
+                            expected: "a duration of at least 1s: whole seconds, or such as 90s or 10m"
+                                .to_owned(),
                         });
                     }
                 }
@@ -67,7 +75,8 @@ impl Ask {
 /// upstream's 429 or 503. Never for an outcome that may have acted, nor for a request the upstream refused
 /// for good.
 pub(crate) fn marker(tool: &ToolConfig, ask: Ask, priority: Priority, error: &CallError) -> Option<Defer> {
-    if !tool.side_effects || !(ask.respond_async || tool.defer.accepted) || !deferrable(error) {
+    let keyed = tool.upstream_idempotency == ballast_core::UpstreamIdempotency::Keyed;
+    if !tool.side_effects || !(ask.respond_async || tool.defer.accepted) || !deferrable(error, keyed) {
         return None;
     }
     let ttl = ask.ttl.map_or(tool.defer.ttl, |asked| asked.min(tool.defer.ttl));
@@ -79,12 +88,15 @@ pub(crate) fn marker(tool: &ToolConfig, ask: Ask, priority: Priority, error: &Ca
 }
 
 /// Whether `error` says the call could not be served now and nothing acted.
-fn deferrable(error: &CallError) -> bool {
+fn deferrable(error: &CallError, keyed: bool) -> bool {
     if error.outcome_unknown() {
         return false;
     }
     match error {
-        CallError::Upstream { status, .. } => *status == 429 || *status == 503,
+        // A 429, or a 503 that acted on nothing (on an upstream that does not deduplicate, a 5xx that may have is
+        // `outcome_unknown` above); on an upstream that deduplicates by the key, any 5xx: re-sent with the key, it
+        // cannot act twice. (One that replays its errors would answer the same 5xx again.)
+        CallError::Upstream { status, .. } => *status == 429 || *status == 503 || (*status >= 500 && keyed),
         CallError::Failed { error, .. } => !matches!(error, Error::BodyTooLarge { .. } | Error::Cancelled),
         _ => false,
     }
@@ -104,24 +116,30 @@ mod tests {
 
     #[test]
     fn prefer_is_read_among_other_preferences_in_any_case() {
-        assert!(!Ask::read(&headers(&[])).unwrap().respond_async);
+        assert!(!Ask::read(&headers(&[]), true).unwrap().respond_async);
         assert!(
-            Ask::read(&headers(&[("prefer", "respond-async")]))
+            Ask::read(&headers(&[("prefer", "respond-async")]), true)
                 .unwrap()
                 .respond_async
         );
         assert!(
-            Ask::read(&headers(&[("prefer", "return=minimal, Respond-Async; x=1")]))
-                .unwrap()
-                .respond_async
+            Ask::read(
+                &headers(&[("prefer", "return=minimal, Respond-Async; x=1")]),
+                true
+            )
+            .unwrap()
+            .respond_async
         );
         assert!(
-            Ask::read(&headers(&[("prefer", "wait=5"), ("prefer", "respond-async")]))
-                .unwrap()
-                .respond_async
+            Ask::read(
+                &headers(&[("prefer", "wait=5"), ("prefer", "respond-async")]),
+                true
+            )
+            .unwrap()
+            .respond_async
         );
         assert!(
-            !Ask::read(&headers(&[("prefer", "respond-asyncx")]))
+            !Ask::read(&headers(&[("prefer", "respond-asyncx")]), true)
                 .unwrap()
                 .respond_async
         );
@@ -129,10 +147,20 @@ mod tests {
 
     #[test]
     fn the_ttl_is_seconds_or_a_duration_and_never_zero() {
-        let ttl = |value| Ask::read(&headers(&[(BALLAST_DEFER_TTL, value)])).map(|a| a.ttl);
+        let ttl = |value| Ask::read(&headers(&[(BALLAST_DEFER_TTL, value)]), true).map(|a| a.ttl);
         assert_eq!(ttl("90").unwrap(), Some(Duration::from_secs(90)));
         assert_eq!(ttl("10m").unwrap(), Some(Duration::from_secs(600)));
         assert!(ttl("0").is_err());
+        assert!(ttl("500ms").is_err(), "at least a second");
+        let read_only = Ask::read(
+            &headers(&[(BALLAST_DEFER_TTL, "soon"), ("prefer", "respond-async")]),
+            false,
+        );
+        assert_eq!(
+            read_only.unwrap(),
+            Ask::default(),
+            "ignored where nothing is deferred"
+        );
         assert!(ttl("soon").is_err());
     }
 }

@@ -129,7 +129,15 @@ async fn attempt(client: ToolClient, request: Request) -> Response {
         .priority(Priority::Sheddable)
         .idempotency_key(key.for_principal(principal.name()));
     let result = client.call(call).await;
-    crate::tool_answer::answer(client.name(), Some(&key), result)
+    let mut response = crate::tool_answer::answer(client.name(), Some(&key), result);
+    // A fallback tool answered: its side effect happened, so the operation is done with its answer — not
+    // refused-before-acting, as a live call's fallback answer is (whose caller's retry asks the upstream again).
+    if response.status().is_success() && response.headers().contains_key(BALLAST_FALLBACK) {
+        response
+            .extensions_mut()
+            .remove::<ballast::idempotency::NotStored>();
+    }
+    response
 }
 
 /// `/status`'s `deferred`: per queue and class, what waits and the oldest one's age; what this process ended.

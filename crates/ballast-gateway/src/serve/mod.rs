@@ -24,6 +24,9 @@ use crate::connections::{self, ADMIN_CONNECTIONS, Limits};
 
 use crate::{Gateway, StartError, admin_app, app};
 
+/// How often records past their retention and ended deferred operations are deleted.
+const REAP_EVERY: Duration = Duration::from_secs(60);
+
 /// How long streams still open at the end of the grace have to send their error event.
 const STREAM_CLOSE: Duration = Duration::from_millis(500);
 
@@ -94,6 +97,12 @@ pub async fn serve(
         .metrics
         .clone()
         .map(|handle| AbortOnDropHandle::new(tokio::spawn(crate::metrics::upkeep(handle))));
+    // Records past their retention, and ended deferred operations, deleted once a minute: the store does not grow
+    // with every key ever used.
+    let _reaper = AbortOnDropHandle::new(ballast::idempotency::spawn_reaper(
+        std::sync::Arc::clone(&gateway.inner.store),
+        REAP_EVERY,
+    ));
     let _deferred_gauges = (gateway.inner.deferred.clone())
         .map(|queue| AbortOnDropHandle::new(tokio::spawn(crate::deferred::gauges(queue))));
     // The signal, then the drain delay: what stops the listeners accepting.

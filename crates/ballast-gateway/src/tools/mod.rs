@@ -262,7 +262,7 @@ async fn check(
     }
     let server = &gateway.inner.config.server;
     let inbound = Inbound::read(request.headers(), server)?;
-    let ask = crate::deferred::Ask::read(request.headers())?;
+    let ask = crate::deferred::Ask::read(request.headers(), client.config().side_effects)?;
     let (mut parts, body) = request.into_parts();
     let owner = parts
         .extensions

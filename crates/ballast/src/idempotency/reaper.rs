@@ -8,7 +8,8 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 /// Calls [`reap`](IdempotencyStore::reap) on `store` every `every` (at least 1 ms) until the returned task is
-/// aborted.
+/// aborted — and, when the store keeps a deferred queue, the queue's own reap (ended operations past the
+/// retention).
 ///
 /// Expired records are already invisible (stores check retention on every read); reaping only keeps the store
 /// from growing. A failed reap is logged and tried again at the next tick.
@@ -24,6 +25,12 @@ pub fn spawn_reaper(store: Arc<dyn IdempotencyStore>, every: Duration) -> JoinHa
                 }
                 Err(error) => {
                     tracing::warn!(%error, backend = store.backend(), "reaping idempotency records failed")
+                }
+            }
+            if let Some(queue) = store.deferred() {
+                match queue.reap().await {
+                    Ok(reaped) => tracing::debug!(reaped, "reaped ended deferred operations"),
+                    Err(error) => tracing::warn!(%error, "reaping deferred operations failed"),
                 }
             }
         }

@@ -101,9 +101,10 @@ pub async fn operation_status(
     Ok(OperationStatus::NotFound)
 }
 
-/// Whether `record` is newer than the ended `operation` of its key: an operation that expired or gave up
-/// released its key, and a later request with it made this record. (An operation that waits holds the record;
-/// one that completed, was rejected or is unknown left the record it made — the same answer.)
+/// Whether `record` is newer than `operation` of its key: an operation that expired or gave up released its key,
+/// and a later request with it made this record; one still waiting past its ttl may have had its record taken
+/// over and ended by a live request. (An operation within its ttl holds the record; one that completed, was
+/// rejected or is unknown left the record it made — the same answer.)
 fn later_record(operation: &ballast_store::Operation, record: Option<&ballast_store::Record>) -> bool {
     use ballast_store::OperationState;
     let Some(record) = record else {
@@ -111,6 +112,13 @@ fn later_record(operation: &ballast_store::Operation, record: Option<&ballast_st
     };
     match operation.state {
         OperationState::Expired => true,
+        // Past its ttl (and its grace) a live request may have taken the record over and ended it.
+        OperationState::Queued | OperationState::InProgress if operation.expires_in.is_zero() => {
+            matches!(
+                record.state,
+                RecordState::Completed(_) | RecordState::OutcomeUnknown
+            )
+        }
         OperationState::Failed => match &record.state {
             RecordState::Completed(response) => operation.last.as_ref() != Some(response),
             _ => true,

@@ -68,6 +68,10 @@ pub(super) async fn end(ending: End<'_>, next: Next, answer: Option<StoredRespon
         match result {
             Ok(Ok(())) => break true,
             Ok(Err(StoreError::NotHeld)) => {
+                // After a try whose answer was lost, the store may hold exactly what this write meant.
+                if tries > 0 && already_written(inner, ending.operation, &write).await {
+                    break true;
+                }
                 tracing::warn!(
                     ?scope,
                     "a deferred operation was taken over before its end was written"
@@ -105,4 +109,17 @@ pub(super) async fn end(ending: End<'_>, next: Next, answer: Option<StoredRespon
     operation.due_in = Duration::ZERO;
     operation.took = Some(operation.age + clock::now().saturating_duration_since(ending.taken_at));
     hook(Ended { operation });
+}
+
+/// Whether the store already holds what `write` meant (an earlier try landed, its answer lost): the operation
+/// queued again with no worker, or ended as `write` ends it.
+async fn already_written(inner: &super::Inner, operation: &Operation, write: &Write) -> bool {
+    let found = tokio::time::timeout(inner.lease / 3, inner.queue.lookup(&operation.scope)).await;
+    let Ok(Ok(Some(now))) = found else {
+        return false;
+    };
+    match write {
+        Write::Again(_) => now.state == ballast_store::OperationState::Queued,
+        Write::Finish(finish) => now.state == finish.state(),
+    }
 }

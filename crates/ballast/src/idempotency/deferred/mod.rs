@@ -283,9 +283,15 @@ impl Deferred {
         self.inner.handlers.contains_key(queue)
     }
 
-    /// Where an operation's status is read: `{operations_path}/{key}` (the `Location` of a 202).
+    /// Where an operation's status is read: `{operations_path}/{key}` (the `Location` of a 202), the key
+    /// percent-encoded but for RFC 3986's unreserved characters, so that a key with `/`, `?`, `#` or `%` in it
+    /// names itself, not another path.
     pub fn location(&self, scope: &Scope) -> String {
-        format!("{}/{}", self.inner.operations_path, scope.key().as_str())
+        format!(
+            "{}/{}",
+            self.inner.operations_path,
+            path_segment(scope.key().as_str())
+        )
     }
 
     /// The queues it has handlers for.
@@ -297,6 +303,19 @@ impl Deferred {
     pub(crate) fn wake(&self) {
         self.inner.wake.notify_waiters();
     }
+}
+
+/// `text` as one path segment: RFC 3986's unreserved characters as they are, every other byte `%XX`.
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// Builds a [`Deferred`].
@@ -417,5 +436,14 @@ impl DeferredBuilder {
                 wake: Notify::new(),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_are_one_path_segment_in_a_location() {
+        assert_eq!(super::path_segment("pay-42_a.b~c"), "pay-42_a.b~c");
+        assert_eq!(super::path_segment("a/b?c#d%e f"), "a%2Fb%3Fc%23d%25e%20f");
     }
 }
