@@ -247,3 +247,45 @@ async fn a_shed_payment_that_can_wait_is_completed_once_when_room_frees() {
     assert!(in_order(&seen), "{seen:?}");
     assert_eq!(ledger(&upstream).await["ops"]["second"]["executions"], 1);
 }
+
+/// A deferred attempt answered by the tool's fallback (its primary unreachable, nothing sent there) completes the
+/// operation with the fallback's answer, once: the fallback acted, so it is never run again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_deferred_attempt_answered_by_the_fallback_completes_once() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let unreachable = format!(
+        "http://{}/tools/process_payment",
+        closed.local_addr().expect("bound")
+    );
+    drop(closed);
+    let upstream = chaos("[endpoints.create_refund]\nerrors = { 429 = 1.0 }\n").await;
+    let config = ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .tool(
+            "process_payment",
+            &unreachable,
+            &format!("{}\nfallback_tool = \"backup_payment\"", side_effect("critical")),
+        )
+        .tool(
+            "backup_payment",
+            "{chaos}/tools/create_refund",
+            &side_effect("critical"),
+        )
+        .raw("[deferred]\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = 100")
+        .build();
+    let gateway = Gateway::start(&config, &upstream, &[]);
+    deferred(&gateway, "process_payment", "via-backup", &[]).await;
+    heal(&upstream, "").await;
+    let (_, end) = until_ended(&gateway, "via-backup").await;
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(
+        end["result"]["headers"]["ballast-fallback"], "backup_payment",
+        "{end}"
+    );
+    let book = ledger(&upstream).await;
+    assert_eq!(
+        book["ops"]["via-backup"]["executions"], 1,
+        "the fallback ran once: {book}"
+    );
+    assert_eq!(operation(&gateway, "via-backup").await["status"], "completed");
+}

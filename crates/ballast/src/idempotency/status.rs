@@ -208,3 +208,87 @@ fn status_json(key: &IdempotencyKey, status: OperationStatus) -> Value {
         OperationStatus::NotFound => json!({"key": key.as_str(), "status": "not_found"}),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ballast_core::{IdempotencyKey, fingerprint};
+    use ballast_store::{Operation, OperationState, Record, RecordState, Scope, StoredResponse};
+    use bytes::Bytes;
+
+    use super::later_record;
+
+    fn operation(state: OperationState, expires_in: Duration, last: Option<StoredResponse>) -> Operation {
+        Operation {
+            scope: Scope::new("p", "POST /r", IdempotencyKey::parse("k").unwrap()),
+            tool: "r".into(),
+            priority: 2,
+            state,
+            attempts: 1,
+            max_attempts: 5,
+            request: Bytes::new(),
+            last,
+            age: Duration::from_secs(1),
+            due_in: Duration::ZERO,
+            expires_in,
+            took: None,
+        }
+    }
+
+    fn record(state: RecordState) -> Record {
+        Record {
+            state,
+            fingerprint: fingerprint("POST", "/r", None, b"").unwrap(),
+            lease_left: Duration::ZERO,
+        }
+    }
+
+    fn answer(status: u16) -> StoredResponse {
+        StoredResponse {
+            status,
+            headers: vec![],
+            body: Bytes::from_static(b"{}"),
+        }
+    }
+
+    #[test]
+    fn the_operation_speaks_for_its_key_until_it_released_it_or_outlived_its_ttl() {
+        let minute = Duration::from_secs(60);
+        let held = record(RecordState::Claimed);
+        let done = record(RecordState::Completed(answer(200)));
+        // Waiting within its ttl: the operation, whatever the record says.
+        assert!(!later_record(
+            &operation(OperationState::Queued, minute, None),
+            Some(&done)
+        ));
+        // Waiting past its ttl: a record a live request ended is newer; one still held is the operation's.
+        assert!(later_record(
+            &operation(OperationState::Queued, Duration::ZERO, None),
+            Some(&done)
+        ));
+        assert!(!later_record(
+            &operation(OperationState::InProgress, Duration::ZERO, None),
+            Some(&held)
+        ));
+        // Ended: expired released the key, so any record is a later call's; failed kept it only when rejected.
+        assert!(later_record(
+            &operation(OperationState::Expired, Duration::ZERO, None),
+            Some(&held)
+        ));
+        let rejected = operation(OperationState::Failed, Duration::ZERO, Some(answer(422)));
+        assert!(!later_record(
+            &rejected,
+            Some(&record(RecordState::Completed(answer(422))))
+        ));
+        assert!(later_record(&rejected, Some(&done)));
+        assert!(!later_record(
+            &operation(OperationState::Completed, Duration::ZERO, Some(answer(200))),
+            Some(&done)
+        ));
+        assert!(!later_record(
+            &operation(OperationState::Expired, Duration::ZERO, None),
+            None
+        ));
+    }
+}
