@@ -85,6 +85,13 @@ pub(crate) struct FlashSale {
     /// the rest of the scenario is), and restart it at once on the same port. Needs --instances 2 or more.
     #[arg(long, value_name = "SECONDS")]
     kill_one_at: Option<f64>,
+    /// The gateway's agents let their side effects wait: each refund and payment says `Prefer: respond-async` (and
+    /// a `ballast-defer-ttl` of what is left of its deadline plus 60 s, scaled), so the gateway answers one it
+    /// cannot serve now `202 Accepted` and works it later; after the load the bench reads every deferred operation
+    /// until it ends, and the table adds how they ended. Named `gateway (defer)`; needs the gateway strategy and
+    /// --tools http.
+    #[arg(long)]
+    defer: bool,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -264,7 +271,7 @@ fn instances(args: &FlashSale) -> anyhow::Result<Instances> {
 }
 
 /// The strategies named by `--strategies` (default: [`DEFAULT_STRATEGIES`], or [`DEFAULT_STRATEGIES_MCP`] with
-/// `--tools mcp`; and `against` with `--against`), the gateway's with its instances.
+/// `--tools mcp`; and `against` with `--against`), the gateway's with its instances and `--defer`.
 fn strategies(
     args: &FlashSale,
     binary: &Path,
@@ -286,9 +293,22 @@ fn strategies(
         names.push("against".to_owned());
     }
     let instances = instances(args)?;
-    if instances != Instances::default() && !names.iter().any(|name| name == "gateway") {
+    let gateway = names.iter().any(|name| name == "gateway");
+    if instances != Instances::default() && !gateway {
         bail!(
             "--instances, --store and --kill-one-at shape the gateway strategy, which --strategies leaves out"
+        );
+    }
+    if args.defer && !gateway {
+        bail!(
+            "--defer asks Ballast's gateway to defer the agents' side effects: it needs the gateway strategy, which \
+             --strategies leaves out"
+        );
+    }
+    if args.defer && tools == ToolApi::Mcp {
+        bail!(
+            "--defer needs --tools http: the gateway defers a tool call whose caller says `Prefer: respond-async`, \
+             which an MCP tools/call cannot say"
         );
     }
     names
@@ -300,7 +320,8 @@ fn strategies(
                 "gateway" => Ok(Box::new(
                     ThroughGateway::new(binary.to_owned(), api)
                         .tools(tools)
-                        .instances(instances.clone()),
+                        .instances(instances.clone())
+                        .defer(args.defer),
                 )),
                 "naive-mcp" => Ok(Box::new(NaiveMcp)),
                 "against" => match &args.against {
@@ -316,103 +337,4 @@ fn strategies(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: FlashSale,
-    }
-
-    fn names(argv: &[&str]) -> anyhow::Result<Vec<String>> {
-        let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
-        let tools: ToolApi = cli.args.tools.parse().map_err(anyhow::Error::msg)?;
-        let strategies = strategies(&cli.args, Path::new("ballast"), ModelApi::Mixed, tools)?;
-        Ok(strategies.iter().map(|s| s.name().to_owned()).collect())
-    }
-
-    #[test]
-    fn seeds_are_one_or_an_inclusive_range() {
-        assert_eq!(seeds("3").unwrap(), [3]);
-        assert_eq!(seeds("1..5").unwrap(), [1, 2, 3, 4, 5]);
-        assert_eq!(seeds("1..=2").unwrap(), [1, 2]);
-        assert!(seeds("5..1").is_err());
-        assert!(seeds("x").unwrap_err().to_string().contains("whole number"));
-    }
-
-    #[test]
-    fn strategies_default_to_the_three_and_against_joins_with_its_url() {
-        assert_eq!(names(&[]).unwrap(), ["naive", "ballast", "gateway"]);
-        assert_eq!(
-            names(&["--strategies", "naive, ballast"]).unwrap(),
-            ["naive", "ballast"]
-        );
-        assert_eq!(
-            names(&["--against", "http://127.0.0.1:4000/v1"]).unwrap(),
-            ["naive", "ballast", "gateway", "against"]
-        );
-        assert!(names(&["--strategies", "against"]).is_err());
-        let cli = Cli::try_parse_from([
-            "bench",
-            "--api",
-            "messages",
-            "--against",
-            "http://127.0.0.1:4000/v1",
-        ])
-        .unwrap();
-        let api: ModelApi = cli.args.api.parse().unwrap();
-        let named: Vec<String> = strategies(&cli.args, Path::new("ballast"), api, ToolApi::Http)
-            .unwrap()
-            .iter()
-            .map(|s| s.name().to_owned())
-            .collect();
-        assert_eq!(
-            named,
-            ["naive", "ballast", "gateway (messages)", "against (messages)"]
-        );
-        assert!(names(&["--strategies", "magic"]).is_err());
-    }
-
-    #[test]
-    fn tools_over_mcp_name_the_gateway_so_and_add_the_naive_mcp_client() {
-        assert_eq!(
-            names(&["--tools", "mcp"]).unwrap(),
-            ["naive", "ballast", "gateway (mcp)", "naive-mcp"]
-        );
-        assert_eq!(
-            names(&["--tools", "mcp", "--strategies", "gateway"]).unwrap(),
-            ["gateway (mcp)"]
-        );
-        assert_eq!(names(&["--strategies", "naive-mcp"]).unwrap(), ["naive-mcp"]);
-        assert!(names(&["--tools", "grpc"]).is_err());
-    }
-
-    #[test]
-    fn instances_name_the_gateway_and_are_refused_without_a_shared_store_or_a_gateway() {
-        let redis = ["--store", "redis://127.0.0.1:6379"];
-        let mut three = vec!["--strategies", "naive,gateway", "--instances", "3"];
-        three.extend(redis);
-        assert_eq!(names(&three).unwrap(), ["naive", "gateway (3 instances, redis)"]);
-        let mcp = [&three[..], &["--tools", "mcp", "--kill-one-at", "2.5"]].concat();
-        assert_eq!(
-            names(&mcp).unwrap(),
-            ["naive", "gateway (mcp, 3 instances, redis)"]
-        );
-        let error = |argv: &[&str]| names(argv).unwrap_err().to_string();
-        assert!(error(&["--instances", "2"]).contains("needs --store"));
-        assert!(error(&["--instances", "2", "--store", "sqlite://x.db"]).contains("SQLite is one process"));
-        let kill = [&redis[..], &["--kill-one-at", "5"]].concat();
-        assert!(error(&kill).contains("--instances 2 or more"));
-        let negative = [&three[..], &["--kill-one-at=-1"]].concat();
-        assert!(error(&negative).contains("0 or more"));
-        let left_out = [&["--strategies", "naive", "--instances", "2"][..], &redis[..]].concat();
-        assert!(error(&left_out).contains("leaves out"), "{}", error(&left_out));
-        assert_eq!(
-            names(&["--strategies", "gateway"]).unwrap(),
-            ["gateway"],
-            "as ever"
-        );
-    }
-}
+mod tests;

@@ -163,6 +163,7 @@ mod tests {
             time_scale: 1.0,
             outage: None,
             fleet: None,
+            deferred: None,
         };
         let svg = chart_svg("flash-sale, seed 1", &[run("naive"), run("ballast")]).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);

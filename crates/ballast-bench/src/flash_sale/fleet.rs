@@ -253,6 +253,7 @@ mod tests {
                 kill,
                 acknowledged_lost: seed % 2,
             }),
+            deferred: None,
         }
     }
 

@@ -10,18 +10,24 @@
 //! gateway has — a store and a principal whose key the agents send. The breakers' changes and the throttles'
 //! refusals are read from the gateway's `/status`, as an operator reads them ([`super::status`]).
 //!
+//! With `--defer` ([`ThroughGateway::defer`]) the agents' side effects ask to wait when the gateway cannot serve
+//! them now, and what it deferred is drained after the load, before the gateway stops ([`super::defer`]); the
+//! configuration is the same (a caller's `Prefer: respond-async` is all the gateway needs).
+//!
 //! With the tools over MCP ([`ToolApi::Mcp`], `--tools mcp`) the whole path is MCP: the agents call the gateway's
 //! `/mcp` ([`super::over_mcp`]), and the gateway's tools are the upstream's MCP server's, one `[[mcp_servers]]`
 //! entry in place of the `[[tools]]` ([`with_ballast::config_over_mcp`]).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ballast_core::Instant;
 use futures::future::BoxFuture;
 use tokio::task::JoinHandle;
 
+use super::defer::{self, Deferrals};
+use super::deferrals::DeferredRun;
 use super::fleet::FleetReport;
 use super::instances::{Fleet, Instances, KillPlan};
 use super::over_http::{HttpAgents, Route};
@@ -52,6 +58,7 @@ pub struct ThroughGateway {
     api: ModelApi,
     tools: ToolApi,
     instances: Instances,
+    defer: bool,
     name: String,
 }
 
@@ -64,6 +71,7 @@ impl ThroughGateway {
             api,
             tools: ToolApi::Http,
             instances: Instances::default(),
+            defer: false,
             name: String::new(),
         }
         .named()
@@ -81,8 +89,18 @@ impl ThroughGateway {
         ThroughGateway { instances, ..self }.named()
     }
 
+    /// The same agents asking the gateway to defer their side effects when it cannot serve them now (`Prefer:
+    /// respond-async`), the operations it deferred drained after the load ([`super::defer`]); tools over HTTP only
+    /// (a run with MCP tools refuses to start). Named `gateway (defer)` (`gateway (messages, defer)`, ...).
+    pub fn defer(self, defer: bool) -> ThroughGateway {
+        ThroughGateway { defer, ..self }.named()
+    }
+
     fn named(self) -> ThroughGateway {
         let mut differs = differences(self.api, self.tools);
+        if self.defer {
+            differs.push("defer".to_owned());
+        }
         differs.extend(self.instances.describe());
         ThroughGateway {
             name: named("gateway", &differs),
@@ -183,8 +201,12 @@ impl Strategy for ThroughGateway {
             let route = Route::Ballast {
                 spread: Arc::clone(&spread),
             };
-            let agents =
+            let mut agents =
                 HttpAgents::new(route, Some(KEY.to_owned()), self.api, time_scale)?.with_tools(self.tools)?;
+            let deferrals = self.defer.then(|| Arc::new(Deferrals::default()));
+            if let Some(deferrals) = &deferrals {
+                agents = agents.deferring(Arc::clone(deferrals))?;
+            }
             let status = Arc::new(StatusWatch::new(status_urls, KEY)?);
             let looking = tokio::spawn(Arc::clone(&status).look_every(LOOK_EVERY));
             let kill = self
@@ -198,6 +220,8 @@ impl Strategy for ThroughGateway {
                 reported: self.instances != Instances::default(),
                 spread,
                 kill,
+                deferrals,
+                drained: Mutex::new(None),
                 fleet: Arc::new(fleet),
             }) as Box<dyn Agents>)
         })
@@ -213,6 +237,9 @@ struct GatewayAgents {
     reported: bool,
     spread: Arc<Spread>,
     kill: Option<KillPlan>,
+    /// With `--defer`: the operations the gateway deferred, and how they ended once drained.
+    deferrals: Option<Arc<Deferrals>>,
+    drained: Mutex<Option<DeferredRun>>,
     // Dropped after the agents and the kill: the instances are killed and waited for, then their directory removed.
     fleet: Arc<Fleet>,
 }
@@ -247,8 +274,22 @@ impl Agents for GatewayAgents {
             if let Some(kill) = &self.kill {
                 kill.settle().await;
             }
+            if let Some(deferrals) = &self.deferrals {
+                let bases: Vec<String> = (0..self.spread.len())
+                    .map(|i| self.spread.base(i).to_owned())
+                    .collect();
+                let client = self.agents.client();
+                let run = defer::drain(client, &bases, KEY, deferrals.take()).await;
+                *self.drained.lock().unwrap_or_else(PoisonError::into_inner) = Some(run);
+            }
             self.status.look().await;
         })
+    }
+
+    fn deferred(&self) -> Option<DeferredRun> {
+        self.deferrals.as_ref()?;
+        let drained = self.drained.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(drained.clone().unwrap_or_else(|| DeferredRun::new(Vec::new())))
     }
 
     fn fleet(&self) -> Option<FleetReport> {

@@ -26,13 +26,20 @@
 //!   — each request of the agents to an instance picked at random; `status` — every instance's `/status`, merged;
 //!   `fleet` — [`FleetReport`] and [`FleetSummary`]: what each instance served, the kill, what was acknowledged but
 //!   lost.
+//! - `defer` — `--defer`: what the gateway's agents ask when their side effects can wait, the operations the
+//!   gateway deferred, and their drain after the load; `deferrals` — [`DeferredRun`] and [`DeferredSummary`]: how
+//!   they ended.
 //! - `against` — [`Against`]: those agents through any OpenAI-compatible gateway a user runs.
-//! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON.
+//! - `report` — [`Summary`]: the numbers of one strategy over one or more runs, the table and the JSON; `outage`
+//!   — the dead-upstream measures.
 //! - `seeds` — [`run_seeds`] and [`ScenarioReport`]: every strategy on every seed, per seed and pooled.
-//! - `chart` — the SVG chart of successes and failures over time; `millis` — durations in the JSON.
+//! - `chart` — the SVG chart of successes and failures over time; `millis` — durations in the JSON; `upstream` —
+//!   one run's chaos upstream and what it counted.
 
 mod against;
 mod chart;
+mod defer;
+mod deferrals;
 mod fleet;
 mod gateway;
 mod instances;
@@ -40,6 +47,7 @@ mod mcp;
 mod millis;
 mod naive;
 mod naive_mcp;
+mod outage;
 mod over_http;
 mod over_mcp;
 mod report;
@@ -50,20 +58,20 @@ mod spread;
 mod status;
 mod strategy;
 mod turns;
+mod upstream;
 mod with_ballast;
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ballast::clock;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::task::JoinSet;
 
 pub use against::Against;
 pub use chart::chart_svg;
+pub use deferrals::{DeferredEnd, DeferredRun, DeferredState, DeferredSummary};
 pub use fleet::{FleetReport, FleetSummary, InstanceLoad, InstanceShare, Kill, KillSummary};
 pub use gateway::{ThroughGateway, gateway_config};
 pub use instances::Instances;
@@ -75,6 +83,7 @@ pub use scenario::{Action, Arrivals, Conversation, Dead, Scenario};
 pub use sdk::Flavour;
 pub use seeds::{Progress, ScenarioReport, run_seeds, seed_label};
 pub use strategy::{Agents, BreakerChange, ModelApi, Outcome, Strategy, ToolApi};
+use upstream::{Upstream, upstream_counts};
 pub use with_ballast::WithBallast;
 
 /// A failure that took at most this long (before time scaling) failed fast: the caller learned it at once
@@ -187,6 +196,9 @@ pub struct Run {
     /// The gateway's instances, for a gateway of several or on a shared store (`--instances`, `--store`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetReport>,
+    /// How the side effects the gateway deferred ended, for agents that asked for deferral (`--defer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<DeferredRun>,
 }
 
 /// Runs `strategy` once with `options`: a fresh chaos upstream, the agents at their arrival times, then the
@@ -261,12 +273,16 @@ pub async fn run(
     records.sort_by_key(|record| record.agent);
     let throttled = agents.throttled();
     let mut fleet = agents.fleet();
+    let mut deferred = agents.deferred();
     // Whatever the agents started (a gateway) stops before the upstream does.
     drop(agents);
     let counts = upstream_counts(&upstream).await?;
     upstream.shutdown().await?;
     if let Some(fleet) = &mut fleet {
         fleet.acknowledged_lost = fleet::acknowledged_lost(&records, &counts.executed);
+    }
+    if let Some(deferred) = &mut deferred {
+        deferred.acknowledged_lost = deferred.completed_not_in(&counts.executed);
     }
     Ok(Run {
         strategy: strategy.name().to_owned(),
@@ -280,104 +296,6 @@ pub async fn run(
         time_scale: scale,
         outage: options.scenario.outage(scale),
         fleet,
-    })
-}
-
-/// One run's chaos upstream, served in this process on its own task.
-struct Upstream {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-impl Upstream {
-    /// Serves `profile` on `listen` (port 0: a free one).
-    async fn start(listen: SocketAddr, profile: ballast_chaos::Profile) -> Result<Upstream, String> {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|error| format!("the chaos upstream cannot listen on {listen}: {error}"))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|error| format!("the chaos upstream's address: {error}"))?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(ballast_chaos::serve(listener, profile, async {
-            let _ = stopped.await;
-        }));
-        Ok(Upstream {
-            addr,
-            stop: Some(stop),
-            task,
-        })
-    }
-
-    /// The URL of `path` on it.
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// Stops it (requests in flight finish, hangs end) and waits for it.
-    async fn shutdown(mut self) -> Result<(), String> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        match (&mut self.task).await {
-            Ok(served) => served.map_err(|error| format!("the chaos upstream failed: {error}")),
-            Err(error) => Err(format!("the chaos upstream failed: {error}")),
-        }
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        // An early return stops it too; a shutdown has already sent this.
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-/// What the chaos upstream counted in a run.
-struct UpstreamCounts {
-    /// The ledger's duplicates.
-    duplicates: u64,
-    /// Requests its stats counted.
-    requests: u64,
-    /// The operations its ledger holds: every side effect executed at least once.
-    executed: HashSet<String>,
-}
-
-/// What the chaos upstream counted: its ledger and its stats.
-async fn upstream_counts(upstream: &Upstream) -> Result<UpstreamCounts, String> {
-    let client = reqwest::Client::new();
-    let get = |path: &'static str| {
-        let request = client.get(upstream.url(path)).send();
-        async move {
-            let answer = request.await.map_err(|error| format!("GET {path}: {error}"))?;
-            answer
-                .json::<Value>()
-                .await
-                .map_err(|error| format!("GET {path}: {error}"))
-        }
-    };
-    let ledger = get("/ledger").await?;
-    let stats = get("/stats").await?;
-    let duplicates = ledger["totals"]["duplicates"].as_u64().unwrap_or_default();
-    let executed = ledger["ops"]
-        .as_object()
-        .map(|ops| ops.keys().cloned().collect())
-        .unwrap_or_default();
-    let requests = stats["endpoints"]
-        .as_object()
-        .map(|endpoints| {
-            endpoints
-                .values()
-                .filter_map(|endpoint| endpoint["requests"].as_u64())
-                .sum()
-        })
-        .unwrap_or_default();
-    Ok(UpstreamCounts {
-        duplicates,
-        requests,
-        executed,
+        deferred,
     })
 }

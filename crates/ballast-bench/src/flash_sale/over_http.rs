@@ -22,6 +22,10 @@
 //!   one tool in one turn), from which the gateway derives the side effect's key: a retried step never pays twice.
 //! - **Tools over MCP** ([`ToolApi::Mcp`], through a Ballast gateway only): the tool calls are MCP `tools/call`s at
 //!   the gateway's `/mcp`, one MCP client per conversation with its run on the transport ([`super::over_mcp`]).
+//! - **Deferral** (`--defer`, through a Ballast gateway with the tools over HTTP): each side effect asks to wait
+//!   when it cannot be served now (`Prefer: respond-async`); a `202 Accepted` ends the conversation as deferred,
+//!   its operation kept for the drain after the load ([`super::defer`]). One tool call, deferred or not, is
+//!   `tool_call`'s.
 //! - **Through any other gateway** ([`Route::Any`]): model calls go to it and carry only what an SDK sends; tool
 //!   calls go straight to the upstream (such a gateway cannot take them), a side effect's `Idempotency-Key` made
 //!   once per call and kept across its retries, as a careful agent (and the SDKs, where they send one) does.
@@ -32,11 +36,10 @@ use std::time::Duration;
 
 use ballast::clock;
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
 use http::{HeaderMap, HeaderName, HeaderValue};
-use rand::rngs::SmallRng;
 
+use super::defer::{DeferAsk, Deferrals};
 use super::over_mcp::GatewayTools;
 use super::scenario::Conversation;
 use super::sdk::{Failure, Flavour, SdkHabits, jitter_rng};
@@ -44,8 +47,9 @@ use super::spread::{Picker, Spread, Target};
 #[cfg(test)]
 use super::strategy::strategy_name;
 use super::strategy::{Agents, ModelApi, Outcome, ToolApi};
-use super::turns::{ToolCall, Turns, Wire};
+use super::turns::{Turns, Wire};
 use super::with_ballast;
+use tool_call::{Step, ToolAnswer, operation, side_effect};
 
 /// The model route the agents ask for (`model`), through every gateway.
 pub const MODEL: &str = with_ballast::ROUTE;
@@ -95,6 +99,9 @@ pub(super) struct HttpAgents {
     /// MCP only through a Ballast gateway.
     tools: ToolApi,
     time_scale: f64,
+    /// With `--defer` (through a Ballast gateway, tools over HTTP): what the side effects ask, and the operations
+    /// the gateway deferred ([`super::defer`]).
+    defer: Option<(DeferAsk, Arc<Deferrals>)>,
 }
 
 impl HttpAgents {
@@ -115,7 +122,13 @@ impl HttpAgents {
             api,
             tools: ToolApi::Http,
             time_scale,
+            defer: None,
         })
+    }
+
+    /// Their HTTP client (a drain after the load reuses its connections).
+    pub(super) fn client(&self) -> &reqwest::Client {
+        &self.client
     }
 
     /// The same agents calling their tools over `tools` — MCP only through a Ballast gateway.
@@ -123,9 +136,32 @@ impl HttpAgents {
         if tools == ToolApi::Mcp && !matches!(self.route, Route::Ballast { .. }) {
             return Err("tools over MCP go through Ballast's gateway only".to_owned());
         }
+        if tools == ToolApi::Mcp && self.defer.is_some() {
+            return Err(NO_DEFER_OVER_MCP.to_owned());
+        }
         Ok(HttpAgents { tools, ..self })
     }
+
+    /// The same agents letting their side effects wait when the gateway cannot serve them now, the operations it
+    /// deferred kept in `deferrals` — through a Ballast gateway, tools over HTTP, only.
+    pub(super) fn deferring(self, deferrals: Arc<Deferrals>) -> Result<HttpAgents, String> {
+        if !matches!(self.route, Route::Ballast { .. }) {
+            return Err("deferral is asked of Ballast's gateway only".to_owned());
+        }
+        if self.tools == ToolApi::Mcp {
+            return Err(NO_DEFER_OVER_MCP.to_owned());
+        }
+        let ask = DeferAsk::new(self.time_scale);
+        Ok(HttpAgents {
+            defer: Some((ask, deferrals)),
+            ..self
+        })
+    }
 }
+
+/// Why `--defer` and tools over MCP do not go together.
+const NO_DEFER_OVER_MCP: &str =
+    "deferral needs the tools over HTTP: an MCP tools/call carries no `Prefer: respond-async`";
 
 impl Agents for HttpAgents {
     fn converse<'a>(&'a self, conversation: &'a Conversation) -> BoxFuture<'a, Outcome> {
@@ -206,16 +242,25 @@ impl HttpAgents {
                 calls += 1;
                 let ordinal = ordinals.entry(call.name.clone()).or_insert(0);
                 let result = match &mcp {
-                    Some(tools) => tools.call(&sdk, &call, &mut rng).await,
+                    Some(tools) => tools.call(&sdk, &call, &mut rng).await.map(ToolAnswer::Output),
                     None => {
-                        let step = (turn, *ordinal);
+                        let left = conversation
+                            .deadline
+                            .saturating_sub(clock::now().saturating_duration_since(began));
+                        let step = Step {
+                            turn,
+                            ordinal: *ordinal,
+                            left,
+                        };
                         self.call_tool(&sdk, conversation, &way, &call, step, &mut rng)
                             .await
                     }
                 };
                 *ordinal += 1;
                 match result {
-                    Ok(output) => {
+                    // Deferred: the conversation ends here, its side effect waiting (`super::defer`).
+                    Ok(ToolAnswer::Deferred(key)) => return Outcome::deferred(calls, key),
+                    Ok(ToolAnswer::Output(output)) => {
                         if side_effect(&call.name) {
                             acted = true;
                             acknowledged.extend(operation(&call.arguments));
@@ -228,42 +273,6 @@ impl HttpAgents {
             turns.answer(outputs);
         }
         Outcome::failed(calls, "model", "too_many_turns")
-    }
-
-    /// One tool call of step `(turn, ordinal)`, with the SDK's habits: through the gateway with the run and the
-    /// step, or straight to the upstream with a key made once for the call. The answer's body, as the tool's output.
-    async fn call_tool(
-        &self,
-        sdk: &SdkHabits,
-        conversation: &Conversation,
-        way: &Way<'_>,
-        call: &ToolCall,
-        (turn, ordinal): (u32, u32),
-        rng: &mut SmallRng,
-    ) -> Result<String, Failure> {
-        let mut headers = self.authorization();
-        let target = match way {
-            Way::Gateway(picker) => {
-                insert(&mut headers, "ballast-run-id", &conversation.op);
-                insert(&mut headers, "ballast-step-id", &format!("turn-{turn}"));
-                if ordinal > 0 {
-                    insert(&mut headers, "ballast-call-ordinal", &ordinal.to_string());
-                }
-                Target::Gateway {
-                    picker: Arc::clone(picker),
-                    path: format!("/v1/tools/{}", call.name),
-                }
-            }
-            Way::Any { upstream, .. } => {
-                if side_effect(&call.name) {
-                    insert(&mut headers, "idempotency-key", &uuid::Uuid::new_v4().to_string());
-                }
-                Target::Url(format!("{upstream}/tools/{}", call.name))
-            }
-        };
-        let body = Bytes::from(call.arguments.clone());
-        let answer = sdk.post(&self.client, &target, &headers, &body, rng).await?;
-        Ok(String::from_utf8_lossy(&answer).into_owned())
     }
 
     /// A model call's headers: the key as the SDK of `wire` sends it (and Anthropic's version), and through a
@@ -319,17 +328,6 @@ impl Way<'_> {
     }
 }
 
-/// Whether a tool acts (refund, payment) rather than reads.
-fn side_effect(tool: &str) -> bool {
-    tool != "lookup_order"
-}
-
-/// The operation a tool call's arguments name (their `op`): what the chaos upstream's ledger records it under.
-fn operation(arguments: &str) -> Option<String> {
-    let arguments: serde_json::Value = serde_json::from_str(arguments).ok()?;
-    arguments["op"].as_str().map(str::to_owned)
-}
-
 /// A conversation that failed on `call` with `failure`, its class when the gateway shed it.
 fn failed(calls: u32, call: &str, failure: &Failure) -> Outcome {
     let mut outcome = Outcome::failed(calls, call, failure.code());
@@ -345,99 +343,7 @@ fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
     }
 }
 
+mod tool_call;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn agents_alternate_apis_and_sdks_so_that_each_api_has_both() {
-        let seen: Vec<(Wire, Flavour)> = (0..4)
-            .map(|agent| (wire_for(ModelApi::Mixed, agent), Flavour::of_agent(agent)))
-            .collect();
-        assert_eq!(
-            seen,
-            [
-                (Wire::Responses, Flavour::Python),
-                (Wire::Chat, Flavour::Python),
-                (Wire::Responses, Flavour::Node),
-                (Wire::Chat, Flavour::Node)
-            ]
-        );
-        assert_eq!(wire_for(ModelApi::Chat, 0), Wire::Chat);
-        assert_eq!(wire_for(ModelApi::Responses, 1), Wire::Responses);
-        assert!((0..4).all(|agent| wire_for(ModelApi::Messages, agent) == Wire::Messages));
-        for api in [
-            ModelApi::Mixed,
-            ModelApi::Responses,
-            ModelApi::Chat,
-            ModelApi::Messages,
-        ] {
-            assert_eq!(api.to_string().parse(), Ok(api));
-        }
-        let name = |api, tools| strategy_name("gateway", api, tools);
-        assert_eq!(name(ModelApi::Mixed, ToolApi::Http), "gateway");
-        assert_eq!(name(ModelApi::Messages, ToolApi::Http), "gateway (messages)");
-        assert_eq!(name(ModelApi::Mixed, ToolApi::Mcp), "gateway (mcp)");
-        assert_eq!(name(ModelApi::Chat, ToolApi::Mcp), "gateway (chat, mcp)");
-        assert_eq!("mcp".parse(), Ok(ToolApi::Mcp));
-        assert!("grpc".parse::<ToolApi>().unwrap_err().contains("http, mcp"));
-        assert!(
-            "soap"
-                .parse::<ModelApi>()
-                .unwrap_err()
-                .contains("mixed, responses, chat, messages")
-        );
-    }
-
-    #[test]
-    fn a_messages_call_sends_the_key_and_version_as_anthropics_sdks_do_and_the_run_as_any_call() {
-        let route = Route::Ballast {
-            spread: Arc::new(Spread::new(vec!["http://127.0.0.1:1".into()])),
-        };
-        let agents = HttpAgents::new(route, Some("k-1".into()), ModelApi::Messages, 1.0).unwrap();
-        let conversation = Conversation::new(1, 0, std::time::Duration::from_secs(30));
-        let headers = agents.model_headers(Wire::Messages, &conversation, Some(conversation.deadline));
-        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        assert_eq!(header("x-api-key"), Some("k-1"));
-        assert_eq!(header("anthropic-version"), Some(ANTHROPIC_VERSION));
-        assert_eq!(header("authorization"), None);
-        assert_eq!(header("ballast-run-id"), Some("fs-1-0"));
-        assert_eq!(header("ballast-timeout-ms"), Some("30000"));
-        let chat = agents.model_headers(Wire::Chat, &conversation, None);
-        assert_eq!(chat.get("authorization").unwrap(), "Bearer k-1");
-        assert!(chat.get("anthropic-version").is_none() && chat.get("ballast-timeout-ms").is_none());
-        let picker = Picker::new(Arc::new(Spread::new(vec!["http://127.0.0.1:1".into()])), "fs-1-0");
-        let target = Way::Gateway(Arc::new(picker)).model("/messages");
-        assert_eq!(target.next().url, "http://127.0.0.1:1/v1/messages");
-    }
-
-    /// Against the chaos model itself (no faults), every API's agents hold the whole conversation: the upstream
-    /// reads each API's turns as the same conversation (a Messages call without `anthropic-version`, or tool
-    /// results it cannot read, would not get there).
-    #[tokio::test]
-    async fn agents_on_every_api_hold_the_conversation_with_the_chaos_model() {
-        let upstream = ballast_chaos::spawn(ballast_chaos::Profile::default())
-            .await
-            .expect("chaos");
-        for api in [ModelApi::Chat, ModelApi::Responses, ModelApi::Messages] {
-            let route = Route::Any {
-                models: upstream.url("/v1"),
-                upstream: upstream.url(""),
-            };
-            let agents = HttpAgents::new(route, Some("k-1".into()), api, 1.0).unwrap();
-            // A refund (agent 0) and a payment (agent 2).
-            for agent in [0, 2] {
-                let conversation = Conversation::new(1, agent, std::time::Duration::from_secs(10));
-                let outcome = agents.converse(&conversation).await;
-                assert!(outcome.succeeded, "{api}, agent {agent}: {outcome:?}");
-                assert_eq!(outcome.calls, 5, "model, lookup, model, action, model");
-                assert_eq!(
-                    outcome.acknowledged,
-                    std::slice::from_ref(&conversation.op),
-                    "the action, answered"
-                );
-            }
-        }
-        upstream.shutdown().await.expect("chaos stops");
-    }
-}
+mod tests;

@@ -72,6 +72,17 @@ pub(super) struct SdkHabits {
     time_scale: f64,
 }
 
+/// A 2xx answer, as the SDK hands it back.
+#[derive(Clone, Debug)]
+pub(super) struct Answer {
+    /// Its status (200, or 202 for a deferred call).
+    pub(super) status: StatusCode,
+    /// Its headers.
+    pub(super) headers: HeaderMap,
+    /// Its body, whole.
+    pub(super) body: Bytes,
+}
+
 /// Why a call failed after the SDK's retries.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Failure {
@@ -135,6 +146,19 @@ impl SdkHabits {
         body: &Bytes,
         rng: &mut SmallRng,
     ) -> Result<Bytes, Failure> {
+        Ok(self.post_answer(client, to, headers, body, rng).await?.body)
+    }
+
+    /// [`SdkHabits::post`], with the 2xx answer's status and headers: a caller that asked for deferral tells a
+    /// `202 Accepted` (its body the operation, not the tool's output) from a 200.
+    pub(super) async fn post_answer(
+        &self,
+        client: &reqwest::Client,
+        to: &Target,
+        headers: &HeaderMap,
+        body: &Bytes,
+        rng: &mut SmallRng,
+    ) -> Result<Answer, Failure> {
         let mut retries = 0;
         loop {
             let sending = to.next();
@@ -150,10 +174,19 @@ impl SdkHabits {
             sending.reached(answer.as_ref().map_or_else(Reached::of, |_| Reached::Answered));
             // What failed, and the wait its answer asked for (`None`: back off).
             let (failure, asked) = match answer {
-                Ok(response) if response.status().is_success() => match response.bytes().await {
-                    Ok(body) => return Ok(body),
-                    Err(error) => (Failure::Transport(super::strategy::no_answer(&error)), None),
-                },
+                Ok(response) if response.status().is_success() => {
+                    let (status, headers) = (response.status(), response.headers().clone());
+                    match response.bytes().await {
+                        Ok(body) => {
+                            return Ok(Answer {
+                                status,
+                                headers,
+                                body,
+                            });
+                        }
+                        Err(error) => (Failure::Transport(super::strategy::no_answer(&error)), None),
+                    }
+                }
                 Ok(response) => {
                     let (status, headers) = (response.status(), response.headers().clone());
                     // Read to its end, so that the connection is reused.

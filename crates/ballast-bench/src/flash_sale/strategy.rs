@@ -14,6 +14,7 @@ use ballast_core::Instant;
 use futures::future::BoxFuture;
 use serde::Serialize;
 
+use super::deferrals::DeferredRun;
 use super::fleet::FleetReport;
 use super::scenario::Conversation;
 
@@ -64,6 +65,13 @@ pub trait Agents: Send + Sync {
     fn fleet(&self) -> Option<FleetReport> {
         None
     }
+
+    /// How the side effects the gateway deferred ended, once settled (the drain is part of settling), for a
+    /// strategy whose agents ask for deferral (`None`: they do not; the runner fills in what was acknowledged but
+    /// lost).
+    fn deferred(&self) -> Option<DeferredRun> {
+        None
+    }
 }
 
 /// What a conversation came to, as the agent saw it.
@@ -85,6 +93,11 @@ pub struct Outcome {
     /// upstream's ledger ([`super::FleetReport::acknowledged_lost`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub acknowledged: Vec<String>,
+    /// The key of the side effect the gateway deferred (answered `202 Accepted`), which ended the conversation:
+    /// neither a success within the deadline nor a failure — its side effect waits in the gateway's queue, and the
+    /// drain after the load says how it ended ([`DeferredRun`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<String>,
 }
 
 impl Outcome {
@@ -92,6 +105,15 @@ impl Outcome {
     pub fn success(calls: u32) -> Outcome {
         Outcome {
             succeeded: true,
+            calls,
+            ..Outcome::default()
+        }
+    }
+
+    /// A conversation that ended after `calls` calls when its side effect was deferred under the operation `key`.
+    pub fn deferred(calls: u32, key: impl Into<String>) -> Outcome {
+        Outcome {
+            deferred: Some(key.into()),
             calls,
             ..Outcome::default()
         }

@@ -16,7 +16,7 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// One bench at a time: each times what it measures — a flash sale at a twentieth of real time, an overhead load of
 /// 0.2 s with its processes pinned to the CPUs — and two at once on a two-CPU machine starve each other's gateways
 /// into missed deadlines and empty loads. Held for the whole of a test that runs a bench.
-fn one_bench_at_a_time() -> MutexGuard<'static, ()> {
+pub(crate) fn one_bench_at_a_time() -> MutexGuard<'static, ()> {
     static BENCH: Mutex<()> = Mutex::new(());
     BENCH.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -13,6 +13,7 @@
 //! short.
 
 mod bench;
+mod bench_defer;
 mod chaos;
 mod demo;
 mod deploy_nginx;
