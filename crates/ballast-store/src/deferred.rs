@@ -18,6 +18,15 @@
 //! the next take hands it over as [`Taken::interrupted`] — re-sent with the same key only where the upstream
 //! deduplicates, `outcome_unknown` otherwise.
 //!
+//! # Operations nobody works
+//! Workers take only from the tools they handle, so an operation of a tool no running gateway handles any more
+//! (renamed, or removed from the config) is never taken: nothing would end it, and it would wait, and count in
+//! the depth, forever. [`DeferredQueue::expire_abandoned`] ends those, whatever their tool: every unfinished
+//! operation whose ttl ended more than a grace ago ([`RECORD_GRACE`] in a gateway) and that no worker holds —
+//! `expired` with its record released, or `outcome_unknown` where an attempt of it may have acted — exactly as
+//! its worker would have ended it. Ended, it is kept for the retention and then deleted by
+//! [`DeferredQueue::reap`], as every ended operation is.
+//!
 //! Times cross this interface as durations from the store's now, never as timestamps of a gateway's clock.
 
 use std::time::Duration;
@@ -31,6 +40,10 @@ use crate::{OwnerToken, Scope, StoreError, StoredResponse};
 /// cluster was down past the operation's life); a worker's late end then leaves the record as that request made
 /// it.
 pub const RECORD_GRACE: Duration = Duration::from_secs(60);
+
+/// At most how many operations one [`DeferredQueue::expire_abandoned`] ends: one call's work stays bounded (on
+/// Redis it is one script, which the server runs alone).
+pub(crate) const ABANDONED_BATCH: usize = 1000;
 
 /// What a deferred operation is when it is queued.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -266,6 +279,25 @@ pub trait DeferredQueue: Send + Sync + std::fmt::Debug {
     async fn depth(&self) -> Result<Vec<QueueDepth>, StoreError>;
 
     /// Deletes finished operations whose retention (the store's, counted from their end) passed; returns how
-    /// many went.
+    /// many went. Unfinished operations are left alone, however old ([`expire_abandoned`](Self::expire_abandoned)
+    /// ends those nobody works).
     async fn reap(&self) -> Result<u64, StoreError>;
+
+    /// Ends the unfinished operations nobody will end (module docs, "Operations nobody works"), whatever their
+    /// tool: those whose ttl ended at least `grace` ago (expiry + `grace` <= now) and that no worker holds —
+    /// `queued`, or `in_progress` with its worker's lease run out. A gateway passes [`RECORD_GRACE`], the time a
+    /// worker has to write an end it reached at the ttl.
+    ///
+    /// Each ends as its worker's [`finish`](Self::finish) would end it, in one step with its record (written
+    /// only while the record still carries the operation's token in `claimed` or `dispatched`):
+    /// - `in_progress` with an attempt begun ([`begin_attempt`](Self::begin_attempt)) and never ended: the attempt
+    ///   may have acted, so it is counted (as a take of the interrupted operation would count it) and the
+    ///   operation ends `outcome_unknown`, its record too ([`Finish::OutcomeUnknown`]);
+    /// - otherwise (`queued`, or taken and no attempt begun) `expired`, its record released
+    ///   ([`Finish::Expired`]): a later call with the key runs.
+    ///
+    /// Its end time is now: it is kept for the retention like any ended operation, then [`reap`](Self::reap)
+    /// deletes it. An operation a live worker holds is left to that worker, even past its ttl. Ends at most 1000
+    /// per call (the rest wait for the next call); returns how many it ended.
+    async fn expire_abandoned(&self, grace: Duration) -> Result<u64, StoreError>;
 }

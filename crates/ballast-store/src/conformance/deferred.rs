@@ -21,7 +21,7 @@ fn queue_of(store: &dyn IdempotencyStore) -> Arc<dyn DeferredQueue> {
         .unwrap_or_else(|| panic!("the {} store has no deferred queue", store.backend()))
 }
 
-async fn opened(
+pub(super) async fn opened(
     opener: Opener,
     options: StoreOptions,
 ) -> Option<(Arc<dyn IdempotencyStore>, Arc<dyn DeferredQueue>)> {
@@ -31,11 +31,11 @@ async fn opened(
 }
 
 /// A queue name no other case uses.
-fn tool() -> String {
+pub(super) fn tool() -> String {
     format!("tool-{}", OwnerToken::random().to_hex())
 }
 
-fn operation(tool: &str, priority: u8) -> NewOperation {
+pub(super) fn operation(tool: &str, priority: u8) -> NewOperation {
     NewOperation {
         tool: tool.to_owned(),
         priority,
@@ -48,7 +48,7 @@ fn operation(tool: &str, priority: u8) -> NewOperation {
 }
 
 /// Claims a fresh scope and defers it as `new`; returns the scope and the record's owner.
-async fn deferred(
+pub(super) async fn deferred(
     store: &dyn IdempotencyStore,
     queue: &dyn DeferredQueue,
     new: &NewOperation,
@@ -60,7 +60,11 @@ async fn deferred(
     (scope, claim.owner)
 }
 
-async fn take(queue: &dyn DeferredQueue, tool: &str, lease: Duration) -> Option<(Taken, OwnerToken)> {
+pub(super) async fn take(
+    queue: &dyn DeferredQueue,
+    tool: &str,
+    lease: Duration,
+) -> Option<(Taken, OwnerToken)> {
     let worker = OwnerToken::random();
     let taken = queue
         .take(&[tool.to_owned()], worker, lease)

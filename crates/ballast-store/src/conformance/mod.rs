@@ -13,6 +13,7 @@
 //! [`service_url`] and [`service_unavailable`] are the shared rule for servers that may be missing: skip with a
 //! printed reason on a laptop, fail where `BALLAST_REQUIRE_SERVICES=1` (CI).
 
+mod abandoned;
 mod cases;
 mod deferred;
 mod expiry;
@@ -29,6 +30,7 @@ use std::time::Duration;
 use ballast_core::{Fingerprint, IdempotencyKey, fingerprint};
 use bytes::Bytes;
 
+pub use abandoned::*;
 pub use cases::*;
 pub use deferred::*;
 pub use expiry::*;
@@ -124,6 +126,7 @@ macro_rules! deferred_conformance_tests {
             each_end_settles_the_record_with_the_operation,
             the_ttl_bounds_the_wait_and_an_ended_key_defers_again,
             depth_counts_waiting_work_and_reap_deletes_old_ends,
+            operations_nobody_works_end_after_their_ttl_and_grace,
         );
     };
 }

@@ -10,6 +10,8 @@
 //! before it writes it, passes over any operation another take holds locked, and re-checks under the lock that
 //! the operation is still due (READ COMMITTED reads a row changed since the statement began as committed). A
 //! take may pass over an operation another take only looked at and did not take; it finds it on its next call.
+//! The end of operations nobody works (`expire_abandoned`) locks what it ends the same way, so it never waits on
+//! a take, and a take never hands out an operation it is ending.
 
 use std::time::Duration;
 
@@ -19,6 +21,7 @@ use tokio_postgres::Row;
 
 use super::{Param, PostgresStore, deferred_sql as sql, sql::key, sql::uuid, unavailable};
 use crate::clock::millis;
+use crate::deferred::ABANDONED_BATCH;
 use crate::{
     DeferredQueue, Finish, NewOperation, Operation, OperationState, OwnerToken, QueueDepth, RECORD_GRACE,
     Scope, StoreError, StoredResponse, Taken, decode_headers, encode_headers,
@@ -277,5 +280,15 @@ impl DeferredQueue for PostgresDeferred {
                     .map_err(unavailable)
             })
             .await
+    }
+
+    async fn expire_abandoned(&self, grace: Duration) -> Result<u64, StoreError> {
+        let (grace, retention) = (millis(grace), self.0.retention_ms);
+        let batch = i64::try_from(ABANDONED_BATCH).unwrap_or(i64::MAX);
+        let row = self
+            .query_opt(sql::EXPIRE_ABANDONED, &[&grace, &retention, &batch])
+            .await?;
+        let ended = row.as_ref().map(|row| column::<i64>(row, 0)).transpose()?;
+        Ok(u64::try_from(ended.unwrap_or(0)).unwrap_or(0))
     }
 }

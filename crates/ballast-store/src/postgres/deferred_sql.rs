@@ -274,3 +274,55 @@ pub(super) const REAP: &str = concat!(
     "DELETE FROM ballast_deferred WHERE finished_at <= now() - ",
     ms!("$1")
 );
+
+/// The unfinished operations whose ttl ended at least `$1` ms ago and that no worker holds (`queued`, or
+/// `in_progress` with its worker's lease run out), whatever their tool, at most `$3` of them, locked (`a`: one a
+/// take or a worker's write holds locked is passed over, never waited for; one a take changed since the
+/// statement's snapshot is read as committed when locked, and passed over if it no longer qualifies).
+macro_rules! abandoned {
+    () => {
+        concat!(
+            "a AS (SELECT d.principal, d.route, d.key FROM ballast_deferred d, c ",
+            "WHERE d.state IN ('queued', 'in_progress') AND d.expires_at <= c.now - ",
+            ms!("$1"),
+            " AND (d.state = 'queued' OR d.lease_until <= c.now) LIMIT $3 FOR UPDATE OF d SKIP LOCKED)"
+        )
+    };
+}
+
+/// The record of the ended operation `o`, while it carries the operation's token in `claimed` or `dispatched`
+/// and is live (`record!` for rows of many keys).
+macro_rules! records {
+    () => {
+        " WHERE i.principal = o.principal AND i.route = o.route AND i.key = o.key AND i.owner = o.owner \
+         AND i.state IN ('claimed', 'dispatched') AND i.expires_at > c.now"
+    };
+}
+
+/// Ends the operations nobody works (`abandoned!`; `DeferredQueue::expire_abandoned`): one an attempt of which
+/// had begun (`sent`) ends `outcome_unknown`, the attempt counted, and its record as `FINISH_UNKNOWN` writes it
+/// (`$2` retention ms); any other ends `expired` and its record is released, as `FINISH_RELEASE` does. The end
+/// is now; the last answer goes, as a worker's `Expired` or `OutcomeUnknown` end leaves none. One row: how many
+/// ended.
+pub(super) const EXPIRE_ABANDONED: &str = concat!(
+    "WITH ",
+    clock!(),
+    ", ",
+    abandoned!(),
+    ", o AS (UPDATE ballast_deferred d SET ",
+    "state = CASE WHEN d.state = 'in_progress' AND d.sent THEN 'outcome_unknown' ELSE 'expired' END, ",
+    "attempts = d.attempts + (d.state = 'in_progress' AND d.sent)::int, finished_at = c.now, worker = NULL, ",
+    "lease_until = NULL, sent = false, status = NULL, headers = NULL, body = NULL FROM a, c ",
+    "WHERE d.principal = a.principal AND d.route = a.route AND d.key = a.key ",
+    "RETURNING d.principal, d.route, d.key, d.owner, d.state), ",
+    "released AS (DELETE FROM ballast_idempotency i USING o, c",
+    records!(),
+    " AND o.state = 'expired'), ",
+    "unknown AS (UPDATE ballast_idempotency i SET state = 'outcome_unknown', ",
+    "owner = '00000000-0000-0000-0000-000000000000', lease_until = c.now, expires_at = c.now + ",
+    ms!("$2"),
+    " FROM o, c",
+    records!(),
+    " AND o.state = 'outcome_unknown') ",
+    "SELECT count(*) FROM o"
+);

@@ -36,5 +36,6 @@ if ARGV[16] ~= '' then
 end
 redis.call('ZADD', queued_key(tool), int(first), member)
 redis.call('ZADD', all_key(tool), int((255 - priority) * SPAN + now), member)
+redis.call('ZADD', ends_key(tool), int(ends), member)
 redis.call('SADD', TOOLS, tool)
 return operation(key, 0)

@@ -17,6 +17,7 @@ local function record_key(member) return RECORDS .. string.sub(member, 18) end
 local function queued_key(tool) return QUEUE .. 'queued:' .. tool end
 local function taken_key(tool) return QUEUE .. 'taken:' .. tool end
 local function all_key(tool) return QUEUE .. 'all:' .. tool end
+local function ends_key(tool) return QUEUE .. 'ends:' .. tool end
 local function score(priority, due) return (255 - priority) * SPAN + math.min(due, SPAN - 1) end
 
 -- The fields an operation is answered with, in this order after the server's time and the interrupted flag.
@@ -34,6 +35,7 @@ local function unindex(tool, member)
   redis.call('ZREM', queued_key(tool), member)
   redis.call('ZREM', taken_key(tool), member)
   redis.call('ZREM', all_key(tool), member)
+  redis.call('ZREM', ends_key(tool), member)
   if redis.call('EXISTS', all_key(tool)) == 0 then redis.call('SREM', TOOLS, tool) end
 end
 
@@ -51,4 +53,35 @@ local function holding(key, worker)
   if r[1] ~= 'in_progress' or r[2] ~= worker or not r[3] then return nil end
   return {member = r[3], tool = r[4], owner = r[5], prio = tonumber(r[6]), expires = tonumber(r[7]),
     attempts = tonumber(r[8]) or 0}
+end
+
+-- Ends the operation at `key` (`op`: its member, tool and record token) in `state`, one attempt more if
+-- `attempted`, with `answer` ({status, headers, body}, or nil for none) as its last: it leaves the indexes and is
+-- kept `retention` ms from now (then Redis deletes it: its key expires). Its record, if it still carries the
+-- operation's token, becomes what `record_end` says ('completed': the answer | 'release': deleted | 'unknown':
+-- outcome_unknown under the `retired` token) and is kept as long.
+local function end_operation(key, op, state, attempted, retention, record_end, answer, retired)
+  local keep = now + retention
+  if attempted then redis.call('HINCRBY', key, 'attempts', 1) end
+  redis.call('HSET', key, 'state', state, 'finished', int(now), 'keep', int(keep), 'sent', '0')
+  redis.call('HDEL', key, 'worker', 'wlease', 'l_status', 'l_headers', 'l_body')
+  if answer then
+    redis.call('HSET', key, 'l_status', answer[1], 'l_headers', answer[2], 'l_body', answer[3])
+  end
+  redis.call('PEXPIREAT', key, int(keep))
+  unindex(op.tool, op.member)
+
+  local record = record_key(op.member)
+  if not held(record, op.owner) then return end
+  if record_end == 'release' then
+    redis.call('DEL', record)
+    return
+  end
+  if record_end == 'completed' then
+    redis.call('HSET', record, 'state', 'completed', 'status', answer[1], 'headers', answer[2], 'body', answer[3])
+  else
+    redis.call('HSET', record, 'state', 'outcome_unknown', 'owner', retired)
+  end
+  redis.call('HSET', record, 'lease', int(now), 'exp', int(keep))
+  redis.call('PEXPIREAT', record, int(keep))
 end

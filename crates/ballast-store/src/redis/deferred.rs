@@ -19,6 +19,10 @@
 //!   take looks there for operations whose worker died.
 //! - `all:` + tool — every unfinished operation of the tool, scored `(255 - priority) · 2^43 + deferral ms`, for
 //!   [`depth`](DeferredQueue::depth): a class's size and its oldest in a few steps.
+//! - `ends:` + tool — every unfinished operation of the tool, scored by its ttl's end (ms), for
+//!   [`expire_abandoned`](DeferredQueue::expire_abandoned): those past their ttl and grace are its first
+//!   members. It walks every tool in `tools`, handled or not (workers take only from the tools they handle, so
+//!   nothing else ends the operations of a tool nobody handles any more).
 //! - `tools` — the set of tools with unfinished operations; `seq` — the deferral counter.
 //!
 //! The scripts build the keys of the operation they pick (and the queues of an operation a deferral replaces)
@@ -36,6 +40,7 @@ use super::deferred_scripts::{self, DeferredScripts};
 use super::scripts::{applied, count};
 use super::{MAX_SCRIPT_MS, REAP_BATCH, glob_escape};
 use crate::clock::millis;
+use crate::deferred::ABANDONED_BATCH;
 use crate::{
     DeferredQueue, Finish, NewOperation, Operation, OwnerToken, QueueDepth, RECORD_GRACE, Scope, StoreError,
     StoredResponse, Taken, encode_headers,
@@ -239,6 +244,16 @@ impl DeferredQueue for RedisDeferred {
     async fn depth(&self) -> Result<Vec<QueueDepth>, StoreError> {
         let invocation = self.invocation(&self.scripts.depth);
         deferred_scripts::depth(self.run(&invocation).await?)
+    }
+
+    async fn expire_abandoned(&self, grace: Duration) -> Result<u64, StoreError> {
+        let mut invocation = self.invocation(&self.scripts.expire);
+        invocation
+            .arg(ms(grace))
+            .arg(ABANDONED_BATCH)
+            .arg(self.retention_ms)
+            .arg(OwnerToken::RETIRED.to_hex());
+        count(self.run(&invocation).await?)
     }
 
     /// Ended operations past their retention that lost their expiry, one `SCAN` step at a time (the records'

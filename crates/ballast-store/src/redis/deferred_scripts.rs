@@ -22,6 +22,7 @@ pub(super) struct DeferredScripts {
     pub(super) finish: Script,
     pub(super) lookup: Script,
     pub(super) depth: Script,
+    pub(super) expire: Script,
     pub(super) reap: Script,
 }
 
@@ -43,6 +44,7 @@ impl DeferredScripts {
             finish: queue_script!("defer_finish.lua"),
             lookup: queue_script!("defer_lookup.lua"),
             depth: queue_script!("defer_depth.lua"),
+            expire: queue_script!("defer_expire.lua"),
             reap: Script::new(include_str!("defer_reap.lua")),
         }
     }

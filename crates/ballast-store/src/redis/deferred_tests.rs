@@ -1,6 +1,6 @@
 //! What is Redis's own in the deferred queue: ended operations expire by themselves and only stragglers are
-//! reaped, the indexes let go of what ended, a hand-deleted operation does not block its queue, huge durations
-//! are capped, and a record someone else took over is left as they made it.
+//! reaped, the indexes let go of what ended (by a worker or for want of one), a hand-deleted operation does not
+//! block its queue, huge durations are capped, and a record someone else took over is left as they made it.
 
 use bytes::Bytes;
 
@@ -70,7 +70,7 @@ async fn an_ended_operation_expires_at_its_retention_end_and_leaves_the_indexes(
         .await
         .unwrap();
     assert_eq!(expire_time, keep);
-    for index in ["queued", "taken", "all"] {
+    for index in ["queued", "taken", "all", "ends"] {
         let exists: bool = raw
             .exists(format!("{prefix}defer:{index}:refunds"))
             .await
@@ -126,6 +126,51 @@ async fn reap_deletes_ended_stragglers_only() {
     assert_eq!(store.deferred.reap().await.unwrap(), 0, "the waiting one stays");
     let still = store.deferred.lookup(&waiting).await.unwrap().unwrap();
     assert_eq!(still.state, OperationState::Queued);
+    let keys: Vec<String> = raw.keys(format!("{prefix}*")).await.unwrap();
+    let _: () = raw.del(keys).await.unwrap();
+}
+
+/// Operations nobody works end out of every index, as a worker's end leaves them, and expire at their retention
+/// end; the entries of one deleted by hand are dropped, not counted.
+#[tokio::test]
+async fn abandoned_operations_end_out_of_every_index() {
+    let prefix = private_prefix();
+    let Some(store) = connect(&prefix, StoreOptions::default()).await else {
+        return;
+    };
+    let mut raw = raw(&store).await;
+    let short = Duration::from_millis(100);
+    let (one, _) = deferred(&store, &operation("gone", short, Duration::ZERO)).await;
+    let (two, _) = deferred(&store, &operation("gone", short, Duration::ZERO)).await;
+    let (vanished, _) = deferred(&store, &operation("gone", short, Duration::ZERO)).await;
+    let _: () = raw.del(store.deferred.op_key(&vanished)).await.unwrap();
+    let taken = (store.deferred)
+        .take(&["gone".to_owned()], OwnerToken::random(), short)
+        .await
+        .unwrap()
+        .expect("due");
+    tokio::time::sleep(short * 3).await;
+    assert_eq!(store.deferred.expire_abandoned(Duration::ZERO).await.unwrap(), 2);
+    assert_eq!(store.deferred.expire_abandoned(Duration::ZERO).await.unwrap(), 0);
+    for index in ["queued", "taken", "all", "ends"] {
+        let exists: bool = raw.exists(format!("{prefix}defer:{index}:gone")).await.unwrap();
+        assert!(!exists, "the {index} index let go of the ended operations");
+    }
+    let tools: Vec<String> = raw.smembers(format!("{prefix}defer:tools")).await.unwrap();
+    assert!(tools.is_empty(), "{tools:?}");
+    for scope in [&one, &two] {
+        let ended = store.deferred.lookup(scope).await.unwrap().unwrap();
+        assert_eq!(ended.state, OperationState::Expired, "{}", taken.interrupted);
+        let key = store.deferred.op_key(scope);
+        let keep: i64 = raw.hget(&key, "keep").await.unwrap();
+        let expire_time: i64 = redis::cmd("PEXPIRETIME")
+            .arg(&key)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(expire_time, keep);
+        assert_eq!(store.lookup(scope).await.unwrap(), None, "the record is released");
+    }
     let keys: Vec<String> = raw.keys(format!("{prefix}*")).await.unwrap();
     let _: () = raw.del(keys).await.unwrap();
 }

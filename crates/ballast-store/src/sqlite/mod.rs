@@ -18,6 +18,7 @@
 mod batch;
 mod file;
 mod queue;
+mod queue_expire;
 mod queue_row;
 mod queue_sql;
 mod schema;

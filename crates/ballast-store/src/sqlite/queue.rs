@@ -1,14 +1,14 @@
 //! The SQLite store's [`DeferredQueue`]: its table sits beside the records in the same file, and each method is
 //! one operation of the store's write path (`batch.rs`) — one transaction on the one connection, at the store's
 //! time — so an operation and its record change together, and two workers never take one operation (the
-//! store's operations run one after another). The statements are `queue_sql.rs`, the row's decoding
-//! `queue_row.rs`.
+//! store's operations run one after another). The statements are `queue_sql.rs` (and `queue_expire.rs`, the end
+//! of operations nobody works), the row's decoding `queue_row.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::batch::Shared;
-use super::queue_sql;
+use super::{queue_expire, queue_sql};
 use crate::clock::millis;
 use crate::{
     DeferredQueue, Finish, NewOperation, Operation, OwnerToken, QueueDepth, Scope, StoreError,
@@ -124,6 +124,13 @@ impl DeferredQueue for SqliteQueue {
         let retention = self.retention_ms;
         self.shared
             .run(move |connection, now| queue_sql::reap(connection, now, retention))
+            .await
+    }
+
+    async fn expire_abandoned(&self, grace: Duration) -> Result<u64, StoreError> {
+        let (grace, retention) = (millis(grace), self.retention_ms);
+        self.shared
+            .run(move |connection, now| queue_expire::expire_abandoned(connection, now, grace, retention))
             .await
     }
 }

@@ -251,7 +251,19 @@ pub(super) fn finish(
     let state = end.state().as_str();
     let values: [&dyn ToSql; 6] = [&state, &now, &i64::from(attempted), &status, &headers, &body];
     let owner = worker_write(connection, scope, worker, set, &values)?;
-    // The record as the records' own calls leave it: `complete`, `release`, `mark_outcome_unknown`.
+    end_record(connection, scope, owner, end, now, retention)
+}
+
+/// The record of an operation that ended as `end` says, if it still carries the operation's token `owner` in
+/// `claimed` or `dispatched`: as the records' own calls leave it (`complete`, `release`, `mark_outcome_unknown`).
+pub(super) fn end_record(
+    connection: &Connection,
+    scope: &Scope,
+    owner: OwnerToken,
+    end: &Finish,
+    now: i64,
+    retention: i64,
+) -> Result<(), StoreError> {
     match end {
         Finish::Completed(response) | Finish::Rejected(response) => {
             sql::completed_rows(connection, scope, owner, response, now, retention, &HELD)
