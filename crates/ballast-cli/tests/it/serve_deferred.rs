@@ -289,3 +289,36 @@ async fn a_deferred_attempt_answered_by_the_fallback_completes_once() {
     );
     assert_eq!(operation(&gateway, "via-backup").await["status"], "completed");
 }
+
+/// At an upstream that deduplicates by the key, an attempt whose answer was lost is deferred, not called unknown:
+/// the workers send it again with the same key, and it completes once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_answer_at_a_deduplicating_upstream_is_deferred_and_completes_once() {
+    let keyed = "[endpoints.create_refund]\nkey_mode = \"keyed\"\n";
+    let upstream = chaos(&format!("{keyed}hang = 1.0\n")).await;
+    let config = ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        .tool(
+            "create_refund",
+            "{chaos}/tools/create_refund",
+            &format!(
+                "{}\nupstream_idempotency = \"keyed\"\nper_try_timeout = \"200ms\"",
+                side_effect("critical")
+            ),
+        )
+        .raw("[deferred]\nbase = \"10ms\"\ncap = \"20ms\"\nmax_attempts = 100")
+        .build();
+    let gateway = Gateway::start(&config, &upstream, &[]);
+    let accepted = deferred(
+        &gateway,
+        "create_refund",
+        "lost-1",
+        &[("ballast-timeout-ms", "1000")],
+    )
+    .await;
+    assert_eq!(accepted["queue"], "create_refund");
+    heal(&upstream, keyed).await;
+    let (_, end) = until_ended(&gateway, "lost-1").await;
+    assert_eq!(end["status"], "completed", "{end}");
+    assert_eq!(ledger(&upstream).await["ops"]["lost-1"]["executions"], 1);
+}

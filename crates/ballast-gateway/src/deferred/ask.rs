@@ -72,8 +72,9 @@ impl Ask {
 /// The [`Defer`] marker for a call of `tool` (class `priority`) that ended with `error`, when the caller can
 /// wait and the failure is one that a later attempt may not meet: nothing acted, and the call was refused for
 /// room, by a throttle, a limit or an open breaker, by a spent budget or allowance, for lack of time, or by an
-/// upstream's 429 or 503. Never for an outcome that may have acted, nor for a request the upstream refused
-/// for good.
+/// upstream's 429 or 503 — and, at an upstream that deduplicates by the key, any 5xx or lost answer (the key makes
+/// a re-send safe). Never for an outcome that may have acted at an upstream that does not deduplicate, nor for a
+/// request the upstream refused for good.
 pub(crate) fn marker(tool: &ToolConfig, ask: Ask, priority: Priority, error: &CallError) -> Option<Defer> {
     let keyed = tool.upstream_idempotency == ballast_core::UpstreamIdempotency::Keyed;
     if !tool.side_effects || !(ask.respond_async || tool.defer.accepted) || !deferrable(error, keyed) {
@@ -89,8 +90,10 @@ pub(crate) fn marker(tool: &ToolConfig, ask: Ask, priority: Priority, error: &Ca
 
 /// Whether `error` says the call could not be served now and nothing acted.
 fn deferrable(error: &CallError, keyed: bool) -> bool {
+    // An attempt that may have acted: never again at an upstream that does not deduplicate; at one that does,
+    // the same key sent again is what deduplication is for.
     if error.outcome_unknown() {
-        return false;
+        return keyed;
     }
     match error {
         // A 429, or a 503 that acted on nothing (on an upstream that does not deduplicate, a 5xx that may have is

@@ -349,6 +349,15 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
     };
     let mut response = crate::tool_answer::answer(client.name(), prepared.key.as_ref(), result);
     if let Some(defer) = defer {
+        // A lost answer at an upstream that deduplicates is deferred as nothing-acted: its re-send carries the key.
+        if response
+            .extensions_mut()
+            .remove::<ballast::idempotency::OutcomeUnknown>()
+            .is_some()
+        {
+            response.extensions_mut().insert(ballast::idempotency::NotStored);
+            response.headers_mut().remove(ballast::headers::BALLAST_OUTCOME);
+        }
         response.extensions_mut().insert(defer);
     }
     response
