@@ -22,7 +22,8 @@ const DEFAULT_STRATEGIES_MCP: &str = "naive,ballast,gateway,naive-mcp";
 /// The flash-sale bench's arguments.
 #[derive(Debug, Args)]
 pub(crate) struct FlashSale {
-    /// The scenario: `flash-sale`, or `dead-upstream:503`, `dead-upstream:503-retry-after`,
+    /// The scenario: `flash-sale`; `payment-outage` (the sale with payments down from 10 s to 40 s, agents
+    /// arriving over 30 s: what `--defer` is for); or `dead-upstream:503`, `dead-upstream:503-retry-after`,
     /// `dead-upstream:refused`, `dead-upstream:hangs` (`dead-upstream`: all four, one after the other).
     #[arg(long, default_value = "flash-sale")]
     scenario: String,

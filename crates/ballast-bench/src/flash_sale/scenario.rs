@@ -19,6 +19,10 @@ pub enum Scenario {
     /// A healthy upstream (preset `none`) that is dead for 10 s, from 10 s to 20 s, for every endpoint, in the
     /// way the variant says; agents arrive steadily over 30 s.
     DeadUpstream(Dead),
+    /// The flash sale with its payment provider down for 30 s, from 10 s to 40 s (503 with `Retry-After`), while
+    /// agents arrive steadily over 30 s: the payments started in that window cannot be served within their
+    /// deadline — the side effects `--defer` lets wait, and the bench drains after the outage.
+    PaymentOutage,
 }
 
 /// How the upstream is dead in [`Scenario::DeadUpstream`].
@@ -55,6 +59,9 @@ impl Dead {
 }
 
 impl Scenario {
+    /// When the payment provider is down (before time scaling), for [`Scenario::PaymentOutage`].
+    pub const PAYMENT_OUTAGE: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(40));
+
     /// When the upstream is dead (before time scaling), for [`Scenario::DeadUpstream`].
     pub const OUTAGE: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(20));
 
@@ -63,6 +70,7 @@ impl Scenario {
         match self {
             Scenario::FlashSale => "flash-sale".to_owned(),
             Scenario::DeadUpstream(dead) => format!("dead-upstream:{}", dead.as_str()),
+            Scenario::PaymentOutage => "payment-outage".to_owned(),
         }
     }
 
@@ -70,7 +78,7 @@ impl Scenario {
     pub fn default_arrivals(self) -> Arrivals {
         match self {
             Scenario::FlashSale => Arrivals::Burst,
-            Scenario::DeadUpstream(_) => Arrivals::Steady,
+            Scenario::DeadUpstream(_) | Scenario::PaymentOutage => Arrivals::Steady,
         }
     }
 
@@ -78,7 +86,7 @@ impl Scenario {
     pub fn arrival_span(self) -> Duration {
         match self {
             Scenario::FlashSale => Duration::from_secs(10),
-            Scenario::DeadUpstream(_) => Duration::from_secs(30),
+            Scenario::DeadUpstream(_) | Scenario::PaymentOutage => Duration::from_secs(30),
         }
     }
 
@@ -87,6 +95,7 @@ impl Scenario {
         let profile = match self {
             Scenario::FlashSale => Profile::preset("flash-sale", seed).expect("a preset of the chaos crate"),
             Scenario::DeadUpstream(dead) => dead_upstream(seed, dead),
+            Scenario::PaymentOutage => payment_outage(seed),
         };
         profile.scaled(time_scale)
     }
@@ -94,13 +103,30 @@ impl Scenario {
     /// The outage window, if the scenario has one for every endpoint (after time scaling).
     pub fn outage(self, time_scale: f64) -> Option<(Duration, Duration)> {
         match self {
-            Scenario::FlashSale => None,
+            Scenario::FlashSale | Scenario::PaymentOutage => None,
             Scenario::DeadUpstream(_) => {
                 let (start, end) = Scenario::OUTAGE;
                 Some((start.mul_f64(time_scale), end.mul_f64(time_scale)))
             }
         }
     }
+}
+
+/// The flash-sale preset with the payment outage of [`Scenario::PAYMENT_OUTAGE`] in place of its own.
+fn payment_outage(seed: u64) -> Profile {
+    let mut profile = Profile::preset("flash-sale", seed).expect("a preset of the chaos crate");
+    let (start, end) = Scenario::PAYMENT_OUTAGE;
+    let outage = Outage {
+        start,
+        end,
+        answer: OutageAnswer::RetryAfter,
+    };
+    profile
+        .endpoints
+        .entry("process_payment".to_owned())
+        .or_default()
+        .outages = vec![outage];
+    profile
 }
 
 fn dead_upstream(seed: u64, dead: Dead) -> Profile {
@@ -144,6 +170,7 @@ impl FromStr for Scenario {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "flash-sale" => return Ok(Scenario::FlashSale),
+            "payment-outage" => return Ok(Scenario::PaymentOutage),
             "dead-upstream" => return Ok(Scenario::DeadUpstream(Dead::Unavailable)),
             _ => {}
         }
@@ -154,9 +181,12 @@ impl FromStr for Scenario {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let variant = s
-            .strip_prefix("dead-upstream:")
-            .ok_or_else(|| format!("unknown scenario {s:?}: flash-sale, {}", variants()))?;
+        let variant = s.strip_prefix("dead-upstream:").ok_or_else(|| {
+            format!(
+                "unknown scenario {s:?}: flash-sale, payment-outage, {}",
+                variants()
+            )
+        })?;
         Dead::ALL
             .into_iter()
             .find(|d| d.as_str() == variant)
@@ -302,7 +332,8 @@ mod tests {
 
     #[test]
     fn scenarios_parse_and_print_alike() {
-        for scenario in std::iter::once(Scenario::FlashSale).chain(Dead::ALL.map(Scenario::DeadUpstream)) {
+        let named = [Scenario::FlashSale, Scenario::PaymentOutage];
+        for scenario in named.into_iter().chain(Dead::ALL.map(Scenario::DeadUpstream)) {
             assert_eq!(scenario.name().parse::<Scenario>(), Ok(scenario));
         }
         assert_eq!(
@@ -357,5 +388,25 @@ mod tests {
         let refused = Scenario::DeadUpstream(Dead::Refused).profile(1, 0.5);
         assert_eq!(refused.closed[0].end, Duration::from_secs(10));
         assert!(refused.endpoint("model").outages.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod payment_outage_tests {
+    use super::*;
+
+    #[test]
+    fn the_payment_outage_is_the_sale_with_payments_down_from_10_to_40_s() {
+        let profile = Scenario::PaymentOutage.profile(1, 1.0);
+        let outages = &profile.endpoint("process_payment").outages;
+        assert_eq!(outages.len(), 1);
+        assert_eq!((outages[0].start, outages[0].end), Scenario::PAYMENT_OUTAGE);
+        assert!(profile.endpoint("create_refund").outages.is_empty());
+        assert_eq!(Scenario::PaymentOutage.default_arrivals(), Arrivals::Steady);
+        assert_eq!(
+            Scenario::PaymentOutage.outage(1.0),
+            None,
+            "not every endpoint is down"
+        );
     }
 }
