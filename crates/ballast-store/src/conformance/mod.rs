@@ -16,6 +16,7 @@
 mod abandoned;
 mod cases;
 mod deferred;
+mod deferred_ends;
 mod expiry;
 mod lease;
 mod shared;
@@ -33,6 +34,7 @@ use bytes::Bytes;
 pub use abandoned::*;
 pub use cases::*;
 pub use deferred::*;
+pub use deferred_ends::*;
 pub use expiry::*;
 pub use lease::*;
 pub use shared::*;
