@@ -38,7 +38,7 @@ use redis::aio::ConnectionManager;
 
 use super::deferred_scripts::{self, DeferredScripts};
 use super::scripts::{applied, count};
-use super::{MAX_SCRIPT_MS, REAP_BATCH, glob_escape};
+use super::{MAX_SCRIPT_MS, glob_escape, reap_by_scan};
 use crate::clock::millis;
 use crate::deferred::ABANDONED_BATCH;
 use crate::{
@@ -260,29 +260,7 @@ impl DeferredQueue for RedisDeferred {
     /// reap's way); usually none, as Redis deletes ended operations itself.
     async fn reap(&self) -> Result<u64, StoreError> {
         let pattern = format!("{}op:*", glob_escape(&self.queue));
-        let mut connection = self.connection.clone();
-        let (mut cursor, mut deleted) = (0_u64, 0_u64);
-        loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(REAP_BATCH)
-                .query_async(&mut connection)
-                .await
-                .map_err(deferred_scripts::driver_error)?;
-            if !keys.is_empty() {
-                let mut invocation = self.scripts.reap.prepare_invoke();
-                for key in &keys {
-                    invocation.key(key.as_slice());
-                }
-                deleted += count(self.run(&invocation).await?)?;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
-        }
+        let script = &self.scripts.reap;
+        reap_by_scan(&self.connection, &pattern, script, deferred_scripts::driver_error).await
     }
 }

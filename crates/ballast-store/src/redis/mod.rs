@@ -70,6 +70,44 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 const CONNECTION_RETRIES: usize = 3;
 /// Keys per `SCAN` step (and per reap script) while reaping.
 const REAP_BATCH: usize = 500;
+
+/// The keys matching `pattern`, one `SCAN` step of [`REAP_BATCH`] at a time, each batch handed to `script` (which
+/// deletes those past their retention and returns how many): the records' reap and the deferred queue's.
+async fn reap_by_scan(
+    connection: &ConnectionManager,
+    pattern: &str,
+    script: &redis::Script,
+    driver_error: fn(redis::RedisError) -> StoreError,
+) -> Result<u64, StoreError> {
+    let mut connection = connection.clone();
+    let (mut cursor, mut deleted) = (0_u64, 0_u64);
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(REAP_BATCH)
+            .query_async(&mut connection)
+            .await
+            .map_err(driver_error)?;
+        if !keys.is_empty() {
+            let mut invocation = script.prepare_invoke();
+            for key in &keys {
+                invocation.key(key.as_slice());
+            }
+            let reaped = invocation
+                .invoke_async(&mut connection)
+                .await
+                .map_err(driver_error)?;
+            deleted += scripts::count(reaped)?;
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
+    }
+}
 /// The largest lease or retention passed to a script, in ms (about 31,000 years): Redis's Lua counts in
 /// doubles, exact for integers below 2^53, and the sum of the clock, a lease and a retention stays below.
 const MAX_SCRIPT_MS: i64 = 1_000_000_000_000_000;
@@ -185,30 +223,13 @@ impl RedisStore {
     /// Keys under the prefix, one `SCAN` step at a time, each batch handed to the reap script.
     async fn reap_stragglers(&self) -> Result<u64, StoreError> {
         let pattern = format!("{}*", glob_escape(&self.prefix));
-        let mut connection = self.connection.clone();
-        let (mut cursor, mut deleted) = (0_u64, 0_u64);
-        loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(REAP_BATCH)
-                .query_async(&mut connection)
-                .await
-                .map_err(scripts::driver_error)?;
-            if !keys.is_empty() {
-                let mut invocation = self.scripts.reap.prepare_invoke();
-                for key in &keys {
-                    invocation.key(key.as_slice());
-                }
-                deleted += scripts::count(self.run(&invocation).await?)?;
-            }
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
-        }
+        reap_by_scan(
+            &self.connection,
+            &pattern,
+            &self.scripts.reap,
+            scripts::driver_error,
+        )
+        .await
     }
 }
 
