@@ -261,6 +261,13 @@ pub(crate) fn limit_mode(target: &str, mode: &'static str) {
     }
 }
 
+/// `ballast_limit_unshared_total{target,mode}`: attempts a deployment's limits decided without the shared store
+/// (lost, or slower than `sharing::PATIENCE` this once), as `on_store_loss` says: `share` or `refuse`.
+#[cfg(feature = "idempotency")]
+pub(crate) fn limit_unshared(target: &str, mode: &'static str) {
+    counter!("ballast_limit_unshared_total", "target" => target.to_owned(), "mode" => mode).increment(1);
+}
+
 /// `ballast_limited_total{target,outcome}`: attempts a deployment's limits held back (`waited`) or refused
 /// (`refused`).
 pub(crate) fn limited(target: &str, outcome: &'static str) {

@@ -228,6 +228,7 @@ impl AccountLimits {
                         OnStoreLoss::Share => LimitMode::Share,
                         OnStoreLoss::Refuse => LimitMode::Refuse,
                     };
+                    crate::metrics::limit_unshared(&self.target, mode.as_str());
                 }
             }
         }

@@ -250,3 +250,58 @@ async fn with_the_store_lost_an_instance_takes_its_share_and_shares_again_after_
     assert!(a.sharing.is_reachable(), "found again by a call");
     let _ = &a.runs;
 }
+
+/// A store answer slower than the patience decides that attempt on the instance's share without losing the store
+/// (a busy PostgreSQL must not flip every instance's mode), and the decision is counted: each may send beyond what
+/// the store counts, and an operator sees how often.
+#[test]
+fn a_slow_store_answer_is_decided_on_the_share_and_counted() {
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let store = MemoryShared::default();
+            let upstreams = Upstreams::new(&[("primary", profile(""))]);
+            let a = instance(&store, "", &upstreams);
+            store.slow(true);
+            a.model
+                .complete(call(&first_turn("op-1")))
+                .await
+                .expect("sent on the share");
+            assert!(a.sharing.is_reachable(), "slow is not lost");
+            store.slow(false);
+            a.model
+                .complete(
+                    call(&first_turn("op-2")).deadline(Deadline::after(clock::now(), Duration::from_secs(3))),
+                )
+                .await
+                .expect("decided in the store again");
+            assert_eq!(a.model.limits(0).unwrap().mode(), LimitMode::Shared);
+            assert_eq!(upstreams.seen().len(), 2);
+        });
+    });
+    let unshared: Vec<_> = (snapshotter.snapshot().into_vec().into_iter())
+        .filter(|(key, ..)| key.key().name() == "ballast_limit_unshared_total")
+        .map(|(key, _, _, value)| {
+            (
+                key.key()
+                    .labels()
+                    .map(|l| l.value().to_owned())
+                    .collect::<Vec<_>>(),
+                value,
+            )
+        })
+        .collect();
+    assert_eq!(unshared.len(), 1, "{unshared:?}");
+    assert!(unshared[0].0.contains(&"share".to_owned()), "{unshared:?}");
+    assert_eq!(
+        unshared[0].1,
+        metrics_util::debugging::DebugValue::Counter(1),
+        "{unshared:?}"
+    );
+}

@@ -1,5 +1,6 @@
 //! A shared store in memory for in-process tests of many instances: the `SharedState` semantics (ballast-store's
-//! conformance suite pins the real backends to them) on the test's paused clock, and a switch that loses it.
+//! conformance suite pins the real backends to them) on the test's paused clock, and switches that lose it or
+//! make its reservations slow.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,7 @@ struct Runs {
 pub(crate) struct MemoryShared {
     state: Arc<Mutex<Runs>>,
     lost: Arc<AtomicBool>,
+    slow: Arc<AtomicBool>,
 }
 
 fn now_us() -> f64 {
@@ -34,6 +36,11 @@ impl MemoryShared {
     /// Loses the store (every operation fails) or brings it back.
     pub(crate) fn lose(&self, lost: bool) {
         self.lost.store(lost, Ordering::SeqCst);
+    }
+
+    /// Makes each reservation answer a second late (a busy store), or on time again.
+    pub(crate) fn slow(&self, slow: bool) {
+        self.slow.store(slow, Ordering::SeqCst);
     }
 
     fn up(&self) -> Result<std::sync::MutexGuard<'_, Runs>, StoreError> {
@@ -96,6 +103,9 @@ impl SharedState for MemoryShared {
     }
 
     async fn reserve(&self, charges: &[Charge], max_wait: Duration) -> Result<Reservation, StoreError> {
+        if self.slow.load(Ordering::SeqCst) {
+            clock::sleep_until(clock::now() + Duration::from_secs(1)).await;
+        }
         let now = now_us();
         let mut state = self.up()?;
         let all: Vec<_> = (charges.iter())
