@@ -205,6 +205,8 @@ pub(super) struct Machine<R> {
     probes_out: u32,
     probe_successes: u32,
     last: Option<Transition>,
+    /// When it last left closed (`None` while closed): a failed probe reopens it without moving this.
+    left_closed: Option<Instant>,
     transitions: u64,
     rng: R,
 }
@@ -229,6 +231,7 @@ impl<R> Machine<R> {
             probes_out: 0,
             probe_successes: 0,
             last: None,
+            left_closed: None,
             transitions: 0,
             rng,
         }
@@ -346,6 +349,7 @@ impl<R> Machine<R> {
         BreakerSnapshot {
             state: self.phase_state(),
             last_transition: self.last,
+            left_closed: self.left_closed,
             transitions: self.transitions,
             open_until,
             open_remaining: open_until.map(|until| until.saturating_duration_since(now)),
@@ -377,6 +381,11 @@ impl<R> Machine<R> {
             reason,
             at,
         };
+        if phase == Phase::Closed {
+            self.left_closed = None;
+        } else if self.phase == Phase::Closed {
+            self.left_closed = Some(at);
+        }
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);
         self.consecutive = 0;

@@ -133,6 +133,10 @@ pub struct BreakerSnapshot {
     pub state: BreakerState,
     /// The last transition, or `None` if the breaker has always been closed.
     pub last_transition: Option<Transition>,
+    /// While open or half-open: when it last left closed. A probe that fails reopens the breaker without moving
+    /// it, so `now - left_closed` is how long the upstream has been cut off, however many open periods that took
+    /// (the `ballast_breaker_open_seconds` gauge).
+    pub left_closed: Option<Instant>,
     /// Transitions so far.
     pub transitions: u64,
     /// While open: when the open time ends.

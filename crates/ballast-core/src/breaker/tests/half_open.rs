@@ -215,3 +215,23 @@ fn operators_can_force_open_and_reset() {
     );
     assert!(b.try_acquire(at(7)).is_ok());
 }
+
+#[test]
+fn left_closed_survives_a_failed_probe_and_clears_when_it_closes() {
+    let b = breaker(no_jitter().consecutive_failures(1).success_threshold(1));
+    assert_eq!(b.snapshot(at(0)).left_closed, None);
+    trip(&b, at(1_000));
+    assert_eq!(b.snapshot(at(2_000)).left_closed, Some(at(1_000)));
+    let open_for = b.config().open_for();
+    // The probe fails: open again for another open time, cut off since the first opening all the same.
+    let probe = at(1_000) + open_for;
+    call(&b, CallResult::Failure, probe);
+    assert_eq!(b.state(probe), Open);
+    assert_eq!(b.snapshot(probe).left_closed, Some(at(1_000)));
+    let later = probe + open_for;
+    assert_eq!(b.snapshot(later).state, HalfOpen);
+    assert_eq!(b.snapshot(later).left_closed, Some(at(1_000)));
+    call(&b, CallResult::Success, later);
+    assert_eq!(b.state(later), Closed);
+    assert_eq!(b.snapshot(later).left_closed, None);
+}
