@@ -78,6 +78,7 @@ pub(crate) async fn metrics(State(gateway): State<Gateway>) -> Response {
         return text(StatusCode::OK, body.to_owned());
     };
     mcp_server_metrics(&gateway).await;
+    crate::breaker_gauges::set(&gateway);
     text(StatusCode::OK, handle.render())
 }
 

@@ -33,7 +33,8 @@
 //!   route in process (the same route, key and policy as `POST /v1/tools/{name}`); `repeats` — a repeat of a final failure answered from it;
 //!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
 //!   place (problem+json, OpenAI's envelope, `Retry-After` and its jitter);
-//! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
+//! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder; `breaker_gauges` — how
+//!   long each breaker has been open, set at scrape time;
 //! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
 //! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
 //!
@@ -46,6 +47,7 @@ mod admin;
 mod app;
 mod auth;
 mod body;
+mod breaker_gauges;
 mod connections;
 mod deferred;
 mod edge;

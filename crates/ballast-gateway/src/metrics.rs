@@ -113,6 +113,26 @@ fn describe() {
         "ballast_breaker_state",
         "Circuit breaker state: 0 closed, 1 half-open, 2 open."
     );
+    describe_gauge!(
+        "ballast_breaker_open_seconds",
+        Unit::Seconds,
+        "Seconds since the breaker last left closed (0 while closed; a failed probe does not restart it), read at scrape time."
+    );
+    describe_gauge!(
+        "ballast_breaker_open_for_seconds",
+        Unit::Seconds,
+        "The breaker's configured open_for (before jitter): alert when open seconds pass twice this."
+    );
+    describe_gauge!(
+        "ballast_mcp_server_breaker_open_seconds",
+        Unit::Seconds,
+        "Seconds since an upstream MCP server's breaker last left closed (0 while closed), read at scrape time."
+    );
+    describe_gauge!(
+        "ballast_mcp_server_breaker_open_for_seconds",
+        Unit::Seconds,
+        "An upstream MCP server's breaker's configured open_for (before jitter)."
+    );
     describe_counter!(
         "ballast_throttled_total",
         "Attempts the adaptive throttle refused locally."

@@ -23,6 +23,7 @@
 mod answers;
 mod app;
 mod auth;
+mod breaker_gauges;
 mod fallback;
 mod idempotency;
 mod inputs;
