@@ -16,6 +16,7 @@ mod bench;
 mod bench_defer;
 mod chaos;
 mod demo;
+mod deploy_alerts;
 mod deploy_nginx;
 mod plan;
 mod serve_auth;

@@ -8,6 +8,7 @@ pub(crate) mod gateway;
 pub(crate) mod mcp;
 pub(crate) mod models;
 pub(crate) mod process;
+pub(crate) mod promql;
 pub(crate) mod raw;
 pub(crate) mod sdk;
 
