@@ -1,6 +1,6 @@
 //! deploy/prometheus's alert rules and deploy/grafana's dashboard, as an operator loads them: `promtool check
 //! rules` and `promtool test rules` pass (and the unit tests hold, for each alert, a case where it fires and one
-//! where it does not), and every metric and label the rules and the dashboard's queries name is one the gateway
+//! where it does not), the dashboard's queries parse as PromQL, and every metric and label the rules and the dashboard's queries name is one the gateway
 //! exports — read from its code (`support::promql`), cross-checked with a live `ballast serve`'s `/metrics`.
 //!
 //! The machine's `promtool` (`BALLAST_TEST_PROMTOOL`, else `promtool` on the `PATH`; Debian's `prometheus`
@@ -62,6 +62,34 @@ fn promtool_checks_the_rules_and_passes_a_firing_and_a_quiet_case_of_each_alert(
         assert!(firing.contains(alert), "no unit test where {alert} fires");
         assert!(quiet.contains(alert), "no unit test where {alert} does not fire");
     }
+}
+
+/// The dashboard's queries are PromQL Prometheus reads, once Grafana has put its variables in: each as a
+/// recording rule that `promtool check rules` parses.
+#[test]
+fn the_dashboards_queries_parse_as_promql() {
+    let Some(promtool) = promtool() else { return };
+    let dashboard = serde_json::from_str(&read(DASHBOARD)).expect("the dashboard is JSON");
+    let mut rules = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, expr) in dashboard_exprs(&dashboard).iter().enumerate() {
+        let expr = (expr.replace("$__rate_interval", "5m"))
+            .replace("$target", ".*")
+            .replace("$route", ".*");
+        let quoted = serde_json::to_string(&expr).expect("a JSON string is a YAML string");
+        rules.push_str(&format!(
+            "      - record: ballast:dashboard_{i}\n        expr: {quoted}\n"
+        ));
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let path = dir.path().join("dashboard.yml");
+    std::fs::write(&path, &rules).expect("written");
+    let out = Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .expect("promtool runs");
+    let printed = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{printed}\n{rules}");
 }
 
 /// The alerts the unit tests expect to fire at some time, and those they expect not to (`exp_alerts: []`).
