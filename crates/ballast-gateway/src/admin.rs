@@ -138,6 +138,8 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "background_tasks": ballast::background::running(),
         "deferred": crate::deferred::status(gateway.inner.deferred.as_ref()).await,
         "store": store,
+        "history": crate::history::status(&gateway),
+        "failures": crate::history::failures(&gateway),
     }))
 }
 
@@ -224,6 +226,7 @@ fn model_status(route: &ModelClient, now: Instant) -> Value {
                 now,
             );
             status["name"] = json!(route.deployment(index));
+            status["target"] = json!(ballast::model::deployment_name(route.config(), index));
             if let Some(limits) = route.limits(index) {
                 let (requests, tokens) = limits.per_minute();
                 status["limits"] = json!({
