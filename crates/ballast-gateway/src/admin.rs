@@ -226,7 +226,6 @@ fn model_status(route: &ModelClient, now: Instant) -> Value {
                 now,
             );
             status["name"] = json!(route.deployment(index));
-            status["target"] = json!(ballast::model::deployment_name(route.config(), index));
             if let Some(limits) = route.limits(index) {
                 let (requests, tokens) = limits.per_minute();
                 status["limits"] = json!({
