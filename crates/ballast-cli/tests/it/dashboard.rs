@@ -44,7 +44,10 @@ fn browser_available() -> bool {
         return support::sdk::installed();
     };
     let required = std::env::var("BALLAST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
-    assert!(!required, "the browser test is required (BALLAST_REQUIRE_SERVICES=1): {why}");
+    assert!(
+        !required,
+        "the browser test is required (BALLAST_REQUIRE_SERVICES=1): {why}"
+    );
     eprintln!("skipped: {why}");
     false
 }
@@ -56,7 +59,11 @@ fn config() -> String {
     ConfigText::new()
         .store("sqlite://{dir}/ballast.db")
         // Sorted by name it would come first: the page must put the failing one before it.
-        .tool("catalog", "{healthy}/tools/lookup_order", "per_try_timeout = \"1s\"")
+        .tool(
+            "catalog",
+            "{healthy}/tools/lookup_order",
+            "per_try_timeout = \"1s\"",
+        )
         .tool("lookup_order", "{chaos}/tools/lookup_order", failing)
         .raw(&format!(
             "[[principals]]\nname = \"ops\"\nkey_env = \"{}\"\nadmin = true\n",
@@ -72,11 +79,7 @@ async fn the_dashboard_shows_the_open_breaker_first_and_a_rising_retry_rate_whil
     }
     let failing = chaos("[endpoints.lookup_order]\nerrors = { 503 = 1.0 }\n").await;
     let healthy = chaos("").await;
-    let gateway = Gateway::start_with(
-        &config(),
-        &[("chaos", &failing), ("healthy", &healthy)],
-        &[KEY],
-    );
+    let gateway = Gateway::start_with(&config(), &[("chaos", &failing), ("healthy", &healthy)], &[KEY]);
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.mjs");
     let mut browser = Command::new("node")

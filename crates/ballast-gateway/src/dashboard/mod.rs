@@ -33,14 +33,20 @@ static POLICY: LazyLock<HeaderValue> = LazyLock::new(|| {
 /// The dashboard page.
 pub(crate) async fn page() -> Response {
     let mut response = (
-        [(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/html; charset=utf-8"),
+        )],
         PAGE,
     )
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, POLICY.clone());
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     response
 }
@@ -59,7 +65,10 @@ fn inline<'a>(page: &'a str, tag: &str) -> &'a str {
 /// A CSP source for an inline element: `sha256-` and the base64 of its text's SHA-256.
 fn hash_of(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
-    format!("sha256-{}", base64::engine::general_purpose::STANDARD.encode(digest))
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(digest)
+    )
 }
 
 #[cfg(test)]
@@ -73,10 +82,16 @@ mod tests {
         assert!(!policy.contains("unsafe"), "{policy}");
         assert_eq!(PAGE.matches("<script>").count(), 1, "one inline script, hashed");
         assert_eq!(PAGE.matches("<style>").count(), 1, "one inline style, hashed");
-        assert!(!PAGE.contains(" style=\""), "a style attribute would be refused by the policy");
+        assert!(
+            !PAGE.contains(" style=\""),
+            "a style attribute would be refused by the policy"
+        );
         assert!(!PAGE.contains("innerHTML"), "data goes into the page as text");
         let page = PAGE.replace("\"http://www.w3.org/2000/svg\"", "");
-        assert!(!page.contains("http://") && !page.contains("https://"), "no external asset");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "no external asset"
+        );
     }
 
     #[test]

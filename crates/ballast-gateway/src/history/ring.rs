@@ -56,7 +56,8 @@ impl Ring {
             failures,
         });
         self.last = totals;
-        while (self.intervals.front()).is_some_and(|oldest| now.saturating_duration_since(oldest.end) >= KEPT) {
+        while (self.intervals.front()).is_some_and(|oldest| now.saturating_duration_since(oldest.end) >= KEPT)
+        {
             self.intervals.pop_front();
         }
     }
@@ -126,7 +127,9 @@ impl Ring {
             }
         }
         let mut failures: Vec<_> = seen.into_iter().collect();
-        failures.sort_by(|(a_key, a), (b_key, b)| a.ago.cmp(&b.ago).then(b.kept.cmp(&a.kept)).then(a_key.cmp(b_key)));
+        failures.sort_by(|(a_key, a), (b_key, b)| {
+            a.ago.cmp(&b.ago).then(b.kept.cmp(&a.kept)).then(a_key.cmp(b_key))
+        });
         let failures: Vec<Value> = (failures.into_iter())
             .map(|((target, code), seen)| {
                 json!({
@@ -157,7 +160,9 @@ mod tests {
         };
         totals.targets.insert(target.to_owned(), counts);
         for (code, count) in failed {
-            totals.failures.insert((target.to_owned(), (*code).to_owned()), *count);
+            totals
+                .failures
+                .insert((target.to_owned(), (*code).to_owned()), *count);
         }
         totals
     }
@@ -172,7 +177,14 @@ mod tests {
         ring.record(totals("a", 4, 1, &[]), now());
         tokio::time::advance(INTERVAL).await;
         let mut both = totals("a", 10, 4, &[("upstream_unavailable", 2)]);
-        both.targets.insert("b".to_owned(), Counts { requests: 3, ok: 3, ..Counts::default() });
+        both.targets.insert(
+            "b".to_owned(),
+            Counts {
+                requests: 3,
+                ok: 3,
+                ..Counts::default()
+            },
+        );
         ring.record(both, now());
         tokio::time::advance(Duration::from_secs(2)).await;
         let history = ring.to_json(now());
@@ -204,9 +216,15 @@ mod tests {
         let mut ring = Ring::default();
         ring.record(totals("a", 3, 0, &[("deadline_exceeded", 3)]), now());
         tokio::time::advance(Duration::from_secs(6 * 60)).await;
-        ring.record(totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]), now());
+        ring.record(
+            totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]),
+            now(),
+        );
         tokio::time::advance(INTERVAL).await;
-        ring.record(totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]), now());
+        ring.record(
+            totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]),
+            now(),
+        );
         let failures = ring.failures_json(now());
         assert_eq!(
             failures,
@@ -216,7 +234,14 @@ mod tests {
             ])
         );
         tokio::time::advance(KEPT).await;
-        ring.record(totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]), now());
-        assert_eq!(ring.failures_json(now()), json!([]), "nothing failed in the last 15 minutes");
+        ring.record(
+            totals("a", 5, 0, &[("deadline_exceeded", 3), ("breaker_open", 2)]),
+            now(),
+        );
+        assert_eq!(
+            ring.failures_json(now()),
+            json!([]),
+            "nothing failed in the last 15 minutes"
+        );
     }
 }

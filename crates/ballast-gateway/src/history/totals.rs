@@ -192,7 +192,10 @@ ballast_runs_evicted_total 0
         let failures: Vec<_> = totals.failures.iter().collect();
         assert_eq!(
             failures,
-            [(&("agent[0] mock".to_owned(), "upstream_unavailable".to_owned()), &2)],
+            [(
+                &("agent[0] mock".to_owned(), "upstream_unavailable".to_owned()),
+                &2
+            )],
             "a code counted zero times is no failure"
         );
     }
@@ -211,7 +214,10 @@ ballast_attempts_total{target=\"z\"} 4e0 1700000000
         let names: Vec<&str> = totals.targets.keys().map(String::as_str).collect();
         assert_eq!(names, ["a \"quoted\", b=\\c", "z"]);
         assert_eq!(totals.targets["a \"quoted\", b=\\c"].attempts, 2);
-        assert_eq!(totals.targets["z"].attempts, 4, "a timestamp after the value is ignored");
+        assert_eq!(
+            totals.targets["z"].attempts, 4,
+            "a timestamp after the value is ignored"
+        );
     }
 
     #[test]

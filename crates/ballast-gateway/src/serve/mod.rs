@@ -104,7 +104,10 @@ pub async fn serve(
         REAP_EVERY,
     ));
     let _history = (gateway.inner.metrics.clone()).map(|handle| {
-        AbortOnDropHandle::new(tokio::spawn(crate::history::record(gateway.inner.history.clone(), handle)))
+        AbortOnDropHandle::new(tokio::spawn(crate::history::record(
+            gateway.inner.history.clone(),
+            handle,
+        )))
     });
     let _deferred_gauges = (gateway.inner.deferred.clone())
         .map(|queue| AbortOnDropHandle::new(tokio::spawn(crate::deferred::gauges(queue))));
