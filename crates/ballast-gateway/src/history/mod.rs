@@ -4,7 +4,7 @@
 //! Why read the Prometheus recorder and not count again: the request path already counts every call, retry and
 //! shed once (`ballast::metrics`); a background task renders the recorder every [`INTERVAL`] and keeps the
 //! differences (`ring`), so keeping a history costs a request nothing. A gateway without a recorder (the library's
-//! `app` alone, as a test builds it) has no history: `/status` says `null`.
+//! `app` alone, as a test builds it) has no history: `/status` says `null` (`admin`).
 
 mod ring;
 mod totals;
@@ -14,10 +14,7 @@ use std::sync::{Arc, Mutex};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::Value;
 
-use crate::Gateway;
-
-pub(crate) use ring::INTERVAL;
-use ring::Ring;
+use ring::{INTERVAL, Ring};
 use totals::Totals;
 
 /// The history, shared by the task that records it and `/status`.
@@ -38,6 +35,18 @@ impl History {
     fn read<T>(&self, read: impl FnOnce(&Ring) -> T) -> T {
         read(&self.ring.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
+
+    /// `/status`'s `history`: per target, one point per interval, oldest first (`ring`'s `to_json`).
+    pub(crate) fn to_json(&self) -> Value {
+        let now = ballast::clock::now();
+        self.read(|ring| ring.to_json(now))
+    }
+
+    /// `/status`'s `failures`: the calls that failed in the last 15 minutes by target and code, the latest first.
+    pub(crate) fn failures_json(&self) -> Value {
+        let now = ballast::clock::now();
+        self.read(|ring| ring.failures_json(now))
+    }
 }
 
 /// Reads the counters of `handle` every [`INTERVAL`] into `history`, until dropped (`serve` runs it beside its
@@ -51,23 +60,4 @@ pub(crate) async fn record(history: History, handle: PrometheusHandle) {
         every.tick().await;
         history.record(Totals::parse(&handle.render()));
     }
-}
-
-/// `/status`'s `history`: per target, one point per interval (`ring`'s `to_json`); `null` without a recorder.
-pub(crate) fn status(gateway: &Gateway) -> Value {
-    if gateway.inner.metrics.is_none() {
-        return Value::Null;
-    }
-    let now = ballast::clock::now();
-    gateway.inner.history.read(|ring| ring.to_json(now))
-}
-
-/// `/status`'s `failures`: the calls that failed in the last 15 minutes by target and code, the latest first;
-/// `null` without a recorder.
-pub(crate) fn failures(gateway: &Gateway) -> Value {
-    if gateway.inner.metrics.is_none() {
-        return Value::Null;
-    }
-    let now = ballast::clock::now();
-    gateway.inner.history.read(|ring| ring.failures_json(now))
 }
