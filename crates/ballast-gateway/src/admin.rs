@@ -139,6 +139,9 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "background_tasks": ballast::background::running(),
         "deferred": crate::deferred::status(gateway.inner.deferred.as_ref()).await,
         "store": store,
+        // The last 15 minutes, read from the recorder: none without one.
+        "history": gateway.inner.metrics.as_ref().map(|_| gateway.inner.history.to_json()),
+        "failures": gateway.inner.metrics.as_ref().map(|_| gateway.inner.history.failures_json()),
     }))
 }
 

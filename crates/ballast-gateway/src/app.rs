@@ -10,7 +10,7 @@ use ballast::idempotency::operations_route;
 
 use crate::edge::{AuthenticateLayer, FinishLayer};
 use crate::error::AppError;
-use crate::{Gateway, StartError, admin, models, tools};
+use crate::{Gateway, StartError, admin, dashboard, models, tools};
 
 /// Where `/metrics` and `/status` are served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +22,8 @@ pub(crate) enum AdminRoutes {
 }
 
 /// The gateway's router: `POST /v1/tools/{name}`, `GET /v1/operations/{key}`, `/healthz`, `/readyz`, and —
-/// unless `server.admin_listen` is set — `/metrics` and `/status`. Served on a listener of your own, set
+/// unless `server.admin_listen` is set — `/metrics`, `/status` and `/dashboard` (the page holds no data: what it
+/// shows, it reads from `/status`, with the caller's key). Served on a listener of your own, set
 /// `TCP_NODELAY` on its connections as [`serve`](crate::serve) does (axum's `ListenerExt::tap_io`): without it a
 /// stream's events after the first wait for the caller's delayed ACKs.
 pub fn app(gateway: Gateway) -> Result<Router, StartError> {
@@ -34,12 +35,13 @@ pub fn app(gateway: Gateway) -> Result<Router, StartError> {
     router(gateway, admin_here)
 }
 
-/// The admin listener's router: `/metrics`, `/status`, `/healthz` and `/readyz`, without auth (the address is the
-/// access control).
+/// The admin listener's router: `/metrics`, `/status`, `/dashboard`, `/healthz` and `/readyz`, without auth (the
+/// address is the access control).
 pub fn admin_app(gateway: Gateway) -> Router {
     Router::new()
         .route("/metrics", get(admin::metrics))
         .route("/status", get(admin::status))
+        .route("/dashboard", get(dashboard::page))
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz))
         .fallback(crate::error::not_found)
@@ -82,9 +84,13 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         gateway: gateway.clone(),
         openai: true,
     }));
-    Ok(Router::new()
+    let mut open = Router::new()
         .route("/healthz", get(admin::healthz))
-        .route("/readyz", get(admin::readyz))
+        .route("/readyz", get(admin::readyz));
+    if admin_here == AdminRoutes::Here {
+        open = open.route("/dashboard", get(dashboard::page));
+    }
+    Ok(open
         .merge(authed)
         .merge(models)
         .merge(messages)

@@ -14,6 +14,7 @@
 //! GET  /v1/operations/{key}    where a keyed operation is: in_progress, completed, outcome_unknown, not_found
 //! GET  /healthz, /readyz       alive; ready (not draining)
 //! GET  /metrics, /status       Prometheus text; breakers, budgets, throttles, queues, runs, the store (JSON)
+//! GET  /dashboard              the operator's page over /status (dashboard/)
 //! ```
 //!
 //! docs/gateway.md has every endpoint, header and answer.
@@ -34,7 +35,8 @@
 //!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
 //!   place (problem+json, OpenAI's envelope, `Retry-After` and its jitter);
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder; `breaker_gauges` — how
-//!   long each breaker has been open, set at scrape time;
+//!   long each breaker has been open, set at scrape time; `history` — the last 15 minutes of the recorder's
+//!   counters, for `/status`; `dashboard` — the operator's page;
 //! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
 //! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
 //!
@@ -49,9 +51,11 @@ mod auth;
 mod body;
 mod breaker_gauges;
 mod connections;
+mod dashboard;
 mod deferred;
 mod edge;
 mod error;
+mod history;
 mod inbound;
 mod mcp;
 mod metrics;

@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     pub(crate) repeats: crate::repeats::Repeats,
     pub(crate) principals: Principals,
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// The last 15 minutes of the recorder's counters, per interval (`/status`'s `history`; the dashboard's charts).
+    pub(crate) history: crate::history::History,
     pub(crate) draining: AtomicBool,
     /// Cancelled when the grace period of a shutdown ends: the streams still open end with their error event.
     pub(crate) closing: CancellationToken,
@@ -130,6 +132,7 @@ impl Gateway {
                 repeats,
                 principals,
                 metrics: None,
+                history: Default::default(),
                 draining: AtomicBool::new(false),
                 closing: CancellationToken::new(),
                 connections: Arc::default(),

@@ -15,6 +15,7 @@
 mod bench;
 mod bench_defer;
 mod chaos;
+mod dashboard;
 mod demo;
 mod deploy_alerts;
 mod deploy_nginx;

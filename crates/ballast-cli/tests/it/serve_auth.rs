@@ -65,4 +65,12 @@ async fn the_admin_address_is_printed_and_serves_metrics_without_a_key() {
         404,
         "not served on the main address when admin_listen is set"
     );
+    // The dashboard's page goes with /status: on the admin address, not on the main one.
+    for (url, expected) in [
+        (format!("http://{admin}/dashboard"), 200),
+        (gateway.url("/dashboard"), 404),
+    ] {
+        let page = client.get(&url).send().await.expect("answered");
+        assert_eq!(page.status(), expected, "{url}");
+    }
 }

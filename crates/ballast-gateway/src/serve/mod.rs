@@ -103,6 +103,12 @@ pub async fn serve(
         std::sync::Arc::clone(&gateway.inner.store),
         REAP_EVERY,
     ));
+    let _history = (gateway.inner.metrics.clone()).map(|handle| {
+        AbortOnDropHandle::new(tokio::spawn(crate::history::record(
+            gateway.inner.history.clone(),
+            handle,
+        )))
+    });
     let _deferred_gauges = (gateway.inner.deferred.clone())
         .map(|queue| AbortOnDropHandle::new(tokio::spawn(crate::deferred::gauges(queue))));
     // The signal, then the drain delay: what stops the listeners accepting.

@@ -238,8 +238,9 @@ async fn the_arguments_reach_the_upstream_byte_for_byte() {
     assert_eq!(echoed["raw"], arguments);
 }
 
-/// `/metrics` and `/status` on the main router, behind an admin principal; health and readiness for anyone. (On
-/// their own address, `server.admin_listen`, they are the binary's: `ballast-cli`'s `serve_auth`.)
+/// `/metrics` and `/status` on the main router, behind an admin principal; health, readiness and the dashboard's
+/// page (which holds no data: it reads `/status` with the operator's key) for anyone. (On their own address,
+/// `server.admin_listen`, they are the binary's: `ballast-cli`'s `serve_auth`.)
 #[tokio::test]
 async fn metrics_and_status_are_for_admin_principals() {
     let upstream = Upstream::chaos("");
@@ -260,13 +261,26 @@ async fn metrics_and_status_are_for_admin_principals() {
         assert_eq!(status(Some(AGENTS)).await, 403, "{path}: agents is not an admin");
         assert_eq!(status(Some(OPS)).await, 200, "{path}");
     }
-    for path in ["/healthz", "/readyz"] {
+    for path in ["/healthz", "/readyz", "/dashboard"] {
         assert_eq!(
             gateway.without_body(Method::GET, path, &[]).await.status(),
             200,
             "{path}"
         );
     }
+    let page = gateway.without_body(Method::GET, "/dashboard", &[]).await;
+    assert_eq!(header(page.headers(), "content-type"), "text/html; charset=utf-8");
+    let policy = header(page.headers(), "content-security-policy");
+    assert!(
+        policy.starts_with("default-src 'none'; script-src 'sha256-"),
+        "{policy}"
+    );
+    let status = gateway.get_json_with("/status", OPS).await;
+    assert_eq!(
+        (&status["history"], &status["failures"]),
+        (&Value::Null, &Value::Null),
+        "no recorder, no history"
+    );
 }
 
 /// Two principals, `dev` and `other`, and a deduplicating refund tool at the chaos upstream.

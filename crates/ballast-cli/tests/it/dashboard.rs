@@ -1,0 +1,153 @@
+//! `/dashboard` in a real browser: Debian's Chromium, headless, driven by playwright-core
+//! (`tests/browser/dashboard.mjs`) while the real gateway serves calls to a chaos upstream that fails. The page
+//! must load without a console or page error under its Content-Security-Policy, ask for the admin key when
+//! `/status` refuses it, and show — worst first, named at the top — the open breaker and a retry rate that rises
+//! while the upstream fails. A screenshot lands in the target directory (`CARGO_TARGET_TMPDIR/dashboard.png`).
+//!
+//! Needs `/usr/bin/chromium` (scripts/services), node and playwright-core (scripts/sdk-clients): without them the
+//! test skips with the reason, unless `BALLAST_REQUIRE_SERVICES=1`, where it fails.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use ballast_testkit::ConfigText;
+use serde_json::{Value, json};
+
+use crate::support;
+use support::gateway::{Gateway, PATIENCE, chaos, client};
+
+/// Where the tests expect Debian's Chromium.
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// The admin principal's key: `/status` (and so the page's data) needs it.
+const KEY: (&str, &str) = ("BALLAST_KEY_OPS", "ops-key-for-the-dashboard-test");
+
+/// How long the page may take to show both the open breaker and the rise (history points come every 5 s).
+const BROWSER_PATIENCE: Duration = Duration::from_secs(45);
+
+/// Whether Chromium and node are here; `false` with the reason printed when not and the run does not require them.
+fn browser_available() -> bool {
+    let node = Command::new("node").arg("--version").output();
+    let missing = if !Path::new(CHROMIUM).exists() {
+        Some(format!("{CHROMIUM} is missing (scripts/services installs it)"))
+    } else if !node.is_ok_and(|o| o.status.success()) {
+        Some("node is not on PATH".to_owned())
+    } else {
+        None
+    };
+    let Some(why) = missing else {
+        return support::sdk::installed();
+    };
+    let required = std::env::var("BALLAST_REQUIRE_SERVICES").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "the browser test is required (BALLAST_REQUIRE_SERVICES=1): {why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
+fn config() -> String {
+    let failing = "per_try_timeout = \"1s\"\nretry = { max_attempts = 3, base = \"20ms\", cap = \"50ms\" }\n\
+                   breaker = { consecutive_failures = 8, consecutive_spread = \"0s\", failure_rate = 0.0, \
+                   open_for = \"60s\" }\nthrottle = { enabled = false }";
+    ConfigText::new()
+        .store("sqlite://{dir}/ballast.db")
+        // Sorted by name it would come first: the page must put the failing one before it.
+        .tool(
+            "catalog",
+            "{healthy}/tools/lookup_order",
+            "per_try_timeout = \"1s\"",
+        )
+        .tool("lookup_order", "{chaos}/tools/lookup_order", failing)
+        .raw(&format!(
+            "[[principals]]\nname = \"ops\"\nkey_env = \"{}\"\nadmin = true\n",
+            KEY.0
+        ))
+        .build()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_shows_the_open_breaker_first_and_a_rising_retry_rate_while_the_upstream_fails() {
+    if !browser_available() {
+        return;
+    }
+    let failing = chaos("[endpoints.lookup_order]\nerrors = { 503 = 1.0 }\n").await;
+    let healthy = chaos("").await;
+    let gateway = Gateway::start_with(&config(), &[("chaos", &failing), ("healthy", &healthy)], &[KEY]);
+    let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.mjs");
+    let mut browser = Command::new("node")
+        .arg(&script)
+        .args(["--url", &gateway.url("/dashboard"), "--key", KEY.1])
+        .args(["--target", "lookup_order"])
+        .args(["--timeout", &BROWSER_PATIENCE.as_secs().to_string()])
+        .arg("--screenshot")
+        .arg(&screenshot)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("node runs");
+    let (lines, printed) = mpsc::channel();
+    let stdout = browser.stdout.take().expect("piped stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    // The page is up, showing /status, before the upstream's failures begin: the rise happens under its eyes.
+    let first = printed.recv_timeout(PATIENCE * 3).unwrap_or_else(|_| {
+        let _ = browser.kill();
+        panic!("the page did not load")
+    });
+    assert_eq!(first, "loaded", "dashboard.mjs: {first}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let traffic = tokio::spawn(calls(gateway.url(""), Arc::clone(&stop)));
+    let outcome = tokio::task::spawn_blocking(move || {
+        let status = browser.wait().expect("node exits");
+        (status, printed.try_iter().collect::<Vec<_>>())
+    })
+    .await
+    .expect("the browser's waiter");
+    stop.store(true, Ordering::SeqCst);
+    let sent = traffic.await.expect("the traffic task");
+    let (status, lines) = outcome;
+    let result: Value = (lines.last())
+        .and_then(|line| serde_json::from_str(line).ok())
+        .unwrap_or(Value::Null);
+    assert!(
+        status.success() && result["ok"] == true,
+        "dashboard.mjs failed ({status}) after {sent} calls: {result}\ngateway stderr:\n{}",
+        gateway.stderr()
+    );
+    assert!(screenshot.exists(), "{} was written", screenshot.display());
+}
+
+/// Calls `lookup_order` (and now and then the healthy `catalog`) every 100 ms until `stop`; how many were sent.
+async fn calls(base: String, stop: Arc<AtomicBool>) -> u64 {
+    let client = client();
+    let authorization = format!("Bearer {}", KEY.1);
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    let mut sent = 0;
+    while !stop.load(Ordering::SeqCst) {
+        every.tick().await;
+        let tool = if sent % 5 == 4 { "catalog" } else { "lookup_order" };
+        let body = json!({"op": format!("o-dash-{sent}"), "order_id": "A-1001"});
+        let url = format!("{base}/v1/tools/{tool}");
+        let _ = client
+            .post(url)
+            .header("authorization", &authorization)
+            .json(&body)
+            .send()
+            .await;
+        sent += 1;
+    }
+    sent
+}
