@@ -27,7 +27,8 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// The admin principal's key: `/status` (and so the page's data) needs it.
 const KEY: (&str, &str) = ("BALLAST_KEY_OPS", "ops-key-for-the-dashboard-test");
 
-/// How long the page may take to show both the open breaker and the rise (history points come every 5 s; a loaded CI machine is slow to render).
+/// How long the page may take to show both the open breaker and the rise (history points come every 5 s; a
+/// loaded CI machine renders slowly).
 const BROWSER_PATIENCE: Duration = Duration::from_secs(90);
 
 /// Whether Chromium and node are here; `false` with the reason printed when not and the run does not require them.
