@@ -26,6 +26,10 @@ pub enum ShedReason {
 }
 
 impl ShedReason {
+    /// Every value [`ShedReason::as_str`] gives, one per reason: the gateway registers `ballast_shed_total` at
+    /// zero with each, so an alert sees a first shed rise from 0.
+    pub const NAMES: [&'static str; 4] = ["queue_full", "evicted", "deadline_too_short", "expired"];
+
     /// The value of the `ballast-shed` header and the `reason` label of `ballast_shed_total`.
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -114,6 +118,8 @@ mod tests {
             assert_eq!(reason.error_code(), code);
             assert_eq!(reason.is_for_room(), for_room);
         }
+        let names: Vec<&str> = cases.iter().map(|case| case.0.as_str()).collect();
+        assert_eq!(names, ShedReason::NAMES, "NAMES lists every reason, once");
     }
 
     #[test]

@@ -207,6 +207,9 @@ pub(super) struct Machine<R> {
     last: Option<Transition>,
     /// When it last left closed (`None` while closed): a failed probe reopens it without moving this.
     left_closed: Option<Instant>,
+    /// The open periods since it last left closed that have ended (zero while closed): half-open time, waiting
+    /// for a probe or running one, is not among them.
+    open_before: Duration,
     transitions: u64,
     rng: R,
 }
@@ -232,6 +235,7 @@ impl<R> Machine<R> {
             probe_successes: 0,
             last: None,
             left_closed: None,
+            open_before: Duration::ZERO,
             transitions: 0,
             rng,
         }
@@ -346,10 +350,16 @@ impl<R> Machine<R> {
             Phase::Open { until } => Some(until),
             _ => None,
         };
+        // The current open period runs from the transition that opened it (`last`, open while the phase is).
+        let open_now = match (self.phase, self.last) {
+            (Phase::Open { .. }, Some(opened)) => now.saturating_duration_since(opened.at),
+            _ => Duration::ZERO,
+        };
         BreakerSnapshot {
             state: self.phase_state(),
             last_transition: self.last,
             left_closed: self.left_closed,
+            open_time: self.open_before + open_now,
             transitions: self.transitions,
             open_until,
             open_remaining: open_until.map(|until| until.saturating_duration_since(now)),
@@ -383,8 +393,15 @@ impl<R> Machine<R> {
         };
         if phase == Phase::Closed {
             self.left_closed = None;
+            self.open_before = Duration::ZERO;
         } else if self.phase == Phase::Closed {
             self.left_closed = Some(at);
+        }
+        // An open period that ends (to half-open at its end, or by an operator's action) counts whole.
+        if let (Phase::Open { .. }, Some(opened)) = (self.phase, self.last)
+            && phase != Phase::Closed
+        {
+            self.open_before += at.saturating_duration_since(opened.at);
         }
         self.phase = phase;
         self.generation = self.generation.wrapping_add(1);

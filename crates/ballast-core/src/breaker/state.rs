@@ -134,9 +134,15 @@ pub struct BreakerSnapshot {
     /// The last transition, or `None` if the breaker has always been closed.
     pub last_transition: Option<Transition>,
     /// While open or half-open: when it last left closed. A probe that fails reopens the breaker without moving
-    /// it, so `now - left_closed` is how long the upstream has been cut off, however many open periods that took
-    /// (the `ballast_breaker_open_seconds` gauge).
+    /// it. `now - left_closed` includes the time spent half-open, which lasts until a call comes (half-open is
+    /// reached lazily): an idle upstream stays "not closed" forever, failing nothing.
     pub left_closed: Option<Instant>,
+    /// The time spent open since the breaker last left closed (zero while closed): every open period, the
+    /// current one up to the instant asked about, and nothing of the half-open time between them (waiting for
+    /// a call, or for a probe's answer). A failed probe makes it grow again. The `ballast_breaker_open_seconds`
+    /// gauge: an upstream that tripped once and is then left alone stays at one jittered `open_for`, below
+    /// twice `open_for`; only failed probes take it past that.
+    pub open_time: Duration,
     /// Transitions so far.
     pub transitions: u64,
     /// While open: when the open time ends.

@@ -235,3 +235,36 @@ fn left_closed_survives_a_failed_probe_and_clears_when_it_closes() {
     assert_eq!(b.state(later), Closed);
     assert_eq!(b.snapshot(later).left_closed, None);
 }
+
+#[test]
+fn open_time_counts_only_the_open_periods_since_it_left_closed() {
+    let b = breaker(no_jitter().consecutive_failures(1).success_threshold(1));
+    let open_for = b.config().open_for();
+    assert_eq!(b.snapshot(at(0)).open_time, Duration::ZERO);
+    trip(&b, at(1_000));
+    assert_eq!(b.snapshot(at(2_000)).open_time, Duration::from_secs(1));
+    // Nobody calls: half-open from the end of the open time on, for hours; the open time stops there.
+    let half_open = at(1_000) + open_for;
+    let idle = half_open + Duration::from_secs(3 * 3600);
+    let s = b.snapshot(idle);
+    assert_eq!((s.state, s.open_time), (HalfOpen, open_for));
+    // A probe in flight for a minute: still frozen.
+    let probe = b.try_acquire(idle).unwrap();
+    let answered = idle + Duration::from_secs(60);
+    assert_eq!(b.snapshot(answered).open_time, open_for);
+    // It fails: open again, and the open time grows from where it stopped.
+    assert!(probe.record(CallResult::Failure, QUICK, answered).is_some());
+    assert_eq!(b.snapshot(answered).open_time, open_for);
+    let midway = answered + open_for / 2;
+    assert_eq!(b.snapshot(midway).open_time, open_for + open_for / 2);
+    let again = answered + open_for;
+    assert_eq!(b.snapshot(again + Duration::from_secs(600)).open_time, open_for * 2);
+    // A probe succeeds: closed, and nothing is open any more.
+    call(&b, CallResult::Success, again + Duration::from_secs(600));
+    assert_eq!(b.snapshot(again + Duration::from_secs(601)).open_time, Duration::ZERO);
+    // Forced open by an operator, then reset: open while forced, zero once reset.
+    b.force_open(at(10_000_000));
+    assert_eq!(b.snapshot(at(10_001_000)).open_time, Duration::from_secs(1));
+    b.reset(at(10_001_000));
+    assert_eq!(b.snapshot(at(10_002_000)).open_time, Duration::ZERO);
+}
