@@ -88,11 +88,7 @@ async fn mcp_server_metrics(gateway: &Gateway) {
     let now = ballast::clock::now();
     for server in gateway.inner.mcp.iter() {
         let name = server.name().to_owned();
-        let state = match server.breaker().state(now) {
-            BreakerState::Closed => 0.0,
-            BreakerState::HalfOpen => 1.0,
-            BreakerState::Open => 2.0,
-        };
+        let state = crate::breaker_gauges::state_value(server.breaker().state(now));
         metrics::gauge!("ballast_mcp_server_breaker_state", "server" => name.clone()).set(state);
         let listed = server.snapshot().await.tools.len();
         metrics::gauge!("ballast_mcp_server_tools", "server" => name).set(listed as f64);

@@ -1,11 +1,13 @@
 //! The gateway's Prometheus recorder: installed once per process by [`run`](crate::run), rendered at `/metrics`.
 //! The library emits every metric through the `metrics` facade (DESIGN.md, "Observability"); here they are given
 //! their help text and buckets, and the counters a scrape should see from the start are registered at zero, so a
-//! dashboard's `rate()` has a series before the first retry or shed.
+//! dashboard's `rate()` has a series before the first retry or shed, and an alert's `increase()` sees the first
+//! one rise from 0 (a series born with its first event has no earlier sample: `increase()` would miss it).
 
 use std::time::Duration;
 
 use ballast_config::Config;
+use ballast_core::{Priority, ShedReason};
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -27,7 +29,12 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
         let target = tool.name.clone();
         counter!("ballast_retry_budget_exhausted_total", "target" => target.clone()).absolute(0);
         counter!("ballast_throttled_total", "target" => target.clone()).absolute(0);
-        counter!("ballast_sdk_retries_total", "target" => target).absolute(0);
+        counter!("ballast_sdk_retries_total", "target" => target.clone()).absolute(0);
+        critical_sheds(&target);
+        if tool.side_effects {
+            // Its deferred queue (named after the tool), should the store keep one: what BallastOutcomeUnknown reads.
+            counter!("ballast_deferred_total", "queue" => target, "outcome" => "outcome_unknown").absolute(0);
+        }
     }
     for route in &config.models {
         counter!("ballast_sdk_retries_total", "target" => route.name.clone()).absolute(0);
@@ -35,7 +42,8 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
         for index in 0..route.deployments.len() {
             let target = ballast::model::deployment_name(route, index);
             counter!("ballast_retry_budget_exhausted_total", "target" => target.clone()).absolute(0);
-            counter!("ballast_throttled_total", "target" => target).absolute(0);
+            counter!("ballast_throttled_total", "target" => target.clone()).absolute(0);
+            critical_sheds(&target);
         }
     }
     for result in ["claimed", "replayed", "conflict", "mismatch", "unknown"] {
@@ -48,6 +56,16 @@ pub(crate) fn install(config: &Config) -> Result<PrometheusHandle, String> {
         }
     }
     Ok(handle)
+}
+
+/// `ballast_shed_total` of `target` at zero for the two classes BallastCriticalShed watches, with every reason.
+fn critical_sheds(target: &str) {
+    for priority in [Priority::Critical, Priority::CriticalPlus] {
+        for reason in ShedReason::NAMES {
+            counter!("ballast_shed_total", "target" => target.to_owned(), "priority" => priority.as_str(), "reason" => reason)
+                .absolute(0);
+        }
+    }
 }
 
 /// How often [`upkeep`] folds the histograms' samples into their buckets.
@@ -111,12 +129,12 @@ fn describe() {
     );
     describe_gauge!(
         "ballast_breaker_state",
-        "Circuit breaker state: 0 closed, 1 half-open, 2 open."
+        "Circuit breaker state: 0 closed, 1 half-open, 2 open (set after each call and at scrape time)."
     );
     describe_gauge!(
         "ballast_breaker_open_seconds",
         Unit::Seconds,
-        "Seconds since the breaker last left closed (0 while closed; a failed probe does not restart it), read at scrape time."
+        "Seconds the breaker has been open since it last left closed (0 while closed; half-open time not counted; a failed probe adds its next open period), read at scrape time."
     );
     describe_gauge!(
         "ballast_breaker_open_for_seconds",
@@ -126,7 +144,7 @@ fn describe() {
     describe_gauge!(
         "ballast_mcp_server_breaker_open_seconds",
         Unit::Seconds,
-        "Seconds since an upstream MCP server's breaker last left closed (0 while closed), read at scrape time."
+        "Seconds an upstream MCP server's breaker has been open since it last left closed (0 while closed; half-open time not counted), read at scrape time."
     );
     describe_gauge!(
         "ballast_mcp_server_breaker_open_for_seconds",
