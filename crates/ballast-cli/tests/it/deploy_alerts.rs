@@ -1,7 +1,9 @@
 //! deploy/prometheus's alert rules and deploy/grafana's dashboard, as an operator loads them: `promtool check
 //! rules` and `promtool test rules` pass (and the unit tests hold, for each alert, a case where it fires and one
-//! where it does not), the dashboard's queries parse as PromQL, and every metric and label the rules and the dashboard's queries name is one the gateway
-//! exports — read from its code (`support::promql`), cross-checked with a live `ballast serve`'s `/metrics`.
+//! where it does not), the dashboard's queries parse as PromQL, and every metric and label the rules and the
+//! dashboard's queries name is one the gateway exports — read from its code (`support::promql`), cross-checked
+//! with a live `ballast serve`'s `/metrics` — and so is every value they match `outcome`, `priority`, `result`
+//! and `reason` against: the live gateway registers those series at zero, and its values are the code's lists.
 //!
 //! The machine's `promtool` (`BALLAST_TEST_PROMTOOL`, else `promtool` on the `PATH`; Debian's `prometheus`
 //! package, which `scripts/services` installs): where it is missing the test says so and skips, unless
@@ -11,11 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use ballast::policy::{ErrorCode, Priority, ShedReason};
 use ballast_testkit::{ConfigText, Samples, deployment};
 use serde_json::Value;
 
 use crate::support::gateway::{Gateway, chaos, client};
-use crate::support::promql::{Exported, exported, problems};
+use crate::support::promql::{Exported, exported, label_values, matchers, problems};
 use crate::support::text;
 
 const RULES: &str = "deploy/prometheus/ballast-alerts.yml";
@@ -214,6 +217,11 @@ async fn a_live_gateways_metrics_are_those_the_code_exports() {
             "{chaos}/tools/lookup_order",
             "breaker = { open_for = \"7s\" }",
         )
+        .tool(
+            "create_refund",
+            "{chaos}/tools/create_refund",
+            "side_effects = true",
+        )
         .model("agent", &[deployment("{chaos}/v1", "mock")], "")
         .build();
     let gateway = Gateway::start(&config, &upstream, &[]);
@@ -257,6 +265,84 @@ async fn a_live_gateways_metrics_are_those_the_code_exports() {
         "the default open_for"
     );
     assert!(page.contains("# HELP ballast_breaker_open_seconds"), "described");
+    assert_eq!(
+        breaker("ballast_breaker_state", "agent[0] mock"),
+        Some(0.0),
+        "read at scrape time, before any call"
+    );
+    the_rules_match_only_values_the_gateway_has(&samples);
+}
+
+/// The labels whose values the rules and the dashboard match against lists the code has.
+const LISTED: [&str; 4] = ["outcome", "priority", "result", "reason"];
+
+/// Every value the rules and the dashboard match `LISTED` labels against is one the live gateway shows (each
+/// alternative of a `=~` list); and what it shows is the code's lists, registered at zero before any call.
+fn the_rules_match_only_values_the_gateway_has(samples: &Samples) {
+    let live = label_values(samples.series());
+    let values = |metric: &str, label: &str| -> BTreeSet<String> {
+        live.get(&(metric.to_owned(), label.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let names = |list: &[&str]| -> BTreeSet<String> { list.iter().map(|v| (*v).to_owned()).collect() };
+    let mut outcomes = names(&["ok", "fallback"]);
+    outcomes.extend(ErrorCode::ALL.iter().map(|code| code.as_str().to_owned()));
+    assert_eq!(values("ballast_requests_total", "outcome"), outcomes);
+    let critical = [Priority::Critical, Priority::CriticalPlus].map(Priority::as_str);
+    assert_eq!(values("ballast_shed_total", "priority"), names(&critical));
+    assert!(
+        critical
+            .iter()
+            .all(|class| Priority::ALL.iter().any(|p| p.as_str() == *class))
+    );
+    assert_eq!(values("ballast_shed_total", "reason"), names(&ShedReason::NAMES));
+    assert_eq!(
+        values("ballast_shed_total", "target"),
+        names(&["lookup_order", "create_refund", "agent[0] mock"]),
+        "every target's critical sheds registered at zero"
+    );
+    assert_eq!(
+        samples.total("ballast_shed_total", &[]),
+        0.0,
+        "at zero before any call"
+    );
+    assert_eq!(
+        samples.get(
+            "ballast_deferred_total",
+            &["queue=\"create_refund\"", "outcome=\"outcome_unknown\""]
+        ),
+        Some(0.0),
+        "the side-effecting tool's deferred queue, at zero"
+    );
+    assert!(values("ballast_idempotency_total", "result").contains("unknown"));
+
+    let rules = rule_exprs(&read(RULES));
+    let dashboard = dashboard_exprs(&serde_json::from_str(&read(DASHBOARD)).expect("the dashboard is JSON"));
+    let mut checked = 0;
+    for expr in rules.iter().chain(&dashboard) {
+        for m in matchers(expr)
+            .into_iter()
+            .filter(|m| LISTED.contains(&m.label.as_str()))
+        {
+            let known = values(&m.metric, &m.label);
+            let alternatives: Vec<&str> = match m.op.as_str() {
+                "=~" | "!~" => m.value.split('|').collect(),
+                _ => vec![m.value.as_str()],
+            };
+            for value in alternatives {
+                assert!(
+                    known.contains(value),
+                    "`{expr}`: {}{{{}{}\"{value}\"}} matches nothing the gateway exports ({known:?})",
+                    m.metric,
+                    m.label,
+                    m.op
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 8, "{checked} values checked");
 }
 
 fn promtool() -> Option<PathBuf> {

@@ -214,3 +214,67 @@ fn tokens(expr: &str) -> Vec<String> {
     }
     tokens
 }
+
+/// One label matcher of an expression: `metric{label op "value"}`.
+#[derive(Debug)]
+pub(crate) struct Matcher {
+    pub(crate) metric: String,
+    pub(crate) label: String,
+    pub(crate) op: String,
+    /// Unquoted.
+    pub(crate) value: String,
+}
+
+/// Every label matcher `expr` puts on a metric of Ballast's.
+pub(crate) fn matchers(expr: &str) -> Vec<Matcher> {
+    let tokens = tokens(expr);
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if tokens[i].starts_with("ballast_") && tokens.get(i + 1).is_some_and(|t| t == "{") {
+            let metric = tokens[i].clone();
+            i += 2;
+            while i + 2 < tokens.len() && tokens[i] != "}" {
+                if ["=", "!=", "=~", "!~"].contains(&tokens[i + 1].as_str()) {
+                    found.push(Matcher {
+                        metric: metric.clone(),
+                        label: tokens[i].clone(),
+                        op: tokens[i + 1].clone(),
+                        value: tokens[i + 2].trim_matches(['"', '\'']).to_owned(),
+                    });
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        i += 1;
+    }
+    found
+}
+
+/// The label values of each metric and label in a `/metrics` page's series (`name{label="value",...}`).
+pub(crate) fn label_values<'a>(
+    series: impl Iterator<Item = &'a str>,
+) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut values: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for one in series {
+        let Some((name, mut rest)) = one.split_once('{') else {
+            continue;
+        };
+        while let Some((label, after)) = rest.split_once("=\"") {
+            let mut end = 0;
+            let bytes = after.as_bytes();
+            while end < bytes.len() && bytes[end] != b'"' {
+                end += if bytes[end] == b'\\' { 2 } else { 1 };
+            }
+            let label = label.trim_start_matches(',');
+            values
+                .entry((name.to_owned(), label.to_owned()))
+                .or_default()
+                .insert(after[..end.min(after.len())].to_owned());
+            rest = after.get(end + 1..).unwrap_or("");
+        }
+    }
+    values
+}
