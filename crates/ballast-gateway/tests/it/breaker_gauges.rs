@@ -79,9 +79,17 @@ async fn an_open_breakers_seconds_grow_at_each_scrape_past_a_failed_probe() {
     // waiting for a probe, and the open seconds stop at one open_for: an idle upstream pages nobody.
     tokio::time::advance(Duration::from_secs(6)).await;
     let (open, _, state) = all_gauges(&gateway).await;
-    assert_eq!((open, state), (30.0, 1.0), "half open after exactly open_for open");
+    assert_eq!(
+        (open, state),
+        (30.0, 1.0),
+        "half open after exactly open_for open"
+    );
     tokio::time::advance(Duration::from_secs(3600)).await;
-    assert_eq!(all_gauges(&gateway).await, (30.0, 30.0, 1.0), "idle and half open: frozen");
+    assert_eq!(
+        all_gauges(&gateway).await,
+        (30.0, 30.0, 1.0),
+        "idle and half open: frozen"
+    );
 
     // The probe fails: open again, and the seconds grow from where they stopped.
     assert_eq!(fail_once(&gateway, "k-gauged-3").await, 500);

@@ -258,10 +258,16 @@ fn open_time_counts_only_the_open_periods_since_it_left_closed() {
     let midway = answered + open_for / 2;
     assert_eq!(b.snapshot(midway).open_time, open_for + open_for / 2);
     let again = answered + open_for;
-    assert_eq!(b.snapshot(again + Duration::from_secs(600)).open_time, open_for * 2);
+    assert_eq!(
+        b.snapshot(again + Duration::from_secs(600)).open_time,
+        open_for * 2
+    );
     // A probe succeeds: closed, and nothing is open any more.
     call(&b, CallResult::Success, again + Duration::from_secs(600));
-    assert_eq!(b.snapshot(again + Duration::from_secs(601)).open_time, Duration::ZERO);
+    assert_eq!(
+        b.snapshot(again + Duration::from_secs(601)).open_time,
+        Duration::ZERO
+    );
     // Forced open by an operator, then reset: open while forced, zero once reset.
     b.force_open(at(10_000_000));
     assert_eq!(b.snapshot(at(10_001_000)).open_time, Duration::from_secs(1));
