@@ -212,7 +212,14 @@ mod tests {
         for i in 0..2_000 {
             many.targets.insert(format!("tool-{i}"), Counts::default());
         }
-        many.targets.insert("once".to_owned(), Counts { requests: 2, ok: 2, ..Counts::default() });
+        many.targets.insert(
+            "once".to_owned(),
+            Counts {
+                requests: 2,
+                ok: 2,
+                ..Counts::default()
+            },
+        );
         ring.record(many.clone(), now());
         for calls in 2..10 {
             tokio::time::advance(INTERVAL).await;
@@ -221,11 +228,18 @@ mod tests {
             ring.record(many.clone(), now());
         }
         let rows: usize = ring.intervals.iter().map(|interval| interval.targets.len()).sum();
-        assert_eq!(rows, 9 + 1, "a row per interval for `busy`, one for `once`, none for the idle tools");
+        assert_eq!(
+            rows,
+            9 + 1,
+            "a row per interval for `busy`, one for `once`, none for the idle tools"
+        );
         let history = ring.to_json(now());
         let sent: Vec<&String> = history["targets"].as_object().unwrap().keys().collect();
         assert_eq!(sent, ["busy", "once"]);
-        assert_eq!(history["targets"]["once"]["requests"], json!([2, 0, 0, 0, 0, 0, 0, 0, 0]));
+        assert_eq!(
+            history["targets"]["once"]["requests"],
+            json!([2, 0, 0, 0, 0, 0, 0, 0, 0])
+        );
         assert_eq!(history["targets"]["busy"]["fallback"], json!(vec![0; 9]));
     }
 
