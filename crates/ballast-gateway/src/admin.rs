@@ -126,6 +126,7 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
     }
     Json(json!({
         "draining": gateway.is_draining(),
+        "instance": instance(),
         "models": models,
         "tools": tools,
         "mcp_servers": mcp_servers,
@@ -139,6 +140,19 @@ pub(crate) async fn status(State(gateway): State<Gateway>) -> Json<Value> {
         "history": gateway.inner.metrics.as_ref().map(|_| gateway.inner.history.to_json()),
         "failures": gateway.inner.metrics.as_ref().map(|_| gateway.inner.history.failures_json()),
     }))
+}
+
+/// Which process answered: the host's name (`null` where it cannot be read) and the process id, so that a page
+/// behind a balancer can say which instance it shows.
+fn instance() -> Value {
+    static HOST: std::sync::LazyLock<Option<String>> = std::sync::LazyLock::new(|| {
+        ["/proc/sys/kernel/hostname", "/etc/hostname"]
+            .iter()
+            .filter_map(|path| std::fs::read_to_string(path).ok())
+            .map(|name| name.trim().to_owned())
+            .find(|name| !name.is_empty())
+    });
+    json!({"host": HOST.as_deref(), "pid": std::process::id()})
 }
 
 /// The connections of `listen` (and, when it is set, of `admin_listen`): open, the cap, and how many were evicted
@@ -287,6 +301,8 @@ fn upstream_status(
             "open_remaining_ms": breaker.open_remaining.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             "last_transition": last,
             "transitions": breaker.transitions,
+            // Half-open: probes let through and not answered yet (none: waiting for a call to probe with).
+            "probes_in_flight": breaker.probes_in_flight,
         },
         "retry_budget": {"available": budget.available(now)},
         "throttle": throttle,

@@ -6,8 +6,8 @@
 //        [--dark-screenshot dark.png] [--target NAME] [--settle SECONDS] [--timeout SECONDS]
 //
 // It prints `loaded` once the page shows /status, then, with --target, waits (bounded by --timeout) until that
-// card shows an open breaker and a retry rate above the first one it read; with --settle, waits that long. Then
-// it takes the screenshots and prints one JSON line: {"ok": true, "readings": [...], ...}. Exit 1 on any failure.
+// card shows an open breaker and a retry rate above the first one it read, and the summary calls it failing
+// (--timeout counts from `loaded`); with --settle, waits that long. Then it takes the screenshots and prints one JSON line: {"ok": true, "readings": [...], ...}. Exit 1 on any failure.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -28,7 +28,6 @@ if (!options.url) {
   process.stderr.write('dashboard.mjs: --url is required\n');
   process.exit(2);
 }
-const deadline = Date.now() + Number(options.timeout) * 1000;
 const problems = [];
 const profile = mkdtempSync(join(tmpdir(), 'ballast-chromium-'));
 // A fresh profile each run (launchPersistentContext passes it as --user-data-dir).
@@ -67,24 +66,30 @@ try {
   }
   await page.waitForSelector('#cards .card', { timeout: 10000 });
   console.log('loaded');
+  // --timeout counts from here: launching Chromium and loading the page have bounds of their own (30 + 15 + 10 +
+  // 10 s), which the caller allows for before `loaded`.
+  const deadline = Date.now() + Number(options.timeout) * 1000;
   const read = () => page.evaluate((target) => {
     const card = [...document.querySelectorAll('#cards .card')].find((c) => c.dataset.target === target);
-    return card ? { breaker: card.dataset.breaker, retry_rate: card.dataset.retryRate === '' ? null : Number(card.dataset.retryRate), first: document.querySelector('#cards .card') === card } : null;
+    const summary = document.querySelector('#summary').textContent;
+    return card ? { breaker: card.dataset.breaker, retry_rate: card.dataset.retryRate === '' ? null : Number(card.dataset.retryRate), first: document.querySelector('#cards .card') === card, failing: summary.includes('failing: ' + target), all_clear: summary.includes('All clear') } : null;
   }, options.target);
   const readings = [];
   if (options.target) {
-    let first = null, rose = false, opened = false;
-    while (!(rose && opened)) {
+    let first = null, rose = false, opened = false, failing = false;
+    while (!(rose && opened && failing)) {
       const seen = await read();
       if (seen) {
         readings.push(seen);
         if (first === null) first = seen.retry_rate ?? 0;
         rose ||= (seen.retry_rate ?? 0) > first;
         opened ||= seen.breaker === 'open' && seen.first;
+        failing ||= seen.failing;
+        if (seen.all_clear && (seen.retry_rate ?? 0) > 0.5) problems.push(`the summary says All clear while ${options.target} retries: ${JSON.stringify(seen)}`);
       }
       if (problems.length) break;
       if (Date.now() > deadline) {
-        throw new Error(`within ${options.timeout}s the card of ${options.target} did not show both an open breaker first in the page and a rising retry rate: ${JSON.stringify(readings)}`);
+        throw new Error(`within ${options.timeout}s the card of ${options.target} did not show an open breaker first in the page, a rising retry rate and a failing chip: ${JSON.stringify(readings)}`);
       }
       await page.waitForTimeout(500);
     }

@@ -1,15 +1,15 @@
 //! `/dashboard` in a real browser: Debian's Chromium, headless, driven by playwright-core
 //! (`tests/browser/dashboard.mjs`) while the real gateway serves calls to a chaos upstream that fails. The page
 //! must load without a console or page error under its Content-Security-Policy, ask for the admin key when
-//! `/status` refuses it, and show — worst first, named at the top — the open breaker and a retry rate that rises
-//! while the upstream fails. A screenshot lands in the target directory (`CARGO_TARGET_TMPDIR/dashboard.png`).
+//! `/status` refuses it, and show — worst first, named at the top — the open breaker, a retry rate that rises and
+//! a "failing" chip while the upstream fails (never "All clear"). A screenshot lands in the target directory (`CARGO_TARGET_TMPDIR/dashboard.png`).
 //!
 //! Needs `/usr/bin/chromium` (scripts/services), node and playwright-core (scripts/sdk-clients): without them the
 //! test skips with the reason, unless `BALLAST_REQUIRE_SERVICES=1`, where it fails.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -19,7 +19,7 @@ use ballast_testkit::ConfigText;
 use serde_json::{Value, json};
 
 use crate::support;
-use support::gateway::{Gateway, PATIENCE, chaos, client};
+use support::gateway::{Gateway, chaos, client};
 
 /// Where the tests expect Debian's Chromium.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -28,8 +28,54 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 const KEY: (&str, &str) = ("BALLAST_KEY_OPS", "ops-key-for-the-dashboard-test");
 
 /// How long the page may take to show both the open breaker and the rise (history points come every 5 s; a
-/// loaded CI machine renders slowly).
+/// loaded CI machine renders slowly): the script's `--timeout`, counted from `loaded`.
 const BROWSER_PATIENCE: Duration = Duration::from_secs(90);
+
+/// How long the script may take to print `loaded`: more than the sum of its own bounds before it (launching
+/// Chromium 30 s, loading the page 15 s, the key's form 10 s, the first card 10 s), so that it fails with its own
+/// reason rather than this test with none.
+const LOAD_PATIENCE: Duration = Duration::from_secs(75);
+
+/// How long the script may take to exit after its `--timeout`: the screenshot, closing Chromium.
+const EXIT_PATIENCE: Duration = Duration::from_secs(30);
+
+/// The script, in a process group of its own; on drop (a panic included) it is stopped with its Chromium.
+struct Node(Child);
+
+impl Node {
+    /// Sends `signal` to node's process group.
+    fn signal_group(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args(["-s", signal, "--", &format!("-{}", self.0.id())])
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    /// Its exit status, waiting at most `patience`.
+    fn wait(&mut self, patience: Duration) -> Option<ExitStatus> {
+        let mut status = None;
+        support::process::within(patience, || {
+            status = self.0.try_wait().ok().flatten();
+            status.is_some()
+        });
+        status
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        // TERM: playwright's handler kills Chromium (a process group of its own) before node exits; KILL for what
+        // is left after a bounded wait.
+        self.signal_group("TERM");
+        if self.wait(Duration::from_secs(5)).is_none() {
+            self.signal_group("KILL");
+            let _ = self.0.wait();
+        }
+    }
+}
 
 /// Whether Chromium and node are here; `false` with the reason printed when not and the run does not require them.
 fn browser_available() -> bool {
@@ -83,7 +129,8 @@ async fn the_dashboard_shows_the_open_breaker_first_and_a_rising_retry_rate_whil
     let gateway = Gateway::start_with(&config(), &[("chaos", &failing), ("healthy", &healthy)], &[KEY]);
     let screenshot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/dashboard.mjs");
-    let mut browser = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg(&script)
         .args(["--url", &gateway.url("/dashboard"), "--key", KEY.1])
         .args(["--target", "lookup_order"])
@@ -92,34 +139,45 @@ async fn the_dashboard_shows_the_open_breaker_first_and_a_rising_retry_rate_whil
         .arg(&screenshot)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("node runs");
+        .stderr(Stdio::inherit());
+    let mut browser = {
+        use std::os::unix::process::CommandExt as _;
+        Node(command.process_group(0).spawn().expect("node runs"))
+    };
     let (lines, printed) = mpsc::channel();
-    let stdout = browser.stdout.take().expect("piped stdout");
+    let stdout = browser.0.stdout.take().expect("piped stdout");
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let _ = lines.send(line);
         }
     });
     // The page is up, showing /status, before the upstream's failures begin: the rise happens under its eyes.
-    let first = printed.recv_timeout(PATIENCE * 3).unwrap_or_else(|_| {
-        let _ = browser.kill();
-        panic!("the page did not load")
-    });
+    let first = (printed.recv_timeout(LOAD_PATIENCE))
+        .unwrap_or_else(|_| panic!("the page did not load within {LOAD_PATIENCE:?}"));
     assert_eq!(first, "loaded", "dashboard.mjs: {first}");
 
     let stop = Arc::new(AtomicBool::new(false));
     let traffic = tokio::spawn(calls(gateway.url(""), Arc::clone(&stop)));
-    let outcome = tokio::task::spawn_blocking(move || {
-        let status = browser.wait().expect("node exits");
-        (status, printed.try_iter().collect::<Vec<_>>())
+    let (status, lines, browser) = tokio::task::spawn_blocking(move || {
+        let status = browser.wait(BROWSER_PATIENCE + EXIT_PATIENCE);
+        // Its last lines: the reader ends at the end of node's stdout, soon after node exits.
+        let mut lines = Vec::new();
+        while let Ok(line) = printed.recv_timeout(Duration::from_secs(5)) {
+            lines.push(line);
+        }
+        (status, lines, browser)
     })
     .await
     .expect("the browser's waiter");
     stop.store(true, Ordering::SeqCst);
     let sent = traffic.await.expect("the traffic task");
-    let (status, lines) = outcome;
+    let status = status.unwrap_or_else(|| {
+        drop(browser);
+        panic!(
+            "dashboard.mjs did not exit within {:?}",
+            BROWSER_PATIENCE + EXIT_PATIENCE
+        )
+    });
     let result: Value = (lines.last())
         .and_then(|line| serde_json::from_str(line).ok())
         .unwrap_or(Value::Null);

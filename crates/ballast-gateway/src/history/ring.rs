@@ -1,5 +1,9 @@
 //! The last [`KEPT`] of per-interval deltas: what each target did in each interval, and which calls failed with
 //! which code. Pure state: the time of each interval is given, never read.
+//!
+//! Sparse, so that its size follows the traffic and not the configuration: an interval keeps only the targets that
+//! counted something in it (an MCP server with 2,000 tools of which 3 are called keeps 3 rows per interval), and
+//! `to_json` sends only the targets active at least once in the window.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -18,7 +22,7 @@ pub(crate) const KEPT: Duration = Duration::from_secs(15 * 60);
 /// The window of a failure's recent count (`last_5m`).
 const RECENT: Duration = Duration::from_secs(5 * 60);
 
-/// One interval: what was counted between the reading before and `end`.
+/// One interval: what was counted between the reading before and `end`, for the targets that counted anything.
 #[derive(Debug)]
 struct Interval {
     end: Instant,
@@ -42,6 +46,7 @@ impl Ring {
                 let before = self.last.targets.get(target).copied().unwrap_or_default();
                 (target.clone(), counts.since(&before))
             })
+            .filter(|(_, counts)| !counts.is_zero())
             .collect();
         let failures = (totals.failures.iter())
             .map(|(key, count)| {
@@ -62,10 +67,11 @@ impl Ring {
         }
     }
 
-    /// `{"interval_seconds", "points", "last_seconds_ago", "targets": {target: {"requests": [..], "ok", "retries",
-    /// "shed", "attempts"}}}`: one number per interval, oldest first, every array as long as `points`.
+    /// `{"interval_seconds", "points", "last_seconds_ago", "targets": {target: {"requests": [..], "ok", "fallback",
+    /// "retries", "shed", "attempts"}}}`: one number per interval, oldest first, every array as long as `points`;
+    /// only the targets that counted something in one of the intervals kept.
     pub(crate) fn to_json(&self, now: Instant) -> Value {
-        let mut targets: BTreeMap<&str, [Vec<u64>; 5]> = BTreeMap::new();
+        let mut targets: BTreeMap<&str, [Vec<u64>; 6]> = BTreeMap::new();
         for interval in &self.intervals {
             for target in interval.targets.keys() {
                 targets.entry(target).or_default();
@@ -77,6 +83,7 @@ impl Ring {
                 let values = [
                     counts.requests,
                     counts.ok,
+                    counts.fallback,
                     counts.retries,
                     counts.shed,
                     counts.attempts,
@@ -87,9 +94,10 @@ impl Ring {
             }
         }
         let targets: serde_json::Map<String, Value> = (targets.into_iter())
-            .map(|(target, [requests, ok, retries, shed, attempts])| {
+            .map(|(target, [requests, ok, fallback, retries, shed, attempts])| {
                 let series = json!({
-                    "requests": requests, "ok": ok, "retries": retries, "shed": shed, "attempts": attempts,
+                    "requests": requests, "ok": ok, "fallback": fallback, "retries": retries, "shed": shed,
+                    "attempts": attempts,
                 });
                 (target.to_owned(), series)
             })
@@ -195,6 +203,44 @@ mod tests {
         assert_eq!(history["targets"]["a"]["ok"], json!([4, 4]));
         assert_eq!(history["targets"]["a"]["retries"], json!([1, 3]));
         assert_eq!(history["targets"]["b"]["requests"], json!([0, 3]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_targets_are_neither_kept_nor_sent() {
+        let mut ring = Ring::default();
+        let mut many = totals("busy", 1, 0, &[]);
+        for i in 0..2_000 {
+            many.targets.insert(format!("tool-{i}"), Counts::default());
+        }
+        many.targets.insert(
+            "once".to_owned(),
+            Counts {
+                requests: 2,
+                ok: 2,
+                ..Counts::default()
+            },
+        );
+        ring.record(many.clone(), now());
+        for calls in 2..10 {
+            tokio::time::advance(INTERVAL).await;
+            many.targets.get_mut("busy").unwrap().requests = calls;
+            many.targets.get_mut("busy").unwrap().ok = calls;
+            ring.record(many.clone(), now());
+        }
+        let rows: usize = ring.intervals.iter().map(|interval| interval.targets.len()).sum();
+        assert_eq!(
+            rows,
+            9 + 1,
+            "a row per interval for `busy`, one for `once`, none for the idle tools"
+        );
+        let history = ring.to_json(now());
+        let sent: Vec<&String> = history["targets"].as_object().unwrap().keys().collect();
+        assert_eq!(sent, ["busy", "once"]);
+        assert_eq!(
+            history["targets"]["once"]["requests"],
+            json!([2, 0, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(history["targets"]["busy"]["fallback"], json!(vec![0; 9]));
     }
 
     #[tokio::test(start_paused = true)]

@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 pub(crate) struct Counts {
     /// Calls that ended (`ballast_requests_total`, every outcome).
     pub(crate) requests: u64,
-    /// Calls answered: `ok`, or by a `fallback`.
+    /// Calls the upstream answered (`ok`).
     pub(crate) ok: u64,
+    /// Calls a fallback answered (`fallback`): answered, but not by the upstream.
+    pub(crate) fallback: u64,
     /// Retries (`ballast_retries_total`, every reason).
     pub(crate) retries: u64,
     /// Calls shed by admission (`ballast_shed_total`, every class and reason).
@@ -25,10 +27,16 @@ impl Counts {
         Counts {
             requests: self.requests.saturating_sub(earlier.requests),
             ok: self.ok.saturating_sub(earlier.ok),
+            fallback: self.fallback.saturating_sub(earlier.fallback),
             retries: self.retries.saturating_sub(earlier.retries),
             shed: self.shed.saturating_sub(earlier.shed),
             attempts: self.attempts.saturating_sub(earlier.attempts),
         }
+    }
+
+    /// Whether nothing was counted (an idle target's interval, which the history does not keep).
+    pub(crate) fn is_zero(&self) -> bool {
+        *self == Counts::default()
     }
 }
 
@@ -63,8 +71,10 @@ impl Totals {
                 let outcome = sample.label("outcome").unwrap_or_default();
                 let entry = self.targets.entry(target.clone()).or_insert_with(counts);
                 entry.requests += sample.value;
-                if outcome == "ok" || outcome == "fallback" {
+                if outcome == "ok" {
                     entry.ok += sample.value;
+                } else if outcome == "fallback" {
+                    entry.fallback += sample.value;
                 } else if sample.value > 0 {
                     *self.failures.entry((target, outcome)).or_default() += sample.value;
                 }
@@ -175,7 +185,8 @@ ballast_runs_evicted_total 0
         let totals = Totals::parse(RENDERED);
         let agent = Counts {
             requests: 10,
-            ok: 8,
+            ok: 7,
+            fallback: 1,
             retries: 5,
             shed: 0,
             attempts: 15,
