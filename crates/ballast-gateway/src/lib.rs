@@ -33,7 +33,8 @@
 //!   route in process (the same route, key and policy as `POST /v1/tools/{name}`); `repeats` — a repeat of a final failure answered from it;
 //!   `body` — reading a request's body within its limits; `error` — every answer of the gateway's own, in one
 //!   place (problem+json, OpenAI's envelope, `Retry-After` and its jitter);
-//! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder;
+//! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder; `telemetry` — traces
+//!   over OTLP, drawn from each call's report when its answer ends (`[telemetry]`);
 //! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
 //! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
 //!
@@ -57,6 +58,7 @@ mod models;
 mod repeats;
 mod serve;
 mod state;
+mod telemetry;
 mod tool_answer;
 mod tools;
 
@@ -115,6 +117,9 @@ pub enum StartError {
         /// The address.
         addr: SocketAddr,
     },
+    /// The exporter of `[telemetry]` could not be built.
+    #[error("telemetry: {0}")]
+    Telemetry(String),
     /// Listening or accepting failed.
     #[error("cannot serve: {0}")]
     Listen(#[source] std::io::Error),

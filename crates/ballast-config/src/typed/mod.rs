@@ -11,6 +11,7 @@ mod budget;
 mod deferred;
 mod mcp;
 mod route;
+mod telemetry;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -29,6 +30,7 @@ pub use deferred::{
 };
 pub(crate) use deferred::{MAX_DEFER_ATTEMPTS, MAX_DEFER_CONCURRENCY, MAX_DEFER_TTL, MIN_DEFER_TTL};
 pub use mcp::{McpServerConfig, McpToolOverride};
+pub use telemetry::{DEFAULT_SAMPLING, DEFAULT_SERVICE_NAME, OtlpProtocol, TelemetryConfig};
 pub use route::{
     ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
     DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
@@ -75,6 +77,8 @@ pub struct Config {
     pub tools: Vec<ToolConfig>,
     /// `[[mcp_servers]]`: upstream MCP servers whose tools are served at `/mcp`, in file order (names unique).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// `[telemetry]`: where the gateway's traces go (OTLP); `None`, the default: no traces.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// `[server]`.

@@ -9,6 +9,7 @@
 mod breaker;
 mod check;
 mod deferred;
+mod telemetry;
 mod headers;
 mod listen;
 mod mcp;
@@ -68,6 +69,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     let models = c.models(&raw.models);
     let tools = c.tools(&raw.tools, &deferred);
     let mcp_servers = c.mcp_servers(&raw.mcp_servers, &deferred);
+    let telemetry = c.telemetry(&raw.telemetry);
     match ConfigErrors::from_vec(c.into_errors()) {
         Some(errors) => Err(errors),
         None => Ok(Config {
@@ -79,6 +81,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
             models,
             tools,
             mcp_servers,
+            telemetry,
         }),
     }
 }
