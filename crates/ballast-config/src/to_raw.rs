@@ -4,7 +4,8 @@
 use crate::raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,
     RawHeaderValue, RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry,
-    RawRun, RawServer, RawStore, RawTelemetry, RawThrottle, RawTool, RawToolDefer, RawUpstream, SCHEMA_VERSION,
+    RawRun, RawServer, RawStore, RawTelemetry, RawThrottle, RawTool, RawToolDefer, RawUpstream,
+    SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 

@@ -30,13 +30,13 @@ pub use deferred::{
 };
 pub(crate) use deferred::{MAX_DEFER_ATTEMPTS, MAX_DEFER_CONCURRENCY, MAX_DEFER_TTL, MIN_DEFER_TTL};
 pub use mcp::{McpServerConfig, McpToolOverride};
-pub use telemetry::{DEFAULT_SAMPLING, DEFAULT_SERVICE_NAME, OtlpProtocol, TelemetryConfig};
 pub use route::{
     ContextConfig, DEFAULT_MODEL_CONCURRENCY, DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE,
     DEFAULT_PRIMARY_SHARE, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
     DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
     ModelRoute, OnOverflow, OnStoreLoss, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
+pub use telemetry::{DEFAULT_SAMPLING, DEFAULT_SERVICE_NAME, OtlpProtocol, TelemetryConfig};
 
 /// A validated Ballast configuration.
 ///

@@ -9,12 +9,12 @@
 mod breaker;
 mod check;
 mod deferred;
-mod telemetry;
 mod headers;
 mod listen;
 mod mcp;
 mod policy;
 mod routes;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 mod text;

@@ -12,7 +12,11 @@ const NO_CREDENTIALS: &str = "the OTLP exporter sends no credentials; put an aut
 
 impl Checker {
     pub(crate) fn telemetry(&mut self, raw: &RawTelemetry) -> Option<TelemetryConfig> {
-        let protocol = self.word("telemetry.protocol", raw.protocol.as_ref(), OtlpProtocol::default());
+        let protocol = self.word(
+            "telemetry.protocol",
+            raw.protocol.as_ref(),
+            OtlpProtocol::default(),
+        );
         let sampling = self.float(
             "telemetry.sampling",
             raw.sampling,
@@ -64,7 +68,8 @@ mod tests {
     #[test]
     fn an_endpoint_alone_takes_every_default() {
         let config =
-            Config::from_toml_str("version = 1\n[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n").unwrap();
+            Config::from_toml_str("version = 1\n[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\n")
+                .unwrap();
         let telemetry = config.telemetry.unwrap();
         assert_eq!(telemetry.protocol, OtlpProtocol::HttpProtobuf);
         assert_eq!(telemetry.sampling, 1.0);
@@ -95,8 +100,14 @@ mod tests {
         assert!(text.contains("telemetry.endpoint"), "{text}");
         assert!(text.contains("telemetry.protocol: \"grpc\""), "{text}");
         assert!(text.contains("http/protobuf"), "{text}");
-        assert!(text.contains("telemetry.sampling: 1.5 must be between 0 and 1"), "{text}");
-        assert!(text.contains("telemetry.service_name: must not be empty"), "{text}");
+        assert!(
+            text.contains("telemetry.sampling: 1.5 must be between 0 and 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("telemetry.service_name: must not be empty"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -178,7 +178,10 @@ mod tests {
         assert!(!trace.sampled());
         let sampled = trace.with_sampled(true);
         assert!(sampled.sampled());
-        assert_eq!((sampled.trace_id(), sampled.parent_id(), sampled.flags()), (7, 9, 1));
+        assert_eq!(
+            (sampled.trace_id(), sampled.parent_id(), sampled.flags()),
+            (7, 9, 1)
+        );
         assert!(!TraceContext::parse(SPEC).unwrap().with_sampled(false).sampled());
     }
 

@@ -36,10 +36,10 @@ use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 
 use super::request::Settled;
-use crate::telemetry::CallTrace;
 use crate::error::{
     AppError, OpenAiError, bool_text, json_response, openai_body, openai_error, set_retry_after,
 };
+use crate::telemetry::CallTrace;
 use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
 
 /// A call's answer or its error.

@@ -73,7 +73,10 @@ impl Deployments {
         let mut models = HashMap::new();
         for route in &config.models {
             for (index, deployment) in route.deployments.iter().enumerate() {
-                models.insert(ballast::model::deployment_name(route, index), deployment.model.clone());
+                models.insert(
+                    ballast::model::deployment_name(route, index),
+                    deployment.model.clone(),
+                );
             }
         }
         Deployments(models)
@@ -276,7 +279,9 @@ impl Ending {
         let called = call.as_ref().map(|c| &c.called).zip(report.as_deref());
         let inner = &begun.telemetry.inner;
         let mut rng = rand::rng();
-        for span in spans::spans(&facts, called, &inner.deployments, &mut || rng.random::<u64>().max(1)) {
+        for span in spans::spans(&facts, called, &inner.deployments, &mut || {
+            rng.random::<u64>().max(1)
+        }) {
             inner.processor.on_end(span);
         }
     }

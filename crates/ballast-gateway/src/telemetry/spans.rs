@@ -108,7 +108,11 @@ pub(crate) fn spans(
         }
     };
     if call.is_none() {
-        let code = header(request.headers, &BALLAST_CODE).unwrap_or(if request.status < 400 { "ok" } else { "error" });
+        let code = header(request.headers, &BALLAST_CODE).unwrap_or(if request.status < 400 {
+            "ok"
+        } else {
+            "error"
+        });
         attributes.push(KeyValue::new("ballast.code", code.to_owned()));
     }
     if request.status >= 500 && matches!(status, Status::Unset) {
@@ -190,7 +194,10 @@ fn request_attributes(request: &RequestFacts<'_>) -> Vec<KeyValue> {
         let timeline = &request.timeline;
         let spent = timeline.answered.saturating_duration_since(timeline.started.0);
         let given = spent + Duration::from_millis(left);
-        attributes.push(KeyValue::new("ballast.deadline_left_ms", millis(Duration::from_millis(left))));
+        attributes.push(KeyValue::new(
+            "ballast.deadline_left_ms",
+            millis(Duration::from_millis(left)),
+        ));
         attributes.push(KeyValue::new("ballast.deadline_ms", millis(given)));
     }
     attributes.push(KeyValue::new(
@@ -229,8 +236,14 @@ fn call_attributes(
             }
             if let Some(tokens) = answering.tokens {
                 let answered = tokens.answered;
-                attributes.push(KeyValue::new("gen_ai.usage.input_tokens", count(answered.prompt_tokens)));
-                attributes.push(KeyValue::new("gen_ai.usage.output_tokens", count(answered.completion_tokens)));
+                attributes.push(KeyValue::new(
+                    "gen_ai.usage.input_tokens",
+                    count(answered.prompt_tokens),
+                ));
+                attributes.push(KeyValue::new(
+                    "gen_ai.usage.output_tokens",
+                    count(answered.completion_tokens),
+                ));
             }
         }
     }

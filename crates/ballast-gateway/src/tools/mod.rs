@@ -266,8 +266,8 @@ async fn check(
     let inbound = Inbound::read(request.headers(), server)?;
     let ask = crate::deferred::Ask::read(request.headers(), client.config().side_effects)?;
     let (mut parts, body) = request.into_parts();
-    let traced = gateway.inner.telemetry.is_some()
-        && parts.extensions.get::<crate::telemetry::Traced>().is_some();
+    let traced =
+        gateway.inner.telemetry.is_some() && parts.extensions.get::<crate::telemetry::Traced>().is_some();
     let owner = parts
         .extensions
         .get::<Principal>()

@@ -129,7 +129,10 @@ mod tests {
         assert_eq!(sent.trace_id(), trace.trace_id());
         assert_eq!(sent.flags(), 1);
         let mut headers = HeaderMap::new();
-        assert_eq!(set_attempt_headers(&mut headers, &per_try, Duration::from_secs(1), 1, 0, None), None);
+        assert_eq!(
+            set_attempt_headers(&mut headers, &per_try, Duration::from_secs(1), 1, 0, None),
+            None
+        );
         assert!(!headers.contains_key(TRACEPARENT));
     }
 
