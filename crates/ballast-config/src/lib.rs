@@ -47,7 +47,8 @@ pub use error::{ConfigError, ConfigErrors, Problem};
 pub use ballast_human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
 pub use plan::{
-    DeadlineBound, DeferredPlan, DeferredTool, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table,
+    DeadlineBound, DeferredPlan, DeferredTool, Plan, PlanRow, RetryLoad, TargetKind, TracesPlan, Warning,
+    render_table,
 };
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,

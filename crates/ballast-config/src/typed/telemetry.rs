@@ -27,16 +27,6 @@ pub struct TelemetryConfig {
 }
 
 impl TelemetryConfig {
-    /// Traces to `endpoint` with every other setting at its default.
-    pub fn new(endpoint: impl Into<String>) -> Self {
-        TelemetryConfig {
-            endpoint: endpoint.into(),
-            protocol: OtlpProtocol::default(),
-            sampling: DEFAULT_SAMPLING,
-            service_name: DEFAULT_SERVICE_NAME.to_owned(),
-        }
-    }
-
     /// Where the spans are posted: the endpoint with OTLP's `/v1/traces` path.
     pub fn traces_url(&self) -> String {
         let base = self.endpoint.trim_end_matches('/');

@@ -18,9 +18,10 @@
 //! traced: [`Traced`] in the request's extensions says so), beside the other marks the tool routes already pass
 //! up that way (`NotStored`, the deferral).
 //!
-//! Layout: `spans` — the pure mapping (request, report) → spans; `export` — the SDK's batch processor and the
+//! Layout: `spans` — the pure mapping (request, report) → spans, `attempt` an attempt's attributes; `export` — the SDK's batch processor and the
 //! OTLP exporter; `body` — the answer's body that ends the request's spans when it ends.
 
+mod attempt;
 mod body;
 mod export;
 mod spans;

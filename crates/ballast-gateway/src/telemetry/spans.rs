@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
-use ballast::report::{AttemptRecord, AttemptResult, OutcomeReport};
+use ballast::report::{AttemptResult, OutcomeReport};
 use ballast_config::Api;
 use ballast_core::Instant;
 use http::HeaderMap;
@@ -138,7 +138,7 @@ pub(crate) fn spans(
                 previous_end = ended;
                 let span_id = attempt.span_id.unwrap_or_else(&mut *new_span_id);
                 let later = report.attempts.get(index + 1);
-                let mut attributes = attempt_attributes(attempt, report, later);
+                let mut attributes = super::attempt::attributes(attempt, report, later);
                 let name = match called {
                     Called::Tool => format!("execute_tool {}", report.target),
                     Called::Model { api, .. } => {
@@ -274,58 +274,6 @@ fn call_attributes(
     attributes
 }
 
-/// An attempt's attributes: its number, target and result, and what was decided after it.
-fn attempt_attributes(
-    attempt: &AttemptRecord,
-    report: &OutcomeReport,
-    later: Option<&AttemptRecord>,
-) -> Vec<KeyValue> {
-    let mut attributes = vec![
-        KeyValue::new("ballast.attempt", i64::from(attempt.number)),
-        KeyValue::new("ballast.target", report.target.clone()),
-        KeyValue::new("ballast.attempt.sent", attempt.sent),
-    ];
-    let result = match &attempt.result {
-        AttemptResult::Status(status) => {
-            attributes.push(KeyValue::new("http.response.status_code", i64::from(*status)));
-            status.to_string()
-        }
-        AttemptResult::Error(why) => {
-            attributes.push(KeyValue::new("ballast.attempt.result", "error"));
-            attributes.push(KeyValue::new("ballast.attempt.why", why.clone()));
-            why.clone()
-        }
-        AttemptResult::Refused(why) => {
-            attributes.push(KeyValue::new("ballast.attempt.result", "refused"));
-            attributes.push(KeyValue::new("ballast.attempt.why", why.clone()));
-            why.clone()
-        }
-        AttemptResult::Pending => {
-            attributes.push(KeyValue::new("ballast.attempt.result", "pending"));
-            "pending".to_owned()
-        }
-    };
-    if attempt.background {
-        attributes.push(KeyValue::new("ballast.attempt.background", true));
-    }
-    match later {
-        Some(_) => {
-            attributes.push(KeyValue::new("ballast.retry", true));
-            attributes.push(KeyValue::new("ballast.retry.reason", result));
-        }
-        None => {
-            attributes.push(KeyValue::new("ballast.retry", false));
-            let why_not = match (&report.stop, report.code) {
-                (Some(stop), _) => stop.to_string(),
-                (None, Some(code)) => code.as_str().to_owned(),
-                (None, None) => "succeeded".to_owned(),
-            };
-            attributes.push(KeyValue::new("ballast.retry.why_not", why_not));
-        }
-    }
-    attributes
-}
-
 /// `ok`, `fallback` (answered by a fallback), or the stable code: what `ballast_requests_total{outcome}` says.
 fn outcome(report: &OutcomeReport) -> &'static str {
     if report.answered_by_fallback() {
@@ -395,11 +343,16 @@ fn span(
     }
 }
 
-/// The instrumentation scope of every span: the gateway, at its version.
+/// The instrumentation scope of every span: the gateway, at its version (built once).
 fn scope() -> InstrumentationScope {
-    InstrumentationScope::builder("ballast-gateway")
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .build()
+    static SCOPE: std::sync::OnceLock<InstrumentationScope> = std::sync::OnceLock::new();
+    SCOPE
+        .get_or_init(|| {
+            InstrumentationScope::builder("ballast-gateway")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build()
+        })
+        .clone()
 }
 
 #[cfg(test)]
