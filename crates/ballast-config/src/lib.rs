@@ -47,12 +47,14 @@ pub use error::{ConfigError, ConfigErrors, Problem};
 pub use ballast_human::{DurationError, SizeError, format_duration, format_size, parse_duration, parse_size};
 pub use load::parse;
 pub use plan::{
-    DeadlineBound, DeferredPlan, DeferredTool, Plan, PlanRow, RetryLoad, TargetKind, Warning, render_table,
+    DeadlineBound, DeferredPlan, DeferredTool, Plan, PlanRow, RetryLoad, TargetKind, TracesPlan, Warning,
+    render_table,
 };
 pub use raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,
     RawHeaderValue, RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry,
-    RawRun, RawServer, RawStore, RawThrottle, RawTool, RawToolDefer, RawUpstream, SCHEMA_VERSION,
+    RawRun, RawServer, RawStore, RawTelemetry, RawThrottle, RawTool, RawToolDefer, RawUpstream,
+    SCHEMA_VERSION,
 };
 pub use secrets::{Env, MissingSecret, ProcessEnv, SecretProblem};
 pub use typed::{
@@ -61,10 +63,11 @@ pub use typed::{
     DEFAULT_DEFER_TTL, DEFAULT_DRAIN_DELAY, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_RUNS, DEFAULT_MAX_RUNS_PER_PRINCIPAL, DEFAULT_MODEL_CONCURRENCY,
     DEFAULT_MODEL_PER_TRY_TIMEOUT, DEFAULT_MODEL_QUEUE, DEFAULT_PRIMARY_SHARE, DEFAULT_REPEAT_WINDOW,
-    DEFAULT_SEND_TIMEOUT, DEFAULT_STORE_URL, DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY,
-    DEFAULT_TOOL_DEFER_CONCURRENCY, DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, DeferredCallback,
-    DeferredConfig, Deployment, HeaderValueSource, HttpMethod, Limits, McpServerConfig, McpToolOverride,
-    ModelRoute, OnOverflow, OnStoreLoss, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig,
-    StoreConfig, StoreKind, StoreLocation, ToolConfig, ToolDefer, ToolFallback, Upstream, UpstreamHeader,
+    DEFAULT_SAMPLING, DEFAULT_SEND_TIMEOUT, DEFAULT_SERVICE_NAME, DEFAULT_STORE_URL,
+    DEFAULT_STREAM_IDLE_TIMEOUT, DEFAULT_TOOL_CONCURRENCY, DEFAULT_TOOL_DEFER_CONCURRENCY,
+    DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, DeferredCallback, DeferredConfig, Deployment,
+    HeaderValueSource, HttpMethod, Limits, McpServerConfig, McpToolOverride, ModelRoute, OnOverflow,
+    OnStoreLoss, OtlpProtocol, Principal, PrincipalKey, RetryConfig, RunConfig, ServerConfig, StoreConfig,
+    StoreKind, StoreLocation, TelemetryConfig, ToolConfig, ToolDefer, ToolFallback, Upstream, UpstreamHeader,
 };
 pub use validate::validate;

@@ -4,7 +4,8 @@
 use crate::raw::{
     HumanValue, RawBreaker, RawBudget, RawConfig, RawContext, RawDeferred, RawDeployment, RawHeaderEnv,
     RawHeaderValue, RawHeaders, RawLimits, RawMcpServer, RawMcpTool, RawModel, RawPrincipal, RawRetry,
-    RawRun, RawServer, RawStore, RawThrottle, RawTool, RawToolDefer, RawUpstream, SCHEMA_VERSION,
+    RawRun, RawServer, RawStore, RawTelemetry, RawThrottle, RawTool, RawToolDefer, RawUpstream,
+    SCHEMA_VERSION,
 };
 use ballast_core::{BreakerConfig, ThrottleConfig};
 
@@ -75,6 +76,14 @@ impl From<&Config> for RawConfig {
             models: config.models.iter().map(raw_model).collect(),
             tools: config.tools.iter().map(raw_tool).collect(),
             mcp_servers: config.mcp_servers.iter().map(raw_mcp_server).collect(),
+            telemetry: (config.telemetry.as_ref())
+                .map(|t| RawTelemetry {
+                    endpoint: Some(t.endpoint.clone()),
+                    protocol: Some(t.protocol.as_str().to_owned()),
+                    sampling: Some(t.sampling),
+                    service_name: Some(t.service_name.clone()),
+                })
+                .unwrap_or_default(),
         }
     }
 }

@@ -46,7 +46,7 @@ pub fn admin_app(gateway: Gateway) -> Router {
         .route("/readyz", get(admin::readyz))
         .fallback(crate::error::not_found)
         .with_state(gateway)
-        .layer(FinishLayer)
+        .layer(FinishLayer::default())
 }
 
 pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router, StartError> {
@@ -84,6 +84,7 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         gateway: gateway.clone(),
         openai: true,
     }));
+    let telemetry = gateway.inner.telemetry.clone();
     let mut open = Router::new()
         .route("/healthz", get(admin::healthz))
         .route("/readyz", get(admin::readyz));
@@ -96,7 +97,7 @@ pub(crate) fn router(gateway: Gateway, admin_here: AdminRoutes) -> Result<Router
         .merge(messages)
         .fallback(crate::error::not_found)
         .with_state(gateway)
-        .layer(FinishLayer))
+        .layer(FinishLayer { telemetry }))
 }
 
 /// With admin principals configured, only they read `/metrics` and `/status`.

@@ -23,26 +23,34 @@ use tracing::Instrument as _;
 use crate::Gateway;
 use crate::auth::Unauthenticated;
 use crate::error::{AppError, OpenAiError, set_retry_after};
+use crate::telemetry::Telemetry;
 
 /// A boxed answer.
 type Answer = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
 
-/// The layer of [`Finish`].
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct FinishLayer;
+/// The layer of [`Finish`]: with `telemetry`, the requests it samples are traced (`crate::telemetry`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FinishLayer {
+    pub(crate) telemetry: Option<Telemetry>,
+}
 
 impl<S> Layer<S> for FinishLayer {
     type Service = Finish<S>;
 
     fn layer(&self, inner: S) -> Finish<S> {
-        Finish { inner }
+        Finish {
+            inner,
+            telemetry: self.telemetry.clone(),
+        }
     }
 }
 
-/// Runs the request in its span and finishes its answer ([`finish`]).
+/// Runs the request in its span and finishes its answer ([`finish`]); traces it when telemetry is on and its
+/// trace is sampled.
 #[derive(Clone, Debug)]
 pub(crate) struct Finish<S> {
     inner: S,
+    telemetry: Option<Telemetry>,
 }
 
 impl<S> Service<Request> for Finish<S>
@@ -58,7 +66,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request) -> Answer {
+    fn call(&mut self, mut request: Request) -> Answer {
+        let traced = match &self.telemetry {
+            None => None,
+            Some(telemetry) => telemetry.begin(&mut request),
+        };
         let (request_id, span) = request_span(&request);
         let answer = span.in_scope(|| self.inner.call(request));
         Box::pin(async move {
@@ -66,7 +78,11 @@ where
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            Ok(finish(response, request_id, &span))
+            let response = finish(response, request_id, &span);
+            Ok(match traced {
+                None => response,
+                Some(traced) => traced.finish(response),
+            })
         })
     }
 }

@@ -37,6 +37,7 @@
 //! - `admin` — health, readiness, metrics, status; `metrics` — the Prometheus recorder; `breaker_gauges` — how
 //!   long each breaker has been open, set at scrape time; `history` — the last 15 minutes of the recorder's
 //!   counters, for `/status`; `dashboard` — the operator's page;
+//!   `telemetry` — traces over OTLP, drawn from each call's report when its answer ends (`[telemetry]`);
 //! - `connections` — the accept loop: each connection bounded in time, all bounded in number;
 //! - `serve` — [`run`] / [`serve`]: serving and the graceful shutdown.
 //!
@@ -63,6 +64,7 @@ mod models;
 mod repeats;
 mod serve;
 mod state;
+mod telemetry;
 mod tool_answer;
 mod tools;
 
@@ -121,6 +123,9 @@ pub enum StartError {
         /// The address.
         addr: SocketAddr,
     },
+    /// The exporter of `[telemetry]` could not be built.
+    #[error("telemetry: {0}")]
+    Telemetry(String),
     /// Listening or accepting failed.
     #[error("cannot serve: {0}")]
     Listen(#[source] std::io::Error),

@@ -49,6 +49,8 @@ pub(crate) struct Inner {
     pub(crate) admin_connections: Arc<crate::connections::ConnectionStats>,
     /// The queue of deferred tool calls (`deferred/`): none when no tool has side effects.
     pub(crate) deferred: Option<crate::deferred::Queue>,
+    /// Traces over OTLP (`[telemetry]`): none when off.
+    pub(crate) telemetry: Option<crate::telemetry::Telemetry>,
 }
 
 impl Gateway {
@@ -119,6 +121,10 @@ impl Gateway {
         let repeats = crate::repeats::Repeats::new(config.server.repeat_window);
         let callback = crate::deferred::Callback::from_config(&config, env)?;
         let deferred = crate::deferred::build(&config, &tools, Arc::clone(&store), callback);
+        let telemetry = (config.telemetry.as_ref())
+            .map(|telemetry| crate::telemetry::Telemetry::start(telemetry, &config))
+            .transpose()
+            .map_err(StartError::Telemetry)?;
         Ok(Gateway {
             inner: Arc::new(Inner {
                 store_url: redacted(&store_url),
@@ -138,6 +144,7 @@ impl Gateway {
                 connections: Arc::default(),
                 admin_connections: Arc::default(),
                 deferred,
+                telemetry,
             }),
         })
     }
@@ -172,6 +179,14 @@ impl Gateway {
         self.inner.draining.store(true, Ordering::SeqCst);
         if let Some(queue) = &self.inner.deferred {
             queue.stop();
+        }
+    }
+
+    /// Exports the spans of every request that has ended and stops the exporter (the last step of a graceful
+    /// shutdown; nothing without `[telemetry]`).
+    pub async fn flush_traces(&self) {
+        if let Some(telemetry) = &self.inner.telemetry {
+            telemetry.shutdown().await;
         }
     }
 

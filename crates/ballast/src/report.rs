@@ -50,6 +50,15 @@ pub struct AttemptRecord {
     pub sent: bool,
     /// Whether it finished after the caller had gone (a sent side-effecting attempt runs to its timeout).
     pub background: bool,
+    /// When it started, on the clock's timeline ([`clock::now`](crate::clock::now)); `None` for an attempt
+    /// refused before it started. With the caller's own reading at the call's start, where the attempt sits in
+    /// the call: what a trace's span of the attempt is drawn from.
+    #[serde(skip)]
+    pub started: Option<ballast_core::Instant>,
+    /// The parent id it sent upstream in `traceparent` (`None` when it sent no trace): the id of the attempt's
+    /// span in a trace, so that the upstream's own spans hang under it.
+    #[serde(skip)]
+    pub span_id: Option<u64>,
 }
 
 /// Tokens a model upstream reported in `usage`.
@@ -171,8 +180,14 @@ impl Report {
         change(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
-    /// Records an attempt that has started; returns its index for [`Report::finish_attempt`].
-    pub(crate) fn start_attempt(&self, number: u32) -> usize {
+    /// Records an attempt that has started at `started`, sending `span_id` upstream as its trace's parent id;
+    /// returns its index for [`Report::finish_attempt`].
+    pub(crate) fn start_attempt(
+        &self,
+        number: u32,
+        started: ballast_core::Instant,
+        span_id: Option<u64>,
+    ) -> usize {
         let mut report = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         report.attempts.push(AttemptRecord {
             number,
@@ -180,6 +195,8 @@ impl Report {
             duration: Duration::ZERO,
             sent: false,
             background: false,
+            started: Some(started),
+            span_id,
         });
         report.attempts.len() - 1
     }
@@ -194,6 +211,8 @@ impl Report {
                 duration: Duration::ZERO,
                 sent: false,
                 background: false,
+                started: None,
+                span_id: None,
             });
         });
     }
@@ -368,9 +387,9 @@ mod tests {
     fn attempts_are_recorded_and_printed() {
         let report = Report::default();
         report.update(|r| r.target = "create_refund".into());
-        let first = report.start_attempt(1);
+        let first = report.start_attempt(1, ballast_core::Instant::default(), None);
         report.finish_attempt(first, AttemptResult::Status(503), Duration::from_millis(40), true);
-        let second = report.start_attempt(2);
+        let second = report.start_attempt(2, ballast_core::Instant::default(), Some(7));
         report.finish_attempt(
             second,
             AttemptResult::Error("timeout".into()),
@@ -404,6 +423,8 @@ mod tests {
             duration: Duration::ZERO,
             sent: false,
             background: false,
+            started: None,
+            span_id: None,
         };
         let fallback = OutcomeReport {
             target: "process_payment".into(),

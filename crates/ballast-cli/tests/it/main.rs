@@ -32,4 +32,5 @@ mod serve_mcp;
 mod serve_mcp_faults;
 mod serve_open_network;
 mod serve_sdks;
+mod serve_telemetry;
 mod support;

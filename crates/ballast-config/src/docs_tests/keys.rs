@@ -146,7 +146,8 @@ fn documented_defaults_are_the_defaults() {
                    budget = { kind = \"token_bucket\" }\n\
                    [[mcp_servers]]\nname = \"r\"\nurl = \"http://h/mcp\"\n\
                    [[mcp_servers]]\nname = \"s\"\nurl = \"http://h/mcp\"\n\
-                   budget = { kind = \"token_bucket\" }\n";
+                   budget = { kind = \"token_bucket\" }\n\
+                   [telemetry]\nendpoint = \"http://h:4318\"\n";
     let defaults = to_table(&RawConfig::from(&Config::from_toml_str(minimal).unwrap()));
     let mut compared = 0;
     for (section, keys) in documented() {

@@ -151,6 +151,12 @@ fn fully_populated() -> RawConfig {
             callback_url: Some("https://hooks.example.com/ballast".into()),
             callback_secret_env: Some("BALLAST_CALLBACK_SECRET".into()),
         },
+        telemetry: RawTelemetry {
+            endpoint: Some("http://127.0.0.1:4318".into()),
+            protocol: Some("http/json".into()),
+            sampling: Some(0.5),
+            service_name: Some("gateway-eu".into()),
+        },
         models: vec![
             RawModel {
                 name: Some("gpt-4.1".into()),

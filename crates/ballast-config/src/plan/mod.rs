@@ -58,6 +58,22 @@ pub struct Plan {
     /// How side-effecting calls that cannot run now are deferred; `None` when no tool has side effects.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deferred: Option<DeferredPlan>,
+    /// Where the gateway's traces go (`[telemetry]`); `None`: no traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traces: Option<TracesPlan>,
+}
+
+/// Where the gateway's traces go and how many are kept (`[telemetry]`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TracesPlan {
+    /// Where spans are posted (the endpoint's `/v1/traces`).
+    pub url: String,
+    /// `http/protobuf` or `http/json`.
+    pub protocol: &'static str,
+    /// The share of traces that start here which are recorded (a caller's `traceparent` decides for its own).
+    pub sampling: f64,
+    /// The spans' `service.name`.
+    pub service_name: String,
 }
 
 /// The request deadline and its margins, from `[server]`.
@@ -163,6 +179,12 @@ impl Plan {
             warnings: Vec::new(),
             undescribed: Vec::new(),
             deferred: DeferredPlan::of(config),
+            traces: config.telemetry.as_ref().map(|t| TracesPlan {
+                url: t.traces_url(),
+                protocol: t.protocol.as_str(),
+                sampling: t.sampling,
+                service_name: t.service_name.clone(),
+            }),
         };
         for (i, model) in config.models.iter().enumerate() {
             plan.add_model(&format!("models[{i}]"), model);

@@ -31,6 +31,17 @@ pub fn render_table(plan: &Plan) -> String {
     if let Some(deferred) = &plan.deferred {
         write_deferred(&mut out, deferred);
     }
+    if let Some(traces) = &plan.traces {
+        let _ = writeln!(
+            out,
+            "\nTraces: OTLP {} to {} as service {:?}; {} % of the traces that start here are recorded (a caller's \
+             traceparent decides for its own).",
+            traces.protocol,
+            traces.url,
+            traces.service_name,
+            traces.sampling * 100.0
+        );
+    }
     write_undescribed(&mut out, plan);
     write_warnings(&mut out, plan);
     out

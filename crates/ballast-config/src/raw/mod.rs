@@ -9,6 +9,7 @@
 mod deferred;
 mod headers;
 mod mcp;
+mod telemetry;
 mod value;
 
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use deferred::{RawDeferred, RawToolDefer};
 pub use headers::{RawHeaderEnv, RawHeaderValue, RawHeaders};
 pub use mcp::{RawMcpServer, RawMcpTool};
+pub use telemetry::RawTelemetry;
 pub use value::HumanValue;
 
 /// The only schema version this build reads.
@@ -55,6 +57,9 @@ pub struct RawConfig {
     /// `[[mcp_servers]]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<RawMcpServer>,
+    /// `[telemetry]`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub telemetry: RawTelemetry,
 }
 
 impl Default for RawConfig {
@@ -70,6 +75,7 @@ impl Default for RawConfig {
             models: Vec::new(),
             tools: Vec::new(),
             mcp_servers: Vec::new(),
+            telemetry: RawTelemetry::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ mod budget;
 mod deferred;
 mod mcp;
 mod route;
+mod telemetry;
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -35,6 +36,7 @@ pub use route::{
     DEFAULT_TOOL_PER_TRY_TIMEOUT, DEFAULT_TOOL_QUEUE, Deployment, HeaderValueSource, HttpMethod, Limits,
     ModelRoute, OnOverflow, OnStoreLoss, RetryConfig, ToolConfig, ToolFallback, Upstream, UpstreamHeader,
 };
+pub use telemetry::{DEFAULT_SAMPLING, DEFAULT_SERVICE_NAME, OtlpProtocol, TelemetryConfig};
 
 /// A validated Ballast configuration.
 ///
@@ -75,6 +77,8 @@ pub struct Config {
     pub tools: Vec<ToolConfig>,
     /// `[[mcp_servers]]`: upstream MCP servers whose tools are served at `/mcp`, in file order (names unique).
     pub mcp_servers: Vec<McpServerConfig>,
+    /// `[telemetry]`: where the gateway's traces go (OTLP); `None`, the default: no traces.
+    pub telemetry: Option<TelemetryConfig>,
 }
 
 /// `[server]`.

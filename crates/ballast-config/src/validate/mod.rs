@@ -14,6 +14,7 @@ mod listen;
 mod mcp;
 mod policy;
 mod routes;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -68,6 +69,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
     let models = c.models(&raw.models);
     let tools = c.tools(&raw.tools, &deferred);
     let mcp_servers = c.mcp_servers(&raw.mcp_servers, &deferred);
+    let telemetry = c.telemetry(&raw.telemetry);
     match ConfigErrors::from_vec(c.into_errors()) {
         Some(errors) => Err(errors),
         None => Ok(Config {
@@ -79,6 +81,7 @@ pub fn validate(raw: &RawConfig) -> Result<Config, ConfigErrors> {
             models,
             tools,
             mcp_servers,
+            telemetry,
         }),
     }
 }

@@ -56,6 +56,20 @@ impl TraceContext {
         }
     }
 
+    /// The same trace with its sampled flag (bit 0 of the flags) set or cleared: what a hop that records traces
+    /// decided for a trace it started.
+    pub fn with_sampled(self, sampled: bool) -> Self {
+        TraceContext {
+            flags: (self.flags & !1) | u8::from(sampled),
+            ..self
+        }
+    }
+
+    /// Whether the trace is sampled (bit 0 of its flags): its spans are recorded.
+    pub fn sampled(&self) -> bool {
+        self.flags & 1 == 1
+    }
+
     /// The trace id: the same for every call and attempt of one agent request.
     pub fn trace_id(&self) -> u128 {
         self.trace_id
@@ -157,6 +171,19 @@ mod tests {
     use proptest::prelude::*;
 
     const SPEC: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn the_sampled_flag_is_set_and_cleared_alone() {
+        let trace = TraceContext::new(7, 9);
+        assert!(!trace.sampled());
+        let sampled = trace.with_sampled(true);
+        assert!(sampled.sampled());
+        assert_eq!(
+            (sampled.trace_id(), sampled.parent_id(), sampled.flags()),
+            (7, 9, 1)
+        );
+        assert!(!TraceContext::parse(SPEC).unwrap().with_sampled(false).sampled());
+    }
 
     #[test]
     fn the_specs_example_parses_and_prints_back() {

@@ -39,14 +39,23 @@ use super::request::Settled;
 use crate::error::{
     AppError, OpenAiError, bool_text, json_response, openai_body, openai_error, set_retry_after,
 };
+use crate::telemetry::CallTrace;
 use ballast::headers::{BALLAST_ATTEMPTS, BALLAST_CODE, BALLAST_FALLBACK, BALLAST_TRUNCATED, X_SHOULD_RETRY};
 
 /// A call's answer or its error.
 pub(super) fn from_answer<T>(result: Result<ModelAnswer<T>, CallError>, settled: &Settled) -> Response {
-    match result {
+    let traced = (settled.traced.clone()).map(|called| {
+        let report = result.as_ref().map_or_else(|e| e.report(), |a| &a.report);
+        CallTrace::ended(called, report.clone())
+    });
+    let mut response = match result {
         Ok(answer) => answered(answer, settled),
         Err(error) => failed(error, settled),
+    };
+    if let Some(traced) = traced {
+        response.extensions_mut().insert(traced);
     }
+    response
 }
 
 /// A streamed call's stream (written by `into_sse`, its API's writer) or its error.
@@ -58,13 +67,21 @@ pub(super) fn from_stream<E, S>(
 where
     S: Stream<Item = Bytes> + Send + 'static,
 {
-    match result {
+    let traced = (settled.traced.clone()).map(|called| match &result {
+        Ok(stream) => CallTrace::streamed(called, stream.report_reader()),
+        Err(error) => CallTrace::ended(called, error.report().clone()),
+    });
+    let mut response = match result {
         Ok(stream) => {
             let head = StreamHead::of(&stream);
             streamed(head, into_sse(stream), settled)
         }
         Err(error) => failed(error, settled),
+    };
+    if let Some(traced) = traced {
+        response.extensions_mut().insert(traced);
     }
+    response
 }
 
 /// A 2xx answer: the provider's body as it came.

@@ -119,6 +119,8 @@ pub(super) struct Settled {
     explicit: Option<Deadline>,
     /// For a stream: the bound on the time to its commit point (an SDK's timeout).
     commit_by: Option<Deadline>,
+    /// What the call is, when the request is traced (`telemetry/`): its answer then says what the call did.
+    pub(super) traced: Option<crate::telemetry::Called>,
 }
 
 /// A request ready to call: the route's client, the call and what was settled.
@@ -187,6 +189,10 @@ pub(super) async fn prepare<R: ModelRequest>(
             refused
         })?;
     settled.run_restarted |= run_restarted;
+    // A traced request carries a sampled trace: the caller's, or the one the edge started (`telemetry/`).
+    if gateway.inner.telemetry.is_some() && settled.inbound.trace.is_some_and(|t| t.sampled()) {
+        settled.traced = Some(crate::telemetry::CallTrace::model(api, client.name()));
+    }
     let call = with_options(ModelCall::new(request), gateway, caller, &settled);
     let identity = Identity::of(caller.name(), path, headers, bytes, settled.inbound.sdk_retry);
     Ok(Prepared {
@@ -250,6 +256,7 @@ async fn settle(
         inbound,
         explicit,
         commit_by,
+        traced: None,
     })
 }
 

@@ -176,6 +176,8 @@ pub async fn serve(
     }
     let left = grace_left(ballast::clock::now()).max(MIN_BACKGROUND_DRAIN);
     let drained = ballast::background::drain(left).await;
+    // The spans of the requests just finished, before the process ends.
+    gateway.flush_traces().await;
     if drained.finished {
         tracing::info!("stopped: every request and background write finished");
     } else {

@@ -67,6 +67,8 @@ struct Prepared {
     run_restarted: bool,
     /// Whether the caller can wait for a deferred answer (`deferred/`).
     ask: crate::deferred::Ask,
+    /// Whether the request is traced (`telemetry/`): its answer then says what the call did (`CallTrace`).
+    traced: bool,
 }
 
 /// A route as one boxed service: a tool's (`route`'s, for the MCP route's tools), and `/mcp` itself.
@@ -264,6 +266,8 @@ async fn check(
     let inbound = Inbound::read(request.headers(), server)?;
     let ask = crate::deferred::Ask::read(request.headers(), client.config().side_effects)?;
     let (mut parts, body) = request.into_parts();
+    let traced =
+        gateway.inner.telemetry.is_some() && parts.extensions.get::<crate::telemetry::Traced>().is_some();
     let owner = parts
         .extensions
         .get::<Principal>()
@@ -309,6 +313,7 @@ async fn check(
         explicit,
         run_restarted,
         ask,
+        traced,
     };
     Ok((prepared, request))
 }
@@ -347,7 +352,14 @@ async fn call_tool(client: ToolClient, request: Request) -> Response {
         Err(error) => crate::deferred::marker(tool, prepared.ask, priority, error),
         Ok(_) => None,
     };
+    let traced = prepared.traced.then(|| {
+        let report = result.as_ref().map_or_else(|e| e.report(), |a| &a.report);
+        crate::telemetry::CallTrace::ended(crate::telemetry::Called::Tool, report.clone())
+    });
     let mut response = crate::tool_answer::answer(client.name(), prepared.key.as_ref(), result);
+    if let Some(traced) = traced {
+        response.extensions_mut().insert(traced);
+    }
     if let Some(defer) = defer {
         // A lost answer at an upstream that deduplicates is deferred as nothing-acted: its re-send carries the key.
         if response

@@ -65,7 +65,8 @@ fn number_value(number: u32) -> HeaderValue {
 }
 
 /// Sets (replacing any value already there) `ballast-timeout-ms` and `x-envoy-expected-rq-timeout-ms` to the
-/// attempt's `timeout`, `ballast-attempt` to its `number` and `ballast-hop` to `hop + 1`.
+/// attempt's `timeout`, `ballast-attempt` to its `number` and `ballast-hop` to `hop + 1`; with a `trace`,
+/// `traceparent` with a parent id of the attempt's own, which it returns (the attempt's span id in a trace).
 ///
 /// The timeout travels as a duration, never a timestamp (clock skew), and it is **this attempt's**: the upstream
 /// can stop working on a request its caller has already given up on.
@@ -76,7 +77,7 @@ pub(super) fn set_attempt_headers(
     number: u32,
     hop: u32,
     trace: Option<TraceContext>,
-) {
+) -> Option<u64> {
     let timeout = per_try.value_for(timeout);
     headers.reserve(5);
     headers.insert(BALLAST_TIMEOUT_MS, timeout.clone());
@@ -84,11 +85,11 @@ pub(super) fn set_attempt_headers(
     headers.insert(BALLAST_ATTEMPT, number_value(number));
     headers.insert(BALLAST_HOP, number_value(hop.saturating_add(1)));
     // Each attempt is the parent of what the upstream does with it.
-    if let Some(trace) = trace
-        && let Ok(value) = HeaderValue::from_bytes(&trace.child(crate::trace::span_id()).header_bytes())
-    {
-        headers.insert(TRACEPARENT, value);
-    }
+    let trace = trace?;
+    let child = trace.child(crate::trace::span_id());
+    let value = HeaderValue::from_bytes(&child.header_bytes()).ok()?;
+    headers.insert(TRACEPARENT, value);
+    Some(child.parent_id())
 }
 
 #[cfg(test)]
@@ -115,6 +116,24 @@ mod tests {
         assert_eq!(headers[BALLAST_ATTEMPT], "2");
         assert_eq!(headers.get_all(BALLAST_HOP).iter().collect::<Vec<_>>(), ["4"]);
         assert_eq!(headers.get_all(BALLAST_TIMEOUT_MS).iter().count(), 1);
+    }
+
+    #[test]
+    fn the_span_id_returned_is_the_parent_id_sent() {
+        let mut headers = HeaderMap::new();
+        let trace = TraceContext::parse("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
+        let per_try = PerTry::new(Duration::from_secs(2));
+        let span_id = set_attempt_headers(&mut headers, &per_try, Duration::from_secs(1), 1, 0, Some(trace));
+        let sent = TraceContext::parse(headers[TRACEPARENT].to_str().unwrap()).unwrap();
+        assert_eq!(span_id, Some(sent.parent_id()));
+        assert_eq!(sent.trace_id(), trace.trace_id());
+        assert_eq!(sent.flags(), 1);
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            set_attempt_headers(&mut headers, &per_try, Duration::from_secs(1), 1, 0, None),
+            None
+        );
+        assert!(!headers.contains_key(TRACEPARENT));
     }
 
     #[test]

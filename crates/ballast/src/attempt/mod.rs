@@ -222,7 +222,7 @@ where
         timeout_ms = saturating_millis(timeout)
     );
     let announced = call.announced(timeout, now);
-    set_attempt_headers(
+    let span_id = set_attempt_headers(
         request.headers_mut(),
         per_try,
         announced,
@@ -238,7 +238,13 @@ where
         .and_then(|key| key.to_str().ok())
         .map(str::to_owned);
     let named = side_effect.then(|| (call.target.clone(), request.uri().clone()));
-    let recorder = AttemptRecorder::start(call.report, number, call.cancel.clone(), side_effect, now);
+    let recorder = AttemptRecorder::start(
+        call.report,
+        (number, span_id),
+        call.cancel.clone(),
+        side_effect,
+        now,
+    );
     let expiry = clock::to_tokio(now + timeout);
     // What the upstream is judged by: the per-try timeout, or the route's share of the call's time for this
     // deployment where that is shorter — both the route's own limits. Cut shorter than that, the attempt was ended

@@ -30,15 +30,15 @@ pub(super) struct Recorded {
 
 impl AttemptRecorder {
     /// Records the start, at `started`, of attempt `number` of the call cancelled by `cancel` (a side effect's
-    /// when `side_effect`).
+    /// when `side_effect`), which sent `span_id` upstream as its trace's parent id.
     pub(super) fn start(
         report: Report,
-        number: u32,
+        (number, span_id): (u32, Option<u64>),
         cancel: Cancel,
         side_effect: bool,
         started: Instant,
     ) -> Self {
-        let index = report.start_attempt(number);
+        let index = report.start_attempt(number, started, span_id);
         AttemptRecorder {
             report,
             index,
@@ -129,7 +129,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_is_recorded_with_its_result_duration_and_whether_it_was_sent() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now());
+        let recorder = AttemptRecorder::start(report.clone(), (2, None), Cancel::new(), true, clock::now());
         tokio::time::advance(Duration::from_millis(40)).await;
         let recorded = recorder.finish(&Err(Error::transport(false, "connection refused")));
         assert_eq!(recorded.description(), "never sent: connection refused");
@@ -151,10 +151,10 @@ mod tests {
             .status(503)
             .body(Body::from(Bytes::new()))
             .unwrap();
-        AttemptRecorder::start(report.clone(), 1, Cancel::new(), true, clock::now()).finish(&Ok(ok));
+        AttemptRecorder::start(report.clone(), (1, None), Cancel::new(), true, clock::now()).finish(&Ok(ok));
         assert!(!report.snapshot().outcome_unknown, "answered");
         let timeout = Error::timeout(Duration::from_secs(1));
-        let recorded = AttemptRecorder::start(report.clone(), 2, Cancel::new(), true, clock::now())
+        let recorded = AttemptRecorder::start(report.clone(), (2, None), Cancel::new(), true, clock::now())
             .finish(&Err(timeout));
         assert_eq!(recorded.description(), "timeout");
         assert!(
@@ -170,11 +170,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_dropped_unfinished_is_recorded_as_abandoned_or_cancelled() {
         let report = Report::default();
-        let recorder = AttemptRecorder::start(report.clone(), 1, Cancel::new(), false, clock::now());
+        let recorder = AttemptRecorder::start(report.clone(), (1, None), Cancel::new(), false, clock::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         drop(recorder);
         let cancel = Cancel::new();
-        let recorder = AttemptRecorder::start(report.clone(), 2, cancel.clone(), false, clock::now());
+        let recorder = AttemptRecorder::start(report.clone(), (2, None), cancel.clone(), false, clock::now());
         cancel.cancel();
         drop(recorder);
         let attempts = report.snapshot().attempts;

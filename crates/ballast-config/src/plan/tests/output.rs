@@ -202,3 +202,19 @@ fn without_a_side_effecting_tool_nothing_is_deferred() {
             .is_none()
     );
 }
+
+#[test]
+fn the_traces_are_shown_where_they_go_and_how_many() {
+    let plan = plan_of("version = 1\n[telemetry]\nendpoint = \"http://127.0.0.1:4318\"\nsampling = 0.25\n");
+    let table = render_table(&plan);
+    assert!(
+        table.contains(
+            "Traces: OTLP http/protobuf to http://127.0.0.1:4318/v1/traces as service \"ballast\"; 25 % of the \
+             traces that start here are recorded"
+        ),
+        "{table}"
+    );
+    let json = serde_json::to_value(&plan).unwrap();
+    assert_eq!(json["traces"]["sampling"], 0.25);
+    assert!(plan_of("version = 1\n").traces.is_none());
+}

@@ -41,7 +41,7 @@ fn unknown_keys_name_their_table_path_and_line() {
     let cases = [
         (
             "tmeout = \"1s\"\n",
-            "tmeout: unknown field `tmeout`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers` (line 2, column 1)",
+            "tmeout: unknown field `tmeout`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers`, `telemetry` (line 2, column 1)",
         ),
         (
             "[server]\nlisen = \"x\"\n",
@@ -49,7 +49,7 @@ fn unknown_keys_name_their_table_path_and_line() {
         ),
         (
             "[metrics]\n",
-            "metrics: unknown field `metrics`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers` (line 2, column 2)",
+            "metrics: unknown field `metrics`, expected one of `version`, `server`, `principals`, `store`, `run`, `deferred`, `models`, `tools`, `mcp_servers`, `telemetry` (line 2, column 2)",
         ),
         (
             "[[tools]]\nname = \"a\"\n[[tools]]\nname = \"b\"\n[tools.upstream]\nurll = \"x\"\n",

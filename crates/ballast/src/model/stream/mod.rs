@@ -289,6 +289,13 @@ impl<E> ModelStream<E> {
     pub fn report(&self) -> OutcomeReport {
         self.tried.report()
     }
+
+    /// A reader of the report that outlives the stream: what a caller that hands the stream on (as a response
+    /// body, say) calls when the stream has ended, for the report with its tokens and how it ended.
+    pub fn report_reader(&self) -> impl Fn() -> OutcomeReport + Send + Sync + 'static {
+        let tried = Arc::clone(&self.tried);
+        move || tried.report()
+    }
 }
 
 impl<E> Stream for ModelStream<E> {
